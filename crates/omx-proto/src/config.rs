@@ -1,0 +1,60 @@
+//! Engine tunables. Defaults follow the original's documented values (behavior.md §1, §4).
+
+use crate::types::{Time, NS_PER_MS};
+use omx_wire::WireConfig;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub wire: WireConfig,
+    /// Messages longer than this use rendezvous + pull. Clamped to [128, wire.medium_max()].
+    pub rndv_threshold: u32,
+    /// Period after which an unacknowledged packet (or connect request) is sent again.
+    pub resend_delay: Time,
+    /// Resends before the partner is declared unreachable.
+    pub resends_max: u32,
+    /// Delay before an explicit ack when no reply carried a piggybacked one.
+    pub ack_delay: Time,
+    /// Received-but-unacked messages that trigger an immediate explicit ack.
+    pub not_acked_max: u16,
+    /// Sends completed early (before their ack) kept per endpoint before completion waits.
+    pub zombie_max: usize,
+    /// Pull blocks requested ahead of the data (the original used 4).
+    pub pull_blocks_outstanding: u32,
+    /// Time without pull progress before missing pull-reply frames are requested again.
+    pub pull_resend_delay: Time,
+    /// Bytes of unexpected eager payload kept before new unexpected messages are refused
+    /// (refused messages are not acked, so the sender retransmits them later).
+    pub unexp_max_bytes: usize,
+    /// Bytes of out-of-order ("early") packets kept per endpoint.
+    pub early_max_bytes: usize,
+    /// How far ahead of the next expected sequence number a packet is kept.
+    pub early_window: u16,
+}
+
+impl EngineConfig {
+    pub fn new(wire: WireConfig) -> Self {
+        EngineConfig {
+            wire,
+            rndv_threshold: 32768.min(wire.medium_max()),
+            resend_delay: 500 * NS_PER_MS,
+            resends_max: 1000,
+            ack_delay: 16 * NS_PER_MS,
+            not_acked_max: 4,
+            zombie_max: 512,
+            pull_blocks_outstanding: wire.pull_blocks_outstanding,
+            pull_resend_delay: 1000 * NS_PER_MS,
+            unexp_max_bytes: 256 << 20,
+            early_max_bytes: 64 << 20,
+            early_window: 255,
+        }
+    }
+
+    /// The threshold actually used, clamped as the original does.
+    pub fn effective_rndv_threshold(&self) -> u32 {
+        self.rndv_threshold.clamp(128, self.wire.medium_max())
+    }
+
+    pub fn pull_timeout_total(&self) -> Time {
+        self.resend_delay.saturating_mul(self.resends_max as u64)
+    }
+}

@@ -1,0 +1,193 @@
+//! Connection handshake: exchanges sessions, keys and initial sequence numbers.
+
+use crate::engine::{ConnectReq, Engine, Request};
+use crate::seqnum::Seq;
+use crate::slab::Key;
+use crate::transmit::Payload;
+use crate::types::*;
+use omx_wire::{Connect, Packet, CONNECT_STATUS_BAD_KEY, CONNECT_STATUS_SUCCESS};
+
+impl Engine {
+    /// Starts a connect to endpoint `endpoint` of board `nic_id` with the remote's key.
+    /// Completes with the partner as `status.source` (or a failure status).
+    pub fn connect(
+        &mut self,
+        now: Time,
+        nic_id: NicId,
+        endpoint: u8,
+        key: u32,
+        context: u64,
+    ) -> Result<ReqId, EngineError> {
+        let pid = self.partner_for(nic_id, endpoint).ok_or(EngineError::UnknownPeer)?;
+        if nic_id == self.me.nic_id && endpoint == self.me.endpoint {
+            // Connecting to oneself needs no packets, only the key check.
+            let code = if key == self.me.key { StatusCode::Success } else { StatusCode::BadKey };
+            if code == StatusCode::Success {
+                let me = self.me.session;
+                let p = self.partner(pid);
+                p.session = Some(me);
+                p.reverse_index = p.peer_index;
+            }
+            let k = self.requests.insert(Request::Connect(ConnectReq {
+                partner: pid,
+                key,
+                context,
+                connect_seqnum: 0,
+                last_send: now,
+                resends: 0,
+                resends_max: 0,
+            }));
+            self.requests.remove(k);
+            self.complete(k, RequestKind::Connect, connect_status(code, pid, context));
+            return Ok(ReqId(k.0));
+        }
+        let resends_max = self.cfg.resends_max;
+        let p = self.partner(pid);
+        p.connect_seqnum = p.connect_seqnum.wrapping_add(1);
+        let connect_seqnum = p.connect_seqnum;
+        let k = self.requests.insert(Request::Connect(ConnectReq {
+            partner: pid,
+            key,
+            context,
+            connect_seqnum,
+            last_send: now,
+            resends: 0,
+            resends_max,
+        }));
+        self.partner(pid).connects.push_back(k);
+        self.send_connect_request(now, k);
+        Ok(ReqId(k.0))
+    }
+
+    pub(crate) fn send_connect_request(&mut self, now: Time, k: Key) {
+        let Some(Request::Connect(c)) = self.requests.get_mut(k) else { return };
+        c.last_send = now;
+        let (pid, key, seqnum) = (c.partner, c.key, c.connect_seqnum);
+        let delay = self.cfg.resend_delay;
+        let (me, session) = (self.me.endpoint, self.me.session);
+        let p = self.partner(pid);
+        p.arm_resend(now + delay);
+        let packet = Packet::Connect(Connect {
+            dst_endpoint: p.endpoint,
+            src_endpoint: me,
+            length: 16,
+            lib_seqnum: 0,
+            src_dst_peer_index: p.peer_index,
+            src_session_id: session,
+            app_key_or_target_session: key,
+            target_recv_seqnum_start: p.next_match.0,
+            is_reply: false,
+            connect_seqnum: seqnum,
+            status_code: 0,
+        });
+        let header = self.header_to(pid);
+        self.counters.send_connect_request += 1;
+        self.emit(header, packet, Payload::None, true);
+    }
+
+    pub(crate) fn on_connect(&mut self, now: Time, src: NicId, peer_index: u16, c: Connect) {
+        if !self.for_me(c.dst_endpoint) {
+            return;
+        }
+        if c.is_reply {
+            self.counters.recv_connect_reply += 1;
+            self.on_connect_reply(now, src, c);
+        } else {
+            self.counters.recv_connect_request += 1;
+            self.on_connect_request(now, src, peer_index, c);
+        }
+    }
+
+    fn on_connect_request(&mut self, now: Time, src: NicId, _peer_index: u16, c: Connect) {
+        let Some(pid) = self.partner_for(src, c.src_endpoint) else { return };
+        let good_key = c.app_key_or_target_session == self.me.key;
+        let p = &mut self.partners[pid.0 as usize];
+        p.reverse_index = c.src_dst_peer_index;
+        let status_code = if good_key {
+            let previous = p.session;
+            if previous.is_some_and(|s| s != c.src_session_id) {
+                // The remote endpoint was closed and reopened: its old stream is gone.
+                self.reset_partner(now, pid, StatusCode::EndpointClosed);
+                let p = self.partner(pid);
+                p.next_match = Seq::first(p.next_match.sesnum());
+                p.next_frag = p.next_match;
+                p.last_acked = p.next_match;
+            }
+            let p = self.partner(pid);
+            // Adopt the requester's expectation of our stream when it is a new
+            // incarnation to us, or when nothing of ours is in flight to it.
+            if previous != Some(c.src_session_id) || p.unacked.is_empty() {
+                p.next_send = Seq(c.target_recv_seqnum_start);
+            }
+            p.session = Some(c.src_session_id);
+            CONNECT_STATUS_SUCCESS
+        } else {
+            self.counters.connect_bad_key += 1;
+            CONNECT_STATUS_BAD_KEY
+        };
+        let p = &self.partners[pid.0 as usize];
+        let reply = Packet::Connect(Connect {
+            dst_endpoint: c.src_endpoint,
+            src_endpoint: self.me.endpoint,
+            length: 16,
+            lib_seqnum: 0,
+            src_dst_peer_index: p.peer_index,
+            src_session_id: c.src_session_id,
+            app_key_or_target_session: if good_key { self.me.session } else { 0 },
+            target_recv_seqnum_start: p.next_match.0,
+            is_reply: true,
+            connect_seqnum: c.connect_seqnum,
+            status_code,
+        });
+        let header = self.header_to(pid);
+        self.counters.send_connect_reply += 1;
+        self.emit(header, reply, Payload::None, true);
+    }
+
+    fn on_connect_reply(&mut self, now: Time, src: NicId, c: Connect) {
+        let Some(&pid) = self.partner_by_addr.get(&(src, c.src_endpoint)) else {
+            self.counters.drop_connect_reply_stale += 1;
+            return;
+        };
+        if c.src_session_id != self.me.session {
+            self.counters.drop_connect_reply_stale += 1;
+            return;
+        }
+        let pending = self.partners[pid.0 as usize].connects.iter().copied().find(|&k| {
+            matches!(self.requests.get(k), Some(Request::Connect(r)) if r.connect_seqnum == c.connect_seqnum)
+        });
+        let Some(k) = pending else {
+            self.counters.drop_connect_reply_stale += 1;
+            return;
+        };
+        let code = if c.status_code == CONNECT_STATUS_SUCCESS {
+            let new_session = c.app_key_or_target_session;
+            let p = &self.partners[pid.0 as usize];
+            if p.session.is_some_and(|s| s != new_session) {
+                self.reset_partner(now, pid, StatusCode::EndpointClosed);
+            }
+            let p = self.partner(pid);
+            p.reverse_index = c.src_dst_peer_index;
+            if p.session != Some(new_session) || p.unacked.is_empty() {
+                p.next_send = Seq(c.target_recv_seqnum_start);
+            }
+            p.session = Some(new_session);
+            StatusCode::Success
+        } else {
+            StatusCode::BadKey
+        };
+        self.finish_connect(k, code);
+        // Sends queued behind a reset can go now.
+        self.release_throttled(now, pid);
+    }
+
+    pub(crate) fn finish_connect(&mut self, k: Key, code: StatusCode) {
+        let Some(Request::Connect(c)) = self.requests.remove(k) else { return };
+        self.partner(c.partner).connects.retain(|&x| x != k);
+        self.complete(k, RequestKind::Connect, connect_status(code, c.partner, c.context));
+    }
+}
+
+fn connect_status(code: StatusCode, pid: PartnerId, context: u64) -> Status {
+    Status { code, source: Some(pid), match_info: 0, msg_length: 0, xfer_length: 0, context }
+}

@@ -1,0 +1,415 @@
+//! The engine of one endpoint: state, public calls, frame dispatch and timers. Message
+//! classes live in `send.rs`, `recv.rs`, `pull.rs` and `connect.rs`.
+
+use crate::config::EngineConfig;
+use crate::counters::Counters;
+use crate::partner::Partner;
+use crate::peers::PeerTable;
+use crate::pull::Pull;
+use crate::slab::{Key, Slab};
+use crate::transmit::{Payload, Transmit, MAX_HEADER_LEN};
+use crate::types::*;
+use bytes::Bytes;
+use omx_wire::{DecodeError, DropReason, Header, Packet};
+use std::collections::{HashMap, VecDeque};
+
+/// Identity of the local endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndpointParams {
+    pub nic_id: NicId,
+    pub endpoint: u8,
+    /// Random per open, carried by peers in data packets to detect a reopened endpoint.
+    pub session: u32,
+    /// Application key that connecting peers must present.
+    pub key: u32,
+}
+
+pub(crate) enum Request {
+    Send(SendReq),
+    Recv(RecvReq),
+    Connect(ConnectReq),
+}
+
+pub(crate) struct SendReq {
+    pub partner: PartnerId,
+    pub match_info: u64,
+    pub data: SendData,
+    pub context: u64,
+    pub resends_max: u32,
+    /// Region id and use counter once a rendezvous was announced.
+    pub large: Option<(u8, u8)>,
+}
+
+pub(crate) struct RecvReq {
+    pub match_info: u64,
+    pub mask: u64,
+    pub handle: MemHandle,
+    pub len: u32,
+    pub context: u64,
+    pub active: Option<ActiveRecv>,
+}
+
+/// A receive that has been matched to a message.
+pub(crate) struct ActiveRecv {
+    pub partner: PartnerId,
+    pub match_info: u64,
+    pub msg_length: u32,
+    pub xfer: u32,
+    /// Message bytes seen so far (including bytes beyond a short buffer).
+    pub received: u32,
+    pub data_done: bool,
+    pub copies_pending: u32,
+    pub code: StatusCode,
+    /// Rendezvous announcement (region id, use counter, offset) of a large message.
+    pub rndv: Option<(u8, u8, u16)>,
+}
+
+pub(crate) struct ConnectReq {
+    pub partner: PartnerId,
+    pub key: u32,
+    pub context: u64,
+    pub connect_seqnum: u8,
+    pub last_send: Time,
+    pub resends: u32,
+    pub resends_max: u32,
+}
+
+pub(crate) enum UnexpBody {
+    Eager { chunks: Vec<(u32, Bytes)>, complete: bool },
+    Rndv { rdma_id: u8, rdma_seq: u8, rdma_offset: u16 },
+}
+
+pub(crate) struct Unexpected {
+    pub partner: PartnerId,
+    pub match_info: u64,
+    pub msg_length: u32,
+    pub body: UnexpBody,
+    /// Bytes charged against the unexpected-queue budget.
+    pub charged: usize,
+}
+
+/// A registered send buffer that remote pullers may read.
+pub(crate) struct Region {
+    pub handle: MemHandle,
+    pub len: u32,
+    pub req: Key,
+    pub use_seq: u8,
+}
+
+/// Sizes of the engine's internal queues, for memory-bound assertions and tools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub requests: usize,
+    pub posted_recvs: usize,
+    pub unexpected: usize,
+    pub unexpected_bytes: usize,
+    pub early_bytes: usize,
+    pub unacked: usize,
+    pub throttled: usize,
+    pub partials: usize,
+    pub pulls: usize,
+    pub regions: usize,
+    pub copies: usize,
+    pub zombies: usize,
+    pub transmits: usize,
+    pub completions: usize,
+}
+
+pub struct Engine {
+    pub(crate) cfg: EngineConfig,
+    pub(crate) me: EndpointParams,
+    pub(crate) mac: [u8; 6],
+    pub(crate) peers: PeerTable,
+    pub(crate) partners: Vec<Partner>,
+    pub(crate) partner_by_addr: HashMap<(NicId, u8), PartnerId>,
+    pub(crate) requests: Slab<Request>,
+    pub(crate) posted: VecDeque<Key>,
+    pub(crate) unexp: Slab<Unexpected>,
+    pub(crate) unexp_order: VecDeque<Key>,
+    pub(crate) unexp_bytes: usize,
+    pub(crate) early_bytes: usize,
+    pub(crate) regions: Vec<Option<Region>>,
+    pub(crate) region_use: [u8; 256],
+    pub(crate) region_waitq: VecDeque<Key>,
+    pub(crate) pulls: Slab<Pull>,
+    pub(crate) pull_waitq: VecDeque<Key>,
+    pub(crate) copies: HashMap<CopyId, Key>,
+    pub(crate) next_copy: u64,
+    pub(crate) out: VecDeque<Transmit>,
+    pub(crate) completions: VecDeque<Completion>,
+    pub(crate) copy_ops: VecDeque<CopyOp>,
+    pub(crate) zombies: usize,
+    pub counters: Counters,
+}
+
+/// Concurrent rendezvous sends per endpoint (half the 8-bit region id space, as MX).
+pub(crate) const MAX_LARGE_SENDS: usize = 128;
+/// Pull handles per endpoint (10 bits of the wire handle).
+pub(crate) const MAX_PULLS: usize = 1024;
+/// The original starts every region's use counter here.
+const REGION_USE_INIT: u8 = 23;
+
+impl Engine {
+    pub fn new(cfg: EngineConfig, me: EndpointParams, peers: PeerTable) -> Self {
+        Engine {
+            mac: mac_from_nic_id(me.nic_id),
+            cfg,
+            me,
+            peers,
+            partners: Vec::new(),
+            partner_by_addr: HashMap::new(),
+            requests: Slab::default(),
+            posted: VecDeque::new(),
+            unexp: Slab::default(),
+            unexp_order: VecDeque::new(),
+            unexp_bytes: 0,
+            early_bytes: 0,
+            regions: (0..256).map(|_| None).collect(),
+            region_use: [REGION_USE_INIT; 256],
+            region_waitq: VecDeque::new(),
+            pulls: Slab::default(),
+            pull_waitq: VecDeque::new(),
+            copies: HashMap::new(),
+            next_copy: 1,
+            out: VecDeque::new(),
+            completions: VecDeque::new(),
+            copy_ops: VecDeque::new(),
+            zombies: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    pub fn params(&self) -> &EndpointParams {
+        &self.me
+    }
+
+    pub fn peers(&self) -> &PeerTable {
+        &self.peers
+    }
+
+    pub fn peers_mut(&mut self) -> &mut PeerTable {
+        &mut self.peers
+    }
+
+    /// Remote board, endpoint index and session of a partner.
+    pub fn partner_addr(&self, id: PartnerId) -> Option<(NicId, u8, Option<u32>)> {
+        self.partners.get(id.0 as usize).map(|p| (p.nic_id, p.endpoint, p.session))
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
+    }
+
+    pub fn poll_copy(&mut self) -> Option<CopyOp> {
+        self.copy_ops.pop_front()
+    }
+
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty() || !self.completions.is_empty() || !self.copy_ops.is_empty()
+    }
+
+    pub fn stats(&self) -> QueueStats {
+        QueueStats {
+            requests: self.requests.len(),
+            posted_recvs: self.posted.len(),
+            unexpected: self.unexp.len(),
+            unexpected_bytes: self.unexp_bytes,
+            early_bytes: self.early_bytes,
+            unacked: self.partners.iter().map(|p| p.unacked.len()).sum(),
+            throttled: self.partners.iter().map(|p| p.throttled.len()).sum(),
+            partials: self.partners.iter().map(|p| p.partials.len()).sum(),
+            pulls: self.pulls.len(),
+            regions: self.regions.iter().filter(|r| r.is_some()).count(),
+            copies: self.copies.len(),
+            zombies: self.zombies,
+            transmits: self.out.len(),
+            completions: self.completions.len(),
+        }
+    }
+
+    /// Finds or creates the partner for a remote endpoint on a known peer.
+    pub(crate) fn partner_for(&mut self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
+        if let Some(&id) = self.partner_by_addr.get(&(nic_id, endpoint)) {
+            return Some(id);
+        }
+        let peer_index = self.peers.index_of(nic_id)?;
+        let id = PartnerId(self.partners.len() as u32);
+        self.partners.push(Partner::new(nic_id, endpoint, peer_index));
+        self.partner_by_addr.insert((nic_id, endpoint), id);
+        Some(id)
+    }
+
+    pub(crate) fn partner(&mut self, id: PartnerId) -> &mut Partner {
+        &mut self.partners[id.0 as usize]
+    }
+
+    pub(crate) fn header_to(&self, id: PartnerId) -> Header {
+        let p = &self.partners[id.0 as usize];
+        Header {
+            dst_mac: mac_from_nic_id(p.nic_id),
+            src_mac: self.mac,
+            ethertype: self.cfg.wire.ethertype,
+            dst_src_peer_index: p.reverse_index,
+        }
+    }
+
+    /// Encodes and queues one frame.
+    pub(crate) fn emit(&mut self, header: Header, packet: Packet, payload: Payload, urgent: bool) {
+        let mut buf = [0u8; MAX_HEADER_LEN];
+        match omx_wire::encode_header(&header, &packet, &self.cfg.wire, &mut buf) {
+            Ok(n) => {
+                let t = Transmit::new(buf, n, payload, packet.packet_type(), urgent);
+                self.out.push_back(t);
+            }
+            // Only reachable through a field that does not fit the wire mode; the callers
+            // validate lengths against the mode, so this is a bug worth surfacing in tests.
+            Err(e) => debug_assert!(false, "encode failed: {e:?} for {packet:?}"),
+        }
+    }
+
+    pub(crate) fn complete(&mut self, req: Key, kind: RequestKind, status: Status) {
+        self.completions.push_back(Completion { req: ReqId(req.0), kind, status });
+    }
+
+    pub(crate) fn new_copy(&mut self, req: Key, src: Bytes, dst: MemHandle, dst_offset: u64) {
+        let id = CopyId(self.next_copy);
+        self.next_copy += 1;
+        self.copies.insert(id, req);
+        self.copy_ops.push_back(CopyOp { id, src, dst, dst_offset });
+    }
+
+    /// The runtime finished a copy action.
+    pub fn copy_done(&mut self, now: Time, id: CopyId) {
+        let Some(req) = self.copies.remove(&id) else { return };
+        if let Some(Request::Recv(r)) = self.requests.get_mut(req) {
+            if let Some(a) = r.active.as_mut() {
+                a.copies_pending -= 1;
+            }
+        }
+        self.try_finish_recv(now, req);
+    }
+
+    /// Processes one received frame (a complete Ethernet frame, shared so that copy
+    /// actions can reference its payload without copying it).
+    pub fn handle_frame(&mut self, now: Time, frame: Bytes) {
+        let decoded = match omx_wire::decode(&frame, &self.cfg.wire) {
+            Ok(d) => d,
+            Err(e) => return self.count_decode_error(e),
+        };
+        let header = decoded.header;
+        let packet = decoded.packet;
+        let payload = frame.slice_ref(decoded.payload);
+        let src = nic_id_from_mac(header.src_mac);
+        let Some(peer_index) = self.peers.index_of(src) else {
+            self.counters.drop_bad_peer_addr += 1;
+            return;
+        };
+        // Connect and pull replies are resolved by address or handle; everything else
+        // must name us by the index we announced.
+        let checks_index = !matches!(
+            packet,
+            Packet::Connect(_) | Packet::PullReply(_) | Packet::NackLib(_) | Packet::NackMcp(_)
+        );
+        if checks_index && header.dst_src_peer_index != peer_index {
+            self.counters.drop_bad_peer_index += 1;
+            return;
+        }
+        match packet {
+            Packet::Tiny(m) | Packet::Small(m) => self.on_eager(now, src, &packet, m, payload),
+            Packet::Medium(m) => self.on_medium(now, src, m, payload, frame),
+            Packet::Rndv(r) => self.on_rndv(now, src, r, frame),
+            Packet::Notify(n) => self.on_notify_frame(now, src, n, frame),
+            Packet::Truc(t) => self.on_truc(now, src, t),
+            Packet::Connect(c) => self.on_connect(now, src, peer_index, c),
+            Packet::Pull(p) => self.on_pull(now, src, p),
+            Packet::PullReply(r) => self.on_pull_reply(now, r, payload),
+            Packet::NackLib(n) => self.on_nack_lib(now, src, n),
+            Packet::NackMcp(n) => self.on_nack_mcp(now, n),
+            // Discovery frames belong to the board, not to an endpoint.
+            Packet::Raw | Packet::HostQuery(_) | Packet::HostReply(_) => {
+                self.counters.drop_bad_endpoint += 1
+            }
+        }
+    }
+
+    fn count_decode_error(&mut self, e: DecodeError) {
+        let c = &mut self.counters;
+        match e.drop_reason() {
+            DropReason::BadHeaderDataLen => c.drop_bad_header_datalen += 1,
+            DropReason::BadDataLen => c.drop_bad_datalen += 1,
+            DropReason::BadSkbLen => c.drop_bad_skblen += 1,
+            DropReason::UnknownType => c.drop_unknown_type += 1,
+            DropReason::InvalidType => c.drop_invalid_type += 1,
+            DropReason::BadField | DropReason::WrongEtherType => c.drop_bad_field += 1,
+        }
+    }
+
+    /// Earliest time at which [`Engine::handle_timeout`] has work to do.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let partners = self
+            .partners
+            .iter()
+            .flat_map(|p| [p.ack_deadline, p.resend_deadline])
+            .flatten();
+        let pulls = self.pulls.keys().filter_map(|k| self.pulls.get(k)?.deadline(&self.cfg));
+        partners.chain(pulls).min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Time) {
+        for i in 0..self.partners.len() {
+            let id = PartnerId(i as u32);
+            if self.partners[i].ack_deadline.is_some_and(|d| d <= now) {
+                self.send_ack(id);
+            }
+            if self.partners[i].resend_deadline.is_some_and(|d| d <= now) {
+                self.resend_overdue(now, id);
+            }
+        }
+        self.pull_timeouts(now);
+    }
+
+    /// Flushes pending delayed acks (endpoint close).
+    pub fn flush_acks(&mut self) {
+        for i in 0..self.partners.len() {
+            if self.partners[i].ack_deadline.is_some() {
+                self.send_ack(PartnerId(i as u32));
+            }
+        }
+    }
+
+    /// Frames to peers that are addressed to a board but not to this engine's index.
+    pub(crate) fn for_me(&mut self, dst_endpoint: u8) -> bool {
+        if dst_endpoint != self.me.endpoint {
+            self.counters.drop_bad_endpoint += 1;
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn session_ok(&mut self, session: u32) -> bool {
+        if session != self.me.session {
+            self.counters.drop_bad_session += 1;
+            return false;
+        }
+        true
+    }
+
+    /// Nothing is accepted from a partner before a connect succeeded in either direction.
+    pub(crate) fn known_partner(&mut self, src: NicId, endpoint: u8) -> Option<PartnerId> {
+        match self.partner_by_addr.get(&(src, endpoint)) {
+            Some(&id) if self.partners[id.0 as usize].session.is_some() => Some(id),
+            _ => {
+                self.counters.drop_not_connected += 1;
+                None
+            }
+        }
+    }
+}

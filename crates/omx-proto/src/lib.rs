@@ -1,0 +1,28 @@
+//! Sans-IO Open-MX protocol engine.
+//!
+//! One [`Engine`] is one endpoint. It takes received frames and the current time, and
+//! produces frames to transmit ([`Transmit`]), payload copies for the runtime to perform
+//! ([`CopyOp`]), request completions ([`Completion`]) and its next timer deadline. It
+//! owns no socket, clock or thread, so every loss, reordering or duplication can be
+//! replayed exactly in tests.
+
+mod config;
+mod connect;
+mod counters;
+mod engine;
+mod partner;
+mod peers;
+mod pull;
+mod recv;
+mod send;
+pub mod seqnum;
+mod slab;
+mod transmit;
+mod types;
+
+pub use config::EngineConfig;
+pub use counters::Counters;
+pub use engine::{Engine, EndpointParams, QueueStats};
+pub use peers::{Peer, PeerTable};
+pub use transmit::{Payload, Transmit, MAX_HEADER_LEN};
+pub use types::*;

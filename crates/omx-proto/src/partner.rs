@@ -1,0 +1,141 @@
+//! Per-remote-endpoint state: sessions, the two sequence streams, retransmission queue,
+//! out-of-order ("early") packets and partially received medium messages.
+
+use crate::seqnum::Seq;
+use crate::slab::Key;
+use crate::types::{NicId, Time};
+use bytes::Bytes;
+use omx_wire::{Medium, Msg, Notify, Rndv};
+use std::collections::{HashMap, VecDeque};
+
+/// A seq-consuming packet kept until acked, re-encoded on each (re)send so that its
+/// piggybacked ack is current.
+#[derive(Clone, Debug)]
+pub(crate) enum SentPacket {
+    Tiny(Msg, Bytes),
+    Small(Msg, Bytes),
+    Medium(Medium, Bytes),
+    Rndv(Rndv),
+    Notify(Notify),
+}
+
+#[derive(Debug)]
+pub(crate) struct SendRecord {
+    pub seq: Seq,
+    pub packet: SentPacket,
+    /// The send request still waiting for this ack, if any (early-completed sends and
+    /// notifies have none).
+    pub req: Option<Key>,
+    /// Counted in the endpoint's zombie total until acked.
+    pub zombie: bool,
+    pub last_send: Time,
+    pub resends: u32,
+    pub resends_max: u32,
+}
+
+/// Where the fragments of a partially received medium message go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PartialTarget {
+    Recv(Key),
+    Unexpected(Key),
+}
+
+#[derive(Debug)]
+pub(crate) struct PartialMedium {
+    pub seq: Seq,
+    pub target: PartialTarget,
+    pub msg_length: u32,
+    pub match_info: u64,
+    pub frags_seen: [u64; 4],
+    pub received: u32,
+}
+
+impl PartialMedium {
+    /// Marks fragment `i` seen; false if it was already.
+    pub fn mark(&mut self, i: u8) -> bool {
+        let (w, b) = ((i / 64) as usize, i % 64);
+        let fresh = self.frags_seen[w] & (1 << b) == 0;
+        self.frags_seen[w] |= 1 << b;
+        fresh
+    }
+}
+
+pub(crate) struct Partner {
+    pub nic_id: NicId,
+    pub endpoint: u8,
+    /// Our peer-table index of the remote board.
+    pub peer_index: u16,
+    /// The remote's index of us (goes in the common header); learned from CONNECT.
+    pub reverse_index: u16,
+    /// The remote endpoint's session, once a connect succeeded in either direction.
+    pub session: Option<u32>,
+
+    // Send direction.
+    pub next_send: Seq,
+    pub unacked: VecDeque<SendRecord>,
+    /// Sends waiting for a sequence number (too many unacked).
+    pub throttled: VecDeque<Key>,
+    pub resend_deadline: Option<Time>,
+    /// Connect requests in flight, oldest first.
+    pub connects: VecDeque<Key>,
+    pub connect_seqnum: u8,
+
+    // Receive direction.
+    pub next_match: Seq,
+    /// All sequence numbers below this were completely received (the ack value).
+    pub next_frag: Seq,
+    pub last_acked: Seq,
+    pub ack_deadline: Option<Time>,
+    pub acknum_sent: u32,
+    pub acknum_seen: u32,
+    pub partials: Vec<PartialMedium>,
+    pub early: HashMap<u16, Vec<Bytes>>,
+    pub early_bytes: usize,
+}
+
+impl Partner {
+    pub fn new(nic_id: NicId, endpoint: u8, peer_index: u16) -> Self {
+        Partner {
+            nic_id,
+            endpoint,
+            peer_index,
+            reverse_index: omx_wire::PEER_INDEX_NONE,
+            session: None,
+            next_send: Seq::first(0),
+            unacked: VecDeque::new(),
+            throttled: VecDeque::new(),
+            resend_deadline: None,
+            connects: VecDeque::new(),
+            connect_seqnum: 0,
+            next_match: Seq::first(0),
+            next_frag: Seq::first(0),
+            last_acked: Seq::first(0),
+            ack_deadline: None,
+            acknum_sent: 0,
+            acknum_seen: 0,
+            partials: Vec::new(),
+            early: HashMap::new(),
+            early_bytes: 0,
+        }
+    }
+
+    /// Recomputes the ack value: everything below the oldest partial medium (or below the
+    /// next message to match) is complete.
+    pub fn refresh_next_frag(&mut self) {
+        let base = self.next_match;
+        self.next_frag = self
+            .partials
+            .iter()
+            .map(|p| p.seq)
+            .max_by_key(|s| base.since(*s))
+            .unwrap_or(base);
+    }
+
+    pub fn unacked_in_flight(&self) -> u16 {
+        self.next_send.since(self.unacked.front().map(|r| r.seq).unwrap_or(self.next_send))
+    }
+
+    pub fn arm_resend(&mut self, at: Time) {
+        self.resend_deadline = Some(self.resend_deadline.map_or(at, |d| d.min(at)));
+    }
+}

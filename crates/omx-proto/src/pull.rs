@@ -1,0 +1,424 @@
+//! Large messages: the receiver pulls blocks of frames from the sender's registered
+//! region, several blocks in flight, re-requesting only missing frames after a timeout.
+
+use crate::engine::{Engine, Request, MAX_PULLS};
+use crate::recv::nack_status;
+use crate::slab::Key;
+use crate::transmit::Payload;
+use crate::types::*;
+use omx_wire::{Header, NackMcp, NackType, Notify, Packet, Pull as PullPacket, PullReply, PULL_MAGIC_XOR};
+
+/// Wire handle: slot index in the high 10 bits, 22 bits of generation.
+const HANDLE_GEN_BITS: u32 = 22;
+const HANDLE_GEN_MASK: u32 = (1 << HANDLE_GEN_BITS) - 1;
+
+pub(crate) struct Block {
+    start: u32,
+    end: u32,
+    missing: u32,
+    requested_at: Time,
+}
+
+pub(crate) struct Pull {
+    req: Key,
+    partner: PartnerId,
+    handle: MemHandle,
+    rdma_id: u8,
+    rdma_seq: u8,
+    rdma_offset: u32,
+    xfer: u32,
+    /// Frame geometry: frame 0 is shortened by `off0` so later frames are aligned.
+    off0: u32,
+    reply_max: u32,
+    frames_total: u32,
+    received: Vec<u64>,
+    frames_received: u32,
+    next_frame: u32,
+    blocks: Vec<Block>,
+    last_progress: Time,
+}
+
+impl Pull {
+    fn frame_start(&self, k: u32) -> u32 {
+        if k == 0 {
+            0
+        } else {
+            k * self.reply_max - self.off0
+        }
+    }
+
+    fn frame_end(&self, k: u32) -> u32 {
+        ((k as u64 + 1) * self.reply_max as u64 - self.off0 as u64).min(self.xfer as u64) as u32
+    }
+
+    fn has(&self, k: u32) -> bool {
+        self.received[(k / 64) as usize] & (1 << (k % 64)) != 0
+    }
+
+    pub(crate) fn deadline(&self, cfg: &crate::EngineConfig) -> Option<Time> {
+        self.blocks.iter().map(|b| b.requested_at + cfg.pull_resend_delay).min()
+    }
+}
+
+fn wire_handle(k: Key) -> u32 {
+    (k.index() << HANDLE_GEN_BITS) | (k.generation() & HANDLE_GEN_MASK)
+}
+
+impl Engine {
+    /// A matched rendezvous: pull `min(buffer, message)` bytes, or notify at once when
+    /// there is nothing to pull.
+    pub(crate) fn start_large_recv(
+        &mut self,
+        now: Time,
+        k: Key,
+        rdma_id: u8,
+        rdma_seq: u8,
+        rdma_offset: u16,
+    ) {
+        let Some(Request::Recv(r)) = self.requests.get_mut(k) else { return };
+        let handle = r.handle;
+        let Some(a) = r.active.as_mut() else { return };
+        a.rndv = Some((rdma_id, rdma_seq, rdma_offset));
+        let (pid, xfer) = (a.partner, a.xfer);
+        if xfer == 0 {
+            a.data_done = true;
+            self.notify_sender(now, pid, rdma_id, rdma_seq, 0);
+            self.try_finish_recv(now, k);
+            return;
+        }
+        if self.pulls.len() >= MAX_PULLS {
+            self.pull_waitq.push_back(k);
+            return;
+        }
+        let reply_max = self.cfg.wire.pull_reply_max;
+        let off0 = rdma_offset as u32 % reply_max;
+        let frames_total = ((xfer as u64 + off0 as u64).div_ceil(reply_max as u64)) as u32;
+        let pull = Pull {
+            req: k,
+            partner: pid,
+            handle,
+            rdma_id,
+            rdma_seq,
+            rdma_offset: rdma_offset as u32,
+            xfer,
+            off0,
+            reply_max,
+            frames_total,
+            received: vec![0; frames_total.div_ceil(64) as usize],
+            frames_received: 0,
+            next_frame: 0,
+            blocks: Vec::new(),
+            last_progress: now,
+        };
+        let pk = self.pulls.insert(pull);
+        self.refill_blocks(now, pk);
+    }
+
+    /// Keeps the configured number of blocks requested ahead.
+    fn refill_blocks(&mut self, now: Time, pk: Key) {
+        let per_block = self.cfg.wire.pull_block_replies;
+        let want = self.cfg.pull_blocks_outstanding.max(1) as usize;
+        loop {
+            let Some(pull) = self.pulls.get_mut(pk) else { return };
+            if pull.blocks.len() >= want || pull.next_frame >= pull.frames_total {
+                return;
+            }
+            let start = pull.next_frame;
+            let end = (start + per_block).min(pull.frames_total);
+            pull.next_frame = end;
+            pull.blocks.push(Block { start, end, missing: end - start, requested_at: now });
+            self.request_frames(pk, start, end);
+        }
+    }
+
+    /// Sends one PULL for frames `[start, end)` of the pull.
+    fn request_frames(&mut self, pk: Key, start: u32, end: u32) {
+        let Some(pull) = self.pulls.get(pk) else { return };
+        let first_frame_offset = if start == 0 { pull.off0 } else { 0 };
+        let block_length = pull.frame_end(end - 1) - pull.frame_start(start);
+        let packet = PullPacket {
+            dst_endpoint: 0,
+            src_endpoint: self.me.endpoint,
+            session: 0,
+            total_length: pull.xfer,
+            pulled_rdma_id: pull.rdma_id as u32,
+            pulled_rdma_seqnum: pull.rdma_seq,
+            pulled_rdma_offset: pull.rdma_offset,
+            src_pull_handle: wire_handle(pk),
+            src_magic: self.me.endpoint as u32 ^ PULL_MAGIC_XOR,
+            first_frame_offset,
+            block_length,
+            frame_index: start,
+        };
+        let pid = pull.partner;
+        let p = &self.partners[pid.0 as usize];
+        let packet = PullPacket {
+            dst_endpoint: p.endpoint,
+            session: p.session.unwrap_or(0),
+            ..packet
+        };
+        let header = self.header_to(pid);
+        self.counters.send_pull_req += 1;
+        self.emit(header, Packet::Pull(packet), Payload::None, true);
+    }
+
+    fn pull_by_wire_handle(&self, handle: u32) -> Option<Key> {
+        let index = handle >> HANDLE_GEN_BITS;
+        let key = self.pulls.key_at(index)?;
+        (key.generation() & HANDLE_GEN_MASK == handle & HANDLE_GEN_MASK).then_some(key)
+    }
+
+    pub(crate) fn on_pull_reply(&mut self, now: Time, r: PullReply, payload: bytes::Bytes) {
+        self.counters.recv_pull_reply += 1;
+        if r.dst_magic ^ PULL_MAGIC_XOR != self.me.endpoint as u32 {
+            self.counters.drop_pull_reply_bad_magic += 1;
+            return;
+        }
+        let Some(pk) = self.pull_by_wire_handle(r.dst_pull_handle) else {
+            self.counters.drop_pull_reply_bad_handle += 1;
+            return;
+        };
+        let pull = self.pulls.get_mut(pk).expect("handle resolved");
+        let k = ((r.msg_offset as u64 + pull.off0 as u64) / pull.reply_max as u64) as u32;
+        let valid = k < pull.frames_total
+            && pull.frame_start(k) == r.msg_offset
+            && k as u8 == r.frame_seqnum
+            && pull.frame_end(k) - pull.frame_start(k) == r.frame_length as u32;
+        let block = pull.blocks.iter().position(|b| b.start <= k && k < b.end);
+        let Some(bi) = block.filter(|_| valid) else {
+            self.counters.drop_pull_reply_bad_seqnum += 1;
+            return;
+        };
+        if pull.has(k) {
+            self.counters.drop_pull_reply_duplicate += 1;
+            return;
+        }
+        pull.received[(k / 64) as usize] |= 1 << (k % 64);
+        pull.frames_received += 1;
+        pull.last_progress = now;
+        pull.blocks[bi].missing -= 1;
+        let block_done = pull.blocks[bi].missing == 0;
+        if block_done {
+            pull.blocks.remove(bi);
+        }
+        let all_done = pull.frames_received == pull.frames_total;
+        let (req, handle) = (pull.req, pull.handle);
+        if let Some(Request::Recv(rr)) = self.requests.get_mut(req) {
+            if let Some(a) = rr.active.as_mut() {
+                a.received += payload.len() as u32;
+                a.copies_pending += 1;
+            }
+        }
+        self.new_copy(req, payload, handle, r.msg_offset as u64);
+        if all_done {
+            self.finish_pull(now, pk, None);
+        } else if block_done {
+            self.refill_blocks(now, pk);
+        }
+    }
+
+    /// Ends a pull: notifies the sender (of the bytes pulled, 0 on error) and lets the
+    /// receive complete once its copies are done.
+    fn finish_pull(&mut self, now: Time, pk: Key, error: Option<StatusCode>) {
+        let Some(pull) = self.pulls.remove(pk) else { return };
+        let xfer = if error.is_some() { 0 } else { pull.xfer };
+        self.notify_sender(now, pull.partner, pull.rdma_id, pull.rdma_seq, xfer);
+        match error {
+            Some(code) => self.fail_recv(pull.req, code),
+            None => {
+                if let Some(Request::Recv(r)) = self.requests.get_mut(pull.req) {
+                    if let Some(a) = r.active.as_mut() {
+                        a.data_done = true;
+                    }
+                }
+                self.try_finish_recv(now, pull.req);
+            }
+        }
+        self.start_waiting_pulls(now);
+    }
+
+    fn start_waiting_pulls(&mut self, now: Time) {
+        while self.pulls.len() < MAX_PULLS {
+            let Some(k) = self.pull_waitq.pop_front() else { return };
+            let rndv = match self.requests.get(k) {
+                Some(Request::Recv(r)) => r.active.as_ref().and_then(|a| a.rndv),
+                _ => None,
+            };
+            if let Some((id, seq, off)) = rndv {
+                self.start_large_recv(now, k, id, seq, off);
+            }
+        }
+    }
+
+    fn notify_sender(&mut self, now: Time, pid: PartnerId, rdma_id: u8, rdma_seq: u8, xfer: u32) {
+        if self.partners[pid.0 as usize].session.is_none() {
+            return;
+        }
+        let n = Notify {
+            dst_endpoint: 0,
+            src_endpoint: self.me.endpoint,
+            session: 0,
+            total_length: xfer,
+            pulled_rdma_id: rdma_id,
+            pulled_rdma_seqnum: rdma_seq,
+            lib_seqnum: 0,
+            lib_piggyack: 0,
+        };
+        self.send_notify(now, pid, n);
+    }
+
+    /// Re-requests missing frames of blocks without progress; aborts stalled pulls.
+    pub(crate) fn pull_timeouts(&mut self, now: Time) {
+        let delay = self.cfg.pull_resend_delay;
+        let abort_after = self.cfg.pull_timeout_total();
+        let keys: Vec<Key> = self.pulls.keys().collect();
+        for pk in keys {
+            let Some(pull) = self.pulls.get_mut(pk) else { continue };
+            if now.saturating_sub(pull.last_progress) >= abort_after {
+                self.counters.pull_timeout_abort += 1;
+                self.finish_pull(now, pk, Some(StatusCode::EndpointUnreachable));
+                continue;
+            }
+            let mut runs = Vec::new();
+            for b in pull.blocks.iter_mut().filter(|b| b.requested_at + delay <= now) {
+                b.requested_at = now;
+                let mut k = b.start;
+                while k < b.end {
+                    if pull.received[(k / 64) as usize] & (1 << (k % 64)) != 0 {
+                        k += 1;
+                        continue;
+                    }
+                    let s = k;
+                    while k < b.end && pull.received[(k / 64) as usize] & (1 << (k % 64)) == 0 {
+                        k += 1;
+                    }
+                    runs.push((s, k));
+                }
+            }
+            for (s, e) in runs {
+                self.counters.pull_rerequests += 1;
+                self.request_frames(pk, s, e);
+            }
+        }
+    }
+
+    pub(crate) fn abort_pulls_from(&mut self, now: Time, pid: PartnerId, code: StatusCode) {
+        let keys: Vec<Key> = self.pulls.keys().collect();
+        for pk in keys {
+            if self.pulls.get(pk).is_some_and(|p| p.partner == pid) {
+                if let Some(pull) = self.pulls.remove(pk) {
+                    self.fail_recv(pull.req, code);
+                }
+            }
+        }
+        let waiting: Vec<Key> = self.pull_waitq.iter().copied().collect();
+        for k in waiting {
+            let from = matches!(self.requests.get(k), Some(Request::Recv(r)) if r.active.as_ref().is_some_and(|a| a.partner == pid));
+            if from {
+                self.pull_waitq.retain(|&x| x != k);
+                self.fail_recv(k, code);
+            }
+        }
+        self.start_waiting_pulls(now);
+    }
+
+    pub(crate) fn on_nack_mcp(&mut self, now: Time, n: NackMcp) {
+        self.counters.recv_nack_mcp += 1;
+        if n.src_magic ^ PULL_MAGIC_XOR != self.me.endpoint as u32 {
+            self.counters.drop_pull_reply_bad_magic += 1;
+            return;
+        }
+        let Some(pk) = self.pull_by_wire_handle(n.src_pull_handle) else {
+            self.counters.drop_nack_mcp_bad_handle += 1;
+            return;
+        };
+        let code = nack_status(n.nack_type);
+        let Some(pull) = self.pulls.remove(pk) else { return };
+        self.fail_recv(pull.req, code);
+        self.start_waiting_pulls(now);
+    }
+
+    fn nack_mcp(&mut self, src: NicId, p: &PullPacket, kind: NackType) {
+        let nack = NackMcp {
+            src_endpoint: p.src_endpoint,
+            nack_type: kind as u8,
+            src_pull_handle: p.src_pull_handle,
+            src_magic: p.src_magic,
+        };
+        let header = Header {
+            dst_mac: mac_from_nic_id(src),
+            src_mac: self.mac,
+            ethertype: self.cfg.wire.ethertype,
+            dst_src_peer_index: omx_wire::PEER_INDEX_NONE,
+        };
+        self.counters.send_nack_mcp += 1;
+        self.emit(header, Packet::NackMcp(nack), Payload::None, true);
+    }
+
+    /// Data owner side: answer a block request with pull replies read from the region.
+    pub(crate) fn on_pull(&mut self, _now: Time, src: NicId, p: PullPacket) {
+        self.counters.recv_pull_req += 1;
+        if !self.for_me(p.dst_endpoint) {
+            return;
+        }
+        if p.session != self.me.session {
+            self.counters.drop_bad_session += 1;
+            self.nack_mcp(src, &p, NackType::BadSession);
+            return;
+        }
+        let Some(pid) = self.known_partner(src, p.src_endpoint) else { return };
+        let region = self.regions.get(p.pulled_rdma_id as usize).and_then(|r| r.as_ref());
+        // A region is readable only by the partner its rendezvous was sent to.
+        let region = region.filter(|r| {
+            matches!(self.requests.get(r.req), Some(Request::Send(s)) if s.partner == pid)
+        });
+        let Some(region) = region else {
+            self.counters.drop_pull_bad_region += 1;
+            self.nack_mcp(src, &p, NackType::BadRdmaWin);
+            return;
+        };
+        let (handle, region_len) = (region.handle, region.len as u64);
+        let r = self.cfg.wire.pull_reply_max as u64;
+        let off0 = p.pulled_rdma_offset as u64 % r;
+        let first = (p.frame_index as u64 * r + p.first_frame_offset as u64).checked_sub(off0);
+        let in_range = first.filter(|f| {
+            p.first_frame_offset as u64 + p.block_length as u64
+                <= self.cfg.wire.pull_block_max() as u64
+                && f + p.block_length as u64 + p.pulled_rdma_offset as u64 <= region_len
+                && p.first_frame_offset as u64 + p.block_length as u64 > 0
+                && f + p.block_length as u64 <= u32::MAX as u64
+        });
+        let Some(mut msg_offset) = in_range else {
+            self.counters.drop_pull_bad_offset_length += 1;
+            return;
+        };
+        let header = Header {
+            dst_src_peer_index: omx_wire::PEER_INDEX_NONE,
+            ..self.header_to(pid)
+        };
+        let mut remaining = p.block_length as u64;
+        let mut frame_len = r - p.first_frame_offset as u64;
+        let mut i = 0u32;
+        while remaining > 0 {
+            let len = frame_len.min(remaining);
+            remaining -= len;
+            let reply = PullReply {
+                frame_seqnum: (p.frame_index.wrapping_add(i)) as u8,
+                frame_length: len as u16,
+                msg_offset: msg_offset as u32,
+                dst_pull_handle: p.src_pull_handle,
+                dst_magic: p.src_magic,
+            };
+            let payload = Payload::User {
+                handle,
+                offset: msg_offset + p.pulled_rdma_offset as u64,
+                len: len as u32,
+            };
+            self.counters.send_pull_reply += 1;
+            self.emit(header, Packet::PullReply(reply), payload, remaining == 0);
+            msg_offset += len;
+            frame_len = r;
+            i += 1;
+        }
+    }
+}

@@ -1,0 +1,644 @@
+//! Receiving: in-order delivery per partner, matching, unexpected messages, acks, nacks.
+
+use crate::engine::{ActiveRecv, Engine, RecvReq, Request, UnexpBody, Unexpected};
+use crate::partner::{PartialMedium, PartialTarget};
+use crate::seqnum::Seq;
+use crate::slab::Key;
+use crate::transmit::Payload;
+use crate::types::*;
+use bytes::Bytes;
+use omx_wire::{
+    Header, Medium, Msg, NackLib, NackType, Notify, Packet, Rndv, Truc, WireMode, PEER_INDEX_NONE,
+};
+
+/// Where an in-order message went.
+enum Placed {
+    Recv(Key),
+    Unexpected(Key),
+}
+
+/// Bytes charged to the unexpected budget for a rendezvous announcement.
+const RNDV_CHARGE: usize = 64;
+
+impl Engine {
+    /// Posts a receive for messages whose match info satisfies `(m & mask) == match_info`.
+    pub fn irecv(
+        &mut self,
+        now: Time,
+        match_info: u64,
+        mask: u64,
+        handle: MemHandle,
+        len: u32,
+        context: u64,
+    ) -> Result<ReqId, EngineError> {
+        if match_info & !mask != 0 {
+            return Err(EngineError::BadArgument("match info has bits outside the mask"));
+        }
+        let k = self.requests.insert(Request::Recv(RecvReq {
+            match_info,
+            mask,
+            handle,
+            len,
+            context,
+            active: None,
+        }));
+        let found = self.unexp_order.iter().position(|&u| {
+            self.unexp.get(u).is_some_and(|u| u.match_info & mask == match_info)
+        });
+        match found {
+            Some(pos) => {
+                let u = self.unexp_order.remove(pos).expect("position found");
+                self.bind_unexpected(now, k, u);
+            }
+            None => self.posted.push_back(k),
+        }
+        Ok(ReqId(k.0))
+    }
+
+    /// Cancels a receive that has not been matched yet. Returns whether it was
+    /// cancelled (MX then frees the request without a completion). Sends and connects
+    /// cannot be cancelled once posted.
+    pub fn cancel(&mut self, req: ReqId) -> Result<bool, EngineError> {
+        let k = Key(req.0);
+        match self.requests.get(k) {
+            Some(Request::Recv(r)) if r.active.is_none() => {
+                self.posted.retain(|&x| x != k);
+                self.requests.remove(k);
+                Ok(true)
+            }
+            Some(_) => Ok(false),
+            None => Err(EngineError::BadRequest),
+        }
+    }
+
+    /// Looks for an unexpected message matching `(m & mask) == match_info` without
+    /// consuming it.
+    pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
+        self.unexp_order.iter().filter_map(|&u| self.unexp.get(u)).find_map(|u| {
+            (u.match_info & mask == match_info).then_some(Status {
+                code: StatusCode::Success,
+                source: Some(u.partner),
+                match_info: u.match_info,
+                msg_length: u.msg_length,
+                xfer_length: u.msg_length,
+                context: 0,
+            })
+        })
+    }
+
+    fn bind_unexpected(&mut self, now: Time, k: Key, u: Key) {
+        let Some(un) = self.unexp.remove(u) else { return };
+        self.unexp_bytes -= un.charged;
+        self.activate(k, un.partner, un.match_info, un.msg_length);
+        match un.body {
+            UnexpBody::Eager { chunks, complete } => {
+                for (off, data) in chunks {
+                    self.deliver_chunk(k, off, data);
+                }
+                if !complete {
+                    let p = self.partner(un.partner);
+                    if let Some(part) =
+                        p.partials.iter_mut().find(|x| x.target == PartialTarget::Unexpected(u))
+                    {
+                        part.target = PartialTarget::Recv(k);
+                    }
+                }
+                self.try_finish_recv(now, k);
+            }
+            UnexpBody::Rndv { rdma_id, rdma_seq, rdma_offset } => {
+                self.start_large_recv(now, k, rdma_id, rdma_seq, rdma_offset)
+            }
+        }
+    }
+
+    fn activate(&mut self, k: Key, partner: PartnerId, match_info: u64, msg_length: u32) {
+        if let Some(Request::Recv(r)) = self.requests.get_mut(k) {
+            let xfer = r.len.min(msg_length);
+            r.active = Some(ActiveRecv {
+                partner,
+                match_info,
+                msg_length,
+                xfer,
+                received: 0,
+                data_done: msg_length == 0,
+                copies_pending: 0,
+                code: if xfer < msg_length { StatusCode::Truncated } else { StatusCode::Success },
+                rndv: None,
+            });
+        }
+    }
+
+    /// Emits the copy of `data` (message bytes at `offset`) into the receive buffer,
+    /// clipped to the buffer's length.
+    pub(crate) fn deliver_chunk(&mut self, k: Key, offset: u32, data: Bytes) {
+        let Some(Request::Recv(r)) = self.requests.get_mut(k) else { return };
+        let handle = r.handle;
+        let Some(a) = r.active.as_mut() else { return };
+        a.received = a.received.saturating_add(data.len() as u32);
+        if a.received >= a.msg_length {
+            a.data_done = true;
+        }
+        let keep = a.xfer.saturating_sub(offset).min(data.len() as u32) as usize;
+        if keep > 0 {
+            a.copies_pending += 1;
+            self.new_copy(k, data.slice(..keep), handle, offset as u64);
+        }
+    }
+
+    /// Completes a receive once all its data arrived and all its copies are done.
+    pub(crate) fn try_finish_recv(&mut self, _now: Time, k: Key) {
+        let Some(Request::Recv(r)) = self.requests.get(k) else { return };
+        let Some(a) = r.active.as_ref() else { return };
+        if !a.data_done || a.copies_pending > 0 {
+            return;
+        }
+        let status = Status {
+            code: a.code,
+            source: Some(a.partner),
+            match_info: a.match_info,
+            msg_length: a.msg_length,
+            xfer_length: if a.code == StatusCode::Truncated || a.code == StatusCode::Success {
+                a.xfer
+            } else {
+                0
+            },
+            context: r.context,
+        };
+        self.requests.remove(k);
+        self.complete(k, RequestKind::Recv, status);
+    }
+
+    /// Fails a matched receive (partner reset, pull failure). Copies still in flight
+    /// are forgotten: their completion reports are ignored.
+    pub(crate) fn fail_recv(&mut self, k: Key, code: StatusCode) {
+        let Some(Request::Recv(r)) = self.requests.get_mut(k) else { return };
+        let Some(a) = r.active.as_mut() else { return };
+        a.code = code;
+        a.data_done = true;
+        a.copies_pending = 0;
+        self.copies.retain(|_, req| *req != k);
+        self.try_finish_recv(0, k);
+    }
+
+    /// Finds the first posted receive matching `match_info` and removes it from the queue.
+    fn match_posted(&mut self, match_info: u64) -> Option<Key> {
+        let pos = self.posted.iter().position(|&k| {
+            matches!(self.requests.get(k), Some(Request::Recv(r)) if match_info & r.mask == r.match_info)
+        })?;
+        self.posted.remove(pos)
+    }
+
+    /// Matches a new in-order message or stores it as unexpected; `None` when the
+    /// unexpected budget refuses it (it stays unacked and will be resent).
+    fn place(
+        &mut self,
+        pid: PartnerId,
+        match_info: u64,
+        msg_length: u32,
+        body: UnexpBody,
+    ) -> Option<Placed> {
+        if let Some(k) = self.match_posted(match_info) {
+            self.activate(k, pid, match_info, msg_length);
+            return Some(Placed::Recv(k));
+        }
+        let charged = match body {
+            UnexpBody::Eager { .. } => msg_length as usize,
+            UnexpBody::Rndv { .. } => RNDV_CHARGE,
+        };
+        if self.unexp_bytes + charged > self.cfg.unexp_max_bytes {
+            self.counters.drop_unexp_full += 1;
+            return None;
+        }
+        self.unexp_bytes += charged;
+        let u = self.unexp.insert(Unexpected { partner: pid, match_info, msg_length, body, charged });
+        self.unexp_order.push_back(u);
+        Some(Placed::Unexpected(u))
+    }
+
+    pub(crate) fn drop_unexpected_from(&mut self, pid: PartnerId) {
+        let keys: Vec<Key> = self.unexp_order.iter().copied().collect();
+        for u in keys {
+            if self.unexp.get(u).is_some_and(|x| x.partner == pid) {
+                let x = self.unexp.remove(u).expect("checked");
+                self.unexp_bytes -= x.charged;
+                self.unexp_order.retain(|&y| y != u);
+            }
+        }
+    }
+
+    pub(crate) fn abort_partial(&mut self, _now: Time, part: PartialMedium, code: StatusCode) {
+        match part.target {
+            PartialTarget::Recv(k) => self.fail_recv(k, code),
+            PartialTarget::Unexpected(u) => {
+                if let Some(x) = self.unexp.remove(u) {
+                    self.unexp_bytes -= x.charged;
+                    self.unexp_order.retain(|&y| y != u);
+                }
+            }
+        }
+    }
+
+    fn nack_lib(&mut self, header: &Header, dst_endpoint: u8, seq: u16, kind: NackType) {
+        let nack = NackLib {
+            src_endpoint: self.me.endpoint,
+            nack_type: kind as u8,
+            dst_endpoint,
+            dst_src_peer_index: header.dst_src_peer_index,
+            lib_seqnum: seq,
+        };
+        let reply = Header {
+            dst_mac: header.src_mac,
+            src_mac: self.mac,
+            ethertype: self.cfg.wire.ethertype,
+            dst_src_peer_index: PEER_INDEX_NONE,
+        };
+        self.counters.send_nack_lib += 1;
+        self.emit(reply, Packet::NackLib(nack), Payload::None, true);
+    }
+
+    /// Common checks of seq-consuming packets; returns the partner when the packet
+    /// should be classified further.
+    #[allow(clippy::too_many_arguments)]
+    fn admit(
+        &mut self,
+        now: Time,
+        src: NicId,
+        dst_endpoint: u8,
+        src_endpoint: u8,
+        session: u32,
+        seq: u16,
+        piggyack: u16,
+    ) -> Option<PartnerId> {
+        if !self.for_me(dst_endpoint) {
+            return None;
+        }
+        if session != self.me.session {
+            self.counters.drop_bad_session += 1;
+            let header = Header {
+                dst_mac: mac_from_nic_id(src),
+                src_mac: self.mac,
+                ethertype: self.cfg.wire.ethertype,
+                dst_src_peer_index: PEER_INDEX_NONE,
+            };
+            self.nack_lib(&header, src_endpoint, seq, NackType::BadSession);
+            return None;
+        }
+        let pid = self.known_partner(src, src_endpoint)?;
+        let p = &self.partners[pid.0 as usize];
+        if Seq(seq).sesnum() != p.next_match.sesnum()
+            || Seq(piggyack).sesnum() != p.next_send.sesnum()
+        {
+            self.counters.drop_bad_sesnum += 1;
+            return None;
+        }
+        self.apply_ack(now, pid, Seq(piggyack));
+        Some(pid)
+    }
+
+    /// Routes a seq-consuming packet by its position in the partner's stream.
+    fn sequence(&mut self, now: Time, pid: PartnerId, seq: Seq, frag: Option<u8>, frame: Bytes) {
+        let p = &self.partners[pid.0 as usize];
+        let ahead = seq.since(p.next_match);
+        if ahead == 0 {
+            if self.process_frame(now, pid, &frame) {
+                self.after_in_order(now, pid);
+            }
+            return;
+        }
+        if frag.is_some() && p.partials.iter().any(|x| x.seq == seq) {
+            self.process_frame(now, pid, &frame);
+            return;
+        }
+        if ahead <= self.cfg.early_window {
+            self.store_early(pid, seq, frag, frame);
+            return;
+        }
+        self.counters.drop_obsolete += 1;
+        if seq.before(p.next_frag) {
+            // The sender evidently missed our ack.
+            self.send_ack(pid);
+        }
+    }
+
+    fn store_early(&mut self, pid: PartnerId, seq: Seq, frag: Option<u8>, frame: Bytes) {
+        if self.early_bytes + frame.len() > self.cfg.early_max_bytes {
+            self.counters.drop_early_full += 1;
+            return;
+        }
+        let wire = self.cfg.wire;
+        let p = &mut self.partners[pid.0 as usize];
+        let slot = p.early.entry(seq.0).or_default();
+        let dup = slot.iter().any(|f| match (frag, omx_wire::decode(f, &wire)) {
+            (Some(i), Ok(d)) => matches!(d.packet, Packet::Medium(m) if m.frag_seqnum == i),
+            _ => true,
+        });
+        if dup {
+            self.counters.drop_obsolete += 1;
+            return;
+        }
+        p.early_bytes += frame.len();
+        self.early_bytes += frame.len();
+        slot.push(frame);
+    }
+
+    /// After the message at `next_match` was taken: advance, ack, replay early packets.
+    fn after_in_order(&mut self, now: Time, pid: PartnerId) {
+        loop {
+            let p = self.partner(pid);
+            p.next_match = p.next_match.next();
+            p.refresh_next_frag();
+            self.schedule_ack(now, pid);
+            let p = self.partner(pid);
+            let Some(frames) = p.early.remove(&p.next_match.0) else { return };
+            let bytes: usize = frames.iter().map(|f| f.len()).sum();
+            p.early_bytes -= bytes;
+            self.early_bytes -= bytes;
+            let mut taken = false;
+            for f in frames {
+                if taken {
+                    // Remaining fragments of a medium whose first replayed one matched.
+                    self.process_frame(now, pid, &f);
+                } else {
+                    taken = self.process_frame(now, pid, &f);
+                }
+            }
+            if !taken {
+                return;
+            }
+        }
+    }
+
+    /// Processes an in-order frame (or a fragment of a partial medium). Returns whether
+    /// a new message was taken at `next_match`.
+    fn process_frame(&mut self, now: Time, pid: PartnerId, frame: &Bytes) -> bool {
+        let Ok(d) = omx_wire::decode(frame, &self.cfg.wire) else { return false };
+        let payload = frame.slice_ref(d.payload);
+        match d.packet {
+            Packet::Tiny(m) | Packet::Small(m) => self.take_eager(now, pid, m, payload),
+            Packet::Medium(m) => self.take_medium(now, pid, m, payload),
+            Packet::Rndv(r) => self.take_rndv(now, pid, r),
+            Packet::Notify(n) => {
+                self.take_notify(now, pid, n);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn take_eager(&mut self, now: Time, pid: PartnerId, m: Msg, payload: Bytes) -> bool {
+        let body = UnexpBody::Eager { chunks: vec![(0, payload.clone())], complete: true };
+        match self.place(pid, m.match_info, m.length as u32, body) {
+            None => false,
+            Some(Placed::Unexpected(_)) => true,
+            Some(Placed::Recv(k)) => {
+                self.deliver_chunk(k, 0, payload);
+                self.try_finish_recv(now, k);
+                true
+            }
+        }
+    }
+
+    fn take_medium(&mut self, now: Time, pid: PartnerId, m: Medium, payload: Bytes) -> bool {
+        let seq = Seq(m.lib_seqnum);
+        let offset = self.cfg.wire.medium_frag_offset(m.frag_seqnum, m.frag_pipeline);
+        let existing = self.partners[pid.0 as usize].partials.iter().position(|x| x.seq == seq);
+        let idx = match existing {
+            Some(i) => {
+                let part = &mut self.partners[pid.0 as usize].partials[i];
+                if part.msg_length != m.length || part.match_info != m.match_info {
+                    self.counters.drop_medium_inconsistent += 1;
+                    return false;
+                }
+                if !part.mark(m.frag_seqnum) {
+                    self.counters.drop_obsolete += 1;
+                    return false;
+                }
+                i
+            }
+            None => {
+                if m.length as usize <= omx_wire::SMALL_MAX && m.frag_seqnum != 0 {
+                    self.counters.drop_medium_inconsistent += 1;
+                    return false;
+                }
+                let body = UnexpBody::Eager { chunks: Vec::new(), complete: false };
+                let target = match self.place(pid, m.match_info, m.length, body) {
+                    None => return false,
+                    Some(Placed::Recv(k)) => PartialTarget::Recv(k),
+                    Some(Placed::Unexpected(u)) => PartialTarget::Unexpected(u),
+                };
+                let mut part = PartialMedium {
+                    seq,
+                    target,
+                    msg_length: m.length,
+                    match_info: m.match_info,
+                    frags_seen: [0; 4],
+                    received: 0,
+                };
+                part.mark(m.frag_seqnum);
+                let p = self.partner(pid);
+                p.partials.push(part);
+                p.partials.len() - 1
+            }
+        };
+        let part = &mut self.partners[pid.0 as usize].partials[idx];
+        part.received += payload.len() as u32;
+        let done = part.received >= part.msg_length;
+        let target = part.target;
+        match target {
+            PartialTarget::Recv(k) => self.deliver_chunk(k, offset, payload),
+            PartialTarget::Unexpected(u) => {
+                if let Some(Unexpected { body: UnexpBody::Eager { chunks, complete }, .. }) =
+                    self.unexp.get_mut(u)
+                {
+                    chunks.push((offset, payload));
+                    *complete = done;
+                }
+            }
+        }
+        if done {
+            self.partner(pid).partials.remove(idx);
+            if existing.is_some() {
+                // A late fragment completed an older message: the ack value may move.
+                self.partner(pid).refresh_next_frag();
+                self.schedule_ack(now, pid);
+            }
+            if let PartialTarget::Recv(k) = target {
+                self.try_finish_recv(now, k);
+            }
+        }
+        existing.is_none()
+    }
+
+    fn take_rndv(&mut self, now: Time, pid: PartnerId, r: Rndv) -> bool {
+        let body = UnexpBody::Rndv {
+            rdma_id: r.pulled_rdma_id,
+            rdma_seq: r.pulled_rdma_seqnum,
+            rdma_offset: r.pulled_rdma_offset,
+        };
+        match self.place(pid, r.msg.match_info, r.msg_length, body) {
+            None => false,
+            Some(Placed::Unexpected(_)) => true,
+            Some(Placed::Recv(k)) => {
+                self.start_large_recv(
+                    now,
+                    k,
+                    r.pulled_rdma_id,
+                    r.pulled_rdma_seqnum,
+                    r.pulled_rdma_offset,
+                );
+                true
+            }
+        }
+    }
+
+    fn take_notify(&mut self, now: Time, pid: PartnerId, n: Notify) {
+        let id = n.pulled_rdma_id;
+        let owner = match self.regions[id as usize].as_ref() {
+            Some(r) if r.use_seq == n.pulled_rdma_seqnum => Some(r.req),
+            _ => None,
+        };
+        let k = owner.filter(|&k| {
+            matches!(self.requests.get(k), Some(Request::Send(s)) if s.partner == pid)
+        });
+        let Some(k) = k else {
+            self.counters.drop_stale_notify += 1;
+            return;
+        };
+        let len = self.send_status(k, StatusCode::Success, 0).msg_length;
+        let xfer = n.total_length.min(len);
+        let code = if xfer < len { StatusCode::Truncated } else { StatusCode::Success };
+        let status = self.send_status(k, code, xfer);
+        // The notify's piggyback normally acked the rendezvous already; if not, the
+        // record no longer names the request.
+        for rec in self.partner(pid).unacked.iter_mut() {
+            if rec.req == Some(k) {
+                rec.req = None;
+            }
+        }
+        self.requests.remove(k);
+        self.complete(k, RequestKind::Send, status);
+        self.free_region(now, id);
+        if self.cfg.wire.mode == WireMode::MxCompat
+            && self.partners[pid.0 as usize].partials.is_empty()
+        {
+            // MX before 1.2.5 needs this ack at once to finish its large receive; a
+            // deadline of "now" sends it right after the stream advanced.
+            self.partner(pid).ack_deadline = Some(now);
+        }
+    }
+
+    pub(crate) fn on_eager(&mut self, now: Time, src: NicId, packet: &Packet, m: Msg, frame: Bytes) {
+        match packet {
+            Packet::Tiny(_) => self.counters.recv_tiny += 1,
+            _ => self.counters.recv_small += 1,
+        }
+        let Some(pid) = self.admit(
+            now,
+            src,
+            m.dst_endpoint,
+            m.src_endpoint,
+            m.session,
+            m.lib_seqnum,
+            m.lib_piggyack,
+        ) else {
+            return;
+        };
+        self.sequence(now, pid, Seq(m.lib_seqnum), None, frame);
+    }
+
+    pub(crate) fn on_medium(&mut self, now: Time, src: NicId, m: Medium, _payload: Bytes, frame: Bytes) {
+        self.counters.recv_medium_frag += 1;
+        if m.length > self.cfg.wire.medium_max() {
+            self.counters.drop_bad_datalen += 1;
+            return;
+        }
+        let Some(pid) = self.admit(
+            now,
+            src,
+            m.dst_endpoint,
+            m.src_endpoint,
+            m.session,
+            m.lib_seqnum,
+            m.lib_piggyack,
+        ) else {
+            return;
+        };
+        self.sequence(now, pid, Seq(m.lib_seqnum), Some(m.frag_seqnum), frame);
+    }
+
+    pub(crate) fn on_rndv(&mut self, now: Time, src: NicId, r: Rndv, frame: Bytes) {
+        self.counters.recv_rndv += 1;
+        let m = r.msg;
+        let Some(pid) = self.admit(
+            now,
+            src,
+            m.dst_endpoint,
+            m.src_endpoint,
+            m.session,
+            m.lib_seqnum,
+            m.lib_piggyack,
+        ) else {
+            return;
+        };
+        self.sequence(now, pid, Seq(m.lib_seqnum), None, frame);
+    }
+
+    pub(crate) fn on_notify_frame(&mut self, now: Time, src: NicId, n: Notify, frame: Bytes) {
+        self.counters.recv_notify += 1;
+        let Some(pid) =
+            self.admit(now, src, n.dst_endpoint, n.src_endpoint, n.session, n.lib_seqnum, n.lib_piggyack)
+        else {
+            return;
+        };
+        self.sequence(now, pid, Seq(n.lib_seqnum), None, frame);
+    }
+
+    pub(crate) fn on_truc(&mut self, now: Time, src: NicId, t: Truc) {
+        self.counters.recv_liback += 1;
+        if !self.for_me(t.dst_endpoint) || !self.session_ok(t.session) {
+            return;
+        }
+        let Some(pid) = self.known_partner(src, t.src_endpoint) else { return };
+        let p = self.partner(pid);
+        if t.acknum <= p.acknum_seen {
+            self.counters.drop_bad_ack += 1;
+            return;
+        }
+        p.acknum_seen = t.acknum;
+        self.apply_ack(now, pid, Seq(t.lib_seqnum));
+    }
+
+    pub(crate) fn on_nack_lib(&mut self, now: Time, src: NicId, n: NackLib) {
+        self.counters.recv_nack_lib += 1;
+        if !self.for_me(n.dst_endpoint) {
+            return;
+        }
+        let Some(&pid) = self.partner_by_addr.get(&(src, n.src_endpoint)) else {
+            self.counters.drop_bad_peer_addr += 1;
+            return;
+        };
+        let code = nack_status(n.nack_type);
+        if n.lib_seqnum == 0 {
+            if let Some(&k) = self.partners[pid.0 as usize].connects.front() {
+                self.finish_connect(k, code);
+            }
+            return;
+        }
+        let p = &self.partners[pid.0 as usize];
+        if p.unacked.iter().any(|r| r.seq.0 == n.lib_seqnum) {
+            self.reset_partner(now, pid, code);
+        } else {
+            self.counters.drop_bad_ack += 1;
+        }
+    }
+}
+
+pub(crate) fn nack_status(nack_type: u8) -> StatusCode {
+    match nack_type {
+        t if t == NackType::BadEndpoint as u8 => StatusCode::BadEndpoint,
+        t if t == NackType::EndpointClosed as u8 => StatusCode::EndpointClosed,
+        t if t == NackType::BadSession as u8 => StatusCode::BadSession,
+        t if t == NackType::BadRdmaWin as u8 => StatusCode::BadRdmaWin,
+        _ => StatusCode::Aborted,
+    }
+}

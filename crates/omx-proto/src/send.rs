@@ -1,0 +1,516 @@
+//! Sending: class selection, sequence numbers, retransmission, acks and partner reset.
+
+use crate::engine::{Engine, Region, Request, SendReq, MAX_LARGE_SENDS};
+use crate::partner::{SendRecord, SentPacket};
+use crate::seqnum::{Seq, MAX_IN_FLIGHT};
+use crate::slab::Key;
+use crate::transmit::Payload;
+use crate::types::*;
+use omx_wire::{Medium, Msg, Notify, Packet, Rndv, Truc, TINY_MAX, SMALL_MAX, TRUC_TYPE_ACK};
+
+impl Engine {
+    /// Posts a send. Eager data (up to the rendezvous threshold) must be passed as
+    /// [`SendData::Eager`]; larger messages as a region the receiver will pull.
+    pub fn isend(
+        &mut self,
+        now: Time,
+        partner: PartnerId,
+        match_info: u64,
+        data: SendData,
+        context: u64,
+    ) -> Result<ReqId, EngineError> {
+        self.post_send(now, partner, match_info, data, context, false)
+    }
+
+    /// Synchronous send: completes only once the receiver matched and pulled the data.
+    pub fn issend(
+        &mut self,
+        now: Time,
+        partner: PartnerId,
+        match_info: u64,
+        data: SendData,
+        context: u64,
+    ) -> Result<ReqId, EngineError> {
+        self.post_send(now, partner, match_info, data, context, true)
+    }
+
+    /// Whether a send of `len` bytes to `partner` (synchronous or not) goes eager, i.e.
+    /// whether the caller must capture the data as [`SendData::Eager`].
+    pub fn is_eager(&self, len: u32, sync: bool) -> bool {
+        !sync && len <= self.cfg.effective_rndv_threshold()
+    }
+
+    fn post_send(
+        &mut self,
+        now: Time,
+        partner: PartnerId,
+        match_info: u64,
+        data: SendData,
+        context: u64,
+        sync: bool,
+    ) -> Result<ReqId, EngineError> {
+        let p = self.partners.get(partner.0 as usize).ok_or(EngineError::UnknownPartner)?;
+        let eager = self.is_eager(data.len(), sync);
+        match (&data, eager) {
+            (SendData::Eager(_), false) => {
+                return Err(EngineError::BadArgument("large or synchronous send needs a region"))
+            }
+            (SendData::Region { .. }, true) => {
+                return Err(EngineError::BadArgument("eager send needs its data captured"))
+            }
+            _ => {}
+        }
+        let no_session = p.session.is_none();
+        let k = self.requests.insert(Request::Send(SendReq {
+            partner,
+            match_info,
+            data,
+            context,
+            resends_max: self.cfg.resends_max,
+            large: None,
+        }));
+        if no_session {
+            // Reset or never connected: fail like MX does for a dead partner.
+            self.fail_send(k, StatusCode::EndpointUnreachable);
+            return Ok(ReqId(k.0));
+        }
+        let p = self.partner(partner);
+        if !p.throttled.is_empty() || p.unacked_in_flight() >= MAX_IN_FLIGHT {
+            p.throttled.push_back(k);
+        } else {
+            self.start_send(now, k);
+        }
+        Ok(ReqId(k.0))
+    }
+
+    /// Sets the resend budget of a pending send (from `mx_set_request_timeout`).
+    pub fn set_send_resends(&mut self, req: ReqId, resends_max: u32) -> Result<(), EngineError> {
+        match self.requests.get_mut(Key(req.0)) {
+            Some(Request::Send(s)) => {
+                s.resends_max = resends_max;
+                let pid = s.partner;
+                for r in self.partner(pid).unacked.iter_mut() {
+                    if r.req == Some(Key(req.0)) {
+                        r.resends_max = resends_max;
+                    }
+                }
+                Ok(())
+            }
+            Some(Request::Connect(c)) => {
+                c.resends_max = resends_max;
+                Ok(())
+            }
+            _ => Err(EngineError::BadRequest),
+        }
+    }
+
+    /// Assigns a sequence number and sends the first frames of a request.
+    fn start_send(&mut self, now: Time, k: Key) {
+        let Some(Request::Send(s)) = self.requests.get(k) else { return };
+        let (pid, match_info, len, resends_max) =
+            (s.partner, s.match_info, s.data.len(), s.resends_max);
+        let data = s.data.clone();
+        let session = self.partners[pid.0 as usize].session.unwrap_or(0);
+        let dst_endpoint = self.partners[pid.0 as usize].endpoint;
+        let msg = Msg {
+            dst_endpoint,
+            src_endpoint: self.me.endpoint,
+            length: 0,
+            checksum: 0,
+            lib_seqnum: 0,
+            lib_piggyack: 0,
+            match_info,
+            session,
+        };
+        let packet = match &data {
+            SendData::Eager(bytes) if len as usize <= TINY_MAX => {
+                SentPacket::Tiny(Msg { length: len as u16, ..msg }, bytes.clone())
+            }
+            SendData::Eager(bytes) if len as usize <= SMALL_MAX => {
+                SentPacket::Small(Msg { length: len as u16, ..msg }, bytes.clone())
+            }
+            SendData::Eager(bytes) => SentPacket::Medium(
+                Medium {
+                    dst_endpoint,
+                    src_endpoint: self.me.endpoint,
+                    length: len,
+                    lib_seqnum: 0,
+                    lib_piggyack: 0,
+                    match_info,
+                    session,
+                    frag_length: 0,
+                    frag_seqnum: 0,
+                    frag_pipeline: 0,
+                    checksum: 0,
+                },
+                bytes.clone(),
+            ),
+            SendData::Region { handle, len } => {
+                let Some(id) = self.alloc_region(*handle, *len, k) else {
+                    self.region_waitq.push_back(k);
+                    return;
+                };
+                let use_seq = self.regions[id as usize].as_ref().map_or(0, |r| r.use_seq);
+                if let Some(Request::Send(s)) = self.requests.get_mut(k) {
+                    s.large = Some((id, use_seq));
+                }
+                SentPacket::Rndv(Rndv {
+                    msg: Msg { length: 8, ..msg },
+                    msg_length: *len,
+                    pulled_rdma_id: id,
+                    pulled_rdma_seqnum: use_seq,
+                    pulled_rdma_offset: 0,
+                })
+            }
+        };
+        let eager = !matches!(packet, SentPacket::Rndv(_));
+        let zombie = eager && self.zombies < self.cfg.zombie_max;
+        let delay = self.cfg.resend_delay;
+        let p = self.partner(pid);
+        let seq = p.next_send;
+        p.next_send = seq.next();
+        p.unacked.push_back(SendRecord {
+            seq,
+            packet,
+            req: if zombie { None } else { Some(k) },
+            zombie,
+            last_send: now,
+            resends: 0,
+            resends_max,
+        });
+        p.arm_resend(now + delay);
+        let idx = self.partners[pid.0 as usize].unacked.len() - 1;
+        self.transmit_record(pid, idx);
+        if zombie {
+            // MX completes eager sends at once; the record keeps the data for resends.
+            self.zombies += 1;
+            let status = self.send_status(k, StatusCode::Success, len);
+            self.requests.remove(k);
+            self.complete(k, RequestKind::Send, status);
+        }
+    }
+
+    fn alloc_region(&mut self, handle: MemHandle, len: u32, req: Key) -> Option<u8> {
+        let used = self.regions.iter().filter(|r| r.is_some()).count();
+        if used >= MAX_LARGE_SENDS {
+            return None;
+        }
+        let id = self.regions.iter().position(|r| r.is_none())?;
+        let use_seq = self.region_use[id];
+        self.region_use[id] = use_seq.wrapping_add(1);
+        self.regions[id] = Some(Region { handle, len, req, use_seq });
+        Some(id as u8)
+    }
+
+    pub(crate) fn free_region(&mut self, now: Time, id: u8) {
+        self.regions[id as usize] = None;
+        if let Some(k) = self.region_waitq.pop_front() {
+            self.start_send(now, k);
+        }
+    }
+
+    pub(crate) fn send_status(&self, k: Key, code: StatusCode, xfer: u32) -> Status {
+        match self.requests.get(k) {
+            Some(Request::Send(s)) => Status {
+                code,
+                source: Some(s.partner),
+                match_info: s.match_info,
+                msg_length: s.data.len(),
+                xfer_length: xfer,
+                context: s.context,
+            },
+            _ => Status {
+                code,
+                source: None,
+                match_info: 0,
+                msg_length: 0,
+                xfer_length: 0,
+                context: 0,
+            },
+        }
+    }
+
+    pub(crate) fn fail_send(&mut self, k: Key, code: StatusCode) {
+        let status = self.send_status(k, code, 0);
+        if let Some(Request::Send(s)) = self.requests.remove(k) {
+            if let Some((id, _)) = s.large {
+                if self.regions[id as usize].as_ref().is_some_and(|r| r.req == k) {
+                    self.regions[id as usize] = None;
+                }
+            }
+            self.complete(k, RequestKind::Send, status);
+        }
+    }
+
+    /// (Re)encodes the record at `idx` of the partner's queue with a fresh piggyback.
+    pub(crate) fn transmit_record(&mut self, pid: PartnerId, idx: usize) {
+        let header = self.header_to(pid);
+        let wire = self.cfg.wire;
+        let p = &mut self.partners[pid.0 as usize];
+        let piggy = p.next_frag.0;
+        p.last_acked = p.next_frag;
+        p.ack_deadline = None;
+        let rec = &p.unacked[idx];
+        let seq = rec.seq.0;
+        match rec.packet.clone() {
+            SentPacket::Tiny(m, data) => {
+                let m = Msg { lib_seqnum: seq, lib_piggyack: piggy, ..m };
+                self.counters.send_tiny += 1;
+                self.emit(header, Packet::Tiny(m), Payload::Bytes(data), true);
+            }
+            SentPacket::Small(m, data) => {
+                let m = Msg { lib_seqnum: seq, lib_piggyack: piggy, ..m };
+                self.counters.send_small += 1;
+                self.emit(header, Packet::Small(m), Payload::Bytes(data), true);
+            }
+            SentPacket::Medium(m, data) => {
+                let frag_max = wire.medium_frag_max as usize;
+                let pipeline = match wire.mode {
+                    omx_wire::WireMode::MxCompat => frag_max.trailing_zeros() as u8,
+                    omx_wire::WireMode::Native => 0,
+                };
+                let nfrags = data.len().div_ceil(frag_max).max(1);
+                for i in 0..nfrags {
+                    let start = i * frag_max;
+                    let end = (start + frag_max).min(data.len());
+                    let frag = Medium {
+                        lib_seqnum: seq,
+                        lib_piggyack: piggy,
+                        frag_length: (end - start) as u16,
+                        frag_seqnum: i as u8,
+                        frag_pipeline: pipeline,
+                        ..m
+                    };
+                    self.counters.send_medium_frag += 1;
+                    let last = i + 1 == nfrags;
+                    let payload = Payload::Bytes(data.slice(start..end));
+                    self.emit(header, Packet::Medium(frag), payload, last);
+                }
+            }
+            SentPacket::Rndv(r) => {
+                let r = Rndv { msg: Msg { lib_seqnum: seq, lib_piggyack: piggy, ..r.msg }, ..r };
+                self.counters.send_rndv += 1;
+                self.emit(header, Packet::Rndv(r), Payload::None, true);
+            }
+            SentPacket::Notify(n) => {
+                let n = Notify { lib_seqnum: seq, lib_piggyack: piggy, ..n };
+                self.counters.send_notify += 1;
+                self.emit(header, Packet::Notify(n), Payload::None, true);
+            }
+        }
+    }
+
+    /// Queues a NOTIFY (consumes a sequence number toward the large sender).
+    pub(crate) fn send_notify(&mut self, now: Time, pid: PartnerId, mut n: Notify) {
+        let p = self.partner(pid);
+        n.dst_endpoint = p.endpoint;
+        n.session = p.session.unwrap_or(0);
+        let seq = p.next_send;
+        p.next_send = seq.next();
+        let resends_max = self.cfg.resends_max;
+        let delay = self.cfg.resend_delay;
+        let src_endpoint = self.me.endpoint;
+        let p = self.partner(pid);
+        p.unacked.push_back(SendRecord {
+            seq,
+            packet: SentPacket::Notify(Notify { src_endpoint, ..n }),
+            req: None,
+            zombie: false,
+            last_send: now,
+            resends: 0,
+            resends_max,
+        });
+        p.arm_resend(now + delay);
+        let idx = p.unacked.len() - 1;
+        self.transmit_record(pid, idx);
+    }
+
+    /// Everything strictly below `upto` is acknowledged by the partner.
+    pub(crate) fn apply_ack(&mut self, now: Time, pid: PartnerId, upto: Seq) {
+        let p = &mut self.partners[pid.0 as usize];
+        if upto.sesnum() != p.next_send.sesnum()
+            || !(upto == p.next_send || upto.before(p.next_send))
+        {
+            self.counters.drop_bad_ack += 1;
+            return;
+        }
+        let mut acked = Vec::new();
+        while p.unacked.front().is_some_and(|r| r.seq.before(upto)) {
+            acked.push(p.unacked.pop_front().expect("front checked"));
+        }
+        if p.unacked.is_empty() {
+            p.resend_deadline = None;
+        }
+        if acked.is_empty() {
+            return;
+        }
+        for rec in acked {
+            if rec.zombie {
+                self.zombies -= 1;
+            }
+            let Some(k) = rec.req else { continue };
+            // Eager sends held back by the zombie limit complete on their ack; a
+            // rendezvous keeps waiting for its notify.
+            if !matches!(rec.packet, SentPacket::Rndv(_)) {
+                let len = self.send_status(k, StatusCode::Success, 0).msg_length;
+                let status = self.send_status(k, StatusCode::Success, len);
+                self.requests.remove(k);
+                self.complete(k, RequestKind::Send, status);
+            }
+        }
+        self.release_throttled(now, pid);
+    }
+
+    pub(crate) fn release_throttled(&mut self, now: Time, pid: PartnerId) {
+        loop {
+            let p = &mut self.partners[pid.0 as usize];
+            if p.session.is_none() || p.unacked_in_flight() >= MAX_IN_FLIGHT {
+                return;
+            }
+            let Some(k) = p.throttled.pop_front() else { return };
+            self.start_send(now, k);
+        }
+    }
+
+    /// Sends an explicit ack (TRUC) covering everything completely received.
+    pub(crate) fn send_ack(&mut self, pid: PartnerId) {
+        let header = self.header_to(pid);
+        let me = self.me.endpoint;
+        let p = self.partner(pid);
+        p.ack_deadline = None;
+        let Some(session) = p.session else { return };
+        p.acknum_sent += 1;
+        p.last_acked = p.next_frag;
+        let truc = Truc {
+            dst_endpoint: p.endpoint,
+            src_endpoint: me,
+            length: 16,
+            session,
+            truc_type: TRUC_TYPE_ACK,
+            lib_seqnum: p.next_frag.0,
+            session_id: session,
+            acknum: p.acknum_sent,
+            send_seq: p.next_frag.0,
+            resent: 0,
+        };
+        self.counters.send_liback += 1;
+        self.emit(header, Packet::Truc(truc), Payload::None, false);
+    }
+
+    /// After new data was completely received: ack now or arm the delayed ack.
+    pub(crate) fn schedule_ack(&mut self, now: Time, pid: PartnerId) {
+        let (max, delay) = (self.cfg.not_acked_max, self.cfg.ack_delay);
+        let p = self.partner(pid);
+        if p.next_frag.since(p.last_acked) >= max {
+            self.send_ack(pid);
+        } else if p.next_frag != p.last_acked && p.ack_deadline.is_none() {
+            p.ack_deadline = Some(now + delay);
+        }
+    }
+
+    pub(crate) fn resend_overdue(&mut self, now: Time, pid: PartnerId) {
+        let delay = self.cfg.resend_delay;
+        let mut next: Option<Time> = None;
+        let mut exhausted = false;
+        let count = self.partners[pid.0 as usize].unacked.len();
+        for idx in 0..count {
+            let rec = &mut self.partners[pid.0 as usize].unacked[idx];
+            if rec.last_send + delay <= now {
+                if rec.resends >= rec.resends_max {
+                    exhausted = true;
+                    break;
+                }
+                rec.resends += 1;
+                rec.last_send = now;
+                self.counters.resends += 1;
+                self.transmit_record(pid, idx);
+            }
+            let due = self.partners[pid.0 as usize].unacked[idx].last_send + delay;
+            next = Some(next.map_or(due, |n: Time| n.min(due)));
+        }
+        let connects: Vec<Key> = self.partners[pid.0 as usize].connects.iter().copied().collect();
+        let mut timed_out = Vec::new();
+        for k in connects {
+            let Some(Request::Connect(c)) = self.requests.get_mut(k) else { continue };
+            if c.last_send + delay <= now {
+                if c.resends >= c.resends_max {
+                    timed_out.push(k);
+                    continue;
+                }
+                c.resends += 1;
+                self.counters.resends += 1;
+                self.send_connect_request(now, k);
+            }
+            if let Some(Request::Connect(c)) = self.requests.get(k) {
+                let due = c.last_send + delay;
+                next = Some(next.map_or(due, |n: Time| n.min(due)));
+            }
+        }
+        for k in timed_out {
+            self.finish_connect(k, StatusCode::EndpointUnreachable);
+        }
+        self.partners[pid.0 as usize].resend_deadline = next;
+        if exhausted {
+            self.reset_partner(now, pid, StatusCode::EndpointUnreachable);
+        }
+    }
+
+    /// Declares the partner's stream dead: every pending operation with it fails with
+    /// `code`, its queued data is dropped, and a new connect is needed to talk again.
+    pub(crate) fn reset_partner(&mut self, now: Time, pid: PartnerId, code: StatusCode) {
+        self.counters.partner_resets += 1;
+        let p = self.partner(pid);
+        let records: Vec<_> = p.unacked.drain(..).collect();
+        let throttled: Vec<_> = p.throttled.drain(..).collect();
+        let connects: Vec<_> = p.connects.drain(..).collect();
+        let partials: Vec<_> = p.partials.drain(..).collect();
+        p.early.clear();
+        let early = std::mem::take(&mut p.early_bytes);
+        p.resend_deadline = None;
+        p.ack_deadline = None;
+        p.session = None;
+        p.next_send = p.next_send.bump_sesnum();
+        p.next_match = p.next_match.bump_sesnum();
+        p.next_frag = p.next_match;
+        p.last_acked = p.next_match;
+        self.early_bytes -= early;
+        for rec in records {
+            if rec.zombie {
+                self.zombies -= 1;
+            }
+            if let Some(k) = rec.req {
+                self.fail_send(k, code);
+            }
+        }
+        for k in throttled {
+            self.fail_send(k, code);
+        }
+        for k in connects {
+            self.finish_connect(k, code);
+        }
+        // Rendezvous sends waiting for a notify from this partner.
+        let large: Vec<Key> = self
+            .regions
+            .iter()
+            .flatten()
+            .map(|r| r.req)
+            .filter(|&k| matches!(self.requests.get(k), Some(Request::Send(s)) if s.partner == pid))
+            .collect();
+        for k in large {
+            self.fail_send(k, code);
+        }
+        for part in partials {
+            self.abort_partial(now, part, code);
+        }
+        self.abort_pulls_from(now, pid, code);
+        self.drop_unexpected_from(pid);
+        let waiting: Vec<Key> = self.region_waitq.iter().copied().collect();
+        for k in waiting {
+            if matches!(self.requests.get(k), Some(Request::Send(s)) if s.partner == pid) {
+                self.region_waitq.retain(|&x| x != k);
+                self.fail_send(k, code);
+            }
+        }
+        let _ = now;
+    }
+}

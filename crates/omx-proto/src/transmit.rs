@@ -1,0 +1,87 @@
+//! Frames leaving the engine. A frame is an encoded header plus a payload that is either
+//! absent, engine-held bytes (eager data kept for retransmission) or a range of user
+//! memory the runtime gathers while building the frame (pull replies: zero-copy send).
+
+use crate::types::MemHandle;
+use bytes::Bytes;
+use omx_wire::{PacketType, MIN_FRAME_LEN};
+
+/// Largest header any packet type needs (16-byte common header + 44-byte pull body).
+pub const MAX_HEADER_LEN: usize = 64;
+
+#[derive(Clone, Debug)]
+pub enum Payload {
+    None,
+    Bytes(Bytes),
+    User { handle: MemHandle, offset: u64, len: u32 },
+}
+
+impl Payload {
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::None => 0,
+            Payload::Bytes(b) => b.len(),
+            Payload::User { len, .. } => *len as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Transmit {
+    header: [u8; MAX_HEADER_LEN],
+    header_len: u8,
+    pub payload: Payload,
+    pub packet_type: PacketType,
+    /// Set on frames the receiver should act on at once (see the wake-up policies).
+    pub latency_sensitive: bool,
+}
+
+impl Transmit {
+    pub(crate) fn new(
+        header: [u8; MAX_HEADER_LEN],
+        header_len: usize,
+        payload: Payload,
+        packet_type: PacketType,
+        latency_sensitive: bool,
+    ) -> Self {
+        Transmit { header, header_len: header_len as u8, payload, packet_type, latency_sensitive }
+    }
+
+    pub fn header(&self) -> &[u8] {
+        &self.header[..self.header_len as usize]
+    }
+
+    pub fn dst_mac(&self) -> [u8; 6] {
+        let mut m = [0u8; 6];
+        m.copy_from_slice(&self.header[..6]);
+        m
+    }
+
+    /// Length on the wire, including padding to the Ethernet minimum.
+    pub fn frame_len(&self) -> usize {
+        (self.header_len as usize + self.payload.len()).max(MIN_FRAME_LEN)
+    }
+
+    /// Appends the complete frame to `out`. `read_user` fills a slice from user memory
+    /// (handle, byte offset, destination) for pull-reply payloads.
+    pub fn assemble(&self, out: &mut Vec<u8>, read_user: impl FnOnce(MemHandle, u64, &mut [u8])) {
+        let start = out.len();
+        out.extend_from_slice(self.header());
+        match &self.payload {
+            Payload::None => {}
+            Payload::Bytes(b) => out.extend_from_slice(b),
+            Payload::User { handle, offset, len } => {
+                let at = out.len();
+                out.resize(at + *len as usize, 0);
+                read_user(*handle, *offset, &mut out[at..]);
+            }
+        }
+        if out.len() - start < MIN_FRAME_LEN {
+            out.resize(start + MIN_FRAME_LEN, 0);
+        }
+    }
+}

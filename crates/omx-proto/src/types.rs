@@ -1,0 +1,142 @@
+//! Vocabulary shared by the engine and the runtime: time, identifiers, statuses, events.
+
+use bytes::Bytes;
+
+/// Monotonic time in nanoseconds. The engine never reads a clock: the caller passes `now`.
+pub type Time = u64;
+
+pub const NS_PER_MS: u64 = 1_000_000;
+
+/// A request handle returned by the engine (slot index and generation, so a stale id is
+/// recognised instead of aliasing a newer request).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReqId(pub u64);
+
+/// A remote endpoint known to this engine (index into its partner table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartnerId(pub u32);
+
+/// Opaque reference to user memory owned by the runtime. The engine only ever names a
+/// handle and a byte offset inside it; the runtime resolves segments and performs copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemHandle(pub u64);
+
+/// Identifies one copy action so the runtime can report its completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CopyId(pub u64);
+
+/// A 48-bit Ethernet address held in a u64 (first MAC byte in bits 47..40), as MX nic ids.
+pub type NicId = u64;
+
+pub fn nic_id_from_mac(mac: [u8; 6]) -> NicId {
+    mac.iter().fold(0u64, |acc, &b| (acc << 8) | b as u64)
+}
+
+pub fn mac_from_nic_id(id: NicId) -> [u8; 6] {
+    let b = id.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
+/// Completion status codes, numerically equal to `mx_status_code_t`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StatusCode {
+    Success = 0,
+    Timeout = 4,
+    Truncated = 5,
+    Cancelled = 6,
+    EndpointClosed = 8,
+    EndpointUnreachable = 9,
+    BadSession = 10,
+    BadKey = 11,
+    BadEndpoint = 12,
+    BadRdmaWin = 13,
+    Aborted = 14,
+    NoResources = 16,
+}
+
+/// Final state of a request, mirroring `mx_status_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub code: StatusCode,
+    /// The remote endpoint (sender for receives, destination for sends and connects).
+    pub source: Option<PartnerId>,
+    pub match_info: u64,
+    pub msg_length: u32,
+    pub xfer_length: u32,
+    /// The caller's context value given when the request was posted.
+    pub context: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestKind {
+    Send,
+    Recv,
+    Connect,
+}
+
+/// Something the application must learn about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub req: ReqId,
+    pub kind: RequestKind,
+    pub status: Status,
+}
+
+/// Data of a send. Eager messages are captured by the caller at post time (MX completes
+/// them early, so the user buffer may be reused at once); large ones stay in user memory
+/// and are read by the runtime when pull replies are built.
+#[derive(Clone, Debug)]
+pub enum SendData {
+    Eager(Bytes),
+    Region { handle: MemHandle, len: u32 },
+}
+
+impl SendData {
+    pub fn len(&self) -> u32 {
+        match self {
+            SendData::Eager(b) => b.len() as u32,
+            SendData::Region { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A payload copy the runtime must perform (or hand to a copy engine) and then report
+/// with [`crate::Engine::copy_done`]. The source bytes keep their frame alive.
+#[derive(Clone, Debug)]
+pub struct CopyOp {
+    pub id: CopyId,
+    pub src: Bytes,
+    pub dst: MemHandle,
+    pub dst_offset: u64,
+}
+
+/// Errors returned synchronously by engine calls (bad arguments, not network events).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineError {
+    UnknownPeer,
+    UnknownPartner,
+    NotConnected,
+    BadRequest,
+    BadArgument(&'static str),
+    NoResources,
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineError::UnknownPeer => write!(f, "nic id not in the peer table"),
+            EngineError::UnknownPartner => write!(f, "unknown partner"),
+            EngineError::NotConnected => write!(f, "partner not connected"),
+            EngineError::BadRequest => write!(f, "no such request"),
+            EngineError::BadArgument(what) => write!(f, "bad argument: {what}"),
+            EngineError::NoResources => write!(f, "no resources"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
