@@ -9,6 +9,7 @@
 mod config;
 mod connect;
 mod counters;
+pub mod demux;
 mod engine;
 mod partner;
 mod peers;

@@ -1,0 +1,384 @@
+//! Hosts running engines over a simulated Ethernet link with a virtual clock and seeded
+//! faults. Everything is deterministic for a given seed.
+
+use crate::memory::{Buffer, Memory};
+use crate::rng::Rng;
+use bytes::Bytes;
+use omx_proto::demux::{route, Route};
+use omx_proto::*;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+/// Link behaviour. Probabilities apply per frame.
+#[derive(Clone, Debug)]
+pub struct LinkConfig {
+    pub latency: Time,
+    /// Bytes per second of each host's transmit side; 0 for unlimited.
+    pub bandwidth: u64,
+    pub loss: f64,
+    pub duplicate: f64,
+    /// Probability that a frame is delayed by up to `reorder_delay` (so later frames pass it).
+    pub reorder: f64,
+    pub reorder_delay: Time,
+    /// Probability that 1 to 4 random bytes of a frame are flipped.
+    pub corrupt: f64,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig {
+            latency: 2_000,
+            bandwidth: 0,
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay: 50_000,
+            corrupt: 0.0,
+        }
+    }
+}
+
+impl LinkConfig {
+    /// Loss, duplication and reordering at the given rates.
+    pub fn faulty(loss: f64, duplicate: f64, reorder: f64) -> Self {
+        LinkConfig { loss, duplicate, reorder, ..Default::default() }
+    }
+}
+
+/// How copy actions are executed: at once, or later in random order (exercises the
+/// asynchronous copy seam the offload engine plugs into).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyMode {
+    Immediate,
+    Deferred { max_delay: Time },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub frames: u64,
+    pub bytes: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub corrupted: u64,
+    pub undeliverable: u64,
+}
+
+pub struct Host {
+    pub nic_id: NicId,
+    pub engines: Vec<Engine>,
+    pub mem: Memory,
+    pub completions: Vec<(u8, Completion)>,
+    tx_busy_until: Time,
+}
+
+struct InFlight {
+    at: Time,
+    order: u64,
+    host: usize,
+    frame: Bytes,
+}
+
+struct DeferredCopy {
+    at: Time,
+    host: usize,
+    endpoint: u8,
+    op: CopyOp,
+}
+
+pub struct World {
+    pub now: Time,
+    pub hosts: Vec<Host>,
+    pub link: LinkConfig,
+    pub copy_mode: CopyMode,
+    pub stats: LinkStats,
+    pub rng: Rng,
+    heap: BinaryHeap<Reverse<(Time, u64)>>,
+    frames: HashMap<u64, InFlight>,
+    copies: Vec<DeferredCopy>,
+    order: u64,
+    by_mac: HashMap<NicId, usize>,
+    scratch: Vec<u8>,
+}
+
+pub const KEY: u32 = 0x1234_5678;
+
+impl World {
+    /// `hosts` hosts with `endpoints` endpoints each; every host knows every other.
+    pub fn new(hosts: usize, endpoints: usize, cfg: EngineConfig, link: LinkConfig, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let nic = |i: usize| 0x02_00_00_00_00_00u64 | (i as u64 + 1);
+        let mut peers = PeerTable::new(1024);
+        for i in 0..hosts {
+            peers.add(nic(i), Some(format!("host{i}:0")));
+        }
+        let hosts: Vec<Host> = (0..hosts)
+            .map(|i| Host {
+                nic_id: nic(i),
+                engines: (0..endpoints)
+                    .map(|e| {
+                        let params = EndpointParams {
+                            nic_id: nic(i),
+                            endpoint: e as u8,
+                            session: rng.next_u64() as u32,
+                            key: KEY,
+                        };
+                        Engine::new(cfg.clone(), params, peers.clone())
+                    })
+                    .collect(),
+                mem: Memory::default(),
+                completions: Vec::new(),
+                tx_busy_until: 0,
+            })
+            .collect();
+        let by_mac = hosts.iter().enumerate().map(|(i, h)| (h.nic_id, i)).collect();
+        World {
+            now: 0,
+            hosts,
+            link,
+            copy_mode: CopyMode::Immediate,
+            stats: LinkStats::default(),
+            rng,
+            heap: BinaryHeap::new(),
+            frames: HashMap::new(),
+            copies: Vec::new(),
+            order: 0,
+            by_mac,
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn engine(&mut self, host: usize, ep: u8) -> &mut Engine {
+        &mut self.hosts[host].engines[ep as usize]
+    }
+
+    /// Replaces an endpoint by a freshly opened one with a new session (a restart).
+    pub fn reopen(&mut self, host: usize, ep: u8) {
+        let old = &self.hosts[host].engines[ep as usize];
+        let cfg = old.config().clone();
+        let peers = old.peers().clone();
+        let params = EndpointParams { session: self.rng.next_u64() as u32, ..*old.params() };
+        self.hosts[host].engines[ep as usize] = Engine::new(cfg, params, peers);
+        self.hosts[host].completions.retain(|(e, _)| *e != ep);
+    }
+
+    /// Drains every engine's output: copies, frames, completions.
+    pub fn pump(&mut self) {
+        loop {
+            let mut busy = false;
+            for h in 0..self.hosts.len() {
+                for e in 0..self.hosts[h].engines.len() {
+                    while self.hosts[h].engines[e].has_output() {
+                        busy = true;
+                        self.drain_engine(h, e);
+                    }
+                }
+            }
+            if !busy {
+                return;
+            }
+        }
+    }
+
+    fn drain_engine(&mut self, h: usize, e: usize) {
+        while let Some(op) = self.hosts[h].engines[e].poll_copy() {
+            match self.copy_mode {
+                CopyMode::Immediate => self.run_copy(h, e as u8, op),
+                CopyMode::Deferred { max_delay } => {
+                    let at = self.now + self.rng.below(max_delay + 1);
+                    self.copies.push(DeferredCopy { at, host: h, endpoint: e as u8, op });
+                }
+            }
+        }
+        while let Some(t) = self.hosts[h].engines[e].poll_transmit() {
+            let mut frame = std::mem::take(&mut self.scratch);
+            frame.clear();
+            let mem = &self.hosts[h].mem;
+            t.assemble(&mut frame, |handle, off, out| mem.get(handle).read_at(off as usize, out));
+            self.send_frame(h, &frame);
+            self.scratch = frame;
+        }
+        while let Some(c) = self.hosts[h].engines[e].poll_completion() {
+            self.hosts[h].completions.push((e as u8, c));
+        }
+    }
+
+    fn run_copy(&mut self, h: usize, ep: u8, op: CopyOp) {
+        self.hosts[h].mem.get_mut(op.dst).write_at(op.dst_offset as usize, &op.src);
+        let now = self.now;
+        self.hosts[h].engines[ep as usize].copy_done(now, op.id);
+    }
+
+    fn send_frame(&mut self, from: usize, frame: &[u8]) {
+        self.stats.frames += 1;
+        self.stats.bytes += frame.len() as u64;
+        let bw = self.link.bandwidth;
+        let host = &mut self.hosts[from];
+        let start = host.tx_busy_until.max(self.now);
+        let wire_time = if bw == 0 { 0 } else { frame.len() as u64 * 1_000_000_000 / bw };
+        host.tx_busy_until = start + wire_time;
+        let depart = host.tx_busy_until;
+        if self.rng.chance(self.link.loss) {
+            self.stats.lost += 1;
+            return;
+        }
+        let copies = if self.rng.chance(self.link.duplicate) {
+            self.stats.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        let mut dst = [0u8; 8];
+        dst[2..].copy_from_slice(&frame[..6]);
+        let Some(&to) = self.by_mac.get(&u64::from_be_bytes(dst)) else {
+            self.stats.undeliverable += 1;
+            return;
+        };
+        for _ in 0..copies {
+            let mut bytes = frame.to_vec();
+            if self.rng.chance(self.link.corrupt) {
+                self.stats.corrupted += 1;
+                for _ in 0..1 + self.rng.below(4) {
+                    let i = self.rng.below(bytes.len() as u64) as usize;
+                    bytes[i] ^= 1 << self.rng.below(8);
+                }
+            }
+            let mut at = depart + self.link.latency;
+            if self.rng.chance(self.link.reorder) {
+                self.stats.reordered += 1;
+                at += 1 + self.rng.below(self.link.reorder_delay);
+            }
+            self.order += 1;
+            self.heap.push(Reverse((at, self.order)));
+            self.frames.insert(self.order, InFlight { at, order: self.order, host: to, frame: bytes.into() });
+        }
+    }
+
+    /// Earliest pending event: a frame arrival, a deferred copy or an engine timer.
+    pub fn next_event(&self) -> Option<Time> {
+        let frame = self.heap.peek().map(|Reverse((t, _))| *t);
+        let copy = self.copies.iter().map(|c| c.at).min();
+        let timers = self.hosts.iter().flat_map(|h| h.engines.iter()).filter_map(|e| e.poll_timeout());
+        frame.into_iter().chain(copy).chain(timers).min()
+    }
+
+    /// Advances to the next event and processes everything due then. False when idle.
+    pub fn step(&mut self) -> bool {
+        self.pump();
+        let Some(t) = self.next_event() else { return false };
+        self.now = self.now.max(t);
+        let now = self.now;
+        while let Some(&Reverse((at, order))) = self.heap.peek() {
+            if at > now {
+                break;
+            }
+            self.heap.pop();
+            let f = self.frames.remove(&order).expect("frame of heap entry");
+            debug_assert_eq!((f.at, f.order), (at, order));
+            self.deliver(f.host, f.frame);
+        }
+        let mut i = 0;
+        while i < self.copies.len() {
+            if self.copies[i].at <= now {
+                let c = self.copies.swap_remove(i);
+                self.run_copy(c.host, c.endpoint, c.op);
+            } else {
+                i += 1;
+            }
+        }
+        for h in &mut self.hosts {
+            for e in &mut h.engines {
+                if e.poll_timeout().is_some_and(|d| d <= now) {
+                    e.handle_timeout(now);
+                }
+            }
+        }
+        self.pump();
+        true
+    }
+
+    fn deliver(&mut self, host: usize, frame: Bytes) {
+        let now = self.now;
+        match route(&frame) {
+            Route::Endpoint(ep) => match self.hosts[host].engines.get_mut(ep as usize) {
+                Some(engine) => engine.handle_frame(now, frame),
+                None => self.stats.undeliverable += 1,
+            },
+            Route::Board | Route::Drop => self.stats.undeliverable += 1,
+        }
+    }
+
+    /// Steps until `done` holds or simulated time passes `limit`. Returns whether done.
+    pub fn run_until(&mut self, limit: Time, mut done: impl FnMut(&World) -> bool) -> bool {
+        loop {
+            self.pump();
+            if done(self) {
+                return true;
+            }
+            if self.now > limit || !self.step() {
+                return done(self);
+            }
+        }
+    }
+
+    /// Steps until nothing is scheduled before `limit` (timers far in the future remain).
+    pub fn run_idle(&mut self, limit: Time) {
+        while self.next_event().is_some_and(|t| t <= limit) {
+            self.step();
+        }
+        self.pump();
+    }
+
+    // ----- Conveniences for tests and benchmarks -----
+
+    /// Connects endpoint (a, ea) to (b, eb); panics if the handshake fails.
+    pub fn connect(&mut self, a: usize, ea: u8, b: usize, eb: u8) -> PartnerId {
+        let nic = self.hosts[b].nic_id;
+        let now = self.now;
+        let req = self.engine(a, ea).connect(now, nic, eb, KEY, 0).expect("peer known");
+        let limit = self.now + 3_600 * 1_000_000_000;
+        let status = self.wait(a, ea, req, limit).expect("connect completes");
+        assert_eq!(status.code, StatusCode::Success, "connect failed");
+        status.source.expect("connect names its partner")
+    }
+
+    /// Posts a send of `data` (captured if eager, registered as a region otherwise).
+    pub fn send(&mut self, h: usize, ep: u8, to: PartnerId, match_info: u64, data: Vec<u8>, sync: bool) -> ReqId {
+        let now = self.now;
+        let len = data.len() as u32;
+        let payload = if self.engine(h, ep).is_eager(len, sync) {
+            SendData::Eager(Bytes::from(data))
+        } else {
+            let handle = self.hosts[h].mem.register(Buffer::contiguous(data));
+            SendData::Region { handle, len }
+        };
+        let e = self.engine(h, ep);
+        let r = if sync { e.issend(now, to, match_info, payload, 0) } else { e.isend(now, to, match_info, payload, 0) };
+        r.expect("send accepted")
+    }
+
+    /// Posts a receive into a fresh buffer split into the given segment sizes.
+    pub fn recv(&mut self, h: usize, ep: u8, match_info: u64, mask: u64, len: usize, segments: &[usize]) -> (ReqId, MemHandle) {
+        let handle = self.hosts[h].mem.register(Buffer::zeroed(len, segments));
+        let now = self.now;
+        let req = self.engine(h, ep).irecv(now, match_info, mask, handle, len as u32, 0).expect("recv accepted");
+        (req, handle)
+    }
+
+    /// Removes and returns the completion of `req`, if it happened.
+    pub fn take(&mut self, h: usize, ep: u8, req: ReqId) -> Option<Status> {
+        let c = &mut self.hosts[h].completions;
+        let i = c.iter().position(|(e, c)| *e == ep && c.req == req)?;
+        Some(c.remove(i).1.status)
+    }
+
+    /// Runs until `req` completes (or `limit`), returning its status.
+    pub fn wait(&mut self, h: usize, ep: u8, req: ReqId, limit: Time) -> Option<Status> {
+        let found = self.run_until(limit, |w| w.hosts[h].completions.iter().any(|(e, c)| *e == ep && c.req == req));
+        if found {
+            self.take(h, ep, req)
+        } else {
+            None
+        }
+    }
+}
