@@ -4,6 +4,7 @@
 
 pub mod memory;
 pub mod rng;
+pub mod soak;
 pub mod world;
 
 pub use memory::{Buffer, Memory, MAX_SEGMENTS};

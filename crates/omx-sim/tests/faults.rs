@@ -1,0 +1,70 @@
+//! Exactly-once, in-order, byte-identical delivery under loss, duplication and reordering.
+
+mod common;
+use common::*;
+use omx_proto::EngineConfig;
+use omx_sim::soak::{run, SoakConfig, SoakReport};
+use omx_sim::{CopyMode, LinkConfig};
+use omx_wire::WireConfig;
+
+fn soak(seed: u64, wire: WireConfig, link: LinkConfig, messages: usize, max_size: usize, copy: CopyMode) -> SoakReport {
+    let cfg = SoakConfig {
+        seed,
+        hosts: 2,
+        messages,
+        max_size,
+        window: 32,
+        link,
+        engine: EngineConfig::new(wire),
+        copy_mode: copy,
+        time_limit: 3_600 * SEC,
+    };
+    run(&cfg)
+}
+
+fn assert_clean(r: &SoakReport) {
+    assert!(r.clean(), "soak not clean: {r:?}");
+    for s in &r.final_stats {
+        assert_eq!(s.requests, 0, "requests left: {s:?}");
+        assert_eq!(s.unexpected, 0, "{s:?}");
+        assert_eq!(s.unexpected_bytes, 0, "{s:?}");
+        assert_eq!(s.early_bytes, 0, "{s:?}");
+        assert_eq!(s.unacked, 0, "{s:?}");
+        assert_eq!(s.partials, 0, "{s:?}");
+        assert_eq!(s.pulls, 0, "{s:?}");
+        assert_eq!(s.regions, 0, "{s:?}");
+        assert_eq!(s.copies, 0, "{s:?}");
+        assert_eq!(s.zombies, 0, "{s:?}");
+    }
+}
+
+#[test]
+fn clean_link_random_traffic() {
+    for wire in wires() {
+        let r = soak(1, wire, LinkConfig::default(), 1000, 1 << 20, CopyMode::Immediate);
+        assert_clean(&r);
+    }
+}
+
+#[test]
+fn lossy_duplicating_reordering_link() {
+    for seed in 0..4 {
+        for wire in wires() {
+            let r = soak(seed, wire, LinkConfig::faulty(0.05, 0.02, 0.05), 600, 300_000, CopyMode::Immediate);
+            assert_clean(&r);
+        }
+    }
+}
+
+#[test]
+fn deferred_copies_in_random_order() {
+    let copy = CopyMode::Deferred { max_delay: 200_000 };
+    let r = soak(9, WireConfig::native_9000(), LinkConfig::faulty(0.02, 0.02, 0.05), 800, 2 << 20, copy);
+    assert_clean(&r);
+}
+
+#[test]
+fn heavy_loss_still_delivers() {
+    let r = soak(3, WireConfig::native_9000(), LinkConfig::faulty(0.25, 0.05, 0.2), 200, 100_000, CopyMode::Immediate);
+    assert_clean(&r);
+}
