@@ -238,16 +238,17 @@ impl Engine {
         }
     }
 
-    fn nack_lib(&mut self, header: &Header, dst_endpoint: u8, seq: u16, kind: NackType) {
+    /// Rejects a packet from `src`'s endpoint `dst_endpoint` (the original sender).
+    fn nack_lib(&mut self, src: NicId, dst_endpoint: u8, seq: u16, kind: NackType) {
         let nack = NackLib {
             src_endpoint: self.me.endpoint,
             nack_type: kind as u8,
             dst_endpoint,
-            dst_src_peer_index: header.dst_src_peer_index,
+            dst_src_peer_index: self.peers.index_of(src).unwrap_or(PEER_INDEX_NONE),
             lib_seqnum: seq,
         };
         let reply = Header {
-            dst_mac: header.src_mac,
+            dst_mac: mac_from_nic_id(src),
             src_mac: self.mac,
             ethertype: self.cfg.wire.ethertype,
             dst_src_peer_index: PEER_INDEX_NONE,
@@ -274,13 +275,7 @@ impl Engine {
         }
         if session != self.me.session {
             self.counters.drop_bad_session += 1;
-            let header = Header {
-                dst_mac: mac_from_nic_id(src),
-                src_mac: self.mac,
-                ethertype: self.cfg.wire.ethertype,
-                dst_src_peer_index: PEER_INDEX_NONE,
-            };
-            self.nack_lib(&header, src_endpoint, seq, NackType::BadSession);
+            self.nack_lib(src, src_endpoint, seq, NackType::BadSession);
             return None;
         }
         let pid = self.known_partner(src, src_endpoint)?;

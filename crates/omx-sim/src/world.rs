@@ -99,7 +99,13 @@ pub struct World {
     order: u64,
     by_mac: HashMap<NicId, usize>,
     scratch: Vec<u8>,
+    /// Test hook: frames for which this returns false are dropped (counted as lost).
+    pub filter: Option<FrameFilter>,
+    /// Hosts whose frames (in and out) vanish, as if powered off.
+    pub down: Vec<bool>,
 }
+
+pub type FrameFilter = Box<dyn FnMut(&[u8]) -> bool>;
 
 pub const KEY: u32 = 0x1234_5678;
 
@@ -131,7 +137,7 @@ impl World {
                 tx_busy_until: 0,
             })
             .collect();
-        let by_mac = hosts.iter().enumerate().map(|(i, h)| (h.nic_id, i)).collect();
+        let by_mac: HashMap<NicId, usize> = hosts.iter().enumerate().map(|(i, h)| (h.nic_id, i)).collect();
         World {
             now: 0,
             hosts,
@@ -143,8 +149,10 @@ impl World {
             frames: HashMap::new(),
             copies: Vec::new(),
             order: 0,
+            down: vec![false; by_mac.len()],
             by_mac,
             scratch: Vec::new(),
+            filter: None,
         }
     }
 
@@ -218,7 +226,8 @@ impl World {
         let wire_time = if bw == 0 { 0 } else { frame.len() as u64 * 1_000_000_000 / bw };
         host.tx_busy_until = start + wire_time;
         let depart = host.tx_busy_until;
-        if self.rng.chance(self.link.loss) {
+        let filtered = self.filter.as_mut().is_some_and(|f| !f(frame));
+        if self.rng.chance(self.link.loss) || filtered || self.down[from] {
             self.stats.lost += 1;
             return;
         }
@@ -234,6 +243,10 @@ impl World {
             self.stats.undeliverable += 1;
             return;
         };
+        if self.down[to] {
+            self.stats.lost += 1;
+            return;
+        }
         for _ in 0..copies {
             let mut bytes = frame.to_vec();
             if self.rng.chance(self.link.corrupt) {
@@ -321,12 +334,18 @@ impl World {
         }
     }
 
-    /// Steps until nothing is scheduled before `limit` (timers far in the future remain).
+    /// Processes every event up to `limit`, then sets the clock to `limit`.
     pub fn run_idle(&mut self, limit: Time) {
-        while self.next_event().is_some_and(|t| t <= limit) {
-            self.step();
+        loop {
+            self.pump();
+            match self.next_event() {
+                Some(t) if t <= limit => {
+                    self.step();
+                }
+                _ => break,
+            }
         }
-        self.pump();
+        self.now = self.now.max(limit);
     }
 
     // ----- Conveniences for tests and benchmarks -----
