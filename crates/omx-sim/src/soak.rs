@@ -185,7 +185,11 @@ pub fn run(cfg: &SoakConfig) -> SoakReport {
                 }
                 let sender = (id >> 40) as usize;
                 let idx = (id & EXACT_BIT.wrapping_sub(1)) as usize;
-                let len = sizes.get(sender).and_then(|s| s.get(idx)).copied().unwrap_or(usize::MAX);
+                let Some(len) = sizes.get(sender).and_then(|s| s.get(idx)).copied() else {
+                    // Match info that names no message: corrupted on the way.
+                    report.corrupted += 1;
+                    continue;
+                };
                 let expect = message_bytes(id, len.min(r.len));
                 let got = buf.to_vec();
                 if c.status.msg_length as usize != len

@@ -1,0 +1,159 @@
+//! Hostile and corrupted input: never a panic, a hang or a request completed from a
+//! frame that fails validation; drops are counted.
+
+mod common;
+use bytes::Bytes;
+use common::*;
+use omx_proto::{EngineConfig, StatusCode, NS_PER_MS};
+use omx_sim::soak::{run, SoakConfig};
+use omx_sim::{CopyMode, LinkConfig, World};
+use omx_wire::{PacketType, WireConfig};
+use proptest::prelude::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// A connected pair plus the frames of one exchange of each class, captured on the wire.
+fn captured() -> (World, Vec<Vec<u8>>) {
+    let mut w = world(WireConfig::native_9000(), LinkConfig::default(), 1);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let l = log.clone();
+    w.filter = Some(Box::new(move |f: &[u8]| {
+        l.borrow_mut().push(f.to_vec());
+        true
+    }));
+    let to = w.connect(0, 0, 1, 0);
+    for (i, len) in [5usize, 100, 20_000, 300_000].into_iter().enumerate() {
+        let (r, _) = w.recv(1, 0, i as u64, u64::MAX, len, &[]);
+        w.send(0, 0, to, i as u64, pattern(len, 1), false);
+        assert_eq!(w.wait(1, 0, r, SEC).unwrap().code, StatusCode::Success);
+    }
+    w.run_idle(w.now + 100 * NS_PER_MS);
+    w.filter = None;
+    let frames = log.borrow().clone();
+    (w, frames)
+}
+
+fn check_traffic_still_flows(w: &mut World, tag: u64) {
+    let to = w.connect(0, 0, 1, 0);
+    let (r, h) = w.recv(1, 0, tag, u64::MAX, 50_000, &[]);
+    w.send(0, 0, to, tag, pattern(50_000, tag), false);
+    let s = w.wait(1, 0, r, w.now + 10 * SEC).expect("traffic continues");
+    assert_eq!(s.code, StatusCode::Success);
+    assert_eq!(w.hosts[1].mem.get(h).to_vec(), pattern(50_000, tag));
+}
+
+#[test]
+fn malformed_frames_are_counted_and_dropped() {
+    let (mut w, frames) = captured();
+    let of_type = |t: PacketType| frames.iter().find(|f| f[16] == t as u8).unwrap().clone();
+    let tiny = of_type(PacketType::Tiny);
+    let reply = of_type(PacketType::PullReply);
+    let mut bad: Vec<Vec<u8>> = Vec::new();
+    for n in [0, 10, 15, 16, 20, 39] {
+        bad.push(tiny[..n].to_vec()); // truncated headers
+    }
+    let mut t = tiny.clone();
+    t[16] = 200; // unknown type
+    bad.push(t);
+    let mut t = tiny.clone();
+    t[20..22].copy_from_slice(&40u16.to_be_bytes()); // tiny length over 32
+    bad.push(t);
+    let mut t = tiny.clone();
+    t[6] ^= 0xFF; // unknown source MAC
+    bad.push(t);
+    let mut t = tiny.clone();
+    t[14..16].copy_from_slice(&77u16.to_be_bytes()); // wrong peer index
+    bad.push(t);
+    let mut t = reply.clone();
+    t[24..28].copy_from_slice(&0xFFFF_FFFFu32.to_be_bytes()); // unknown pull handle
+    bad.push(t);
+    let mut t = reply.clone();
+    t[28] ^= 0x55; // bad magic
+    bad.push(t);
+    let before = w.engine(1, 0).counters.clone();
+    let now = w.now;
+    for f in &bad {
+        w.engine(1, 0).handle_frame(now, Bytes::from(f.clone()));
+    }
+    w.pump();
+    let after = w.engine(1, 0).counters.clone();
+    let drops = |c: &omx_proto::Counters| -> u64 {
+        c.iter().filter(|(n, _)| n.starts_with("drop_")).map(|(_, v)| v).sum()
+    };
+    assert_eq!(drops(&after) - drops(&before), bad.len() as u64, "{after:?}");
+    assert!(w.hosts[1].completions.is_empty(), "a malformed frame completed something");
+    check_traffic_still_flows(&mut w, 99);
+}
+
+#[test]
+fn replayed_old_frames_complete_nothing() {
+    let (mut w, frames) = captured();
+    let now = w.now;
+    for f in &frames {
+        w.engine(1, 0).handle_frame(now, Bytes::from(f.clone()));
+        w.engine(0, 0).handle_frame(now, Bytes::from(f.clone()));
+    }
+    w.run_idle(w.now + SEC);
+    assert!(w.hosts[1].completions.is_empty());
+    assert_eq!(w.engine(1, 0).stats().unexpected, 0, "a replayed message was delivered twice");
+    check_traffic_still_flows(&mut w, 98);
+}
+
+#[test]
+fn corrupted_link_never_panics_or_grows() {
+    let mut link = LinkConfig::faulty(0.02, 0.01, 0.02);
+    link.corrupt = 0.05;
+    let cfg = SoakConfig {
+        seed: 5,
+        hosts: 2,
+        messages: 300,
+        max_size: 200_000,
+        window: 16,
+        link,
+        engine: EngineConfig::new(WireConfig::native_9000()),
+        copy_mode: CopyMode::Immediate,
+        time_limit: 600 * SEC,
+    };
+    let r = run(&cfg);
+    // Payload corruption is undetectable without a checksum (Ethernet's FCS does this
+    // on real links); what must hold is progress, bounded state and counted drops.
+    assert!(r.delivered > r.sent / 2, "{r:?}");
+    for s in &r.final_stats {
+        assert!(s.unexpected_bytes <= cfg.engine.unexp_max_bytes);
+        assert!(s.early_bytes <= cfg.engine.early_max_bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(frames in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..2000), 1..20)) {
+        let (mut w, _) = captured();
+        let now = w.now;
+        for f in frames {
+            w.engine(1, 0).handle_frame(now, Bytes::from(f));
+        }
+        w.run_idle(w.now + SEC);
+        prop_assert!(w.hosts[1].completions.is_empty());
+    }
+
+    #[test]
+    fn mutated_frames_never_panic(picks in prop::collection::vec((any::<prop::sample::Index>(), 0usize..80, any::<u8>(), any::<bool>()), 1..40)) {
+        let (mut w, frames) = captured();
+        let now = w.now;
+        for (pick, at, byte, to_sender) in picks {
+            let mut f = pick.get(&frames).clone();
+            let i = at.min(f.len() - 1);
+            f[i] ^= byte.max(1);
+            let host = if to_sender { 0 } else { 1 };
+            w.engine(host, 0).handle_frame(now, Bytes::from(f));
+        }
+        w.run_idle(w.now + 5 * SEC);
+        for h in 0..2 {
+            let s = w.engine(h, 0).stats();
+            prop_assert!(s.unexpected_bytes <= 1 << 20);
+            prop_assert!(s.requests <= 4);
+        }
+    }
+}
