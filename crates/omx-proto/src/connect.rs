@@ -18,10 +18,16 @@ impl Engine {
         key: u32,
         context: u64,
     ) -> Result<ReqId, EngineError> {
-        let pid = self.partner_for(nic_id, endpoint).ok_or(EngineError::UnknownPeer)?;
+        let pid = self
+            .partner_for(nic_id, endpoint)
+            .ok_or(EngineError::UnknownPeer)?;
         if nic_id == self.me.nic_id && endpoint == self.me.endpoint {
             // Connecting to oneself needs no packets, only the key check.
-            let code = if key == self.me.key { StatusCode::Success } else { StatusCode::BadKey };
+            let code = if key == self.me.key {
+                StatusCode::Success
+            } else {
+                StatusCode::BadKey
+            };
             if code == StatusCode::Success {
                 let me = self.me.session;
                 let p = self.partner(pid);
@@ -60,7 +66,9 @@ impl Engine {
     }
 
     pub(crate) fn send_connect_request(&mut self, now: Time, k: Key) {
-        let Some(Request::Connect(c)) = self.requests.get_mut(k) else { return };
+        let Some(Request::Connect(c)) = self.requests.get_mut(k) else {
+            return;
+        };
         c.last_send = now;
         let (pid, key, seqnum) = (c.partner, c.key, c.connect_seqnum);
         let delay = self.cfg.resend_delay;
@@ -99,7 +107,9 @@ impl Engine {
     }
 
     fn on_connect_request(&mut self, now: Time, src: NicId, _peer_index: u16, c: Connect) {
-        let Some(pid) = self.partner_for(src, c.src_endpoint) else { return };
+        let Some(pid) = self.partner_for(src, c.src_endpoint) else {
+            return;
+        };
         let good_key = c.app_key_or_target_session == self.me.key;
         let p = &mut self.partners[pid.0 as usize];
         p.reverse_index = c.src_dst_peer_index;
@@ -182,12 +192,25 @@ impl Engine {
     }
 
     pub(crate) fn finish_connect(&mut self, k: Key, code: StatusCode) {
-        let Some(Request::Connect(c)) = self.requests.remove(k) else { return };
+        let Some(Request::Connect(c)) = self.requests.remove(k) else {
+            return;
+        };
         self.partner(c.partner).connects.retain(|&x| x != k);
-        self.complete(k, RequestKind::Connect, connect_status(code, c.partner, c.context));
+        self.complete(
+            k,
+            RequestKind::Connect,
+            connect_status(code, c.partner, c.context),
+        );
     }
 }
 
 fn connect_status(code: StatusCode, pid: PartnerId, context: u64) -> Status {
-    Status { code, source: Some(pid), match_info: 0, msg_length: 0, xfer_length: 0, context }
+    Status {
+        code,
+        source: Some(pid),
+        match_info: 0,
+        msg_length: 0,
+        xfer_length: 0,
+        context,
+    }
 }

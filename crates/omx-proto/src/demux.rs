@@ -15,7 +15,9 @@ pub enum Route {
 }
 
 pub fn route(frame: &[u8]) -> Route {
-    let Some(&ptype) = frame.get(COMMON_HEADER_LEN) else { return Route::Drop };
+    let Some(&ptype) = frame.get(COMMON_HEADER_LEN) else {
+        return Route::Drop;
+    };
     let at = |off: usize| frame.get(COMMON_HEADER_LEN + off).copied();
     let endpoint = match ptype {
         t if t == PacketType::Raw as u8
@@ -24,9 +26,7 @@ pub fn route(frame: &[u8]) -> Route {
         {
             return Route::Board
         }
-        t if t == PacketType::PullReply as u8 => {
-            at(15).map(|b| b ^ (PULL_MAGIC_XOR & 0xFF) as u8)
-        }
+        t if t == PacketType::PullReply as u8 => at(15).map(|b| b ^ (PULL_MAGIC_XOR & 0xFF) as u8),
         t if t == PacketType::NackMcp as u8 => at(15).map(|b| b ^ (PULL_MAGIC_XOR & 0xFF) as u8),
         t if t == PacketType::NackLib as u8 => at(9),
         t if (PacketType::Truc as u8..=PacketType::Notify as u8).contains(&t) => at(1),

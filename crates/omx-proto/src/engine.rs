@@ -75,8 +75,15 @@ pub(crate) struct ConnectReq {
 }
 
 pub(crate) enum UnexpBody {
-    Eager { chunks: Vec<(u32, Bytes)>, complete: bool },
-    Rndv { rdma_id: u8, rdma_seq: u8, rdma_offset: u16 },
+    Eager {
+        chunks: Vec<(u32, Bytes)>,
+        complete: bool,
+    },
+    Rndv {
+        rdma_id: u8,
+        rdma_seq: u8,
+        rdma_offset: u16,
+    },
 }
 
 pub(crate) struct Unexpected {
@@ -197,7 +204,9 @@ impl Engine {
 
     /// Remote board, endpoint index and session of a partner.
     pub fn partner_addr(&self, id: PartnerId) -> Option<(NicId, u8, Option<u32>)> {
-        self.partners.get(id.0 as usize).map(|p| (p.nic_id, p.endpoint, p.session))
+        self.partners
+            .get(id.0 as usize)
+            .map(|p| (p.nic_id, p.endpoint, p.session))
     }
 
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
@@ -242,7 +251,8 @@ impl Engine {
         }
         let peer_index = self.peers.index_of(nic_id)?;
         let id = PartnerId(self.partners.len() as u32);
-        self.partners.push(Partner::new(nic_id, endpoint, peer_index));
+        self.partners
+            .push(Partner::new(nic_id, endpoint, peer_index));
         self.partner_by_addr.insert((nic_id, endpoint), id);
         Some(id)
     }
@@ -276,19 +286,30 @@ impl Engine {
     }
 
     pub(crate) fn complete(&mut self, req: Key, kind: RequestKind, status: Status) {
-        self.completions.push_back(Completion { req: ReqId(req.0), kind, status });
+        self.completions.push_back(Completion {
+            req: ReqId(req.0),
+            kind,
+            status,
+        });
     }
 
     pub(crate) fn new_copy(&mut self, req: Key, src: Bytes, dst: MemHandle, dst_offset: u64) {
         let id = CopyId(self.next_copy);
         self.next_copy += 1;
         self.copies.insert(id, req);
-        self.copy_ops.push_back(CopyOp { id, src, dst, dst_offset });
+        self.copy_ops.push_back(CopyOp {
+            id,
+            src,
+            dst,
+            dst_offset,
+        });
     }
 
     /// The runtime finished a copy action.
     pub fn copy_done(&mut self, now: Time, id: CopyId) {
-        let Some(req) = self.copies.remove(&id) else { return };
+        let Some(req) = self.copies.remove(&id) else {
+            return;
+        };
         if let Some(Request::Recv(r)) = self.requests.get_mut(req) {
             if let Some(a) = r.active.as_mut() {
                 a.copies_pending -= 1;
@@ -359,7 +380,10 @@ impl Engine {
             .iter()
             .flat_map(|p| [p.ack_deadline, p.resend_deadline])
             .flatten();
-        let pulls = self.pulls.keys().filter_map(|k| self.pulls.get(k)?.deadline(&self.cfg));
+        let pulls = self
+            .pulls
+            .keys()
+            .filter_map(|k| self.pulls.get(k)?.deadline(&self.cfg));
         partners.chain(pulls).min()
     }
 

@@ -132,7 +132,12 @@ impl Partner {
     }
 
     pub fn unacked_in_flight(&self) -> u16 {
-        self.next_send.since(self.unacked.front().map(|r| r.seq).unwrap_or(self.next_send))
+        self.next_send.since(
+            self.unacked
+                .front()
+                .map(|r| r.seq)
+                .unwrap_or(self.next_send),
+        )
     }
 
     pub fn arm_resend(&mut self, at: Time) {

@@ -19,14 +19,21 @@ pub struct Peer {
 impl PeerTable {
     /// A table of at most `max` peers (the original's default is 1024, hard max 65535).
     pub fn new(max: usize) -> Self {
-        PeerTable { entries: Vec::new(), by_nic: HashMap::new(), max: max.min(0xFFFF) }
+        PeerTable {
+            entries: Vec::new(),
+            by_nic: HashMap::new(),
+            max: max.min(0xFFFF),
+        }
     }
 
     /// Adds (or renames) a peer and returns its index, or `None` when the table is full.
     pub fn add(&mut self, nic_id: NicId, name: Option<String>) -> Option<u16> {
         if let Some(&i) = self.by_nic.get(&nic_id) {
             if name.is_some() {
-                self.entries[i as usize].as_mut().expect("indexed peer").name = name;
+                self.entries[i as usize]
+                    .as_mut()
+                    .expect("indexed peer")
+                    .name = name;
             }
             return Some(i);
         }
@@ -49,7 +56,9 @@ impl PeerTable {
 
     pub fn find_by_name(&self, name: &str) -> Option<(u16, &Peer)> {
         self.entries.iter().enumerate().find_map(|(i, p)| {
-            p.as_ref().filter(|p| p.name.as_deref() == Some(name)).map(|p| (i as u16, p))
+            p.as_ref()
+                .filter(|p| p.name.as_deref() == Some(name))
+                .map(|p| (i as u16, p))
         })
     }
 
@@ -62,6 +71,9 @@ impl PeerTable {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u16, &Peer)> {
-        self.entries.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i as u16, p)))
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().map(|p| (i as u16, p)))
     }
 }

@@ -6,7 +6,9 @@ use crate::recv::nack_status;
 use crate::slab::Key;
 use crate::transmit::Payload;
 use crate::types::*;
-use omx_wire::{Header, NackMcp, NackType, Notify, Packet, Pull as PullPacket, PullReply, PULL_MAGIC_XOR};
+use omx_wire::{
+    Header, NackMcp, NackType, Notify, Packet, Pull as PullPacket, PullReply, PULL_MAGIC_XOR,
+};
 
 /// Wire handle: slot index in the high 10 bits, 22 bits of generation.
 const HANDLE_GEN_BITS: u32 = 22;
@@ -56,7 +58,10 @@ impl Pull {
     }
 
     pub(crate) fn deadline(&self, cfg: &crate::EngineConfig) -> Option<Time> {
-        self.blocks.iter().map(|b| b.requested_at + cfg.pull_resend_delay).min()
+        self.blocks
+            .iter()
+            .map(|b| b.requested_at + cfg.pull_resend_delay)
+            .min()
     }
 }
 
@@ -75,7 +80,9 @@ impl Engine {
         rdma_seq: u8,
         rdma_offset: u16,
     ) {
-        let Some(Request::Recv(r)) = self.requests.get_mut(k) else { return };
+        let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
+            return;
+        };
         let handle = r.handle;
         let Some(a) = r.active.as_mut() else { return };
         a.rndv = Some((rdma_id, rdma_seq, rdma_offset));
@@ -119,21 +126,30 @@ impl Engine {
         let per_block = self.cfg.wire.pull_block_replies;
         let want = self.cfg.pull_blocks_outstanding.max(1) as usize;
         loop {
-            let Some(pull) = self.pulls.get_mut(pk) else { return };
+            let Some(pull) = self.pulls.get_mut(pk) else {
+                return;
+            };
             if pull.blocks.len() >= want || pull.next_frame >= pull.frames_total {
                 return;
             }
             let start = pull.next_frame;
             let end = (start + per_block).min(pull.frames_total);
             pull.next_frame = end;
-            pull.blocks.push(Block { start, end, missing: end - start, requested_at: now });
+            pull.blocks.push(Block {
+                start,
+                end,
+                missing: end - start,
+                requested_at: now,
+            });
             self.request_frames(pk, start, end);
         }
     }
 
     /// Sends one PULL for frames `[start, end)` of the pull.
     fn request_frames(&mut self, pk: Key, start: u32, end: u32) {
-        let Some(pull) = self.pulls.get(pk) else { return };
+        let Some(pull) = self.pulls.get(pk) else {
+            return;
+        };
         let first_frame_offset = if start == 0 { pull.off0 } else { 0 };
         let block_length = pull.frame_end(end - 1) - pull.frame_start(start);
         let packet = PullPacket {
@@ -220,7 +236,9 @@ impl Engine {
     /// Ends a pull: notifies the sender (of the bytes pulled, 0 on error) and lets the
     /// receive complete once its copies are done.
     fn finish_pull(&mut self, now: Time, pk: Key, error: Option<StatusCode>) {
-        let Some(pull) = self.pulls.remove(pk) else { return };
+        let Some(pull) = self.pulls.remove(pk) else {
+            return;
+        };
         let xfer = if error.is_some() { 0 } else { pull.xfer };
         self.notify_sender(now, pull.partner, pull.rdma_id, pull.rdma_seq, xfer);
         match error {
@@ -239,7 +257,9 @@ impl Engine {
 
     fn start_waiting_pulls(&mut self, now: Time) {
         while self.pulls.len() < MAX_PULLS {
-            let Some(k) = self.pull_waitq.pop_front() else { return };
+            let Some(k) = self.pull_waitq.pop_front() else {
+                return;
+            };
             let rndv = match self.requests.get(k) {
                 Some(Request::Recv(r)) => r.active.as_ref().and_then(|a| a.rndv),
                 _ => None,
@@ -273,14 +293,20 @@ impl Engine {
         let abort_after = self.cfg.pull_timeout_total();
         let keys: Vec<Key> = self.pulls.keys().collect();
         for pk in keys {
-            let Some(pull) = self.pulls.get_mut(pk) else { continue };
+            let Some(pull) = self.pulls.get_mut(pk) else {
+                continue;
+            };
             if now.saturating_sub(pull.last_progress) >= abort_after {
                 self.counters.pull_timeout_abort += 1;
                 self.finish_pull(now, pk, Some(StatusCode::EndpointUnreachable));
                 continue;
             }
             let mut runs = Vec::new();
-            for b in pull.blocks.iter_mut().filter(|b| b.requested_at + delay <= now) {
+            for b in pull
+                .blocks
+                .iter_mut()
+                .filter(|b| b.requested_at + delay <= now)
+            {
                 b.requested_at = now;
                 let mut k = b.start;
                 while k < b.end {
@@ -333,7 +359,9 @@ impl Engine {
             return;
         };
         let code = nack_status(n.nack_type);
-        let Some(pull) = self.pulls.remove(pk) else { return };
+        let Some(pull) = self.pulls.remove(pk) else {
+            return;
+        };
         self.fail_recv(pull.req, code);
         self.start_waiting_pulls(now);
     }
@@ -366,12 +394,17 @@ impl Engine {
             self.nack_mcp(src, &p, NackType::BadSession);
             return;
         }
-        let Some(pid) = self.known_partner(src, p.src_endpoint) else { return };
-        let region = self.regions.get(p.pulled_rdma_id as usize).and_then(|r| r.as_ref());
+        let Some(pid) = self.known_partner(src, p.src_endpoint) else {
+            return;
+        };
+        let region = self
+            .regions
+            .get(p.pulled_rdma_id as usize)
+            .and_then(|r| r.as_ref());
         // A region is readable only by the partner its rendezvous was sent to.
-        let region = region.filter(|r| {
-            matches!(self.requests.get(r.req), Some(Request::Send(s)) if s.partner == pid)
-        });
+        let region = region.filter(
+            |r| matches!(self.requests.get(r.req), Some(Request::Send(s)) if s.partner == pid),
+        );
         let Some(region) = region else {
             self.counters.drop_pull_bad_region += 1;
             self.nack_mcp(src, &p, NackType::BadRdmaWin);

@@ -32,7 +32,9 @@ impl Engine {
         context: u64,
     ) -> Result<ReqId, EngineError> {
         if match_info & !mask != 0 {
-            return Err(EngineError::BadArgument("match info has bits outside the mask"));
+            return Err(EngineError::BadArgument(
+                "match info has bits outside the mask",
+            ));
         }
         let k = self.requests.insert(Request::Recv(RecvReq {
             match_info,
@@ -43,7 +45,9 @@ impl Engine {
             active: None,
         }));
         let found = self.unexp_order.iter().position(|&u| {
-            self.unexp.get(u).is_some_and(|u| u.match_info & mask == match_info)
+            self.unexp
+                .get(u)
+                .is_some_and(|u| u.match_info & mask == match_info)
         });
         match found {
             Some(pos) => {
@@ -74,20 +78,25 @@ impl Engine {
     /// Looks for an unexpected message matching `(m & mask) == match_info` without
     /// consuming it.
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
-        self.unexp_order.iter().filter_map(|&u| self.unexp.get(u)).find_map(|u| {
-            (u.match_info & mask == match_info).then_some(Status {
-                code: StatusCode::Success,
-                source: Some(u.partner),
-                match_info: u.match_info,
-                msg_length: u.msg_length,
-                xfer_length: u.msg_length,
-                context: 0,
+        self.unexp_order
+            .iter()
+            .filter_map(|&u| self.unexp.get(u))
+            .find_map(|u| {
+                (u.match_info & mask == match_info).then_some(Status {
+                    code: StatusCode::Success,
+                    source: Some(u.partner),
+                    match_info: u.match_info,
+                    msg_length: u.msg_length,
+                    xfer_length: u.msg_length,
+                    context: 0,
+                })
             })
-        })
     }
 
     fn bind_unexpected(&mut self, now: Time, k: Key, u: Key) {
-        let Some(un) = self.unexp.remove(u) else { return };
+        let Some(un) = self.unexp.remove(u) else {
+            return;
+        };
         self.unexp_bytes -= un.charged;
         self.activate(k, un.partner, un.match_info, un.msg_length);
         match un.body {
@@ -97,17 +106,21 @@ impl Engine {
                 }
                 if !complete {
                     let p = self.partner(un.partner);
-                    if let Some(part) =
-                        p.partials.iter_mut().find(|x| x.target == PartialTarget::Unexpected(u))
+                    if let Some(part) = p
+                        .partials
+                        .iter_mut()
+                        .find(|x| x.target == PartialTarget::Unexpected(u))
                     {
                         part.target = PartialTarget::Recv(k);
                     }
                 }
                 self.try_finish_recv(now, k);
             }
-            UnexpBody::Rndv { rdma_id, rdma_seq, rdma_offset } => {
-                self.start_large_recv(now, k, rdma_id, rdma_seq, rdma_offset)
-            }
+            UnexpBody::Rndv {
+                rdma_id,
+                rdma_seq,
+                rdma_offset,
+            } => self.start_large_recv(now, k, rdma_id, rdma_seq, rdma_offset),
         }
     }
 
@@ -122,7 +135,11 @@ impl Engine {
                 received: 0,
                 data_done: msg_length == 0,
                 copies_pending: 0,
-                code: if xfer < msg_length { StatusCode::Truncated } else { StatusCode::Success },
+                code: if xfer < msg_length {
+                    StatusCode::Truncated
+                } else {
+                    StatusCode::Success
+                },
                 rndv: None,
             });
         }
@@ -131,7 +148,9 @@ impl Engine {
     /// Emits the copy of `data` (message bytes at `offset`) into the receive buffer,
     /// clipped to the buffer's length.
     pub(crate) fn deliver_chunk(&mut self, k: Key, offset: u32, data: Bytes) {
-        let Some(Request::Recv(r)) = self.requests.get_mut(k) else { return };
+        let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
+            return;
+        };
         let handle = r.handle;
         let Some(a) = r.active.as_mut() else { return };
         a.received = a.received.saturating_add(data.len() as u32);
@@ -147,7 +166,9 @@ impl Engine {
 
     /// Completes a receive once all its data arrived and all its copies are done.
     pub(crate) fn try_finish_recv(&mut self, _now: Time, k: Key) {
-        let Some(Request::Recv(r)) = self.requests.get(k) else { return };
+        let Some(Request::Recv(r)) = self.requests.get(k) else {
+            return;
+        };
         let Some(a) = r.active.as_ref() else { return };
         if !a.data_done || a.copies_pending > 0 {
             return;
@@ -171,7 +192,9 @@ impl Engine {
     /// Fails a matched receive (partner reset, pull failure). Copies still in flight
     /// are forgotten: their completion reports are ignored.
     pub(crate) fn fail_recv(&mut self, k: Key, code: StatusCode) {
-        let Some(Request::Recv(r)) = self.requests.get_mut(k) else { return };
+        let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
+            return;
+        };
         let Some(a) = r.active.as_mut() else { return };
         a.code = code;
         a.data_done = true;
@@ -210,7 +233,13 @@ impl Engine {
             return None;
         }
         self.unexp_bytes += charged;
-        let u = self.unexp.insert(Unexpected { partner: pid, match_info, msg_length, body, charged });
+        let u = self.unexp.insert(Unexpected {
+            partner: pid,
+            match_info,
+            msg_length,
+            body,
+            charged,
+        });
         self.unexp_order.push_back(u);
         Some(Placed::Unexpected(u))
     }
@@ -323,10 +352,12 @@ impl Engine {
         let wire = self.cfg.wire;
         let p = &mut self.partners[pid.0 as usize];
         let slot = p.early.entry(seq.0).or_default();
-        let dup = slot.iter().any(|f| match (frag, omx_wire::decode(f, &wire)) {
-            (Some(i), Ok(d)) => matches!(d.packet, Packet::Medium(m) if m.frag_seqnum == i),
-            _ => true,
-        });
+        let dup = slot
+            .iter()
+            .any(|f| match (frag, omx_wire::decode(f, &wire)) {
+                (Some(i), Ok(d)) => matches!(d.packet, Packet::Medium(m) if m.frag_seqnum == i),
+                _ => true,
+            });
         if dup {
             self.counters.drop_obsolete += 1;
             return;
@@ -344,7 +375,9 @@ impl Engine {
             p.refresh_next_frag();
             self.schedule_ack(now, pid);
             let p = self.partner(pid);
-            let Some(frames) = p.early.remove(&p.next_match.0) else { return };
+            let Some(frames) = p.early.remove(&p.next_match.0) else {
+                return;
+            };
             let bytes: usize = frames.iter().map(|f| f.len()).sum();
             p.early_bytes -= bytes;
             self.early_bytes -= bytes;
@@ -366,7 +399,9 @@ impl Engine {
     /// Processes an in-order frame (or a fragment of a partial medium). Returns whether
     /// a new message was taken at `next_match`.
     fn process_frame(&mut self, now: Time, pid: PartnerId, frame: &Bytes) -> bool {
-        let Ok(d) = omx_wire::decode(frame, &self.cfg.wire) else { return false };
+        let Ok(d) = omx_wire::decode(frame, &self.cfg.wire) else {
+            return false;
+        };
         let payload = frame.slice_ref(d.payload);
         match d.packet {
             Packet::Tiny(m) | Packet::Small(m) => self.take_eager(now, pid, m, payload),
@@ -381,7 +416,10 @@ impl Engine {
     }
 
     fn take_eager(&mut self, now: Time, pid: PartnerId, m: Msg, payload: Bytes) -> bool {
-        let body = UnexpBody::Eager { chunks: vec![(0, payload.clone())], complete: true };
+        let body = UnexpBody::Eager {
+            chunks: vec![(0, payload.clone())],
+            complete: true,
+        };
         match self.place(pid, m.match_info, m.length as u32, body) {
             None => false,
             Some(Placed::Unexpected(_)) => true,
@@ -395,8 +433,14 @@ impl Engine {
 
     fn take_medium(&mut self, now: Time, pid: PartnerId, m: Medium, payload: Bytes) -> bool {
         let seq = Seq(m.lib_seqnum);
-        let offset = self.cfg.wire.medium_frag_offset(m.frag_seqnum, m.frag_pipeline);
-        let existing = self.partners[pid.0 as usize].partials.iter().position(|x| x.seq == seq);
+        let offset = self
+            .cfg
+            .wire
+            .medium_frag_offset(m.frag_seqnum, m.frag_pipeline);
+        let existing = self.partners[pid.0 as usize]
+            .partials
+            .iter()
+            .position(|x| x.seq == seq);
         let idx = match existing {
             Some(i) => {
                 let part = &mut self.partners[pid.0 as usize].partials[i];
@@ -415,7 +459,10 @@ impl Engine {
                     self.counters.drop_medium_inconsistent += 1;
                     return false;
                 }
-                let body = UnexpBody::Eager { chunks: Vec::new(), complete: false };
+                let body = UnexpBody::Eager {
+                    chunks: Vec::new(),
+                    complete: false,
+                };
                 let target = match self.place(pid, m.match_info, m.length, body) {
                     None => return false,
                     Some(Placed::Recv(k)) => PartialTarget::Recv(k),
@@ -442,8 +489,10 @@ impl Engine {
         match target {
             PartialTarget::Recv(k) => self.deliver_chunk(k, offset, payload),
             PartialTarget::Unexpected(u) => {
-                if let Some(Unexpected { body: UnexpBody::Eager { chunks, complete }, .. }) =
-                    self.unexp.get_mut(u)
+                if let Some(Unexpected {
+                    body: UnexpBody::Eager { chunks, complete },
+                    ..
+                }) = self.unexp.get_mut(u)
                 {
                     chunks.push((offset, payload));
                     *complete = done;
@@ -492,16 +541,20 @@ impl Engine {
             Some(r) if r.use_seq == n.pulled_rdma_seqnum => Some(r.req),
             _ => None,
         };
-        let k = owner.filter(|&k| {
-            matches!(self.requests.get(k), Some(Request::Send(s)) if s.partner == pid)
-        });
+        let k = owner.filter(
+            |&k| matches!(self.requests.get(k), Some(Request::Send(s)) if s.partner == pid),
+        );
         let Some(k) = k else {
             self.counters.drop_stale_notify += 1;
             return;
         };
         let len = self.send_status(k, StatusCode::Success, 0).msg_length;
         let xfer = n.total_length.min(len);
-        let code = if xfer < len { StatusCode::Truncated } else { StatusCode::Success };
+        let code = if xfer < len {
+            StatusCode::Truncated
+        } else {
+            StatusCode::Success
+        };
         let status = self.send_status(k, code, xfer);
         // The notify's piggyback normally acked the rendezvous already; if not, the
         // record no longer names the request.
@@ -522,7 +575,14 @@ impl Engine {
         }
     }
 
-    pub(crate) fn on_eager(&mut self, now: Time, src: NicId, packet: &Packet, m: Msg, frame: Bytes) {
+    pub(crate) fn on_eager(
+        &mut self,
+        now: Time,
+        src: NicId,
+        packet: &Packet,
+        m: Msg,
+        frame: Bytes,
+    ) {
         match packet {
             Packet::Tiny(_) => self.counters.recv_tiny += 1,
             _ => self.counters.recv_small += 1,
@@ -541,7 +601,14 @@ impl Engine {
         self.sequence(now, pid, Seq(m.lib_seqnum), None, frame);
     }
 
-    pub(crate) fn on_medium(&mut self, now: Time, src: NicId, m: Medium, _payload: Bytes, frame: Bytes) {
+    pub(crate) fn on_medium(
+        &mut self,
+        now: Time,
+        src: NicId,
+        m: Medium,
+        _payload: Bytes,
+        frame: Bytes,
+    ) {
         self.counters.recv_medium_frag += 1;
         if m.length > self.cfg.wire.medium_max() {
             self.counters.drop_bad_datalen += 1;
@@ -580,9 +647,15 @@ impl Engine {
 
     pub(crate) fn on_notify_frame(&mut self, now: Time, src: NicId, n: Notify, frame: Bytes) {
         self.counters.recv_notify += 1;
-        let Some(pid) =
-            self.admit(now, src, n.dst_endpoint, n.src_endpoint, n.session, n.lib_seqnum, n.lib_piggyack)
-        else {
+        let Some(pid) = self.admit(
+            now,
+            src,
+            n.dst_endpoint,
+            n.src_endpoint,
+            n.session,
+            n.lib_seqnum,
+            n.lib_piggyack,
+        ) else {
             return;
         };
         self.sequence(now, pid, Seq(n.lib_seqnum), None, frame);
@@ -593,7 +666,9 @@ impl Engine {
         if !self.for_me(t.dst_endpoint) || !self.session_ok(t.session) {
             return;
         }
-        let Some(pid) = self.known_partner(src, t.src_endpoint) else { return };
+        let Some(pid) = self.known_partner(src, t.src_endpoint) else {
+            return;
+        };
         let p = self.partner(pid);
         if t.acknum <= p.acknum_seen {
             self.counters.drop_bad_ack += 1;

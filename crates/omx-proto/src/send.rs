@@ -6,7 +6,7 @@ use crate::seqnum::{Seq, MAX_IN_FLIGHT};
 use crate::slab::Key;
 use crate::transmit::Payload;
 use crate::types::*;
-use omx_wire::{Medium, Msg, Notify, Packet, Rndv, Truc, TINY_MAX, SMALL_MAX, TRUC_TYPE_ACK};
+use omx_wire::{Medium, Msg, Notify, Packet, Rndv, Truc, SMALL_MAX, TINY_MAX, TRUC_TYPE_ACK};
 
 impl Engine {
     /// Posts a send. Eager data (up to the rendezvous threshold) must be passed as
@@ -49,14 +49,21 @@ impl Engine {
         context: u64,
         sync: bool,
     ) -> Result<ReqId, EngineError> {
-        let p = self.partners.get(partner.0 as usize).ok_or(EngineError::UnknownPartner)?;
+        let p = self
+            .partners
+            .get(partner.0 as usize)
+            .ok_or(EngineError::UnknownPartner)?;
         let eager = self.is_eager(data.len(), sync);
         match (&data, eager) {
             (SendData::Eager(_), false) => {
-                return Err(EngineError::BadArgument("large or synchronous send needs a region"))
+                return Err(EngineError::BadArgument(
+                    "large or synchronous send needs a region",
+                ))
             }
             (SendData::Region { .. }, true) => {
-                return Err(EngineError::BadArgument("eager send needs its data captured"))
+                return Err(EngineError::BadArgument(
+                    "eager send needs its data captured",
+                ))
             }
             _ => {}
         }
@@ -106,7 +113,9 @@ impl Engine {
 
     /// Assigns a sequence number and sends the first frames of a request.
     fn start_send(&mut self, now: Time, k: Key) {
-        let Some(Request::Send(s)) = self.requests.get(k) else { return };
+        let Some(Request::Send(s)) = self.requests.get(k) else {
+            return;
+        };
         let (pid, match_info, len, resends_max) =
             (s.partner, s.match_info, s.data.len(), s.resends_max);
         let data = s.data.clone();
@@ -123,12 +132,20 @@ impl Engine {
             session,
         };
         let packet = match &data {
-            SendData::Eager(bytes) if len as usize <= TINY_MAX => {
-                SentPacket::Tiny(Msg { length: len as u16, ..msg }, bytes.clone())
-            }
-            SendData::Eager(bytes) if len as usize <= SMALL_MAX => {
-                SentPacket::Small(Msg { length: len as u16, ..msg }, bytes.clone())
-            }
+            SendData::Eager(bytes) if len as usize <= TINY_MAX => SentPacket::Tiny(
+                Msg {
+                    length: len as u16,
+                    ..msg
+                },
+                bytes.clone(),
+            ),
+            SendData::Eager(bytes) if len as usize <= SMALL_MAX => SentPacket::Small(
+                Msg {
+                    length: len as u16,
+                    ..msg
+                },
+                bytes.clone(),
+            ),
             SendData::Eager(bytes) => SentPacket::Medium(
                 Medium {
                     dst_endpoint,
@@ -198,7 +215,12 @@ impl Engine {
         let id = self.regions.iter().position(|r| r.is_none())?;
         let use_seq = self.region_use[id];
         self.region_use[id] = use_seq.wrapping_add(1);
-        self.regions[id] = Some(Region { handle, len, req, use_seq });
+        self.regions[id] = Some(Region {
+            handle,
+            len,
+            req,
+            use_seq,
+        });
         Some(id as u8)
     }
 
@@ -234,7 +256,10 @@ impl Engine {
         let status = self.send_status(k, code, 0);
         if let Some(Request::Send(s)) = self.requests.remove(k) {
             if let Some((id, _)) = s.large {
-                if self.regions[id as usize].as_ref().is_some_and(|r| r.req == k) {
+                if self.regions[id as usize]
+                    .as_ref()
+                    .is_some_and(|r| r.req == k)
+                {
                     self.regions[id as usize] = None;
                 }
             }
@@ -254,12 +279,20 @@ impl Engine {
         let seq = rec.seq.0;
         match rec.packet.clone() {
             SentPacket::Tiny(m, data) => {
-                let m = Msg { lib_seqnum: seq, lib_piggyack: piggy, ..m };
+                let m = Msg {
+                    lib_seqnum: seq,
+                    lib_piggyack: piggy,
+                    ..m
+                };
                 self.counters.send_tiny += 1;
                 self.emit(header, Packet::Tiny(m), Payload::Bytes(data), true);
             }
             SentPacket::Small(m, data) => {
-                let m = Msg { lib_seqnum: seq, lib_piggyack: piggy, ..m };
+                let m = Msg {
+                    lib_seqnum: seq,
+                    lib_piggyack: piggy,
+                    ..m
+                };
                 self.counters.send_small += 1;
                 self.emit(header, Packet::Small(m), Payload::Bytes(data), true);
             }
@@ -288,12 +321,23 @@ impl Engine {
                 }
             }
             SentPacket::Rndv(r) => {
-                let r = Rndv { msg: Msg { lib_seqnum: seq, lib_piggyack: piggy, ..r.msg }, ..r };
+                let r = Rndv {
+                    msg: Msg {
+                        lib_seqnum: seq,
+                        lib_piggyack: piggy,
+                        ..r.msg
+                    },
+                    ..r
+                };
                 self.counters.send_rndv += 1;
                 self.emit(header, Packet::Rndv(r), Payload::None, true);
             }
             SentPacket::Notify(n) => {
-                let n = Notify { lib_seqnum: seq, lib_piggyack: piggy, ..n };
+                let n = Notify {
+                    lib_seqnum: seq,
+                    lib_piggyack: piggy,
+                    ..n
+                };
                 self.counters.send_notify += 1;
                 self.emit(header, Packet::Notify(n), Payload::None, true);
             }
@@ -367,7 +411,9 @@ impl Engine {
             if p.session.is_none() || p.unacked_in_flight() >= MAX_IN_FLIGHT {
                 return;
             }
-            let Some(k) = p.throttled.pop_front() else { return };
+            let Some(k) = p.throttled.pop_front() else {
+                return;
+            };
             self.start_send(now, k);
         }
     }
@@ -428,10 +474,16 @@ impl Engine {
             let due = self.partners[pid.0 as usize].unacked[idx].last_send + delay;
             next = Some(next.map_or(due, |n: Time| n.min(due)));
         }
-        let connects: Vec<Key> = self.partners[pid.0 as usize].connects.iter().copied().collect();
+        let connects: Vec<Key> = self.partners[pid.0 as usize]
+            .connects
+            .iter()
+            .copied()
+            .collect();
         let mut timed_out = Vec::new();
         for k in connects {
-            let Some(Request::Connect(c)) = self.requests.get_mut(k) else { continue };
+            let Some(Request::Connect(c)) = self.requests.get_mut(k) else {
+                continue;
+            };
             if c.last_send + delay <= now {
                 if c.resends >= c.resends_max {
                     timed_out.push(k);

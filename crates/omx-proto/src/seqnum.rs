@@ -22,10 +22,10 @@ impl Seq {
     }
 
     pub fn next(self) -> Seq {
-        self.add(1)
+        self.advance(1)
     }
 
-    pub fn add(self, n: u16) -> Seq {
+    pub fn advance(self, n: u16) -> Seq {
         Seq(self.sesnum() | (self.0.wrapping_add(n) & SEQ_MASK))
     }
 

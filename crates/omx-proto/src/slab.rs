@@ -26,7 +26,11 @@ impl Key {
 
 impl<T> Default for Slab<T> {
     fn default() -> Self {
-        Slab { slots: Vec::new(), free: Vec::new(), len: 0 }
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
     }
 }
 
@@ -36,7 +40,10 @@ impl<T> Slab<T> {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
-                self.slots.push(Slot { generation: 1, value: None });
+                self.slots.push(Slot {
+                    generation: 1,
+                    value: None,
+                });
                 (self.slots.len() - 1) as u32
             }
         };
@@ -79,8 +86,21 @@ impl<T> Slab<T> {
 
     pub fn keys(&self) -> impl Iterator<Item = Key> + '_ {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
-            s.value.as_ref().map(|_| Key(((i as u64) << 32) | s.generation as u64))
+            s.value
+                .as_ref()
+                .map(|_| Key(((i as u64) << 32) | s.generation as u64))
         })
+    }
+}
+
+impl<T> Slab<T> {
+    /// The live key at a slot index, if any (for wire handles that carry a truncated
+    /// generation).
+    pub fn key_at(&self, index: u32) -> Option<Key> {
+        let slot = self.slots.get(index as usize)?;
+        slot.value
+            .as_ref()
+            .map(|_| Key(((index as u64) << 32) | slot.generation as u64))
     }
 }
 
@@ -98,14 +118,5 @@ mod tests {
         assert_eq!(s.get(a), None);
         assert_eq!(s.get(b), Some(&2));
         assert_eq!(s.len(), 1);
-    }
-}
-
-impl<T> Slab<T> {
-    /// The live key at a slot index, if any (for wire handles that carry a truncated
-    /// generation).
-    pub fn key_at(&self, index: u32) -> Option<Key> {
-        let slot = self.slots.get(index as usize)?;
-        slot.value.as_ref().map(|_| Key(((index as u64) << 32) | slot.generation as u64))
     }
 }

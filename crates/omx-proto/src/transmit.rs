@@ -13,7 +13,11 @@ pub const MAX_HEADER_LEN: usize = 64;
 pub enum Payload {
     None,
     Bytes(Bytes),
-    User { handle: MemHandle, offset: u64, len: u32 },
+    User {
+        handle: MemHandle,
+        offset: u64,
+        len: u32,
+    },
 }
 
 impl Payload {
@@ -48,7 +52,13 @@ impl Transmit {
         packet_type: PacketType,
         latency_sensitive: bool,
     ) -> Self {
-        Transmit { header, header_len: header_len as u8, payload, packet_type, latency_sensitive }
+        Transmit {
+            header,
+            header_len: header_len as u8,
+            payload,
+            packet_type,
+            latency_sensitive,
+        }
     }
 
     pub fn header(&self) -> &[u8] {
@@ -74,7 +84,11 @@ impl Transmit {
         match &self.payload {
             Payload::None => {}
             Payload::Bytes(b) => out.extend_from_slice(b),
-            Payload::User { handle, offset, len } => {
+            Payload::User {
+                handle,
+                offset,
+                len,
+            } => {
                 let at = out.len();
                 out.resize(at + *len as usize, 0);
                 read_user(*handle, *offset, &mut out[at..]);

@@ -14,7 +14,9 @@ pub struct Buffer {
 
 impl Buffer {
     pub fn contiguous(data: Vec<u8>) -> Self {
-        Buffer { segments: vec![data] }
+        Buffer {
+            segments: vec![data],
+        }
     }
 
     /// Splits `len` bytes into segments of the given sizes (the last takes the rest).
@@ -65,7 +67,10 @@ impl Buffer {
 
     /// Writes `data` at `offset`; bytes beyond the buffer are an engine bug.
     pub fn write_at(&mut self, offset: usize, data: &[u8]) {
-        assert!(offset + data.len() <= self.len(), "copy beyond the receive buffer");
+        assert!(
+            offset + data.len() <= self.len(),
+            "copy beyond the receive buffer"
+        );
         let mut parts = Vec::new();
         self.for_range(offset, data.len(), |i, s, r, n| parts.push((i, s, r, n)));
         for (i, s, r, n) in parts {
@@ -74,7 +79,10 @@ impl Buffer {
     }
 
     pub fn read_at(&self, offset: usize, out: &mut [u8]) {
-        assert!(offset + out.len() <= self.len(), "read beyond the send buffer");
+        assert!(
+            offset + out.len() <= self.len(),
+            "read beyond the send buffer"
+        );
         self.for_range(offset, out.len(), |i, s, r, n| {
             out[r..r + n].copy_from_slice(&self.segments[i][s..s + n])
         });

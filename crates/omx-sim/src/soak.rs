@@ -94,6 +94,7 @@ struct PendingRecv {
 /// Runs the soak and returns what it saw. Host i sends to host (i+1) % n and receives
 /// from host (i-1) % n; match info = sender << 40 | sequence, so ordering per sender can
 /// be checked on wildcard receives.
+#[allow(clippy::needless_range_loop)] // hosts are indexed in several parallel tables
 pub fn run(cfg: &SoakConfig) -> SoakReport {
     let mut w = World::new(cfg.hosts, 1, cfg.engine.clone(), cfg.link.clone(), cfg.seed);
     w.copy_mode = cfg.copy_mode;
@@ -101,15 +102,23 @@ pub fn run(cfg: &SoakConfig) -> SoakReport {
     let n = cfg.hosts;
     let to: Vec<PartnerId> = (0..n).map(|i| w.connect(i, 0, (i + 1) % n, 0)).collect();
     let per_host = cfg.messages / n;
-    let sizes: Vec<Vec<usize>> =
-        (0..n).map(|_| (0..per_host).map(|_| pick_size(&mut rng, cfg.max_size)).collect()).collect();
+    let sizes: Vec<Vec<usize>> = (0..n)
+        .map(|_| {
+            (0..per_host)
+                .map(|_| pick_size(&mut rng, cfg.max_size))
+                .collect()
+        })
+        .collect();
     let mut next_send = vec![0usize; n];
     let mut next_recv = vec![0usize; n];
     let mut sends: HashMap<(usize, ReqId), ()> = HashMap::new();
     let mut in_flight = vec![0usize; n];
     let mut recvs: Vec<PendingRecv> = Vec::new();
     let mut seen: HashSet<u64> = HashSet::new();
-    let mut report = SoakReport { sent: per_host * n, ..Default::default() };
+    let mut report = SoakReport {
+        sent: per_host * n,
+        ..Default::default()
+    };
     let limit = w.now + cfg.time_limit;
     let wildcard_mask = !((1u64 << 40) - 1) | EXACT_BIT;
 
@@ -140,16 +149,32 @@ pub fn run(cfg: &SoakConfig) -> SoakReport {
                 // Sometimes a buffer larger than the message.
                 let buf_len = len + rng.below(3) as usize * 100;
                 let segs: Vec<usize> = if rng.below(4) == 0 {
-                    (0..1 + rng.below(255)).map(|_| rng.below(buf_len as u64 / 8 + 2) as usize).collect()
+                    (0..1 + rng.below(255))
+                        .map(|_| rng.below(buf_len as u64 / 8 + 2) as usize)
+                        .collect()
                 } else {
                     Vec::new()
                 };
                 let handle = w.hosts[h].mem.register(Buffer::zeroed(buf_len, &segs));
-                let (m, mask) = if exact { (id, u64::MAX) } else { ((from as u64) << 40, wildcard_mask) };
+                let (m, mask) = if exact {
+                    (id, u64::MAX)
+                } else {
+                    ((from as u64) << 40, wildcard_mask)
+                };
                 let expect = id;
                 let now = w.now;
-                let req = w.engine(h, 0).irecv(now, m, mask, handle, buf_len as u32, 0).expect("irecv");
-                recvs.push(PendingRecv { req, handle, len: buf_len, host: h, expect, exact });
+                let req = w
+                    .engine(h, 0)
+                    .irecv(now, m, mask, handle, buf_len as u32, 0)
+                    .expect("irecv");
+                recvs.push(PendingRecv {
+                    req,
+                    handle,
+                    len: buf_len,
+                    host: h,
+                    expect,
+                    exact,
+                });
             }
         }
         // Collect completions.

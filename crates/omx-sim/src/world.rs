@@ -41,7 +41,12 @@ impl Default for LinkConfig {
 impl LinkConfig {
     /// Loss, duplication and reordering at the given rates.
     pub fn faulty(loss: f64, duplicate: f64, reorder: f64) -> Self {
-        LinkConfig { loss, duplicate, reorder, ..Default::default() }
+        LinkConfig {
+            loss,
+            duplicate,
+            reorder,
+            ..Default::default()
+        }
     }
 }
 
@@ -111,7 +116,13 @@ pub const KEY: u32 = 0x1234_5678;
 
 impl World {
     /// `hosts` hosts with `endpoints` endpoints each; every host knows every other.
-    pub fn new(hosts: usize, endpoints: usize, cfg: EngineConfig, link: LinkConfig, seed: u64) -> Self {
+    pub fn new(
+        hosts: usize,
+        endpoints: usize,
+        cfg: EngineConfig,
+        link: LinkConfig,
+        seed: u64,
+    ) -> Self {
         let mut rng = Rng::new(seed);
         let nic = |i: usize| 0x02_00_00_00_00_00u64 | (i as u64 + 1);
         let mut peers = PeerTable::new(1024);
@@ -137,7 +148,11 @@ impl World {
                 tx_busy_until: 0,
             })
             .collect();
-        let by_mac: HashMap<NicId, usize> = hosts.iter().enumerate().map(|(i, h)| (h.nic_id, i)).collect();
+        let by_mac: HashMap<NicId, usize> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.nic_id, i))
+            .collect();
         World {
             now: 0,
             hosts,
@@ -165,7 +180,10 @@ impl World {
         let old = &self.hosts[host].engines[ep as usize];
         let cfg = old.config().clone();
         let peers = old.peers().clone();
-        let params = EndpointParams { session: self.rng.next_u64() as u32, ..*old.params() };
+        let params = EndpointParams {
+            session: self.rng.next_u64() as u32,
+            ..*old.params()
+        };
         self.hosts[host].engines[ep as usize] = Engine::new(cfg, params, peers);
         self.hosts[host].completions.retain(|(e, _)| *e != ep);
     }
@@ -194,7 +212,12 @@ impl World {
                 CopyMode::Immediate => self.run_copy(h, e as u8, op),
                 CopyMode::Deferred { max_delay } => {
                     let at = self.now + self.rng.below(max_delay + 1);
-                    self.copies.push(DeferredCopy { at, host: h, endpoint: e as u8, op });
+                    self.copies.push(DeferredCopy {
+                        at,
+                        host: h,
+                        endpoint: e as u8,
+                        op,
+                    });
                 }
             }
         }
@@ -202,7 +225,9 @@ impl World {
             let mut frame = std::mem::take(&mut self.scratch);
             frame.clear();
             let mem = &self.hosts[h].mem;
-            t.assemble(&mut frame, |handle, off, out| mem.get(handle).read_at(off as usize, out));
+            t.assemble(&mut frame, |handle, off, out| {
+                mem.get(handle).read_at(off as usize, out)
+            });
             self.send_frame(h, &frame);
             self.scratch = frame;
         }
@@ -212,7 +237,10 @@ impl World {
     }
 
     fn run_copy(&mut self, h: usize, ep: u8, op: CopyOp) {
-        self.hosts[h].mem.get_mut(op.dst).write_at(op.dst_offset as usize, &op.src);
+        self.hosts[h]
+            .mem
+            .get_mut(op.dst)
+            .write_at(op.dst_offset as usize, &op.src);
         let now = self.now;
         self.hosts[h].engines[ep as usize].copy_done(now, op.id);
     }
@@ -223,7 +251,9 @@ impl World {
         let bw = self.link.bandwidth;
         let host = &mut self.hosts[from];
         let start = host.tx_busy_until.max(self.now);
-        let wire_time = if bw == 0 { 0 } else { frame.len() as u64 * 1_000_000_000 / bw };
+        let wire_time = (frame.len() as u64 * 1_000_000_000)
+            .checked_div(bw)
+            .unwrap_or(0);
         host.tx_busy_until = start + wire_time;
         let depart = host.tx_busy_until;
         let filtered = self.filter.as_mut().is_some_and(|f| !f(frame));
@@ -263,7 +293,15 @@ impl World {
             }
             self.order += 1;
             self.heap.push(Reverse((at, self.order)));
-            self.frames.insert(self.order, InFlight { at, order: self.order, host: to, frame: bytes.into() });
+            self.frames.insert(
+                self.order,
+                InFlight {
+                    at,
+                    order: self.order,
+                    host: to,
+                    frame: bytes.into(),
+                },
+            );
         }
     }
 
@@ -271,14 +309,20 @@ impl World {
     pub fn next_event(&self) -> Option<Time> {
         let frame = self.heap.peek().map(|Reverse((t, _))| *t);
         let copy = self.copies.iter().map(|c| c.at).min();
-        let timers = self.hosts.iter().flat_map(|h| h.engines.iter()).filter_map(|e| e.poll_timeout());
+        let timers = self
+            .hosts
+            .iter()
+            .flat_map(|h| h.engines.iter())
+            .filter_map(|e| e.poll_timeout());
         frame.into_iter().chain(copy).chain(timers).min()
     }
 
     /// Advances to the next event and processes everything due then. False when idle.
     pub fn step(&mut self) -> bool {
         self.pump();
-        let Some(t) = self.next_event() else { return false };
+        let Some(t) = self.next_event() else {
+            return false;
+        };
         self.now = self.now.max(t);
         let now = self.now;
         while let Some(&Reverse((at, order))) = self.heap.peek() {
@@ -354,7 +398,10 @@ impl World {
     pub fn connect(&mut self, a: usize, ea: u8, b: usize, eb: u8) -> PartnerId {
         let nic = self.hosts[b].nic_id;
         let now = self.now;
-        let req = self.engine(a, ea).connect(now, nic, eb, KEY, 0).expect("peer known");
+        let req = self
+            .engine(a, ea)
+            .connect(now, nic, eb, KEY, 0)
+            .expect("peer known");
         let limit = self.now + 3_600 * 1_000_000_000;
         let status = self.wait(a, ea, req, limit).expect("connect completes");
         assert_eq!(status.code, StatusCode::Success, "connect failed");
@@ -362,7 +409,15 @@ impl World {
     }
 
     /// Posts a send of `data` (captured if eager, registered as a region otherwise).
-    pub fn send(&mut self, h: usize, ep: u8, to: PartnerId, match_info: u64, data: Vec<u8>, sync: bool) -> ReqId {
+    pub fn send(
+        &mut self,
+        h: usize,
+        ep: u8,
+        to: PartnerId,
+        match_info: u64,
+        data: Vec<u8>,
+        sync: bool,
+    ) -> ReqId {
         let now = self.now;
         let len = data.len() as u32;
         let payload = if self.engine(h, ep).is_eager(len, sync) {
@@ -372,15 +427,30 @@ impl World {
             SendData::Region { handle, len }
         };
         let e = self.engine(h, ep);
-        let r = if sync { e.issend(now, to, match_info, payload, 0) } else { e.isend(now, to, match_info, payload, 0) };
+        let r = if sync {
+            e.issend(now, to, match_info, payload, 0)
+        } else {
+            e.isend(now, to, match_info, payload, 0)
+        };
         r.expect("send accepted")
     }
 
     /// Posts a receive into a fresh buffer split into the given segment sizes.
-    pub fn recv(&mut self, h: usize, ep: u8, match_info: u64, mask: u64, len: usize, segments: &[usize]) -> (ReqId, MemHandle) {
+    pub fn recv(
+        &mut self,
+        h: usize,
+        ep: u8,
+        match_info: u64,
+        mask: u64,
+        len: usize,
+        segments: &[usize],
+    ) -> (ReqId, MemHandle) {
         let handle = self.hosts[h].mem.register(Buffer::zeroed(len, segments));
         let now = self.now;
-        let req = self.engine(h, ep).irecv(now, match_info, mask, handle, len as u32, 0).expect("recv accepted");
+        let req = self
+            .engine(h, ep)
+            .irecv(now, match_info, mask, handle, len as u32, 0)
+            .expect("recv accepted");
         (req, handle)
     }
 
@@ -393,7 +463,12 @@ impl World {
 
     /// Runs until `req` completes (or `limit`), returning its status.
     pub fn wait(&mut self, h: usize, ep: u8, req: ReqId, limit: Time) -> Option<Status> {
-        let found = self.run_until(limit, |w| w.hosts[h].completions.iter().any(|(e, c)| *e == ep && c.req == req));
+        let found = self.run_until(limit, |w| {
+            w.hosts[h]
+                .completions
+                .iter()
+                .any(|(e, c)| *e == ep && c.req == req)
+        });
         if found {
             self.take(h, ep, req)
         } else {

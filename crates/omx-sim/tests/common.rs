@@ -18,7 +18,11 @@ pub fn world(wire: WireConfig, link: LinkConfig, seed: u64) -> World {
 }
 
 pub fn wires() -> [WireConfig; 3] {
-    [WireConfig::native_9000(), WireConfig::native_1500(), WireConfig::mx_compat()]
+    [
+        WireConfig::native_9000(),
+        WireConfig::native_1500(),
+        WireConfig::mx_compat(),
+    ]
 }
 
 /// Sends `data` from host 0 to host 1 and checks delivery and statuses.
@@ -39,13 +43,20 @@ pub fn transfer(w: &mut World, data: Vec<u8>, recv_len: usize, segments: &[usize
     };
     let ss = w.wait(0, 0, s, limit).expect("send completes");
     let xfer = data.len().min(recv_len);
-    let expect = if xfer < data.len() { StatusCode::Truncated } else { StatusCode::Success };
+    let expect = if xfer < data.len() {
+        StatusCode::Truncated
+    } else {
+        StatusCode::Success
+    };
     assert_eq!(rs.code, expect);
     assert_eq!(rs.msg_length as usize, data.len());
     assert_eq!(rs.xfer_length as usize, xfer);
     assert_eq!(rs.match_info, 0x42);
     let got = w.hosts[1].mem.get(h).to_vec();
     assert_eq!(&got[..xfer], &data[..xfer], "received bytes differ");
-    assert!(got[xfer..].iter().all(|&b| b == 0), "bytes written past the message");
+    assert!(
+        got[xfer..].iter().all(|&b| b == 0),
+        "bytes written past the message"
+    );
     assert!(ss.code == StatusCode::Success || ss.code == StatusCode::Truncated);
 }

@@ -7,7 +7,14 @@ use omx_sim::soak::{run, SoakConfig, SoakReport};
 use omx_sim::{CopyMode, LinkConfig};
 use omx_wire::WireConfig;
 
-fn soak(seed: u64, wire: WireConfig, link: LinkConfig, messages: usize, max_size: usize, copy: CopyMode) -> SoakReport {
+fn soak(
+    seed: u64,
+    wire: WireConfig,
+    link: LinkConfig,
+    messages: usize,
+    max_size: usize,
+    copy: CopyMode,
+) -> SoakReport {
     let cfg = SoakConfig {
         seed,
         hosts: 2,
@@ -41,7 +48,14 @@ fn assert_clean(r: &SoakReport) {
 #[test]
 fn clean_link_random_traffic() {
     for wire in wires() {
-        let r = soak(1, wire, LinkConfig::default(), 1000, 1 << 20, CopyMode::Immediate);
+        let r = soak(
+            1,
+            wire,
+            LinkConfig::default(),
+            1000,
+            1 << 20,
+            CopyMode::Immediate,
+        );
         assert_clean(&r);
     }
 }
@@ -50,7 +64,14 @@ fn clean_link_random_traffic() {
 fn lossy_duplicating_reordering_link() {
     for seed in 0..4 {
         for wire in wires() {
-            let r = soak(seed, wire, LinkConfig::faulty(0.05, 0.02, 0.05), 600, 300_000, CopyMode::Immediate);
+            let r = soak(
+                seed,
+                wire,
+                LinkConfig::faulty(0.05, 0.02, 0.05),
+                600,
+                300_000,
+                CopyMode::Immediate,
+            );
             assert_clean(&r);
         }
     }
@@ -59,12 +80,26 @@ fn lossy_duplicating_reordering_link() {
 #[test]
 fn deferred_copies_in_random_order() {
     let copy = CopyMode::Deferred { max_delay: 200_000 };
-    let r = soak(9, WireConfig::native_9000(), LinkConfig::faulty(0.02, 0.02, 0.05), 800, 2 << 20, copy);
+    let r = soak(
+        9,
+        WireConfig::native_9000(),
+        LinkConfig::faulty(0.02, 0.02, 0.05),
+        800,
+        2 << 20,
+        copy,
+    );
     assert_clean(&r);
 }
 
 #[test]
 fn heavy_loss_still_delivers() {
-    let r = soak(3, WireConfig::native_9000(), LinkConfig::faulty(0.25, 0.05, 0.2), 200, 100_000, CopyMode::Immediate);
+    let r = soak(
+        3,
+        WireConfig::native_9000(),
+        LinkConfig::faulty(0.25, 0.05, 0.2),
+        200,
+        100_000,
+        CopyMode::Immediate,
+    );
     assert_clean(&r);
 }

@@ -37,7 +37,9 @@ fn check_traffic_still_flows(w: &mut World, tag: u64) {
     let to = w.connect(0, 0, 1, 0);
     let (r, h) = w.recv(1, 0, tag, u64::MAX, 50_000, &[]);
     w.send(0, 0, to, tag, pattern(50_000, tag), false);
-    let s = w.wait(1, 0, r, w.now + 10 * SEC).expect("traffic continues");
+    let s = w
+        .wait(1, 0, r, w.now + 10 * SEC)
+        .expect("traffic continues");
     assert_eq!(s.code, StatusCode::Success);
     assert_eq!(w.hosts[1].mem.get(h).to_vec(), pattern(50_000, tag));
 }
@@ -78,10 +80,20 @@ fn malformed_frames_are_counted_and_dropped() {
     w.pump();
     let after = w.engine(1, 0).counters.clone();
     let drops = |c: &omx_proto::Counters| -> u64 {
-        c.iter().filter(|(n, _)| n.starts_with("drop_")).map(|(_, v)| v).sum()
+        c.iter()
+            .filter(|(n, _)| n.starts_with("drop_"))
+            .map(|(_, v)| v)
+            .sum()
     };
-    assert_eq!(drops(&after) - drops(&before), bad.len() as u64, "{after:?}");
-    assert!(w.hosts[1].completions.is_empty(), "a malformed frame completed something");
+    assert_eq!(
+        drops(&after) - drops(&before),
+        bad.len() as u64,
+        "{after:?}"
+    );
+    assert!(
+        w.hosts[1].completions.is_empty(),
+        "a malformed frame completed something"
+    );
     check_traffic_still_flows(&mut w, 99);
 }
 
@@ -95,7 +107,11 @@ fn replayed_old_frames_complete_nothing() {
     }
     w.run_idle(w.now + SEC);
     assert!(w.hosts[1].completions.is_empty());
-    assert_eq!(w.engine(1, 0).stats().unexpected, 0, "a replayed message was delivered twice");
+    assert_eq!(
+        w.engine(1, 0).stats().unexpected,
+        0,
+        "a replayed message was delivered twice"
+    );
     check_traffic_still_flows(&mut w, 98);
 }
 

@@ -24,7 +24,10 @@ fn masks_select_receives_in_post_order() {
     let a = w.wait(1, 0, r_any, SEC).unwrap();
     let h1 = w.wait(1, 0, r_hi, SEC).unwrap();
     let h2 = w.wait(1, 0, r_hi2, SEC).unwrap();
-    assert_eq!((a.match_info, h1.match_info, h2.match_info), (0x1234, 0xAB01, 0xAB02));
+    assert_eq!(
+        (a.match_info, h1.match_info, h2.match_info),
+        (0x1234, 0xAB01, 0xAB02)
+    );
 }
 
 #[test]
@@ -47,7 +50,10 @@ fn unexpected_messages_every_class_then_probe_and_receive() {
     assert_eq!(w.engine(1, 0).stats().unexpected, sizes.len());
     // Probe does not consume; it reports the full length.
     for _ in 0..2 {
-        let p = w.engine(1, 0).iprobe(104, u64::MAX).expect("probe finds the large message");
+        let p = w
+            .engine(1, 0)
+            .iprobe(104, u64::MAX)
+            .expect("probe finds the large message");
         assert_eq!(p.msg_length, 200_000);
     }
     assert!(w.engine(1, 0).iprobe(999, u64::MAX).is_none());
@@ -58,7 +64,10 @@ fn unexpected_messages_every_class_then_probe_and_receive() {
         assert_eq!(w.hosts[1].mem.get(h).to_vec(), pattern(len, i as u64));
     }
     for s in sends {
-        assert_eq!(w.wait(0, 0, s, w.now + SEC).unwrap().code, StatusCode::Success);
+        assert_eq!(
+            w.wait(0, 0, s, w.now + SEC).unwrap().code,
+            StatusCode::Success
+        );
     }
 }
 
@@ -68,10 +77,16 @@ fn cancel_only_unmatched_receives() {
     let to = w.connect(0, 0, 1, 0);
     let (r, _) = w.recv(1, 0, 7, u64::MAX, 8, &[]);
     assert_eq!(w.engine(1, 0).cancel(r), Ok(true));
-    assert!(w.engine(1, 0).cancel(r).is_err(), "a cancelled request is gone");
+    assert!(
+        w.engine(1, 0).cancel(r).is_err(),
+        "a cancelled request is gone"
+    );
     w.send(0, 0, to, 7, vec![9; 8], false);
     w.run_idle(w.now + 10 * NS_PER_MS);
-    assert!(w.take(1, 0, r).is_none(), "cancelled receive must not complete");
+    assert!(
+        w.take(1, 0, r).is_none(),
+        "cancelled receive must not complete"
+    );
     assert_eq!(w.engine(1, 0).stats().unexpected, 1);
     // A receive matched to an in-progress large message cannot be cancelled.
     w.send(0, 0, to, 8, pattern(1 << 20, 1), false);
@@ -88,7 +103,10 @@ fn sender_order_is_kept_across_classes() {
     for (i, &len) in sizes.iter().enumerate() {
         w.send(0, 0, to, i as u64, pattern(len, 1), false);
     }
-    let recvs: Vec<_> = sizes.iter().map(|_| w.recv(1, 0, 0, 0, 1 << 20, &[]).0).collect();
+    let recvs: Vec<_> = sizes
+        .iter()
+        .map(|_| w.recv(1, 0, 0, 0, 1 << 20, &[]).0)
+        .collect();
     for (i, r) in recvs.into_iter().enumerate() {
         let s = w.wait(1, 0, r, w.now + 10 * SEC).unwrap();
         assert_eq!(s.match_info, i as u64, "message overtook an earlier one");
@@ -106,7 +124,10 @@ fn wrong_key_fails_connect_and_nothing_is_accepted() {
     assert_eq!(w.engine(1, 0).counters.connect_bad_key, 1);
     let to = s.source.unwrap();
     let now = w.now;
-    let send = w.engine(0, 0).isend(now, to, 1, omx_proto::SendData::Eager(vec![1].into()), 0).unwrap();
+    let send = w
+        .engine(0, 0)
+        .isend(now, to, 1, omx_proto::SendData::Eager(vec![1].into()), 0)
+        .unwrap();
     let st = w.wait(0, 0, send, SEC).unwrap();
     assert_eq!(st.code, StatusCode::EndpointUnreachable);
     assert_eq!(w.engine(1, 0).stats().unexpected, 0);
@@ -143,14 +164,18 @@ fn restarted_peer_is_detected_and_talks_again() {
     // The new incarnation connects back: host 0 sees a new session and fails the old
     // request cleanly.
     let back = w.connect(1, 0, 0, 0);
-    let s = w.wait(0, 0, big, w.now + 10 * SEC).expect("old request fails");
+    let s = w
+        .wait(0, 0, big, w.now + 10 * SEC)
+        .expect("old request fails");
     assert_eq!(s.code, StatusCode::EndpointClosed);
     // Host 0 reconnects to the new incarnation; traffic flows both ways.
     let to = w.connect(0, 0, 1, 0);
     for (from, dest, partner) in [(0usize, 1usize, to), (1, 0, back)] {
         let (r, h) = w.recv(dest, 0, 3, u64::MAX, 50_000, &[]);
         w.send(from, 0, partner, 3, pattern(50_000, 5), false);
-        let st = w.wait(dest, 0, r, w.now + 10 * SEC).expect("delivered after restart");
+        let st = w
+            .wait(dest, 0, r, w.now + 10 * SEC)
+            .expect("delivered after restart");
         assert_eq!(st.code, StatusCode::Success);
         assert_eq!(w.hosts[dest].mem.get(h).to_vec(), pattern(50_000, 5));
     }
@@ -164,7 +189,12 @@ fn stale_session_gets_nacked() {
     // Host 0 still uses the old session: the new endpoint rejects it with a nack.
     let big = w.send(0, 0, to, 2, pattern(100_000, 2), false);
     let s = w.wait(0, 0, big, 10 * SEC);
-    assert!(s.is_some(), "{:?}\n{:?}", w.hosts[0].engines[0].counters, w.hosts[1].engines[0].counters);
+    assert!(
+        s.is_some(),
+        "{:?}\n{:?}",
+        w.hosts[0].engines[0].counters,
+        w.hosts[1].engines[0].counters
+    );
     assert_eq!(s.unwrap().code, StatusCode::BadSession);
     assert!(w.engine(1, 0).counters.send_nack_lib >= 1);
 }
@@ -179,15 +209,25 @@ fn unreachable_peer_fails_requests_and_others_keep_working() {
     w.down[1] = true;
     let big = w.send(0, 0, to1, 1, pattern(100_000, 1), false);
     let small = w.send(0, 0, to1, 1, vec![1; 10], false);
-    assert_eq!(w.wait(0, 0, small, SEC).unwrap().code, StatusCode::Success, "eager completes early");
+    assert_eq!(
+        w.wait(0, 0, small, SEC).unwrap().code,
+        StatusCode::Success,
+        "eager completes early"
+    );
     let s = w.wait(0, 0, big, 100 * SEC).unwrap();
     assert_eq!(s.code, StatusCode::EndpointUnreachable);
     assert_eq!(w.engine(0, 0).stats().zombies, 0);
     let (r, _) = w.recv(2, 0, 5, u64::MAX, 100, &[]);
     w.send(0, 0, to2, 5, vec![2; 100], false);
-    assert_eq!(w.wait(2, 0, r, w.now + SEC).unwrap().code, StatusCode::Success);
+    assert_eq!(
+        w.wait(2, 0, r, w.now + SEC).unwrap().code,
+        StatusCode::Success
+    );
     let after = w.send(0, 0, to1, 1, vec![1; 10], false);
-    assert_eq!(w.wait(0, 0, after, w.now + SEC).unwrap().code, StatusCode::EndpointUnreachable);
+    assert_eq!(
+        w.wait(0, 0, after, w.now + SEC).unwrap().code,
+        StatusCode::EndpointUnreachable
+    );
 }
 
 #[test]
@@ -204,7 +244,11 @@ fn delayed_and_immediate_explicit_acks() {
         w.send(0, 0, to, 1, vec![1; 4], false);
     }
     w.run_idle(w.now + NS_PER_MS);
-    assert_eq!(w.engine(0, 0).stats().unacked, 0, "4 unacked messages force an ack");
+    assert_eq!(
+        w.engine(0, 0).stats().unacked,
+        0,
+        "4 unacked messages force an ack"
+    );
 }
 
 #[test]
@@ -225,7 +269,14 @@ fn replies_piggyback_acks() {
 
 #[test]
 fn lost_frames_are_resent() {
-    for kind in [PacketType::Tiny, PacketType::Medium, PacketType::Rndv, PacketType::Pull, PacketType::PullReply, PacketType::Notify] {
+    for kind in [
+        PacketType::Tiny,
+        PacketType::Medium,
+        PacketType::Rndv,
+        PacketType::Pull,
+        PacketType::PullReply,
+        PacketType::Notify,
+    ] {
         let mut w = w2();
         let to = w.connect(0, 0, 1, 0);
         let mut dropped = false;
@@ -236,11 +287,23 @@ fn lost_frames_are_resent() {
             }
             true
         }));
-        let len = match kind { PacketType::Tiny => 8, PacketType::Medium => 20_000, _ => 1 << 20 };
+        let len = match kind {
+            PacketType::Tiny => 8,
+            PacketType::Medium => 20_000,
+            _ => 1 << 20,
+        };
         let (r, h) = w.recv(1, 0, 1, u64::MAX, len, &[]);
         let s = w.send(0, 0, to, 1, pattern(len, 8), false);
-        assert_eq!(w.wait(1, 0, r, 10 * SEC).unwrap().code, StatusCode::Success, "{kind:?}");
-        assert_eq!(w.wait(0, 0, s, 10 * SEC).unwrap().code, StatusCode::Success, "{kind:?}");
+        assert_eq!(
+            w.wait(1, 0, r, 10 * SEC).unwrap().code,
+            StatusCode::Success,
+            "{kind:?}"
+        );
+        assert_eq!(
+            w.wait(0, 0, s, 10 * SEC).unwrap().code,
+            StatusCode::Success,
+            "{kind:?}"
+        );
         assert_eq!(w.hosts[1].mem.get(h).to_vec(), pattern(len, 8));
         assert_eq!(w.stats.lost, 1);
     }
@@ -261,11 +324,17 @@ fn pull_rerequests_only_missing_frames() {
     let len = 4 << 20;
     let (r, h) = w.recv(1, 0, 1, u64::MAX, len, &[]);
     w.send(0, 0, to, 1, pattern(len, 8), false);
-    assert_eq!(w.wait(1, 0, r, 100 * SEC).unwrap().code, StatusCode::Success);
+    assert_eq!(
+        w.wait(1, 0, r, 100 * SEC).unwrap().code,
+        StatusCode::Success
+    );
     assert_eq!(w.hosts[1].mem.get(h).to_vec(), pattern(len, 8));
     let frames = len.div_ceil(8968) as u64;
     let sent = w.engine(0, 0).counters.send_pull_reply;
-    assert!(sent < frames + frames / 5, "resent too much: {sent} for {frames} frames");
+    assert!(
+        sent < frames + frames / 5,
+        "resent too much: {sent} for {frames} frames"
+    );
     assert_eq!(w.engine(1, 0).counters.drop_pull_reply_duplicate, 0);
 }
 
@@ -284,7 +353,9 @@ fn unexpected_budget_slows_senders_without_loss() {
     assert!(w.engine(1, 0).counters.drop_unexp_full > 0);
     for i in 0..50u64 {
         let (r, h) = w.recv(1, 0, i, u64::MAX, 10_000, &[]);
-        let s = w.wait(1, 0, r, w.now + 100 * SEC).expect("every message arrives");
+        let s = w
+            .wait(1, 0, r, w.now + 100 * SEC)
+            .expect("every message arrives");
         assert_eq!(s.code, StatusCode::Success);
         assert_eq!(w.hosts[1].mem.get(h).to_vec(), pattern(10_000, i));
     }
@@ -294,19 +365,36 @@ fn unexpected_budget_slows_senders_without_loss() {
 fn thousand_outstanding_requests() {
     let mut w = w2();
     let to = w.connect(0, 0, 1, 0);
-    let recvs: Vec<_> = (0..1000u64).map(|i| w.recv(1, 0, i, u64::MAX, 64, &[]).0).collect();
-    let sends: Vec<_> = (0..1000u64).rev().map(|i| w.send(0, 0, to, i, pattern(64, i), false)).collect();
+    let recvs: Vec<_> = (0..1000u64)
+        .map(|i| w.recv(1, 0, i, u64::MAX, 64, &[]).0)
+        .collect();
+    let sends: Vec<_> = (0..1000u64)
+        .rev()
+        .map(|i| w.send(0, 0, to, i, pattern(64, i), false))
+        .collect();
     for r in recvs {
-        assert_eq!(w.wait(1, 0, r, w.now + 10 * SEC).unwrap().code, StatusCode::Success);
+        assert_eq!(
+            w.wait(1, 0, r, w.now + 10 * SEC).unwrap().code,
+            StatusCode::Success
+        );
     }
     for s in sends {
-        assert_eq!(w.wait(0, 0, s, w.now + 10 * SEC).unwrap().code, StatusCode::Success);
+        assert_eq!(
+            w.wait(0, 0, s, w.now + 10 * SEC).unwrap().code,
+            StatusCode::Success
+        );
     }
 }
 
 #[test]
 fn several_endpoints_per_host() {
-    let mut w = World::new(2, 3, EngineConfig::new(WireConfig::native_9000()), LinkConfig::default(), 6);
+    let mut w = World::new(
+        2,
+        3,
+        EngineConfig::new(WireConfig::native_9000()),
+        LinkConfig::default(),
+        6,
+    );
     let mut partners: Vec<(u8, u8, PartnerId)> = Vec::new();
     for a in 0..3u8 {
         for b in 0..3u8 {
@@ -317,7 +405,10 @@ fn several_endpoints_per_host() {
         let tag = (a as u64) << 8 | b as u64;
         let (r, h) = w.recv(1, b, tag, u64::MAX, 70_000, &[]);
         w.send(0, a, p, tag, pattern(70_000, tag), false);
-        assert_eq!(w.wait(1, b, r, w.now + SEC).unwrap().code, StatusCode::Success);
+        assert_eq!(
+            w.wait(1, b, r, w.now + SEC).unwrap().code,
+            StatusCode::Success
+        );
         assert_eq!(w.hosts[1].mem.get(h).to_vec(), pattern(70_000, tag));
     }
 }

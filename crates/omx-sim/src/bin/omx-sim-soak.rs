@@ -59,7 +59,11 @@ fn main() -> ExitCode {
                 window: 32,
                 link: LinkConfig::faulty(a.loss, a.dup, a.reorder),
                 engine: EngineConfig::new(*wire),
-                copy_mode: if seed % 2 == 0 { CopyMode::Immediate } else { CopyMode::Deferred { max_delay: 100_000 } },
+                copy_mode: if seed % 2 == 0 {
+                    CopyMode::Immediate
+                } else {
+                    CopyMode::Deferred { max_delay: 100_000 }
+                },
                 time_limit: 24 * 3_600 * 1_000_000_000,
             };
             let t = std::time::Instant::now();
