@@ -108,6 +108,8 @@ pub struct World {
     pub filter: Option<FrameFilter>,
     /// Hosts whose frames (in and out) vanish, as if powered off.
     pub down: Vec<bool>,
+    /// Send buffers lent to engines for rendezvous, released when the send is taken.
+    send_regions: HashMap<(usize, ReqId), MemHandle>,
 }
 
 pub type FrameFilter = Box<dyn FnMut(&[u8]) -> bool>;
@@ -168,6 +170,7 @@ impl World {
             by_mac,
             scratch: Vec::new(),
             filter: None,
+            send_regions: HashMap::new(),
         }
     }
 
@@ -426,13 +429,28 @@ impl World {
             let handle = self.hosts[h].mem.register(Buffer::contiguous(data));
             SendData::Region { handle, len }
         };
+        let region = match payload {
+            SendData::Region { handle, .. } => Some(handle),
+            SendData::Eager(_) => None,
+        };
         let e = self.engine(h, ep);
         let r = if sync {
             e.issend(now, to, match_info, payload, 0)
         } else {
             e.isend(now, to, match_info, payload, 0)
         };
-        r.expect("send accepted")
+        let req = r.expect("send accepted");
+        if let Some(handle) = region {
+            self.send_regions.insert((h, req), handle);
+        }
+        req
+    }
+
+    /// Frees the buffer of a completed send (no-op for eager sends).
+    pub fn release_send(&mut self, h: usize, req: ReqId) {
+        if let Some(handle) = self.send_regions.remove(&(h, req)) {
+            self.hosts[h].mem.release(handle);
+        }
     }
 
     /// Posts a receive into a fresh buffer split into the given segment sizes.
@@ -458,7 +476,9 @@ impl World {
     pub fn take(&mut self, h: usize, ep: u8, req: ReqId) -> Option<Status> {
         let c = &mut self.hosts[h].completions;
         let i = c.iter().position(|(e, c)| *e == ep && c.req == req)?;
-        Some(c.remove(i).1.status)
+        let status = c.remove(i).1.status;
+        self.release_send(h, req);
+        Some(status)
     }
 
     /// Runs until `req` completes (or `limit`), returning its status.
