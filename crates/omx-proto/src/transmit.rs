@@ -98,4 +98,18 @@ impl Transmit {
             out.resize(start + MIN_FRAME_LEN, 0);
         }
     }
+
+    /// Writes the complete frame into `out`, which must be exactly `frame_len()` bytes
+    /// (a transmit-ring slot or batch buffer), padding with zeros.
+    pub fn write_to(&self, out: &mut [u8], read_user: impl FnOnce(MemHandle, u64, &mut [u8])) {
+        let h = self.header_len as usize;
+        out[..h].copy_from_slice(self.header());
+        let end = h + self.payload.len();
+        match &self.payload {
+            Payload::None => {}
+            Payload::Bytes(b) => out[h..end].copy_from_slice(b),
+            Payload::User { handle, offset, .. } => read_user(*handle, *offset, &mut out[h..end]),
+        }
+        out[end..].fill(0);
+    }
 }

@@ -1,0 +1,140 @@
+//! Run-time configuration from `OMX_*` environment variables (with the MX aliases the
+//! original honoured), read once per process.
+
+use omx_proto::{EngineConfig, NS_PER_MS};
+use omx_wire::WireConfig;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    pub wire: WireConfig,
+    pub ifaces: Option<Vec<String>>,
+    pub hostname: String,
+    pub peers_file: Option<String>,
+    pub rndv_threshold: u32,
+    pub resends_max: u32,
+    pub zombie_max: usize,
+    pub not_acked_max: u16,
+    /// Blocking waits busy-poll forever (`OMX_WAITSPIN=1`).
+    pub wait_spin: bool,
+    /// Blocking waits busy-poll this long before sleeping (`OMX_WAITSPIN_US`): a reply
+    /// that arrives within it avoids the cost of waking a sleeping CPU.
+    pub wait_spin_for: Duration,
+    pub verbose: bool,
+    pub fatal_errors: bool,
+    pub disable_self: bool,
+    pub disable_shared: bool,
+    /// Run the background progress thread (`OMX_PROGRESS_THREAD=0` disables it).
+    pub progress_thread: bool,
+    pub unexp_max_bytes: usize,
+    pub rx_ring_bytes: usize,
+}
+
+fn var(name: &str, mx_alias: Option<&str>) -> Option<String> {
+    if let Ok(v) = std::env::var(name) {
+        return Some(v);
+    }
+    let ignore_mx = std::env::var("OMX_IGNORE_MX_ENV").is_ok_and(|v| atoi(&v) != 0);
+    mx_alias.filter(|_| !ignore_mx).and_then(|a| std::env::var(a).ok())
+}
+
+/// C `atoi` semantics (leading digits, 0 otherwise), as the original parsed booleans.
+fn atoi(s: &str) -> i64 {
+    let t = s.trim_start();
+    let (neg, t) = match t.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let n: i64 = t.chars().take_while(|c| c.is_ascii_digit()).fold(0i64, |a, c| {
+        a.saturating_mul(10).saturating_add(c as i64 - '0' as i64)
+    });
+    if neg {
+        -n
+    } else {
+        n
+    }
+}
+
+fn flag(name: &str, alias: Option<&str>, default: bool) -> bool {
+    var(name, alias).map_or(default, |v| atoi(&v) != 0)
+}
+
+fn num(name: &str, alias: Option<&str>, default: i64) -> i64 {
+    var(name, alias).map_or(default, |v| atoi(&v))
+}
+
+pub fn system_hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+impl RuntimeConfig {
+    pub fn from_env() -> Self {
+        let wire = match var("OMX_WIRE", None).as_deref() {
+            Some("mx") | Some("mx-compat") => WireConfig::mx_compat(),
+            _ => WireConfig::native(num("OMX_MTU", None, 9000).clamp(1500, 65535) as u32),
+        };
+        let mut wire = wire;
+        if let Some(t) = var("OMX_ETHERTYPE", None) {
+            let t = t.trim_start_matches("0x");
+            if let Ok(v) = u16::from_str_radix(t, 16) {
+                if wire.mode == omx_wire::WireMode::Native {
+                    wire.ethertype = v;
+                }
+            }
+        }
+        let spin_us = num("OMX_WAITSPIN_US", None, 50).max(0) as u64;
+        RuntimeConfig {
+            wire,
+            ifaces: var("OMX_IFACES", None)
+                .map(|s| s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect()),
+            hostname: var("OMX_HOSTNAME", None).unwrap_or_else(system_hostname),
+            peers_file: var("OMX_PEERS_FILE", None),
+            rndv_threshold: num("OMX_RNDV_THRESHOLD", None, 32768).clamp(128, u32::MAX as i64) as u32,
+            resends_max: num("OMX_RESENDS_MAX", Some("MX_MAX_RETRIES"), 1000).max(1) as u32,
+            zombie_max: num("OMX_ZOMBIE_SEND", Some("MX_ZOMBIE_SEND"), 512).max(0) as usize,
+            not_acked_max: num("OMX_NOTACKED_MAX", Some("MX_IMM_ACK"), 4).clamp(1, 8191) as u16,
+            wait_spin: flag("OMX_WAITSPIN", None, false),
+            wait_spin_for: Duration::from_micros(spin_us),
+            verbose: flag("OMX_VERBOSE", None, false),
+            fatal_errors: flag("OMX_FATAL_ERRORS", Some("MX_ERRORS_ARE_FATAL"), true),
+            disable_self: flag("OMX_DISABLE_SELF", Some("MX_DISABLE_SELF"), false),
+            disable_shared: flag("OMX_DISABLE_SHARED", Some("MX_DISABLE_SHMEM"), false),
+            progress_thread: flag("OMX_PROGRESS_THREAD", None, true),
+            unexp_max_bytes: num("OMX_UNEXP_MAX", None, 256 << 20).max(0) as usize,
+            rx_ring_bytes: num("OMX_RX_RING_KB", None, 16384).max(0) as usize * 1024,
+        }
+    }
+
+    pub fn engine_config(&self) -> EngineConfig {
+        let mut e = EngineConfig::new(self.wire);
+        e.rndv_threshold = self.rndv_threshold;
+        e.resends_max = self.resends_max;
+        e.zombie_max = self.zombie_max;
+        e.not_acked_max = self.not_acked_max;
+        e.unexp_max_bytes = self.unexp_max_bytes;
+        if let Some(v) = var("OMX_RESEND_DELAY_MS", None) {
+            e.resend_delay = atoi(&v).max(1) as u64 * NS_PER_MS;
+        }
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::atoi;
+
+    #[test]
+    fn atoi_like_c() {
+        assert_eq!(atoi("12abc"), 12);
+        assert_eq!(atoi("  -3"), -3);
+        assert_eq!(atoi("x"), 0);
+        assert_eq!(atoi(""), 0);
+    }
+}

@@ -1,0 +1,188 @@
+//! Peer discovery run by one endpoint per board and host (the one holding the board
+//! lock): broadcast RAW announcements carrying the board's nic id (8 one second apart,
+//! then one every 180 s, restarted when a new peer or a restarted one is heard; an
+//! unknown peer is also answered at once so start-up takes milliseconds), and
+//! HOST_QUERY/HOST_REPLY to learn names. Learned peers go to the board's shared peer
+//! file so other processes on the host see them.
+
+use omx_proto::{mac_from_nic_id, nic_id_from_mac, NicId, PeerTable, Time};
+use omx_wire::{
+    decode, encode, Header, HostQuery, HostReply, Packet, WireConfig, HOST_QUERY_MAGIC_INIT,
+    PEER_INDEX_NONE,
+};
+use std::collections::HashMap;
+
+const SEC: Time = 1_000_000_000;
+const FAST_ANNOUNCES: u32 = 8;
+const SLOW_PERIOD: Time = 180 * SEC;
+const QUERY_PERIOD: Time = 5 * SEC;
+/// Raw announcements always use the original's EtherType.
+const RAW_ETHERTYPE: u16 = 0x86DF;
+const BROADCAST: [u8; 6] = [0xff; 6];
+
+pub struct Discovery {
+    nic: NicId,
+    name: String,
+    serial: u32,
+    fast_left: u32,
+    next_announce: Time,
+    serials: HashMap<NicId, u32>,
+    queried: HashMap<NicId, Time>,
+    magic: u32,
+}
+
+/// What happened to the peer table.
+#[derive(Default)]
+pub struct Outcome {
+    pub frames: Vec<Vec<u8>>,
+    pub changed: bool,
+}
+
+impl Discovery {
+    pub fn new(nic: NicId, name: String, serial: u32) -> Self {
+        Discovery {
+            nic,
+            name,
+            serial,
+            fast_left: FAST_ANNOUNCES,
+            next_announce: 0,
+            serials: HashMap::new(),
+            queried: HashMap::new(),
+            magic: HOST_QUERY_MAGIC_INIT,
+        }
+    }
+
+    fn announcement(&self, dst: [u8; 6]) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        f[..6].copy_from_slice(&dst);
+        f[6..12].copy_from_slice(&mac_from_nic_id(self.nic));
+        f[12..14].copy_from_slice(&RAW_ETHERTYPE.to_be_bytes());
+        f[16] = 1;
+        f[32..36].copy_from_slice(&((self.nic >> 32) as u32).to_be_bytes());
+        f[36..40].copy_from_slice(&(self.nic as u32).to_be_bytes());
+        f[40..44].copy_from_slice(&self.serial.to_be_bytes());
+        f
+    }
+
+    fn query(&self, peers: &PeerTable, nic: NicId, wire: &WireConfig) -> Option<Vec<u8>> {
+        let index = peers.index_of(nic)?;
+        let header = Header {
+            dst_mac: mac_from_nic_id(nic),
+            src_mac: mac_from_nic_id(self.nic),
+            ethertype: wire.ethertype,
+            dst_src_peer_index: PEER_INDEX_NONE,
+        };
+        let p = Packet::HostQuery(HostQuery { src_dst_peer_index: index, magic: self.magic });
+        let mut out = Vec::new();
+        encode(&header, &p, &[], wire, &mut out).ok()?;
+        Some(out)
+    }
+
+    /// Periodic work: announcements and name queries.
+    pub fn tick(&mut self, now: Time, peers: &PeerTable, wire: &WireConfig) -> Outcome {
+        let mut o = Outcome::default();
+        if now >= self.next_announce {
+            o.frames.push(self.announcement(BROADCAST));
+            if self.fast_left > 0 {
+                self.fast_left -= 1;
+                self.next_announce = now + SEC;
+            } else {
+                self.next_announce = now + SLOW_PERIOD;
+            }
+        }
+        for (_, p) in peers.iter() {
+            if p.name.is_some() || p.nic_id == self.nic {
+                continue;
+            }
+            let last = self.queried.get(&p.nic_id).copied();
+            if last.is_none_or(|t| now >= t + QUERY_PERIOD) {
+                self.queried.insert(p.nic_id, now);
+                o.frames.extend(self.query(peers, p.nic_id, wire));
+            }
+        }
+        o
+    }
+
+    /// Earliest time `tick` has something to do.
+    pub fn deadline(&self) -> Time {
+        self.next_announce
+    }
+
+    /// A board frame (RAW, HOST_QUERY, HOST_REPLY) received on the board.
+    pub fn on_frame(&mut self, now: Time, frame: &[u8], peers: &mut PeerTable, wire: &WireConfig) -> Outcome {
+        let mut o = Outcome::default();
+        if frame.len() < 44 || frame.get(16) != Some(&1) {
+            return self.on_host_frame(now, frame, peers, wire);
+        }
+        let hi = u32::from_be_bytes(frame[32..36].try_into().expect("4 bytes")) as u64;
+        let lo = u32::from_be_bytes(frame[36..40].try_into().expect("4 bytes")) as u64;
+        let serial = u32::from_be_bytes(frame[40..44].try_into().expect("4 bytes"));
+        let nic = ((hi & 0xFFFF) << 32) | lo;
+        if nic == self.nic || nic == 0 {
+            return o;
+        }
+        let known = self.serials.insert(nic, serial);
+        if known != Some(serial) {
+            // New or restarted peer: learn it, answer it directly, speed announcements up.
+            if peers.index_of(nic).is_none() {
+                if peers.add(nic, None).is_none() {
+                    return o;
+                }
+                o.changed = true;
+            }
+            if known.is_some() {
+                // A restarted peer may have a new name.
+                self.queried.remove(&nic);
+            }
+            o.frames.push(self.announcement(mac_from_nic_id(nic)));
+            self.fast_left = FAST_ANNOUNCES;
+            self.next_announce = now;
+            self.queried.insert(nic, now);
+            o.frames.extend(self.query(peers, nic, wire));
+        }
+        o
+    }
+
+    fn on_host_frame(&mut self, _now: Time, frame: &[u8], peers: &mut PeerTable, wire: &WireConfig) -> Outcome {
+        let mut o = Outcome::default();
+        let Ok(d) = decode(frame, wire) else { return o };
+        let src = nic_id_from_mac(d.header.src_mac);
+        if nic_id_from_mac(d.header.dst_mac) != self.nic || peers.index_of(src).is_none() {
+            return o;
+        }
+        match d.packet {
+            Packet::HostQuery(q) => {
+                let mut name = self.name.clone().into_bytes();
+                name.truncate(omx_wire::HOSTNAME_MAX - 1);
+                name.push(0);
+                let header = Header {
+                    dst_mac: d.header.src_mac,
+                    src_mac: mac_from_nic_id(self.nic),
+                    ethertype: wire.ethertype,
+                    dst_src_peer_index: PEER_INDEX_NONE,
+                };
+                let reply = Packet::HostReply(HostReply {
+                    length: name.len() as u8,
+                    src_dst_peer_index: peers.index_of(src).unwrap_or(PEER_INDEX_NONE),
+                    magic: q.magic,
+                });
+                let mut out = Vec::new();
+                if encode(&header, &reply, &name, wire, &mut out).is_ok() {
+                    o.frames.push(out);
+                }
+            }
+            Packet::HostReply(r) if r.magic == self.magic => {
+                let raw = d.payload;
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+                let name = String::from_utf8_lossy(&raw[..end]).into_owned();
+                let current = peers.index_of(src).and_then(|i| peers.get(i)).and_then(|p| p.name.clone());
+                if !name.is_empty() && current.as_deref() != Some(&name) {
+                    peers.add(src, Some(name));
+                    o.changed = true;
+                }
+            }
+            _ => {}
+        }
+        o
+    }
+}

@@ -1,0 +1,655 @@
+//! An open endpoint: its engine, packet socket and memory, driven by whichever thread
+//! needs progress (a waiting application thread first, else the background progress
+//! thread), so retransmissions, acks and pulls move while the application computes.
+
+use crate::discovery::Discovery;
+use crate::memory::{gather, MemRegistry, Segment, MAX_SEGMENTS};
+use crate::registry::{EndpointInfo, LockFile};
+use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
+use bytes::Bytes;
+use omx_proto::*;
+use omx_transport::{EndpointFilter, PacketSocket, SocketOptions};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub enum Error {
+    NoSuchBoard,
+    /// The requested endpoint index is taken (or all are, for "any").
+    Busy,
+    BadArgument(&'static str),
+    Engine(EngineError),
+    Io(std::io::Error),
+    Timeout,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::NoSuchBoard => write!(f, "no such board"),
+            Error::Busy => write!(f, "endpoint busy"),
+            Error::BadArgument(w) => write!(f, "bad argument: {w}"),
+            Error::Engine(e) => write!(f, "{e}"),
+            Error::Io(e) => write!(f, "{e}"),
+            Error::Timeout => write!(f, "timed out"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<EngineError> for Error {
+    fn from(e: EngineError) -> Self {
+        Error::Engine(e)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+const SEC: Time = 1_000_000_000;
+const RX_BATCH: usize = 64;
+
+struct Core {
+    engine: Engine,
+    sock: PacketSocket,
+    mem: MemRegistry,
+    done: HashMap<ReqId, Completion>,
+    done_order: VecDeque<ReqId>,
+    forgotten: HashSet<ReqId>,
+    req_mem: HashMap<ReqId, MemHandle>,
+    peers_version: u64,
+    board_lock: Option<LockFile>,
+    discovery: Option<Discovery>,
+    next_board_try: Time,
+    next_publish: Time,
+    rx: Vec<Bytes>,
+    board_rx: Vec<Vec<u8>>,
+    _index_lock: LockFile,
+}
+
+struct Shared {
+    rt: Arc<Runtime>,
+    board: Arc<Board>,
+    index: u8,
+    session: u32,
+    core: Mutex<Core>,
+    sleepers: AtomicUsize,
+    app_active: AtomicUsize,
+    wake_fd: OwnedFd,
+    sock_fd: RawFd,
+    closing: AtomicBool,
+    idle: (Mutex<()>, Condvar),
+    wakeups: AtomicU64,
+}
+
+pub struct Endpoint {
+    shared: Arc<Shared>,
+    progress: Option<JoinHandle<()>>,
+}
+
+fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: getrandom writes at most 4 bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr() as *mut libc::c_void, 4, 0) };
+    if n == 4 {
+        u32::from_ne_bytes(b)
+    } else {
+        (std::process::id() ^ Instant::now().elapsed().subsec_nanos()).rotate_left(13)
+    }
+}
+
+fn command_name() -> String {
+    std::fs::read_to_string("/proc/self/comm").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+impl Endpoint {
+    /// Opens endpoint `index` (or any free one) on `board` with application key `key`.
+    pub fn open(rt: &Arc<Runtime>, board: u32, index: Option<u8>, key: u32) -> Result<Endpoint, Error> {
+        let b = rt.board(board).ok_or(Error::NoSuchBoard)?.clone();
+        if index.is_some_and(|i| i >= MAX_ENDPOINTS) {
+            return Err(Error::BadArgument("endpoint index out of range"));
+        }
+        let (index, lock) = b.dir.lock_endpoint(index, MAX_ENDPOINTS)?.ok_or(Error::Busy)?;
+        let opts = SocketOptions { rx_ring_bytes: rt.cfg.rx_ring_bytes, ..SocketOptions::default() };
+        let board_lock = b.dir.try_lock_board()?;
+        let filter = EndpointFilter { endpoints: vec![index], board_frames: board_lock.is_some() };
+        let sock = PacketSocket::open_filtered(&b.iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
+        let session = random_u32();
+        let params = EndpointParams { nic_id: b.nic_id, endpoint: index, session, key };
+        let peers = b.peers.lock().expect("peer lock").table.clone();
+        let engine = Engine::new(rt.cfg.engine_config(), params, peers);
+        let discovery = board_lock.as_ref().map(|_| Discovery::new(b.nic_id, b.name.clone(), random_u32()));
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let sock_fd = sock.fd();
+        let core = Core {
+            engine,
+            sock,
+            mem: MemRegistry::default(),
+            done: HashMap::new(),
+            done_order: VecDeque::new(),
+            forgotten: HashSet::new(),
+            req_mem: HashMap::new(),
+            peers_version: 0,
+            board_lock,
+            discovery,
+            next_board_try: 0,
+            next_publish: 0,
+            rx: Vec::with_capacity(RX_BATCH),
+            board_rx: Vec::new(),
+            _index_lock: lock,
+        };
+        let shared = Arc::new(Shared {
+            rt: rt.clone(),
+            board: b,
+            index,
+            session,
+            core: Mutex::new(core),
+            sleepers: AtomicUsize::new(0),
+            app_active: AtomicUsize::new(0),
+            // SAFETY: efd is a fresh descriptor we own.
+            wake_fd: unsafe { OwnedFd::from_raw_fd(efd) },
+            sock_fd,
+            closing: AtomicBool::new(false),
+            idle: (Mutex::new(()), Condvar::new()),
+            wakeups: AtomicU64::new(0),
+        });
+        {
+            let mut core = shared.lock();
+            shared.progress(&mut core);
+        }
+        let progress = if rt.cfg.progress_thread {
+            let s = shared.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name(format!("omx-progress-{index}"))
+                    .spawn(move || s.progress_loop())?,
+            )
+        } else {
+            None
+        };
+        Ok(Endpoint { shared, progress })
+    }
+
+    pub fn index(&self) -> u8 {
+        self.shared.index
+    }
+
+    pub fn board(&self) -> &Arc<Board> {
+        &self.shared.board
+    }
+
+    pub fn session(&self) -> u32 {
+        self.shared.session
+    }
+
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.shared.rt
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.shared.lock().engine.counters.clone()
+    }
+
+    pub fn stats(&self) -> QueueStats {
+        self.shared.lock().engine.stats()
+    }
+
+    /// Remote nic id, endpoint index and session of a partner.
+    pub fn partner_addr(&self, p: PartnerId) -> Option<(NicId, u8, Option<u32>)> {
+        self.shared.lock().engine.partner_addr(p)
+    }
+
+    pub fn iconnect(&self, nic: NicId, endpoint: u8, key: u32, context: u64) -> Result<ReqId, Error> {
+        let mut core = self.shared.lock();
+        let now = self.shared.rt.now();
+        let r = core.engine.connect(now, nic, endpoint, key, context)?;
+        self.shared.progress(&mut core);
+        Ok(r)
+    }
+
+    /// Blocking connect; the partner on success, the failure status otherwise.
+    pub fn connect(&self, nic: NicId, endpoint: u8, key: u32, timeout: Option<Duration>) -> Result<Result<PartnerId, Status>, Error> {
+        let r = self.iconnect(nic, endpoint, key, 0)?;
+        match self.wait(r, timeout) {
+            Some(c) if c.status.code == StatusCode::Success => Ok(Ok(c.status.source.expect("partner"))),
+            Some(c) => Ok(Err(c.status)),
+            None => {
+                self.forget(r);
+                Err(Error::Timeout)
+            }
+        }
+    }
+
+    fn check_segments(segs: &[Segment]) -> Result<u32, Error> {
+        if segs.len() > MAX_SEGMENTS {
+            return Err(Error::BadArgument("more than 256 segments"));
+        }
+        let total: u64 = segs.iter().map(|s| s.len as u64).sum();
+        if total > u32::MAX as u64 {
+            return Err(Error::BadArgument("message longer than 4 GiB"));
+        }
+        if segs.iter().any(|s| s.len > 0 && s.ptr.is_null()) {
+            return Err(Error::BadArgument("null segment pointer"));
+        }
+        Ok(total as u32)
+    }
+
+    /// Posts a send of the bytes in `segs` to `dest`.
+    ///
+    /// # Safety
+    /// Every segment must stay valid and unmodified until the request completes (eager
+    /// messages are copied at once, but the MX contract covers both).
+    pub unsafe fn isend(&self, segs: &[Segment], dest: PartnerId, match_info: u64, context: u64, sync: bool) -> Result<ReqId, Error> {
+        let len = Self::check_segments(segs)?;
+        let mut core = self.shared.lock();
+        let now = self.shared.rt.now();
+        let (data, handle) = if core.engine.is_eager(len, sync) {
+            (SendData::Eager(Bytes::from(gather(segs))), None)
+        } else {
+            let h = core.mem.register(segs.to_vec());
+            (SendData::Region { handle: h, len }, Some(h))
+        };
+        let r = if sync {
+            core.engine.issend(now, dest, match_info, data, context)
+        } else {
+            core.engine.isend(now, dest, match_info, data, context)
+        };
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(h) = handle {
+                    core.mem.release(h);
+                }
+                return Err(e.into());
+            }
+        };
+        if let Some(h) = handle {
+            core.req_mem.insert(r, h);
+        }
+        self.shared.progress(&mut core);
+        Ok(r)
+    }
+
+    /// Posts a receive into `segs` for messages with `(match & mask) == match_info`.
+    ///
+    /// # Safety
+    /// Every segment must stay valid, and untouched by the application, until the
+    /// request completes or is cancelled.
+    pub unsafe fn irecv(&self, segs: &[Segment], match_info: u64, mask: u64, context: u64) -> Result<ReqId, Error> {
+        let len = Self::check_segments(segs)?;
+        let mut core = self.shared.lock();
+        let now = self.shared.rt.now();
+        let h = core.mem.register(segs.to_vec());
+        match core.engine.irecv(now, match_info, mask, h, len, context) {
+            Ok(r) => {
+                core.req_mem.insert(r, h);
+                self.shared.progress(&mut core);
+                Ok(r)
+            }
+            Err(e) => {
+                core.mem.release(h);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The completion of `req`, if done (removes it).
+    pub fn test(&self, req: ReqId) -> Option<Completion> {
+        let mut core = self.shared.lock();
+        self.shared.progress(&mut core);
+        take_done(&mut core, req)
+    }
+
+    /// Waits for `req` (None = forever). `None` on timeout or `wakeup()`.
+    pub fn wait(&self, req: ReqId, timeout: Option<Duration>) -> Option<Completion> {
+        self.shared.wait_for(timeout, |core| take_done(core, req))
+    }
+
+    /// Oldest completed request whose match info satisfies the mask (removes it).
+    pub fn test_any(&self, match_info: u64, mask: u64) -> Option<Completion> {
+        let mut core = self.shared.lock();
+        self.shared.progress(&mut core);
+        take_any(&mut core, match_info, mask)
+    }
+
+    pub fn wait_any(&self, match_info: u64, mask: u64, timeout: Option<Duration>) -> Option<Completion> {
+        self.shared.wait_for(timeout, |core| take_any(core, match_info, mask))
+    }
+
+    /// The oldest completed request, left in place.
+    pub fn peek(&self) -> Option<ReqId> {
+        let mut core = self.shared.lock();
+        self.shared.progress(&mut core);
+        core.done_order.front().copied()
+    }
+
+    pub fn wait_peek(&self, timeout: Option<Duration>) -> Option<ReqId> {
+        self.shared.wait_for(timeout, |core| core.done_order.front().copied())
+    }
+
+    pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
+        let mut core = self.shared.lock();
+        self.shared.progress(&mut core);
+        core.engine.iprobe(match_info, mask)
+    }
+
+    pub fn probe(&self, match_info: u64, mask: u64, timeout: Option<Duration>) -> Option<Status> {
+        self.shared.wait_for(timeout, |core| core.engine.iprobe(match_info, mask))
+    }
+
+    /// Cancels an unmatched receive; true if it was cancelled (and freed).
+    pub fn cancel(&self, req: ReqId) -> Result<bool, Error> {
+        let mut core = self.shared.lock();
+        let cancelled = core.engine.cancel(req)?;
+        if cancelled {
+            if let Some(h) = core.req_mem.remove(&req) {
+                core.mem.release(h);
+            }
+        }
+        Ok(cancelled)
+    }
+
+    /// The application no longer wants the completion of `req`.
+    pub fn forget(&self, req: ReqId) {
+        let mut core = self.shared.lock();
+        if take_done(&mut core, req).is_none() {
+            core.forgotten.insert(req);
+        }
+    }
+
+    /// Wakes every thread blocked in a wait on this endpoint (they return `None`).
+    pub fn wakeup(&self) {
+        self.shared.wakeups.fetch_add(1, Ordering::SeqCst);
+        self.shared.signal();
+    }
+
+    pub fn set_request_resends(&self, req: ReqId, resends: u32) -> Result<(), Error> {
+        Ok(self.shared.lock().engine.set_send_resends(req, resends)?)
+    }
+
+    /// Makes progress once (for callers that poll).
+    pub fn progress(&self) {
+        let mut core = self.shared.lock();
+        self.shared.progress(&mut core);
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        {
+            let mut core = self.shared.lock();
+            core.engine.flush_acks();
+            self.shared.progress(&mut core);
+        }
+        self.shared.closing.store(true, Ordering::SeqCst);
+        self.shared.signal();
+        self.shared.idle.1.notify_all();
+        if let Some(t) = self.progress.take() {
+            let _ = t.join();
+        }
+        self.shared.board.dir.unpublish_endpoint(self.shared.index);
+    }
+}
+
+fn take_done(core: &mut Core, req: ReqId) -> Option<Completion> {
+    let c = core.done.remove(&req)?;
+    core.done_order.retain(|&r| r != req);
+    Some(c)
+}
+
+fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
+    let pos = core.done_order.iter().position(|r| {
+        core.done.get(r).is_some_and(|c| c.status.match_info & mask == match_info & mask)
+    })?;
+    let r = core.done_order.remove(pos)?;
+    core.done.remove(&r)
+}
+
+fn is_board_frame(f: &[u8]) -> bool {
+    matches!(f.get(16), Some(1) | Some(3) | Some(4))
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes to our eventfd.
+        unsafe { libc::write(self.wake_fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+
+    fn drain_signal(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reading 8 bytes from our non-blocking eventfd.
+        unsafe { libc::read(self.wake_fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+    }
+
+    /// One progress pass: frames in, timers, then every output of the engine.
+    fn progress(&self, core: &mut Core) {
+        let now = self.rt.now();
+        self.sync_peers(core);
+        let Core { engine, sock, rx, board_rx, .. } = core;
+        let _ = sock.recv_batch(RX_BATCH, |f| {
+            if is_board_frame(f) {
+                board_rx.push(f.to_vec());
+            } else {
+                rx.push(Bytes::copy_from_slice(f));
+            }
+        });
+        for f in rx.drain(..) {
+            engine.handle_frame(now, f);
+        }
+        if !core.board_rx.is_empty() || core.discovery.as_ref().is_some_and(|d| d.deadline() <= now) {
+            self.run_discovery(core, now);
+        }
+        if core.engine.poll_timeout().is_some_and(|t| t <= now) {
+            core.engine.handle_timeout(now);
+        }
+        let completed = self.drain(core, now);
+        if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.signal();
+        }
+        if now >= core.next_publish {
+            self.housekeeping(core, now);
+        }
+    }
+
+    /// Executes copies, sends frames and collects completions until the engine is idle.
+    fn drain(&self, core: &mut Core, now: Time) -> bool {
+        let mut completed = false;
+        let Core { engine, sock, mem, done, done_order, forgotten, req_mem, .. } = core;
+        while engine.has_output() {
+            while let Some(op) = engine.poll_copy() {
+                mem.write(op.dst, op.dst_offset as usize, &op.src);
+                engine.copy_done(now, op.id);
+            }
+            while let Some(t) = engine.poll_transmit() {
+                let m = &*mem;
+                let _ = sock.queue_send(t.frame_len(), |buf| {
+                    t.write_to(buf, |h, off, out| m.read(h, off as usize, out))
+                });
+            }
+            while let Some(c) = engine.poll_completion() {
+                if let Some(h) = req_mem.remove(&c.req) {
+                    mem.release(h);
+                }
+                if forgotten.remove(&c.req) {
+                    continue;
+                }
+                done.insert(c.req, c);
+                done_order.push_back(c.req);
+                completed = true;
+            }
+        }
+        let _ = sock.flush();
+        completed
+    }
+
+    fn sync_peers(&self, core: &mut Core) {
+        let st = self.board.peers.lock().expect("peer lock");
+        if st.version == core.peers_version {
+            return;
+        }
+        for (_, p) in st.table.iter() {
+            core.engine.peers_mut().add(p.nic_id, p.name.clone());
+        }
+        core.peers_version = st.version;
+    }
+
+    fn run_discovery(&self, core: &mut Core, now: Time) {
+        let frames = std::mem::take(&mut core.board_rx);
+        let Some(d) = core.discovery.as_mut() else { return };
+        let wire = self.rt.cfg.wire;
+        let mut out = Vec::new();
+        let mut changed = false;
+        {
+            let mut st = self.board.peers.lock().expect("peer lock");
+            for f in &frames {
+                let o = d.on_frame(now, f, &mut st.table, &wire);
+                changed |= o.changed;
+                out.extend(o.frames);
+            }
+            let o = d.tick(now, &st.table, &wire);
+            out.extend(o.frames);
+            if changed {
+                st.version += 1;
+            }
+        }
+        for f in out {
+            let _ = core.sock.send(&f);
+        }
+        if changed {
+            let _ = self.board.dir.save_peers(&self.board.peer_snapshot());
+            self.sync_peers(core);
+        }
+    }
+
+    /// Once a second: publish counters for the tools, pick up peers other processes
+    /// learned, and take over the board service if its owner went away.
+    fn housekeeping(&self, core: &mut Core, now: Time) {
+        core.next_publish = now + SEC;
+        let info = EndpointInfo {
+            index: self.index,
+            pid: std::process::id(),
+            command: command_name(),
+            counters: core.engine.counters.iter().map(|(n, v)| (n.to_string(), v)).collect(),
+        };
+        let _ = self.board.dir.publish_endpoint(&info);
+        if core.discovery.is_none() {
+            self.board.merge_peers(&self.board.dir.load_peers());
+            if now >= core.next_board_try {
+                core.next_board_try = now + SEC;
+                if let Ok(Some(l)) = self.board.dir.try_lock_board() {
+                    let filter = EndpointFilter { endpoints: vec![self.index], board_frames: true };
+                    if core.sock.set_filter(Some(&filter)).is_ok() {
+                        core.board_lock = Some(l);
+                        core.discovery = Some(Discovery::new(self.board.nic_id, self.board.name.clone(), random_u32()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Earliest deadline of the engine or discovery, as a poll timeout from now.
+    fn sleep_budget(&self, core: &Core, cap: Duration) -> Duration {
+        let now = self.rt.now();
+        let mut next = core.engine.poll_timeout().unwrap_or(u64::MAX).min(core.next_publish);
+        if let Some(d) = &core.discovery {
+            next = next.min(d.deadline());
+        }
+        Duration::from_nanos(next.saturating_sub(now)).min(cap)
+    }
+
+    fn poll_fds(&self, timeout: Duration) {
+        let mut fds = [
+            libc::pollfd { fd: self.sock_fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: self.wake_fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: two valid pollfds and a valid timespec.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+    }
+
+    /// Adaptive wait: make progress and spin for the configured budget (a reply that
+    /// arrives then costs no wake-up), then sleep in the kernel on the socket, a signal
+    /// from another thread, or the next timer.
+    fn wait_for<T>(&self, timeout: Option<Duration>, mut check: impl FnMut(&mut Core) -> Option<T>) -> Option<T> {
+        self.app_active.fetch_add(1, Ordering::SeqCst);
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        let spin_until = start + self.rt.cfg.wait_spin_for;
+        let wakeups = self.wakeups.load(Ordering::SeqCst);
+        let result = loop {
+            let mut core = self.lock();
+            self.progress(&mut core);
+            if let Some(x) = check(&mut core) {
+                break Some(x);
+            }
+            if self.wakeups.load(Ordering::SeqCst) != wakeups || self.closing.load(Ordering::SeqCst) {
+                break None;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                break None;
+            }
+            if self.rt.cfg.wait_spin || now < spin_until {
+                drop(core);
+                std::hint::spin_loop();
+                continue;
+            }
+            let left = deadline.map_or(Duration::from_secs(1), |d| d - now);
+            let budget = self.sleep_budget(&core, left);
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            drop(core);
+            self.poll_fds(budget);
+            if self.sleepers.fetch_sub(1, Ordering::SeqCst) == 1 {
+                self.drain_signal();
+            }
+        };
+        if self.app_active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.1.notify_all();
+        }
+        result
+    }
+
+    /// Background progress while no application thread is waiting in the library.
+    fn progress_loop(self: Arc<Self>) {
+        while !self.closing.load(Ordering::SeqCst) {
+            if self.app_active.load(Ordering::SeqCst) > 0 {
+                let g = self.idle.0.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = self.idle.1.wait_timeout(g, Duration::from_millis(10));
+                continue;
+            }
+            let budget = {
+                let core = self.lock();
+                self.sleep_budget(&core, Duration::from_millis(100))
+            };
+            self.poll_fds(budget);
+            if self.sleepers.load(Ordering::SeqCst) == 0 {
+                self.drain_signal();
+            }
+            if self.closing.load(Ordering::SeqCst) {
+                break;
+            }
+            let mut core = self.lock();
+            self.progress(&mut core);
+        }
+    }
+}

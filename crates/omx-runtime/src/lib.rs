@@ -1,0 +1,15 @@
+//! The omx runtime: opens endpoints on the boards (packet-socket interfaces) of this
+//! host, runs their protocol engines with a background progress thread, performs the
+//! engines' copies, and discovers peers.
+
+pub mod config;
+pub mod discovery;
+pub mod endpoint;
+pub mod memory;
+pub mod registry;
+pub mod runtime;
+
+pub use config::RuntimeConfig;
+pub use endpoint::{Endpoint, Error};
+pub use memory::{Segment, MAX_SEGMENTS};
+pub use runtime::{Board, Runtime, MAX_ENDPOINTS, MAX_PEERS};

@@ -1,0 +1,119 @@
+//! User memory lent to the engine: each request's buffer is a list of segments (raw
+//! pointers, as the MX API passes them). The caller guarantees, as with MX, that a
+//! buffer stays valid and is not touched by the application until its request completes.
+
+use omx_proto::MemHandle;
+use std::collections::HashMap;
+
+/// One contiguous piece of a request's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+// Segments are plain addresses handed over by the application; moving them between the
+// application thread and the progress thread is what MX does with its buffers.
+unsafe impl Send for Segment {}
+
+/// Most segments one request may name (MX limit).
+pub const MAX_SEGMENTS: usize = 256;
+
+#[derive(Default)]
+pub struct MemRegistry {
+    buffers: HashMap<u64, Vec<Segment>>,
+    next: u64,
+}
+
+impl MemRegistry {
+    pub fn register(&mut self, segments: Vec<Segment>) -> MemHandle {
+        self.next += 1;
+        self.buffers.insert(self.next, segments);
+        MemHandle(self.next)
+    }
+
+    pub fn release(&mut self, h: MemHandle) {
+        self.buffers.remove(&h.0);
+    }
+
+    pub fn len(&self) -> usize {
+        self.buffers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buffers.is_empty()
+    }
+
+    /// Visits the parts of `[offset, offset + len)` of a buffer segment by segment:
+    /// `f(segment pointer at the part, part length, offset of the part in the range)`.
+    fn for_range(&self, h: MemHandle, offset: usize, len: usize, mut f: impl FnMut(*mut u8, usize, usize)) {
+        let Some(segs) = self.buffers.get(&h.0) else { return };
+        let end = offset + len;
+        let mut seg_start = 0usize;
+        for s in segs {
+            let seg_end = seg_start + s.len;
+            let a = offset.max(seg_start);
+            let b = end.min(seg_end);
+            if a < b {
+                // SAFETY: a - seg_start < s.len, within the segment the caller lent us.
+                f(unsafe { s.ptr.add(a - seg_start) }, b - a, a - offset);
+            }
+            seg_start = seg_end;
+            if seg_start >= end {
+                break;
+            }
+        }
+    }
+
+    /// Copies `data` into the buffer at `offset` (a receive's copy action).
+    pub fn write(&self, h: MemHandle, offset: usize, data: &[u8]) {
+        self.for_range(h, offset, data.len(), |p, n, at| {
+            // SAFETY: p..p+n lies inside a lent segment; data[at..at+n] is in bounds.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(at), p, n) }
+        });
+    }
+
+    /// Reads from the buffer at `offset` into `out` (building a pull reply).
+    pub fn read(&self, h: MemHandle, offset: usize, out: &mut [u8]) {
+        self.for_range(h, offset, out.len(), |p, n, at| {
+            // SAFETY: as in `write`, reversed.
+            unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr().add(at), n) }
+        });
+    }
+}
+
+/// Gathers a segment list into one owned buffer (eager sends are captured at post time).
+pub fn gather(segments: &[Segment]) -> Vec<u8> {
+    let total = segments.iter().map(|s| s.len).sum();
+    let mut v = Vec::with_capacity(total);
+    for s in segments {
+        if s.len > 0 {
+            // SAFETY: the caller lent these segments for the duration of the call.
+            v.extend_from_slice(unsafe { std::slice::from_raw_parts(s.ptr, s.len) });
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_and_reads_across_segments() {
+        let mut a = [0u8; 3];
+        let mut b = [0u8; 5];
+        let mut m = MemRegistry::default();
+        let h = m.register(vec![
+            Segment { ptr: a.as_mut_ptr(), len: 3 },
+            Segment { ptr: std::ptr::null_mut(), len: 0 },
+            Segment { ptr: b.as_mut_ptr(), len: 5 },
+        ]);
+        m.write(h, 1, &[1, 2, 3, 4]);
+        let mut out = [0u8; 6];
+        m.read(h, 0, &mut out);
+        assert_eq!(out, [0, 1, 2, 3, 4, 0]);
+        assert_eq!(a, [0, 1, 2]);
+        assert_eq!(&b[..2], &[3, 4]);
+    }
+}

@@ -1,0 +1,191 @@
+//! Host-wide state shared by the omx processes of one board, kept as small files under
+//! `/dev/shm/omx-<mac>/` (network namespaces share the file system, boards differ by
+//! MAC): endpoint index ownership (flock, released by the kernel when a process dies),
+//! the board-service owner, per-endpoint info and counters for the tools, and the
+//! board's peer table.
+
+use omx_proto::NicId;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+/// An exclusive `flock` held for as long as this value lives.
+#[derive(Debug)]
+pub struct LockFile(#[allow(dead_code)] File);
+
+fn try_flock(path: &PathBuf) -> io::Result<Option<LockFile>> {
+    let f = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)?;
+    // SAFETY: flock on a valid descriptor we own.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        Ok(Some(LockFile(f)))
+    } else {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            Ok(None)
+        } else {
+            Err(e)
+        }
+    }
+}
+
+/// What the tools show about an open endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointInfo {
+    pub index: u8,
+    pub pid: u32,
+    pub command: String,
+    pub counters: Vec<(String, u64)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct BoardDir {
+    path: PathBuf,
+}
+
+pub fn mac_hex(nic: NicId) -> String {
+    format!("{:012x}", nic)
+}
+
+impl BoardDir {
+    pub fn open(nic: NicId) -> io::Result<Self> {
+        let base = std::env::var("OMX_STATE_DIR").unwrap_or_else(|_| "/dev/shm".into());
+        let path = PathBuf::from(base).join(format!("omx-{}", mac_hex(nic)));
+        fs::create_dir_all(&path)?;
+        Ok(BoardDir { path })
+    }
+
+    /// Takes endpoint `want` (or the first free one when `None`).
+    pub fn lock_endpoint(&self, want: Option<u8>, max: u8) -> io::Result<Option<(u8, LockFile)>> {
+        let range: Vec<u8> = match want {
+            Some(i) => vec![i],
+            None => (0..max).collect(),
+        };
+        for i in range {
+            if let Some(l) = try_flock(&self.path.join(format!("ep{i}.lock")))? {
+                return Ok(Some((i, l)));
+            }
+        }
+        Ok(None)
+    }
+
+    pub fn try_lock_board(&self) -> io::Result<Option<LockFile>> {
+        try_flock(&self.path.join("board.lock"))
+    }
+
+    fn write_atomic(&self, name: &str, text: &str) -> io::Result<()> {
+        let tmp = self.path.join(format!(".{name}.{}", std::process::id()));
+        let mut f = File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        fs::rename(tmp, self.path.join(name))
+    }
+
+    pub fn publish_endpoint(&self, info: &EndpointInfo) -> io::Result<()> {
+        let mut text = format!("{}\n{}\n", info.pid, info.command);
+        for (n, v) in &info.counters {
+            text.push_str(&format!("{n} {v}\n"));
+        }
+        self.write_atomic(&format!("ep{}.info", info.index), &text)
+    }
+
+    pub fn unpublish_endpoint(&self, index: u8) {
+        let _ = fs::remove_file(self.path.join(format!("ep{index}.info")));
+    }
+
+    /// Endpoints whose owner is alive (its lock is held).
+    pub fn endpoints(&self) -> Vec<EndpointInfo> {
+        let mut out = Vec::new();
+        for i in 0..=255u8 {
+            let info = self.path.join(format!("ep{i}.info"));
+            let Ok(text) = fs::read_to_string(&info) else { continue };
+            // If we can take its lock, the owner is gone: a stale file.
+            if let Ok(Some(_l)) = try_flock(&self.path.join(format!("ep{i}.lock"))) {
+                let _ = fs::remove_file(&info);
+                continue;
+            }
+            let mut lines = text.lines();
+            let pid = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+            let command = lines.next().unwrap_or("").to_string();
+            let counters = lines
+                .filter_map(|l| {
+                    let (n, v) = l.split_once(' ')?;
+                    Some((n.to_string(), v.parse().ok()?))
+                })
+                .collect();
+            out.push(EndpointInfo { index: i, pid, command, counters });
+        }
+        out
+    }
+
+    pub fn save_peers(&self, peers: &[(NicId, Option<String>)]) -> io::Result<()> {
+        let mut text = String::new();
+        for (nic, name) in peers {
+            let m = omx_proto::mac_from_nic_id(*nic);
+            text.push_str(&format!(
+                "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} {}\n",
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[4],
+                m[5],
+                name.as_deref().unwrap_or("-")
+            ));
+        }
+        self.write_atomic("peers", &text)
+    }
+
+    pub fn load_peers(&self) -> Vec<(NicId, Option<String>)> {
+        let text = fs::read_to_string(self.path.join("peers")).unwrap_or_default();
+        parse_peers(&text).unwrap_or_default()
+    }
+}
+
+pub fn parse_mac(s: &str) -> Option<NicId> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return None;
+    }
+    let mut v = 0u64;
+    for p in parts {
+        if p.is_empty() || p.len() > 2 {
+            return None;
+        }
+        v = (v << 8) | u64::from_str_radix(p, 16).ok()?;
+    }
+    Some(v)
+}
+
+/// The original's peers file: `MAC name` per line, `#` comments and blank lines ignored.
+/// A name of `-` means unnamed. An unparsable line is an error naming the line.
+pub fn parse_peers(text: &str) -> Result<Vec<(NicId, Option<String>)>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let mut it = l.split_whitespace();
+        let mac = it.next().and_then(parse_mac).ok_or(format!("line {}: bad MAC address", i + 1))?;
+        let name = it.next().filter(|n| *n != "-").map(str::to_string);
+        if it.next().is_some() {
+            return Err(format!("line {}: trailing text", i + 1));
+        }
+        out.push((mac, name));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_file_round_trip_and_errors() {
+        let p = parse_peers("# c\n\n02:00:00:00:00:01 h0:0\n0a:0b:0c:0d:0e:0f -\n").unwrap();
+        assert_eq!(p, vec![(0x020000000001, Some("h0:0".into())), (0x0a0b0c0d0e0f, None)]);
+        assert!(parse_peers("zz:00 x\n").is_err());
+        assert!(parse_peers("02:00:00:00:00:01 a b\n").is_err());
+    }
+}

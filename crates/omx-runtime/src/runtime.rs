@@ -1,0 +1,154 @@
+//! Process-wide state: configuration, attached boards and their peer tables.
+
+use crate::config::RuntimeConfig;
+use crate::registry::{parse_peers, BoardDir};
+use omx_proto::{nic_id_from_mac, NicId, PeerTable};
+use omx_transport::{select_boards, Interface};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Peer table entries the runtime accepts per board (the original's default).
+pub const MAX_PEERS: usize = 1024;
+/// Endpoints per board (the original's default).
+pub const MAX_ENDPOINTS: u8 = 32;
+
+pub struct PeerState {
+    pub table: PeerTable,
+    /// Bumped on every change so endpoints can refresh their engines' copies.
+    pub version: u64,
+}
+
+pub struct Board {
+    pub index: u32,
+    pub iface: Interface,
+    pub nic_id: NicId,
+    /// `host:index`, the name peers resolve.
+    pub name: String,
+    pub dir: BoardDir,
+    pub peers: Mutex<PeerState>,
+}
+
+impl Board {
+    /// Merges entries (from the shared file or discovery); true if anything changed.
+    pub fn merge_peers(&self, entries: &[(NicId, Option<String>)]) -> bool {
+        let mut st = self.peers.lock().expect("peer lock");
+        let mut changed = false;
+        for (nic, name) in entries {
+            let before = st.table.index_of(*nic).and_then(|i| st.table.get(i)).map(|p| p.name.clone());
+            if before.as_ref().is_some_and(|b| b.is_some() && name.is_none()) {
+                continue;
+            }
+            if st.table.add(*nic, name.clone()).is_some() && before != Some(name.clone()) {
+                changed = true;
+            }
+        }
+        if changed {
+            st.version += 1;
+        }
+        changed
+    }
+
+    pub fn peer_snapshot(&self) -> Vec<(NicId, Option<String>)> {
+        let st = self.peers.lock().expect("peer lock");
+        st.table.iter().map(|(_, p)| (p.nic_id, p.name.clone())).collect()
+    }
+}
+
+pub struct Runtime {
+    pub cfg: RuntimeConfig,
+    pub boards: Vec<Arc<Board>>,
+    pub warnings: Vec<String>,
+    pub start: Instant,
+}
+
+static GLOBAL: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
+
+impl Runtime {
+    /// The process's runtime, initialised on first use from the environment.
+    pub fn global() -> Result<Arc<Runtime>, String> {
+        GLOBAL.get_or_init(|| Runtime::init(RuntimeConfig::from_env()).map(Arc::new)).clone()
+    }
+
+    pub fn init(cfg: RuntimeConfig) -> Result<Runtime, String> {
+        let (ifaces, warnings) = select_boards(cfg.wire.mtu, cfg.ifaces.as_deref())
+            .map_err(|e| format!("cannot list interfaces: {e}"))?;
+        let static_peers = match &cfg.peers_file {
+            Some(f) => {
+                let text = std::fs::read_to_string(f).map_err(|e| format!("peers file {f}: {e}"))?;
+                parse_peers(&text).map_err(|e| format!("peers file {f}: {e}"))?
+            }
+            None => Vec::new(),
+        };
+        let mut boards = Vec::new();
+        for (i, iface) in ifaces.into_iter().enumerate() {
+            let nic_id = nic_id_from_mac(iface.mac);
+            let name = if iface.loopback { "localhost".to_string() } else { format!("{}:{}", cfg.hostname, i) };
+            let dir = BoardDir::open(nic_id).map_err(|e| format!("state directory: {e}"))?;
+            let mut table = PeerTable::new(MAX_PEERS);
+            table.add(nic_id, Some(name.clone()));
+            let board = Board {
+                index: i as u32,
+                iface,
+                nic_id,
+                name,
+                dir,
+                peers: Mutex::new(PeerState { table, version: 1 }),
+            };
+            board.merge_peers(&static_peers);
+            board.merge_peers(&board.dir.load_peers());
+            boards.push(Arc::new(board));
+        }
+        Ok(Runtime { cfg, boards, warnings, start: Instant::now() })
+    }
+
+    /// Monotonic nanoseconds since the runtime started (the engines' clock).
+    pub fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn find_name(&self, name: &str) -> Option<NicId> {
+        for b in &self.boards {
+            let st = b.peers.lock().expect("peer lock");
+            if let Some((_, p)) = st.table.find_by_name(name) {
+                return Some(p.nic_id);
+            }
+        }
+        None
+    }
+
+    /// Resolves a board name (`host:board`) to its nic id, waiting up to `wait` for
+    /// discovery (run by the endpoints) to learn it.
+    pub fn hostname_to_nic_id(&self, name: &str, wait: Duration) -> Option<NicId> {
+        let until = Instant::now() + wait;
+        loop {
+            if let Some(n) = self.find_name(name) {
+                return Some(n);
+            }
+            for b in &self.boards {
+                b.merge_peers(&b.dir.load_peers());
+            }
+            if let Some(n) = self.find_name(name) {
+                return Some(n);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn nic_id_to_hostname(&self, nic: NicId) -> Option<String> {
+        for b in &self.boards {
+            b.merge_peers(&b.dir.load_peers());
+            let st = b.peers.lock().expect("peer lock");
+            if let Some(i) = st.table.index_of(nic) {
+                return st.table.get(i).and_then(|p| p.name.clone());
+            }
+        }
+        None
+    }
+
+    pub fn board(&self, index: u32) -> Option<&Arc<Board>> {
+        self.boards.get(index as usize)
+    }
+}

@@ -1,0 +1,280 @@
+//! Build-time wire configurations (spec §1.1).
+//!
+//! Both peers must agree on every value here: the sizes decide how a message
+//! is cut into frames and how large a frame may legally be, and the mode picks
+//! the MEDIUM and PULL body layouts.
+
+/// EtherType used by Open-MX (shared with nothing else; Open-MX coexists with IP).
+pub const DEFAULT_ETHERTYPE: u16 = 0x86DF;
+/// Destination MAC + source MAC + EtherType.
+pub const ETH_HEADER_LEN: usize = 14;
+/// Ethernet header plus the 2-byte `dst_src_peer_index` present in every frame.
+pub const COMMON_HEADER_LEN: usize = 16;
+/// Ethernet minimum frame length without FCS; shorter frames are zero-padded.
+pub const MIN_FRAME_LEN: usize = 60;
+/// XOR applied to the puller endpoint index to form a pull magic.
+pub const PULL_MAGIC_XOR: u32 = 0x2107_1980;
+/// Initial host-query magic (incremented each time peer names are cleared).
+pub const HOST_QUERY_MAGIC_INIT: u32 = 0x1305_2008;
+/// The only defined TRUC type: an explicit library ack ("liback").
+pub const TRUC_TYPE_ACK: u8 = 0x55;
+/// Largest TINY payload.
+pub const TINY_MAX: usize = 32;
+/// Largest SMALL payload.
+pub const SMALL_MAX: usize = 128;
+/// Peer index value meaning "not known yet".
+pub const PEER_INDEX_NONE: u16 = 0xFFFF;
+/// Largest HOST_REPLY hostname, NUL included.
+pub const HOSTNAME_MAX: usize = 80;
+/// CONNECT reply status: success.
+pub const CONNECT_STATUS_SUCCESS: u8 = 0;
+/// CONNECT reply status: application key mismatch (value chosen for MX compat).
+pub const CONNECT_STATUS_BAD_KEY: u8 = 11;
+/// Data length carried by RNDV (`msg.length`); receivers drop anything shorter.
+pub const RNDV_DATA_LEN: u16 = 8;
+/// Data length carried by CONNECT; receivers drop anything shorter.
+pub const CONNECT_DATA_LEN: u8 = 16;
+/// Data length carried by an ACK TRUC; receivers drop anything shorter.
+pub const TRUC_DATA_LEN: u8 = 16;
+/// `frag_pipeline` value of MX-wire-compat MEDIUM fragments (log2 of 4096).
+pub const COMPAT_FRAG_PIPELINE: u8 = 12;
+/// Largest frame the raw endpoint accepts, Ethernet header included.
+pub const RAW_FRAME_MAX: usize = 1024;
+
+/// Largest frame length a 16-bit `frame_length` / Ethernet payload can describe.
+const U16_FRAME_MAX: u32 = u16::MAX as u32;
+
+/// Which body layouts are used for MEDIUM and PULL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireMode {
+    /// Open-MX native layout: 32-bit medium length, 44-byte pull body.
+    Native,
+    /// MX-wire-compatible layout: 16-bit medium length + `frag_pipeline`,
+    /// 32-byte pull body with 8/16-bit fields.
+    MxCompat,
+}
+
+/// Sizes and layout choice shared by both peers of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WireConfig {
+    /// Body layout selection.
+    pub mode: WireMode,
+    /// Required interface MTU.
+    pub mtu: u32,
+    /// EtherType written to and expected in every frame.
+    pub ethertype: u16,
+    /// Largest payload of one MEDIUM fragment.
+    pub medium_frag_max: u32,
+    /// Largest number of fragments of one MEDIUM message.
+    pub medium_frags_max: u32,
+    /// Largest payload of one PULL_REPLY frame.
+    pub pull_reply_max: u32,
+    /// Largest number of PULL_REPLY frames answering one PULL block.
+    pub pull_block_replies: u32,
+    /// Pull blocks a puller keeps outstanding at once.
+    pub pull_blocks_outstanding: u32,
+}
+
+impl WireConfig {
+    /// Native configuration derived from an interface MTU (spec §1.1).
+    ///
+    /// * pull-reply payload = MTU − 32 (16-byte common header + 16-byte body),
+    ///   capped at 65503 because `frame_length` and the frame itself must fit
+    ///   16 bits;
+    /// * medium fragment = MTU − 48 when that is at most 4096, otherwise 8192
+    ///   when a full 8192-byte fragment fits the MTU, else 4096.
+    ///
+    /// MTUs below 48 are meaningless; arithmetic saturates instead of panicking.
+    pub fn native(mtu: u32) -> WireConfig {
+        let headers_medium = (COMMON_HEADER_LEN + 32) as u32;
+        let headers_pull_reply = (COMMON_HEADER_LEN + 16) as u32;
+        let small_frag = mtu.saturating_sub(headers_medium);
+        let medium_frag_max = if small_frag <= 4096 {
+            small_frag
+        } else if 8192 + headers_medium <= mtu {
+            8192
+        } else {
+            4096
+        };
+        let pull_reply_max = mtu.min(U16_FRAME_MAX).saturating_sub(headers_pull_reply);
+        WireConfig {
+            mode: WireMode::Native,
+            mtu,
+            ethertype: DEFAULT_ETHERTYPE,
+            medium_frag_max,
+            medium_frags_max: 32,
+            pull_reply_max,
+            pull_block_replies: 32,
+            pull_blocks_outstanding: 4,
+        }
+    }
+
+    /// The default native build (MTU 9000, jumbo frames).
+    pub fn native_9000() -> WireConfig {
+        WireConfig::native(9000)
+    }
+
+    /// Native build for standard Ethernet (MTU 1500).
+    pub fn native_1500() -> WireConfig {
+        WireConfig::native(1500)
+    }
+
+    /// MX-wire-compatible build: 4 KiB payloads, at most 8 fragments/replies,
+    /// MTU 4144 = 16 + max(32 + 4096, 16 + 4096).
+    pub fn mx_compat() -> WireConfig {
+        WireConfig {
+            mode: WireMode::MxCompat,
+            mtu: 4144,
+            ethertype: DEFAULT_ETHERTYPE,
+            medium_frag_max: 4096,
+            medium_frags_max: 8,
+            pull_reply_max: 4096,
+            pull_block_replies: 8,
+            pull_blocks_outstanding: 4,
+        }
+    }
+
+    /// True for the MX-wire-compatible layouts.
+    pub fn is_compat(&self) -> bool {
+        self.mode == WireMode::MxCompat
+    }
+
+    /// Largest MEDIUM message (fragment max × fragments max).
+    pub fn medium_max(&self) -> u32 {
+        self.medium_frag_max.saturating_mul(self.medium_frags_max)
+    }
+
+    /// Largest PULL block (reply max × replies per block).
+    pub fn pull_block_max(&self) -> u32 {
+        self.pull_reply_max.saturating_mul(self.pull_block_replies)
+    }
+
+    /// Byte offset of a MEDIUM fragment within its message.
+    ///
+    /// Native peers use a fixed fragment size; MX-compat peers announce it
+    /// per fragment as a shift (`frag_pipeline`). Saturates at `u32::MAX`
+    /// (never reachable for frames that pass [`crate::decode`]).
+    pub fn medium_frag_offset(&self, frag_seqnum: u8, frag_pipeline: u8) -> u32 {
+        let offset = match self.mode {
+            WireMode::Native => u64::from(frag_seqnum) * u64::from(self.medium_frag_max),
+            WireMode::MxCompat if frag_seqnum == 0 => 0,
+            WireMode::MxCompat => u64::from(frag_seqnum)
+                .checked_shl(u32::from(frag_pipeline))
+                .filter(|v| v >> u32::from(frag_pipeline) == u64::from(frag_seqnum))
+                .unwrap_or(u64::MAX),
+        };
+        u32::try_from(offset).unwrap_or(u32::MAX)
+    }
+
+    /// Number of PULL_REPLY frames answering a block:
+    /// ceil((first_frame_offset + block_length) / pull_reply_max).
+    ///
+    /// Returns `u64` so that hostile 32-bit inputs cannot overflow; returns
+    /// `u64::MAX` if `pull_reply_max` is zero.
+    pub fn pull_block_frames(&self, first_frame_offset: u32, block_length: u32) -> u64 {
+        let total = u64::from(first_frame_offset) + u64::from(block_length);
+        let per = u64::from(self.pull_reply_max);
+        if per == 0 {
+            return u64::MAX;
+        }
+        total.div_ceil(per)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_9000_matches_spec_table() {
+        let c = WireConfig::native_9000();
+        assert_eq!(c, WireConfig::native(9000));
+        assert_eq!(c.mode, WireMode::Native);
+        assert_eq!(c.mtu, 9000);
+        assert_eq!(c.ethertype, 0x86DF);
+        assert_eq!(c.medium_frag_max, 8192);
+        assert_eq!(c.medium_frags_max, 32);
+        assert_eq!(c.medium_max(), 262_144);
+        assert_eq!(c.pull_reply_max, 8968);
+        assert_eq!(c.pull_block_replies, 32);
+        assert_eq!(c.pull_block_max(), 286_976);
+        assert_eq!(c.pull_blocks_outstanding, 4);
+        // 32768-byte medium (default rendezvous threshold) takes 4 fragments.
+        assert_eq!(32768u32.div_ceil(c.medium_frag_max), 4);
+    }
+
+    #[test]
+    fn native_1500_matches_spec_table() {
+        let c = WireConfig::native_1500();
+        assert_eq!(c, WireConfig::native(1500));
+        assert_eq!(c.mode, WireMode::Native);
+        assert_eq!(c.mtu, 1500);
+        assert_eq!(c.medium_frag_max, 1452);
+        assert_eq!(c.medium_frags_max, 32);
+        assert_eq!(c.medium_max(), 46_464);
+        assert_eq!(c.pull_reply_max, 1468);
+        assert_eq!(c.pull_block_replies, 32);
+        assert_eq!(c.pull_block_max(), 46_976);
+        assert_eq!(c.pull_blocks_outstanding, 4);
+        assert_eq!(32768u32.div_ceil(c.medium_frag_max), 23);
+    }
+
+    #[test]
+    fn mx_compat_matches_spec_table() {
+        let c = WireConfig::mx_compat();
+        assert_eq!(c.mode, WireMode::MxCompat);
+        assert!(c.is_compat());
+        assert_eq!(c.mtu, 4144);
+        assert_eq!(c.ethertype, 0x86DF);
+        assert_eq!(c.medium_frag_max, 4096);
+        assert_eq!(c.medium_frags_max, 8);
+        assert_eq!(c.medium_max(), 32_768);
+        assert_eq!(c.pull_reply_max, 4096);
+        assert_eq!(c.pull_block_replies, 8);
+        assert_eq!(c.pull_block_max(), 32_768);
+        assert_eq!(c.pull_blocks_outstanding, 4);
+        assert_eq!(32768u32.div_ceil(c.medium_frag_max), 8);
+    }
+
+    #[test]
+    fn native_65535_caps_pull_reply() {
+        let c = WireConfig::native(65535);
+        assert_eq!(c.pull_reply_max, 65503);
+        assert_eq!(c.medium_frag_max, 8192);
+        // Above 16 bits the cap still holds.
+        assert_eq!(WireConfig::native(100_000).pull_reply_max, 65503);
+    }
+
+    #[test]
+    fn native_medium_fragment_derivation_edges() {
+        // MTU - 48 <= 4096 -> MTU - 48.
+        assert_eq!(WireConfig::native(4144).medium_frag_max, 4096);
+        // Just above: too small for 8192 -> 4096.
+        assert_eq!(WireConfig::native(4145).medium_frag_max, 4096);
+        assert_eq!(WireConfig::native(8239).medium_frag_max, 4096);
+        // 8192 + 48 fits -> 8192.
+        assert_eq!(WireConfig::native(8240).medium_frag_max, 8192);
+        // Degenerate MTUs do not panic.
+        assert_eq!(WireConfig::native(0).medium_frag_max, 0);
+        assert_eq!(WireConfig::native(0).pull_reply_max, 0);
+    }
+
+    #[test]
+    fn medium_frag_offsets() {
+        let n = WireConfig::native_9000();
+        assert_eq!(n.medium_frag_offset(3, 0), 3 * 8192);
+        assert_eq!(n.medium_frag_offset(3, 99), 3 * 8192);
+        let c = WireConfig::mx_compat();
+        assert_eq!(c.medium_frag_offset(5, 12), 5 * 4096);
+        assert_eq!(c.medium_frag_offset(255, 255), u32::MAX);
+        assert_eq!(c.medium_frag_offset(0, 255), 0);
+    }
+
+    #[test]
+    fn pull_block_frame_count() {
+        let n = WireConfig::native_9000();
+        assert_eq!(n.pull_block_frames(0, 286_976), 32);
+        assert_eq!(n.pull_block_frames(1, 286_976), 33);
+        assert_eq!(n.pull_block_frames(u32::MAX, u32::MAX), 957_843);
+    }
+}
