@@ -88,7 +88,13 @@ struct Shared {
     closing: AtomicBool,
     idle: (Mutex<()>, Condvar),
     wakeups: AtomicU64,
+    /// When an application thread last entered the library (runtime ns): the progress
+    /// thread stays out of the way while the application is driving progress itself.
+    last_app_call: AtomicU64,
 }
+
+/// How long after the application's last call the progress thread takes over.
+const APP_QUIET: Duration = Duration::from_micros(500);
 
 pub struct Endpoint {
     shared: Arc<Shared>,
@@ -164,6 +170,7 @@ impl Endpoint {
             closing: AtomicBool::new(false),
             idle: (Mutex::new(()), Condvar::new()),
             wakeups: AtomicU64::new(0),
+            last_app_call: AtomicU64::new(0),
         });
         {
             let mut core = shared.lock();
@@ -199,20 +206,20 @@ impl Endpoint {
     }
 
     pub fn counters(&self) -> Counters {
-        self.shared.lock().engine.counters.clone()
+        self.shared.app_lock().engine.counters.clone()
     }
 
     pub fn stats(&self) -> QueueStats {
-        self.shared.lock().engine.stats()
+        self.shared.app_lock().engine.stats()
     }
 
     /// Remote nic id, endpoint index and session of a partner.
     pub fn partner_addr(&self, p: PartnerId) -> Option<(NicId, u8, Option<u32>)> {
-        self.shared.lock().engine.partner_addr(p)
+        self.shared.app_lock().engine.partner_addr(p)
     }
 
     pub fn iconnect(&self, nic: NicId, endpoint: u8, key: u32, context: u64) -> Result<ReqId, Error> {
-        let mut core = self.shared.lock();
+        let mut core = self.shared.app_lock();
         let now = self.shared.rt.now();
         let r = core.engine.connect(now, nic, endpoint, key, context)?;
         self.shared.progress(&mut core);
@@ -253,7 +260,7 @@ impl Endpoint {
     /// messages are copied at once, but the MX contract covers both).
     pub unsafe fn isend(&self, segs: &[Segment], dest: PartnerId, match_info: u64, context: u64, sync: bool) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
-        let mut core = self.shared.lock();
+        let mut core = self.shared.app_lock();
         let now = self.shared.rt.now();
         let (data, handle) = if core.engine.is_eager(len, sync) {
             (SendData::Eager(Bytes::from(gather(segs))), None)
@@ -289,7 +296,7 @@ impl Endpoint {
     /// request completes or is cancelled.
     pub unsafe fn irecv(&self, segs: &[Segment], match_info: u64, mask: u64, context: u64) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
-        let mut core = self.shared.lock();
+        let mut core = self.shared.app_lock();
         let now = self.shared.rt.now();
         let h = core.mem.register(segs.to_vec());
         match core.engine.irecv(now, match_info, mask, h, len, context) {
@@ -307,7 +314,7 @@ impl Endpoint {
 
     /// The completion of `req`, if done (removes it).
     pub fn test(&self, req: ReqId) -> Option<Completion> {
-        let mut core = self.shared.lock();
+        let mut core = self.shared.app_lock();
         self.shared.progress(&mut core);
         take_done(&mut core, req)
     }
@@ -319,7 +326,7 @@ impl Endpoint {
 
     /// Oldest completed request whose match info satisfies the mask (removes it).
     pub fn test_any(&self, match_info: u64, mask: u64) -> Option<Completion> {
-        let mut core = self.shared.lock();
+        let mut core = self.shared.app_lock();
         self.shared.progress(&mut core);
         take_any(&mut core, match_info, mask)
     }
@@ -330,7 +337,7 @@ impl Endpoint {
 
     /// The oldest completed request, left in place.
     pub fn peek(&self) -> Option<ReqId> {
-        let mut core = self.shared.lock();
+        let mut core = self.shared.app_lock();
         self.shared.progress(&mut core);
         core.done_order.front().copied()
     }
@@ -340,7 +347,7 @@ impl Endpoint {
     }
 
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
-        let mut core = self.shared.lock();
+        let mut core = self.shared.app_lock();
         self.shared.progress(&mut core);
         core.engine.iprobe(match_info, mask)
     }
@@ -351,7 +358,7 @@ impl Endpoint {
 
     /// Cancels an unmatched receive; true if it was cancelled (and freed).
     pub fn cancel(&self, req: ReqId) -> Result<bool, Error> {
-        let mut core = self.shared.lock();
+        let mut core = self.shared.app_lock();
         let cancelled = core.engine.cancel(req)?;
         if cancelled {
             if let Some(h) = core.req_mem.remove(&req) {
@@ -363,7 +370,7 @@ impl Endpoint {
 
     /// The application no longer wants the completion of `req`.
     pub fn forget(&self, req: ReqId) {
-        let mut core = self.shared.lock();
+        let mut core = self.shared.app_lock();
         if take_done(&mut core, req).is_none() {
             core.forgotten.insert(req);
         }
@@ -376,12 +383,12 @@ impl Endpoint {
     }
 
     pub fn set_request_resends(&self, req: ReqId, resends: u32) -> Result<(), Error> {
-        Ok(self.shared.lock().engine.set_send_resends(req, resends)?)
+        Ok(self.shared.app_lock().engine.set_send_resends(req, resends)?)
     }
 
     /// Makes progress once (for callers that poll).
     pub fn progress(&self) {
-        let mut core = self.shared.lock();
+        let mut core = self.shared.app_lock();
         self.shared.progress(&mut core);
     }
 }
@@ -424,6 +431,12 @@ fn is_board_frame(f: &[u8]) -> bool {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Core> {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Lock taken on behalf of the application: records that it is active.
+    fn app_lock(&self) -> MutexGuard<'_, Core> {
+        self.last_app_call.store(self.rt.now(), Ordering::Relaxed);
+        self.lock()
     }
 
     fn signal(&self) {
@@ -597,7 +610,7 @@ impl Shared {
         let spin_until = start + self.rt.cfg.wait_spin_for;
         let wakeups = self.wakeups.load(Ordering::SeqCst);
         let result = loop {
-            let mut core = self.lock();
+            let mut core = self.app_lock();
             self.progress(&mut core);
             if let Some(x) = check(&mut core) {
                 break Some(x);
@@ -629,12 +642,17 @@ impl Shared {
         result
     }
 
-    /// Background progress while no application thread is waiting in the library.
+    /// Background progress while no application thread is driving it: sleeps while an
+    /// application thread waits or has called in recently, else sleeps on the socket
+    /// and the next timer.
     fn progress_loop(self: Arc<Self>) {
+        let quiet = APP_QUIET.as_nanos() as u64;
         while !self.closing.load(Ordering::SeqCst) {
-            if self.app_active.load(Ordering::SeqCst) > 0 {
+            let since = self.rt.now().saturating_sub(self.last_app_call.load(Ordering::Relaxed));
+            if self.app_active.load(Ordering::SeqCst) > 0 || since < quiet {
                 let g = self.idle.0.lock().unwrap_or_else(|p| p.into_inner());
-                let _ = self.idle.1.wait_timeout(g, Duration::from_millis(10));
+                let nap = Duration::from_nanos(quiet.saturating_sub(since).max(quiet / 4));
+                let _ = self.idle.1.wait_timeout(g, nap);
                 continue;
             }
             let budget = {
@@ -647,6 +665,10 @@ impl Shared {
             }
             if self.closing.load(Ordering::SeqCst) {
                 break;
+            }
+            let since = self.rt.now().saturating_sub(self.last_app_call.load(Ordering::Relaxed));
+            if self.app_active.load(Ordering::SeqCst) > 0 || since < quiet {
+                continue;
             }
             let mut core = self.lock();
             self.progress(&mut core);

@@ -213,6 +213,11 @@ fn main() {
         Some(dest) => client(&a, &io, dest),
         None => server(&a, &io),
     }
+    if a.verbose {
+        for (name, v) in ep.counters().iter().filter(|(_, v)| *v > 0) {
+            eprintln!("{name:>32} {v}");
+        }
+    }
 }
 
 fn server(a: &Args, io: &Io) {
