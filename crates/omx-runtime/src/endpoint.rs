@@ -93,6 +93,9 @@ struct Shared {
     last_app_call: AtomicU64,
 }
 
+/// Busy-poll without yielding for this long at the start of a wait.
+const TIGHT_SPIN: Duration = Duration::from_micros(5);
+
 /// How long after the application's last call the progress thread takes over.
 const APP_QUIET: Duration = Duration::from_micros(500);
 
@@ -624,7 +627,14 @@ impl Shared {
             }
             if self.rt.cfg.wait_spin || now < spin_until {
                 drop(core);
-                std::hint::spin_loop();
+                // After a short tight spin, yield on each round: a waker placed on this
+                // CPU (wake-affine scheduling) then runs at once instead of after the
+                // whole spin budget, which otherwise locks both sides into slow waits.
+                if now > start + TIGHT_SPIN {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
                 continue;
             }
             let left = deadline.map_or(Duration::from_secs(1), |d| d - now);
@@ -636,9 +646,7 @@ impl Shared {
                 self.drain_signal();
             }
         };
-        if self.app_active.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.idle.1.notify_all();
-        }
+        self.app_active.fetch_sub(1, Ordering::SeqCst);
         result
     }
 
@@ -650,8 +658,14 @@ impl Shared {
         while !self.closing.load(Ordering::SeqCst) {
             let since = self.rt.now().saturating_sub(self.last_app_call.load(Ordering::Relaxed));
             if self.app_active.load(Ordering::SeqCst) > 0 || since < quiet {
+                // Not woken when the application leaves (that would cost every wait a
+                // futex wake): nap until it has been quiet long enough.
                 let g = self.idle.0.lock().unwrap_or_else(|p| p.into_inner());
-                let nap = Duration::from_nanos(quiet.saturating_sub(since).max(quiet / 4));
+                let nap = if self.app_active.load(Ordering::SeqCst) > 0 {
+                    Duration::from_millis(2)
+                } else {
+                    Duration::from_nanos(quiet.saturating_sub(since).max(quiet / 4))
+                };
                 let _ = self.idle.1.wait_timeout(g, nap);
                 continue;
             }
