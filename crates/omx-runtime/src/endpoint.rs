@@ -409,6 +409,9 @@ impl Drop for Endpoint {
         if let Some(t) = self.progress.take() {
             let _ = t.join();
         }
+        let counters: Vec<(String, u64)> =
+            self.shared.lock().engine.counters.iter().map(|(n, v)| (n.to_string(), v)).collect();
+        let _ = self.shared.board.dir.accumulate_closed(&counters);
         self.shared.board.dir.unpublish_endpoint(self.shared.index);
     }
 }

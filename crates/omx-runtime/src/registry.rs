@@ -189,3 +189,83 @@ mod tests {
         assert!(parse_peers("02:00:00:00:00:01 a b\n").is_err());
     }
 }
+
+/// Counters of a board: live endpoints plus those of endpoints already closed, minus
+/// the baseline recorded by the last clear.
+impl BoardDir {
+    fn read_counter_file(&self, name: &str) -> Vec<(String, u64)> {
+        fs::read_to_string(self.path.join(name))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (n, v) = l.split_once(' ')?;
+                Some((n.to_string(), v.parse().ok()?))
+            })
+            .collect()
+    }
+
+    fn write_counter_file(&self, name: &str, c: &[(String, u64)]) -> io::Result<()> {
+        let text: String = c.iter().map(|(n, v)| format!("{n} {v}\n")).collect();
+        self.write_atomic(name, &text)
+    }
+
+    fn with_totals_lock<T>(&self, f: impl FnOnce() -> T) -> io::Result<T> {
+        let l = OpenOptions::new().create(true).truncate(false).write(true).open(self.path.join("totals.lock"))?;
+        // SAFETY: blocking flock on a descriptor we own; released when `l` drops.
+        unsafe { libc::flock(l.as_raw_fd(), libc::LOCK_EX) };
+        Ok(f())
+    }
+
+    /// Adds a closing endpoint's counters to the board's totals.
+    pub fn accumulate_closed(&self, counters: &[(String, u64)]) -> io::Result<()> {
+        self.with_totals_lock(|| {
+            let mut t = self.read_counter_file("totals");
+            add_into(&mut t, counters);
+            self.write_counter_file("totals", &t)
+        })?
+    }
+
+    /// Current board counters (live + closed - baseline), in `names` order.
+    pub fn board_counters(&self, names: &[&str]) -> Vec<(String, u64)> {
+        let mut sum: Vec<(String, u64)> = names.iter().map(|n| (n.to_string(), 0)).collect();
+        add_into(&mut sum, &self.read_counter_file("totals"));
+        for e in self.endpoints() {
+            add_into(&mut sum, &e.counters);
+        }
+        let base = self.read_counter_file("baseline");
+        for (n, v) in sum.iter_mut() {
+            if let Some((_, b)) = base.iter().find(|(bn, _)| bn == n) {
+                *v = v.saturating_sub(*b);
+            }
+        }
+        sum
+    }
+
+    /// Makes the current values the new zero.
+    pub fn clear_counters(&self, names: &[&str]) -> io::Result<()> {
+        let mut now: Vec<(String, u64)> = names.iter().map(|n| (n.to_string(), 0)).collect();
+        add_into(&mut now, &self.read_counter_file("totals"));
+        for e in self.endpoints() {
+            add_into(&mut now, &e.counters);
+        }
+        self.write_counter_file("baseline", &now)
+    }
+
+    /// A board name set with `omx_hostname -n`, overriding `OMX_HOSTNAME`.
+    pub fn saved_name(&self) -> Option<String> {
+        fs::read_to_string(self.path.join("name")).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+    }
+
+    pub fn save_name(&self, name: &str) -> io::Result<()> {
+        self.write_atomic("name", &format!("{name}\n"))
+    }
+}
+
+fn add_into(sum: &mut Vec<(String, u64)>, add: &[(String, u64)]) {
+    for (n, v) in add {
+        match sum.iter_mut().find(|(s, _)| s == n) {
+            Some((_, x)) => *x += v,
+            None => sum.push((n.clone(), *v)),
+        }
+    }
+}

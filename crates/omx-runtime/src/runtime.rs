@@ -82,8 +82,12 @@ impl Runtime {
         let mut boards = Vec::new();
         for (i, iface) in ifaces.into_iter().enumerate() {
             let nic_id = nic_id_from_mac(iface.mac);
-            let name = if iface.loopback { "localhost".to_string() } else { format!("{}:{}", cfg.hostname, i) };
             let dir = BoardDir::open(nic_id).map_err(|e| format!("state directory: {e}"))?;
+            let name = match dir.saved_name() {
+                Some(n) => n,
+                None if iface.loopback => "localhost".to_string(),
+                None => format!("{}:{}", cfg.hostname, i),
+            };
             let mut table = PeerTable::new(MAX_PEERS);
             table.add(nic_id, Some(name.clone()));
             let board = Board {

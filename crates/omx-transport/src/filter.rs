@@ -1,0 +1,437 @@
+//! Per-endpoint frame selection, compiled to classic BPF.
+//!
+//! Several processes (one per endpoint group) may open packet sockets on the
+//! same interface and EtherType. Without a filter each of them would get a
+//! copy of every frame and throw most away; the kernel runs this program
+//! before copying, so each socket only pays for its own traffic.
+
+use crate::sys::SockFilter;
+
+/// Packet type byte offset (after the 14-byte Ethernet header and the 2-byte peer index).
+pub const TYPE_OFFSET: u32 = 16;
+/// Destination endpoint offset for the "endpoint in the common place" types.
+pub const DST_ENDPOINT_OFFSET: u32 = 17;
+/// NACK_LIB: destination endpoint offset.
+pub const NACK_LIB_ENDPOINT_OFFSET: u32 = 25;
+/// PULL_REPLY / NACK_MCP: offset of the byte that is the endpoint XOR [`PULL_ENDPOINT_XOR`].
+pub const PULL_ENDPOINT_OFFSET: u32 = 31;
+/// Mask XORed into the puller endpoint byte of PULL_REPLY and NACK_MCP.
+pub const PULL_ENDPOINT_XOR: u8 = 0x80;
+
+/// Packet types not addressed to an endpoint: RAW, HOST_QUERY, HOST_REPLY.
+pub const BOARD_TYPES: [u8; 3] = [1, 3, 4];
+/// First and last packet types carrying the endpoint at [`DST_ENDPOINT_OFFSET`]
+/// (PULL_REPLY, inside the range, is handled separately).
+pub const ENDPOINT_TYPES: std::ops::RangeInclusive<u8> = 35..=43;
+pub const TYPE_PULL_REPLY: u8 = 42;
+pub const TYPE_NACK_LIB: u8 = 44;
+pub const TYPE_NACK_MCP: u8 = 45;
+
+/// Which frames of the EtherType a socket should see.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointFilter {
+    /// Local endpoint indexes whose frames are wanted (order and duplicates irrelevant).
+    pub endpoints: Vec<u8>,
+    /// Also accept board frames (RAW, HOST_QUERY, HOST_REPLY); normally set on
+    /// exactly one socket per board, the one answering host queries.
+    pub board_frames: bool,
+}
+
+impl EndpointFilter {
+    pub fn new(endpoints: impl IntoIterator<Item = u8>, board_frames: bool) -> EndpointFilter {
+        EndpointFilter {
+            endpoints: endpoints.into_iter().collect(),
+            board_frames,
+        }
+    }
+
+    /// The endpoint a frame is addressed to, per its packet type, or `None` for
+    /// board frames, unknown types and frames too short to carry it.
+    pub fn frame_endpoint(frame: &[u8]) -> Option<u8> {
+        let t = *frame.get(TYPE_OFFSET as usize)?;
+        match t {
+            TYPE_PULL_REPLY | TYPE_NACK_MCP => frame
+                .get(PULL_ENDPOINT_OFFSET as usize)
+                .map(|b| b ^ PULL_ENDPOINT_XOR),
+            TYPE_NACK_LIB => frame.get(NACK_LIB_ENDPOINT_OFFSET as usize).copied(),
+            t if ENDPOINT_TYPES.contains(&t) => frame.get(DST_ENDPOINT_OFFSET as usize).copied(),
+            _ => None,
+        }
+    }
+
+    /// Reference semantics of the compiled program (same answer for every
+    /// frame): useful to re-check frames queued before a filter change.
+    pub fn accepts(&self, ethertype: u16, frame: &[u8]) -> bool {
+        if frame.len() < 14 || u16::from_be_bytes([frame[12], frame[13]]) != ethertype {
+            return false;
+        }
+        let Some(&t) = frame.get(TYPE_OFFSET as usize) else {
+            return false;
+        };
+        if self.board_frames && BOARD_TYPES.contains(&t) {
+            return true;
+        }
+        Self::frame_endpoint(frame).is_some_and(|e| self.endpoints.contains(&e))
+    }
+
+    /// Compiles the filter to a classic BPF program for `SO_ATTACH_FILTER`.
+    ///
+    /// Layout: check EtherType, load the type byte, accept board types if
+    /// wanted, then load the endpoint byte from the type-specific offset and
+    /// compare it against the wanted endpoints, merged into ranges. Classic
+    /// BPF only jumps forward with 8-bit conditional offsets, so every
+    /// comparison in the (possibly long) endpoint list is followed by its own
+    /// `ret accept`; the total stays far below the kernel's 4096-instruction cap.
+    pub fn compile(&self, ethertype: u16) -> Vec<SockFilter> {
+        let mut a = Asm::default();
+        a.op(ld_h(12));
+        a.jump(JEQ, ethertype as u32, Target::Next(1), Target::Next(0));
+        a.op(ret(0));
+        a.op(ld_b(TYPE_OFFSET));
+        if self.board_frames {
+            for t in BOARD_TYPES {
+                a.jump(JEQ, t as u32, Target::Label(L_ACCEPT), Target::Next(0));
+            }
+        }
+        let ranges = ranges(&self.endpoints);
+        if !ranges.is_empty() {
+            a.jump(
+                JEQ,
+                TYPE_PULL_REPLY as u32,
+                Target::Label(L_PULL),
+                Target::Next(0),
+            );
+            a.jump(
+                JEQ,
+                TYPE_NACK_MCP as u32,
+                Target::Label(L_PULL),
+                Target::Next(0),
+            );
+            a.jump(
+                JEQ,
+                TYPE_NACK_LIB as u32,
+                Target::Label(L_NACK_LIB),
+                Target::Next(0),
+            );
+            a.jump(
+                JGT,
+                *ENDPOINT_TYPES.end() as u32,
+                Target::Label(L_DROP),
+                Target::Next(0),
+            );
+            a.jump(
+                JGE,
+                *ENDPOINT_TYPES.start() as u32,
+                Target::Label(L_COMMON),
+                Target::Label(L_DROP),
+            );
+        }
+        a.label(L_DROP);
+        a.op(ret(0));
+        a.label(L_ACCEPT);
+        a.op(ret(ACCEPT));
+        if !ranges.is_empty() {
+            a.label(L_COMMON);
+            a.op(ld_b(DST_ENDPOINT_OFFSET));
+            a.jump(JA, 0, Target::Label(L_CHECK), Target::Next(0));
+            a.label(L_NACK_LIB);
+            a.op(ld_b(NACK_LIB_ENDPOINT_OFFSET));
+            a.jump(JA, 0, Target::Label(L_CHECK), Target::Next(0));
+            a.label(L_PULL);
+            a.op(ld_b(PULL_ENDPOINT_OFFSET));
+            a.op(SockFilter {
+                code: BPF_ALU | BPF_XOR | BPF_K,
+                jt: 0,
+                jf: 0,
+                k: PULL_ENDPOINT_XOR as u32,
+            });
+            a.label(L_CHECK);
+            for (lo, hi) in ranges {
+                if lo == hi {
+                    a.op(SockFilter {
+                        code: JEQ,
+                        jt: 0,
+                        jf: 1,
+                        k: lo as u32,
+                    });
+                } else {
+                    a.op(SockFilter {
+                        code: JGE,
+                        jt: 0,
+                        jf: 2,
+                        k: lo as u32,
+                    });
+                    a.op(SockFilter {
+                        code: JGT,
+                        jt: 1,
+                        jf: 0,
+                        k: hi as u32,
+                    });
+                }
+                a.op(ret(ACCEPT));
+            }
+            a.op(ret(0));
+        }
+        a.finish()
+    }
+}
+
+/// Sorted, merged inclusive ranges of the given endpoint indexes.
+fn ranges(eps: &[u8]) -> Vec<(u8, u8)> {
+    let mut v = eps.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out: Vec<(u8, u8)> = Vec::new();
+    for e in v {
+        match out.last_mut() {
+            Some((_, hi)) if *hi as u16 + 1 == e as u16 => *hi = e,
+            _ => out.push((e, e)),
+        }
+    }
+    out
+}
+
+// Classic BPF opcodes (linux/filter.h, linux/bpf_common.h).
+const BPF_LD: u16 = 0x00;
+const BPF_ALU: u16 = 0x04;
+const BPF_JMP: u16 = 0x05;
+const BPF_RET: u16 = 0x06;
+const BPF_H: u16 = 0x08;
+const BPF_B: u16 = 0x10;
+const BPF_ABS: u16 = 0x20;
+const BPF_K: u16 = 0x00;
+const BPF_XOR: u16 = 0xa0;
+const JA: u16 = BPF_JMP;
+const JEQ: u16 = BPF_JMP | 0x10 | BPF_K;
+const JGT: u16 = BPF_JMP | 0x20 | BPF_K;
+const JGE: u16 = BPF_JMP | 0x30 | BPF_K;
+/// Snap length returned on accept: larger than any frame, so nothing is cut.
+const ACCEPT: u32 = 0x0004_0000;
+
+const L_DROP: usize = 0;
+const L_ACCEPT: usize = 1;
+const L_COMMON: usize = 2;
+const L_NACK_LIB: usize = 3;
+const L_PULL: usize = 4;
+const L_CHECK: usize = 5;
+
+fn ld_h(off: u32) -> SockFilter {
+    SockFilter {
+        code: BPF_LD | BPF_H | BPF_ABS,
+        jt: 0,
+        jf: 0,
+        k: off,
+    }
+}
+fn ld_b(off: u32) -> SockFilter {
+    SockFilter {
+        code: BPF_LD | BPF_B | BPF_ABS,
+        jt: 0,
+        jf: 0,
+        k: off,
+    }
+}
+fn ret(k: u32) -> SockFilter {
+    SockFilter {
+        code: BPF_RET | BPF_K,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Target {
+    /// Skip this many following instructions.
+    Next(u8),
+    Label(usize),
+}
+
+/// Minimal two-pass assembler: jumps name labels, resolved in `finish`.
+#[derive(Default)]
+struct Asm {
+    prog: Vec<SockFilter>,
+    fixups: Vec<(usize, Target, Target)>,
+    labels: [Option<usize>; 6],
+}
+
+impl Asm {
+    fn op(&mut self, f: SockFilter) {
+        self.prog.push(f);
+    }
+    fn jump(&mut self, code: u16, k: u32, jt: Target, jf: Target) {
+        self.fixups.push((self.prog.len(), jt, jf));
+        self.prog.push(SockFilter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        });
+    }
+    fn label(&mut self, l: usize) {
+        self.labels[l] = Some(self.prog.len());
+    }
+    fn finish(mut self) -> Vec<SockFilter> {
+        for (at, jt, jf) in std::mem::take(&mut self.fixups) {
+            let off = |t: Target| -> u32 {
+                match t {
+                    Target::Next(n) => n as u32,
+                    Target::Label(l) => {
+                        let dest = self.labels[l].expect("jump to undefined label");
+                        assert!(dest > at, "classic BPF jumps only forward");
+                        (dest - at - 1) as u32
+                    }
+                }
+            };
+            let insn = &mut self.prog[at];
+            if insn.code == JA {
+                insn.k = off(jt);
+            } else {
+                insn.jt = u8::try_from(off(jt)).expect("BPF jump too far");
+                insn.jf = u8::try_from(off(jf)).expect("BPF jump too far");
+            }
+        }
+        self.prog
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ET: u16 = 0x86DF;
+
+    /// Interpreter for the subset of classic BPF the compiler emits,
+    /// following the kernel's rules (out-of-bounds load => return 0).
+    fn run(prog: &[SockFilter], pkt: &[u8]) -> u32 {
+        let (mut a, mut pc) = (0u32, 0usize);
+        loop {
+            let i = prog[pc];
+            pc += 1;
+            match i.code {
+                c if c == BPF_LD | BPF_H | BPF_ABS => {
+                    let k = i.k as usize;
+                    let Some(b) = pkt.get(k..k + 2) else { return 0 };
+                    a = u16::from_be_bytes([b[0], b[1]]) as u32;
+                }
+                c if c == BPF_LD | BPF_B | BPF_ABS => {
+                    let Some(&b) = pkt.get(i.k as usize) else {
+                        return 0;
+                    };
+                    a = b as u32;
+                }
+                c if c == BPF_ALU | BPF_XOR | BPF_K => a ^= i.k,
+                c if c == BPF_RET | BPF_K => return i.k,
+                JA => pc += i.k as usize,
+                JEQ | JGT | JGE => {
+                    let t = match i.code {
+                        JEQ => a == i.k,
+                        JGT => a > i.k,
+                        _ => a >= i.k,
+                    };
+                    pc += if t { i.jt } else { i.jf } as usize;
+                }
+                c => panic!("unexpected opcode {c:#x}"),
+            }
+        }
+    }
+
+    fn frame(t: u8, ep17: u8, b25: u8, b31: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&ET.to_be_bytes());
+        f[16] = t;
+        f[17] = ep17;
+        f[25] = b25;
+        f[31] = b31;
+        f
+    }
+
+    #[test]
+    fn ranges_merge() {
+        assert_eq!(
+            ranges(&[5, 1, 2, 3, 9, 255, 254, 2]),
+            vec![(1, 3), (5, 5), (9, 9), (254, 255)]
+        );
+        assert!(ranges(&[]).is_empty());
+    }
+
+    #[test]
+    fn routes_by_type() {
+        let f = EndpointFilter::new([3], false);
+        let p = f.compile(ET);
+        assert!(run(&p, &frame(37, 3, 0, 0)) > 0, "TINY to 3");
+        assert_eq!(run(&p, &frame(37, 4, 0, 0)), 0, "TINY to 4");
+        assert!(
+            run(&p, &frame(42, 9, 9, 3 ^ 0x80)) > 0,
+            "PULL_REPLY by byte 31"
+        );
+        assert_eq!(
+            run(&p, &frame(42, 3, 3, 3)),
+            0,
+            "PULL_REPLY ignores byte 17"
+        );
+        assert!(run(&p, &frame(45, 9, 9, 0x83)) > 0, "NACK_MCP by byte 31");
+        assert!(run(&p, &frame(44, 9, 3, 9)) > 0, "NACK_LIB by byte 25");
+        assert_eq!(run(&p, &frame(44, 3, 9, 3)), 0);
+        assert_eq!(
+            run(&p, &frame(1, 3, 3, 3)),
+            0,
+            "board frame without board_frames"
+        );
+        assert_eq!(run(&p, &frame(34, 3, 3, 3)), 0, "unknown type");
+        assert_eq!(run(&p, &frame(46, 3, 3, 3)), 0, "unknown type");
+        let mut other = frame(37, 3, 0, 0);
+        other[12] = 0x08;
+        assert_eq!(run(&p, &other), 0, "other EtherType");
+        assert_eq!(run(&p, &frame(37, 3, 0, 0)[..17]), 0, "short frame");
+    }
+
+    #[test]
+    fn board_only_and_empty() {
+        let b = EndpointFilter::new([], true).compile(ET);
+        for t in BOARD_TYPES {
+            assert!(run(&b, &frame(t, 0, 0, 0)) > 0);
+        }
+        assert_eq!(run(&b, &frame(37, 0, 0, 0)), 0);
+        let none = EndpointFilter::default().compile(ET);
+        for t in 0..=255 {
+            assert_eq!(run(&none, &frame(t, 0, 0, 0)), 0);
+        }
+    }
+
+    #[test]
+    fn program_matches_reference_exhaustively() {
+        // Pseudo-random endpoint sets, including all 256 endpoints (the
+        // longest program), against every (type, endpoint byte) combination.
+        let mut seed = 0x1234_5678u32;
+        let mut rnd = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        let mut sets: Vec<Vec<u8>> =
+            vec![vec![], (0..=255).collect(), (0..=255).step_by(2).collect()];
+        for _ in 0..20 {
+            let n = rnd() % 40;
+            sets.push((0..n).map(|_| rnd() as u8).collect());
+        }
+        for eps in sets {
+            for board in [false, true] {
+                let f = EndpointFilter::new(eps.iter().copied(), board);
+                let p = f.compile(ET);
+                assert!(p.len() <= 4096);
+                for t in 0..=50u8 {
+                    for e in 0..=255u8 {
+                        let fr = frame(t, e, e, e);
+                        assert_eq!(
+                            run(&p, &fr) > 0,
+                            f.accepts(ET, &fr),
+                            "t={t} e={e} eps={eps:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

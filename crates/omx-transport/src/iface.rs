@@ -1,0 +1,236 @@
+//! Network interfaces and the rule deciding which ones become Open-MX boards.
+
+use std::io;
+
+use crate::sys;
+
+/// One network interface of the calling thread's network namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    /// Kernel name, e.g. `eth0`.
+    pub name: String,
+    /// Kernel interface index (what AF_PACKET sockets bind to).
+    pub index: u32,
+    /// Hardware address (all zero for `lo`).
+    pub mac: [u8; 6],
+    /// Current MTU: the largest Ethernet payload, header excluded.
+    pub mtu: u32,
+    /// Administratively up (`IFF_UP`).
+    pub up: bool,
+    /// Hardware type is Ethernet (`ARPHRD_ETHER`); excludes `lo`, tunnels, IPoIB...
+    pub ethernet: bool,
+    /// Loopback device (`IFF_LOOPBACK`).
+    pub loopback: bool,
+}
+
+impl Interface {
+    /// Largest whole frame (Ethernet header included) this interface carries.
+    pub fn max_frame_len(&self) -> usize {
+        self.mtu as usize + crate::ETH_HEADER_LEN
+    }
+
+    /// Whether the default (no `OMX_IFACES`) rule attaches this interface.
+    pub fn is_default_board(&self, required_mtu: u32) -> bool {
+        self.up && self.ethernet && !self.loopback && self.mtu >= required_mtu
+    }
+}
+
+/// Lists the interfaces of the calling thread's network namespace in kernel
+/// (ifindex) order.
+///
+/// Uses netlink (via `if_nameindex`) and SIOCGIF* ioctls rather than
+/// `/sys/class/net`: sysfs shows the namespace it was mounted in, which is
+/// wrong for a thread that entered another namespace with `setns`.
+pub fn list_interfaces() -> io::Result<Vec<Interface>> {
+    let ctl = sys::IfCtl::new()?;
+    let mut names = sys::if_nameindex()?;
+    names.sort_by_key(|(i, _)| *i);
+    let mut out = Vec::with_capacity(names.len());
+    for (index, name) in names {
+        // An interface can vanish between the listing and the ioctls; skip it.
+        let facts = (|| {
+            let flags = ctl.flags(&name)?;
+            let mtu = ctl.mtu(&name)?;
+            let (hwtype, mac) = ctl.hwaddr(&name)?;
+            Ok::<_, io::Error>((flags, mtu, hwtype, mac))
+        })();
+        let (flags, mtu, hwtype, mac) = match facts {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => continue,
+            Err(e) => return Err(e),
+        };
+        out.push(Interface {
+            name,
+            index,
+            mac,
+            mtu,
+            up: flags & sys::IFF_UP != 0,
+            ethernet: hwtype == sys::ARPHRD_ETHER,
+            loopback: flags & sys::IFF_LOOPBACK != 0,
+        });
+    }
+    Ok(out)
+}
+
+/// Looks up one interface by name.
+pub fn interface_by_name(name: &str) -> io::Result<Interface> {
+    list_interfaces()?
+        .into_iter()
+        .find(|i| i.name == name)
+        .ok_or_else(|| unknown(name))
+}
+
+fn unknown(name: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no network interface named {name:?}"),
+    )
+}
+
+/// Picks the interfaces to attach as boards, following the original driver's rule.
+///
+/// * `names == None`: every interface that is up, Ethernet, not loopback and
+///   has `mtu >= required_mtu`, in kernel order. Silently skipping the others
+///   is what lets a default configuration run on any machine.
+/// * `names == Some(list)` (from `OMX_IFACES=if1,if2`): exactly those, in
+///   that order, `lo` included. The user asked for them explicitly, so one
+///   that is down or has a small MTU is still attached (it may come up or be
+///   reconfigured later) and only a warning is returned; an unknown name or a
+///   duplicate is an error.
+pub fn select_boards(
+    required_mtu: u32,
+    names: Option<&[String]>,
+) -> io::Result<(Vec<Interface>, Vec<String>)> {
+    let all = list_interfaces()?;
+    select_from(all, required_mtu, names)
+}
+
+/// [`select_boards`] on an explicit interface list (testable without a kernel).
+pub fn select_from(
+    all: Vec<Interface>,
+    required_mtu: u32,
+    names: Option<&[String]>,
+) -> io::Result<(Vec<Interface>, Vec<String>)> {
+    let mut warnings = Vec::new();
+    let Some(names) = names else {
+        let boards = all
+            .into_iter()
+            .filter(|i| i.is_default_board(required_mtu))
+            .collect();
+        return Ok((boards, warnings));
+    };
+    let mut boards: Vec<Interface> = Vec::with_capacity(names.len());
+    for name in names {
+        if boards.iter().any(|b| &b.name == name) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("interface {name:?} listed twice"),
+            ));
+        }
+        let iface = all
+            .iter()
+            .find(|i| &i.name == name)
+            .ok_or_else(|| unknown(name))?;
+        if !iface.up {
+            warnings.push(format!("interface {name} is down; attached anyway"));
+        }
+        if iface.mtu < required_mtu {
+            warnings.push(format!(
+                "interface {name} has MTU {} < required {required_mtu}; large frames will be dropped",
+                iface.mtu
+            ));
+        }
+        boards.push(iface.clone());
+    }
+    Ok((boards, warnings))
+}
+
+/// Parses an `OMX_IFACES`-style list: comma separated, blanks ignored.
+pub fn parse_iface_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// [`select_boards`] with the list taken from the `OMX_IFACES` environment
+/// variable when it is set and non-empty.
+pub fn select_boards_from_env(required_mtu: u32) -> io::Result<(Vec<Interface>, Vec<String>)> {
+    let names = std::env::var("OMX_IFACES")
+        .ok()
+        .map(|v| parse_iface_list(&v))
+        .filter(|l| !l.is_empty());
+    select_boards(required_mtu, names.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iface(
+        name: &str,
+        index: u32,
+        mtu: u32,
+        up: bool,
+        ethernet: bool,
+        loopback: bool,
+    ) -> Interface {
+        Interface {
+            name: name.into(),
+            index,
+            mac: [0; 6],
+            mtu,
+            up,
+            ethernet,
+            loopback,
+        }
+    }
+
+    fn sample() -> Vec<Interface> {
+        vec![
+            iface("lo", 1, 65536, true, false, true),
+            iface("eth0", 2, 1500, true, true, false),
+            iface("eth1", 3, 9000, true, true, false),
+            iface("eth2", 4, 9000, false, true, false),
+            iface("tun0", 5, 9000, true, false, false),
+        ]
+    }
+
+    fn names(v: &[Interface]) -> Vec<&str> {
+        v.iter().map(|i| i.name.as_str()).collect()
+    }
+
+    #[test]
+    fn default_rule() {
+        let (b, w) = select_from(sample(), 1500, None).unwrap();
+        assert_eq!(names(&b), ["eth0", "eth1"]);
+        assert!(w.is_empty());
+        let (b, _) = select_from(sample(), 9000, None).unwrap();
+        assert_eq!(names(&b), ["eth1"]);
+    }
+
+    #[test]
+    fn explicit_list_keeps_order_and_warns() {
+        let list: Vec<String> = ["eth2", "lo", "eth0"].map(String::from).to_vec();
+        let (b, w) = select_from(sample(), 9000, Some(&list)).unwrap();
+        assert_eq!(names(&b), ["eth2", "lo", "eth0"]);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("eth2") && w[0].contains("down"));
+        assert!(w[1].contains("eth0") && w[1].contains("MTU"));
+    }
+
+    #[test]
+    fn unknown_and_duplicate_names_fail() {
+        let e = select_from(sample(), 1500, Some(&["nope".to_string()])).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        let e = select_from(sample(), 1500, Some(&["eth0".into(), "eth0".into()])).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn parse_list() {
+        assert_eq!(parse_iface_list(" eth0, ,lo,"), ["eth0", "lo"]);
+        assert!(parse_iface_list("").is_empty());
+    }
+}

@@ -1,0 +1,37 @@
+//! Raw Ethernet transport of omx: Open-MX frames (EtherType 0x86DF, no IP)
+//! over Linux `AF_PACKET` sockets.
+//!
+//! * [`list_interfaces`] / [`select_boards`]: which interfaces become boards.
+//! * [`PacketSocket`]: one socket per board and process, bound to the
+//!   EtherType, with an [`EndpointFilter`] compiled to classic BPF so the
+//!   kernel only copies frames for this process's endpoints, an mmap RX ring
+//!   handing out frames in place, and batched `sendmmsg` transmission.
+//! * [`netns`]: run code inside a named network namespace (tests, tools).
+//!
+//! All `unsafe` code is in the private `sys` module.
+
+mod filter;
+mod iface;
+pub mod netns;
+mod ring;
+mod socket;
+mod sys;
+
+pub use filter::EndpointFilter;
+pub use iface::{
+    interface_by_name, list_interfaces, parse_iface_list, select_boards, select_boards_from_env,
+    select_from, Interface,
+};
+pub use ring::RingLayout;
+pub use socket::{PacketSocket, SocketOptions, SocketStats};
+
+/// EtherType of Open-MX frames.
+pub const OMX_ETHERTYPE: u16 = 0x86DF;
+/// Destination MAC + source MAC + EtherType.
+pub const ETH_HEADER_LEN: usize = 14;
+
+/// Whether the process runs with effective uid 0 (packet sockets and
+/// namespace setup need CAP_NET_RAW / CAP_NET_ADMIN; tests skip otherwise).
+pub fn is_root() -> bool {
+    sys::geteuid() == 0
+}

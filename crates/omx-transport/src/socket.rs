@@ -1,0 +1,455 @@
+//! The AF_PACKET socket of one board: receive through an mmap ring (or
+//! `recvmmsg`), send in `sendmmsg` batches.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use crate::filter::EndpointFilter;
+use crate::iface::Interface;
+use crate::ring::{self, RingLayout, RxCounters, RxRing};
+use crate::sys::{self, RecvBatch, SendBatch};
+
+/// Tuning knobs of a [`PacketSocket`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SocketOptions {
+    /// Approximate size of the mmap RX ring; 0 = no ring, receive with `recvmmsg`.
+    pub rx_ring_bytes: usize,
+    /// Send with `PACKET_QDISC_BYPASS`: skip the qdisc layer (lower latency, no
+    /// traffic shaping; a full device queue then shows as `ENOBUFS`, which is retried).
+    pub qdisc_bypass: bool,
+    /// `SO_BUSY_POLL` microseconds (0 = off). Setting it may need
+    /// CAP_NET_ADMIN; refusal (`EPERM`) is ignored.
+    pub busy_poll_us: u32,
+    /// Frames queued by `queue_send` before an automatic flush.
+    pub send_batch: usize,
+    /// Frames fetched per `recvmmsg` call (non-ring path).
+    pub recv_batch: usize,
+    /// `SO_RCVBUF` / `SO_SNDBUF` request in bytes (forced past the sysctl
+    /// caps when privileged); 0 leaves the system defaults.
+    pub socket_buf_bytes: usize,
+    /// Also deliver frames addressed to another MAC (`PACKET_OTHERHOST`).
+    /// Off by default: they only arrive through bridge flooding or
+    /// promiscuous mode, and a NIC would have dropped them. Always on for
+    /// loopback interfaces, where no other host exists.
+    pub accept_other_host: bool,
+}
+
+impl Default for SocketOptions {
+    fn default() -> Self {
+        SocketOptions {
+            rx_ring_bytes: 8 << 20,
+            qdisc_bypass: false,
+            busy_poll_us: 0,
+            send_batch: 64,
+            recv_batch: 64,
+            socket_buf_bytes: 4 << 20,
+            accept_other_host: false,
+        }
+    }
+}
+
+/// Counters of a [`PacketSocket`]; kernel ones are cumulative since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SocketStats {
+    /// Frames the kernel passed to this socket after filtering (`PACKET_STATISTICS`
+    /// `tp_packets`, which includes the kernel drops).
+    pub packets: u64,
+    /// Frames lost on receive: `kernel_drops + truncated`.
+    pub drops: u64,
+    /// Frames the kernel dropped for lack of ring or buffer space.
+    pub kernel_drops: u64,
+    /// Frames longer than the receive slot (ring slot or recvmmsg buffer),
+    /// discarded rather than handed out cut.
+    pub truncated: u64,
+    /// Frames given to `recv_batch` callbacks.
+    pub frames_received: u64,
+    /// Frames accepted by the kernel for sending.
+    pub frames_sent: u64,
+    /// `sendmmsg` calls that hit `EAGAIN`/`ENOBUFS` and were retried.
+    pub send_retries: u64,
+    /// Frames the kernel refused outright (e.g. `EMSGSIZE`, `ENETDOWN`); dropped.
+    pub send_errors: u64,
+    /// Received frames not handed out: our own echoed transmissions, frames for other hosts.
+    pub skipped: u64,
+}
+
+enum Rx {
+    Ring(RxRing),
+    Mmsg(RecvBatch),
+}
+
+/// An AF_PACKET `SOCK_RAW` socket bound to one interface and one EtherType.
+///
+/// Not `Sync`: one thread drives it (receive and send take `&mut self`).
+pub struct PacketSocket {
+    fd: OwnedFd,
+    iface: Interface,
+    ethertype: u16,
+    rx: Rx,
+    tx: SendBatch,
+    rxc: RxCounters,
+    accept_other_host: bool,
+    sent: u64,
+    send_retries: u64,
+    send_errors: u64,
+    kernel_packets: u64,
+    kernel_drops: u64,
+}
+
+/// Give up a flush after this long without the kernel taking a single frame;
+/// the frames stay queued, so a later `flush` resumes where this one stopped.
+const SEND_STALL_LIMIT: Duration = Duration::from_secs(5);
+
+/// Extra bytes on receive buffers beyond MTU + header, so that a frame a
+/// little too large (e.g. a VLAN tag) is still seen whole.
+const RX_SLACK: usize = 4;
+
+impl PacketSocket {
+    /// Opens a socket on `iface` for `ethertype` frames with no filter (all
+    /// frames of the EtherType). See [`PacketSocket::open_filtered`].
+    pub fn open(
+        iface: &Interface,
+        ethertype: u16,
+        opts: &SocketOptions,
+    ) -> io::Result<PacketSocket> {
+        Self::open_filtered(iface, ethertype, opts, None)
+    }
+
+    /// Opens a socket whose filter is in place before the first frame can be
+    /// queued: the socket is created with protocol 0 (receives nothing),
+    /// configured, and only then bound to the EtherType and interface.
+    ///
+    /// Other EtherTypes (IP...) never reach the socket. Frames we send come
+    /// back to packet sockets of the sending host as `PACKET_OUTGOING`; they
+    /// are suppressed with `PACKET_IGNORE_OUTGOING` and skipped anyway if seen.
+    /// If the RX ring cannot be set up (memory, old kernel) the socket falls
+    /// back to `recvmmsg`; [`PacketSocket::uses_ring`] tells which.
+    pub fn open_filtered(
+        iface: &Interface,
+        ethertype: u16,
+        opts: &SocketOptions,
+        filter: Option<&EndpointFilter>,
+    ) -> io::Result<PacketSocket> {
+        let slot = iface.max_frame_len() + RX_SLACK;
+        let mut fd = Self::configured_fd(ethertype, opts, filter)?;
+        let mut rx = None;
+        if opts.rx_ring_bytes > 0 {
+            match RxRing::setup(
+                fd.as_raw_fd(),
+                RingLayout::for_mtu(iface.mtu, opts.rx_ring_bytes),
+            ) {
+                Ok(r) => rx = Some(Rx::Ring(r)),
+                // A half-configured ring cannot be undone portably: start over.
+                Err(_) => fd = Self::configured_fd(ethertype, opts, filter)?,
+            }
+        }
+        let rx = rx.unwrap_or_else(|| Rx::Mmsg(RecvBatch::new(opts.recv_batch.max(1), slot)));
+        sys::bind_packet(fd.as_raw_fd(), iface.index, ethertype)?;
+        Ok(PacketSocket {
+            fd,
+            iface: iface.clone(),
+            ethertype,
+            rx,
+            tx: SendBatch::new(opts.send_batch.max(1), iface.max_frame_len()),
+            rxc: RxCounters::default(),
+            accept_other_host: opts.accept_other_host || iface.loopback,
+            sent: 0,
+            send_retries: 0,
+            send_errors: 0,
+            kernel_packets: 0,
+            kernel_drops: 0,
+        })
+    }
+
+    fn configured_fd(
+        ethertype: u16,
+        opts: &SocketOptions,
+        filter: Option<&EndpointFilter>,
+    ) -> io::Result<OwnedFd> {
+        let fd = sys::packet_socket()?;
+        let raw = fd.as_raw_fd();
+        // Best effort: kernels before 4.20 lack it; received OUTGOING frames are skipped anyway.
+        let _ = sys::setsockopt_int(raw, sys::SOL_PACKET, sys::PACKET_IGNORE_OUTGOING, 1);
+        if let Some(f) = filter {
+            sys::attach_filter(raw, &f.compile(ethertype))?;
+        }
+        if opts.socket_buf_bytes > 0 {
+            let n = opts.socket_buf_bytes.min(i32::MAX as usize) as libc::c_int;
+            for (force, plain) in [
+                (sys::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+                (sys::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+            ] {
+                // FORCE needs CAP_NET_ADMIN; otherwise the sysctl cap applies.
+                if sys::setsockopt_int(raw, libc::SOL_SOCKET, force, n).is_err() {
+                    let _ = sys::setsockopt_int(raw, libc::SOL_SOCKET, plain, n);
+                }
+            }
+        }
+        if opts.qdisc_bypass {
+            match sys::setsockopt_int(raw, sys::SOL_PACKET, sys::PACKET_QDISC_BYPASS, 1) {
+                Err(e) if e.raw_os_error() != Some(libc::ENOPROTOOPT) => return Err(e),
+                _ => {}
+            }
+        }
+        if opts.busy_poll_us > 0 {
+            let v = opts.busy_poll_us.min(i32::MAX as u32) as libc::c_int;
+            match sys::setsockopt_int(raw, libc::SOL_SOCKET, sys::SO_BUSY_POLL, v) {
+                Err(e) if e.raw_os_error() != Some(libc::EPERM) => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(fd)
+    }
+
+    /// Installs (`Some`) or removes (`None`: accept every frame of the
+    /// EtherType) the endpoint filter. The swap is atomic in the kernel;
+    /// frames already queued were judged by the previous filter
+    /// ([`EndpointFilter::accepts`] can re-check them).
+    pub fn set_filter(&self, filter: Option<&EndpointFilter>) -> io::Result<()> {
+        match filter {
+            Some(f) => sys::attach_filter(self.fd.as_raw_fd(), &f.compile(self.ethertype)),
+            None => sys::detach_filter(self.fd.as_raw_fd()),
+        }
+    }
+
+    /// Receives up to `max` frames without blocking, calling `f` with each
+    /// whole Ethernet frame. On the ring path the slice is the ring slot
+    /// itself (zero copy), valid only during the call. Returns the count.
+    #[inline]
+    pub fn recv_batch(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> io::Result<usize> {
+        let aoh = self.accept_other_host;
+        match &mut self.rx {
+            Rx::Ring(r) => Ok(r.drain(max, aoh, &mut self.rxc, f)),
+            Rx::Mmsg(b) => {
+                let fd = self.fd.as_raw_fd();
+                let mut n = 0;
+                while n < max {
+                    let want = (max - n).min(b.capacity());
+                    let got = b.recv(fd, want)?;
+                    for i in 0..got {
+                        let (frame, pkttype, truncated) = b.frame(i);
+                        if truncated {
+                            self.rxc.truncated += 1;
+                        } else if !ring::wanted(pkttype, aoh) {
+                            self.rxc.skipped += 1;
+                        } else {
+                            f(frame);
+                            n += 1;
+                        }
+                    }
+                    if got < want {
+                        break;
+                    }
+                }
+                self.rxc.received += n as u64;
+                Ok(n)
+            }
+        }
+    }
+
+    /// Queues one frame of `len` bytes (Ethernet header included) written by
+    /// `fill` into the send batch, flushing first if the batch is full and
+    /// right after if this frame fills it. `len` may not exceed MTU + 14.
+    #[inline]
+    pub fn queue_send(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> io::Result<()> {
+        if len > self.tx.slot_size() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "frame of {len} bytes exceeds {} (MTU {} + header)",
+                    self.tx.slot_size(),
+                    self.iface.mtu
+                ),
+            ));
+        }
+        if self.tx.is_full() {
+            self.flush()?;
+        }
+        fill(self.tx.push(len));
+        if self.tx.is_full() {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Sends every queued frame with as few `sendmmsg` calls as possible.
+    ///
+    /// `EAGAIN`/`ENOBUFS` (socket buffer or device queue full) are waited out
+    /// and retried, so frames are not lost to transient congestion. A frame
+    /// the kernel rejects outright is dropped (counted in `send_errors`), the
+    /// rest still go out, and the first such error is returned. If no frame
+    /// is accepted for 5 s, returns `TimedOut` with the frames still queued.
+    pub fn flush(&mut self) -> io::Result<()> {
+        let fd = self.fd.as_raw_fd();
+        let mut first_err = None;
+        let mut stalled_since: Option<Instant> = None;
+        let mut spins = 0u32;
+        while self.tx.pending() > 0 {
+            match self.tx.send(fd) {
+                Ok(n) => {
+                    self.sent += n as u64;
+                    stalled_since = None;
+                    spins = 0;
+                }
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EINTR) => {}
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
+                        self.send_retries += 1;
+                        let since = *stalled_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() > SEND_STALL_LIMIT {
+                            return Err(io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                "send stalled; frames kept queued",
+                            ));
+                        }
+                        if e.raw_os_error() == Some(libc::EAGAIN) {
+                            // Socket send buffer full: it signals POLLOUT when space frees.
+                            sys::poll_fd(fd, libc::POLLOUT, Some(Duration::from_millis(1)))?;
+                        } else {
+                            // Device queue full: nothing to poll on; yield, then back off.
+                            spins += 1;
+                            if spins < 16 {
+                                std::thread::yield_now();
+                            } else {
+                                std::thread::sleep(Duration::from_micros(50));
+                            }
+                        }
+                    }
+                    _ => {
+                        self.send_errors += 1;
+                        self.tx.advance(1);
+                        first_err.get_or_insert(e);
+                    }
+                },
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Queues `frame` and flushes.
+    pub fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        self.queue_send(frame.len(), |b| b.copy_from_slice(frame))?;
+        self.flush()
+    }
+
+    /// The socket descriptor, for poll/epoll (readable = a frame is waiting).
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Whether a frame is waiting, without a syscall on the ring path (on
+    /// the `recvmmsg` path, a zero-timeout poll).
+    pub fn readable(&self) -> io::Result<bool> {
+        match &self.rx {
+            Rx::Ring(r) => Ok(r.ready()),
+            Rx::Mmsg(_) => Ok(sys::poll_fd(self.fd(), libc::POLLIN, Some(Duration::ZERO))? != 0),
+        }
+    }
+
+    /// Blocks until a frame is readable or `timeout` passes (`None` = forever).
+    /// May report a frame that `recv_batch` then skips (e.g. one of ours).
+    /// A pending socket error (e.g. `ENETDOWN`) is returned and cleared.
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        if let Rx::Ring(r) = &self.rx {
+            if r.ready() {
+                return Ok(true);
+            }
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let ev = sys::poll_fd(self.fd(), libc::POLLIN, left)?;
+            if ev & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                if let Some(e) = sys::take_socket_error(self.fd())? {
+                    return Err(e);
+                }
+            }
+            match &self.rx {
+                Rx::Mmsg(_) => return Ok(ev & libc::POLLIN != 0),
+                Rx::Ring(r) if r.ready() => return Ok(true),
+                Rx::Ring(_) => {
+                    if ev == 0 || deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kernel `PACKET_STATISTICS` (which the kernel resets on every read, so
+    /// they are accumulated here) plus this socket's own counters.
+    pub fn stats(&mut self) -> io::Result<SocketStats> {
+        let (packets, drops) = sys::packet_stats(self.fd())?;
+        self.kernel_packets += packets as u64;
+        self.kernel_drops += drops as u64;
+        Ok(SocketStats {
+            packets: self.kernel_packets,
+            drops: self.kernel_drops + self.rxc.truncated,
+            kernel_drops: self.kernel_drops,
+            truncated: self.rxc.truncated,
+            frames_received: self.rxc.received,
+            frames_sent: self.sent,
+            send_retries: self.send_retries,
+            send_errors: self.send_errors,
+            skipped: self.rxc.skipped,
+        })
+    }
+
+    /// The interface this socket is bound to (as it was at open time).
+    pub fn interface(&self) -> &Interface {
+        &self.iface
+    }
+
+    pub fn ethertype(&self) -> u16 {
+        self.ethertype
+    }
+
+    /// Whether receive uses the mmap ring (else `recvmmsg`).
+    pub fn uses_ring(&self) -> bool {
+        matches!(self.rx, Rx::Ring(_))
+    }
+
+    /// Geometry of the RX ring, if one is in use.
+    pub fn ring_layout(&self) -> Option<RingLayout> {
+        match &self.rx {
+            Rx::Ring(r) => Some(r.layout()),
+            Rx::Mmsg(_) => None,
+        }
+    }
+
+    /// Frames queued and not yet flushed.
+    pub fn pending_sends(&self) -> usize {
+        self.tx.pending()
+    }
+}
+
+impl Drop for PacketSocket {
+    /// Best-effort flush so frames queued just before closing still leave.
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+impl AsRawFd for PacketSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for PacketSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl std::fmt::Debug for PacketSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PacketSocket")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("iface", &self.iface.name)
+            .field("ethertype", &format_args!("{:#06x}", self.ethertype))
+            .field("ring", &self.ring_layout())
+            .finish()
+    }
+}

@@ -1,0 +1,418 @@
+//! Frames over real veth links and `lo` inside namespaces, on both receive
+//! paths (mmap ring and recvmmsg).
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{assert_quiet, both_paths, frame, recv_frames, seq_of, skip, Hosts, BROADCAST};
+use omx_transport::{EndpointFilter, PacketSocket, SocketOptions, OMX_ETHERTYPE};
+
+const T: Duration = Duration::from_secs(5);
+const QUIET: Duration = Duration::from_millis(100);
+const TINY: u8 = 37;
+
+fn mac(s: &PacketSocket) -> [u8; 6] {
+    s.interface().mac
+}
+
+/// Sends `sizes` frames a -> b and b -> a; checks they arrive byte-identical.
+fn exchange(a: &mut PacketSocket, b: &mut PacketSocket, sizes: &[usize], what: &str) {
+    one_way(a, b, sizes, &format!("{what} a->b"));
+    one_way(b, a, sizes, &format!("{what} b->a"));
+}
+
+fn one_way(tx: &mut PacketSocket, rx: &mut PacketSocket, sizes: &[usize], what: &str) {
+    let sent: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| frame(mac(rx), mac(tx), OMX_ETHERTYPE, TINY, len, i as u32))
+        .collect();
+    for f in &sent {
+        tx.send(f).unwrap();
+    }
+    let got = recv_frames(rx, sent.len(), T);
+    assert_eq!(got.len(), sent.len(), "{what}: frames lost");
+    for (g, s) in got.iter().zip(&sent) {
+        assert!(
+            g == s,
+            "{what}: {}-byte frame differs (got {} bytes)",
+            s.len(),
+            g.len()
+        );
+    }
+    // The sender does not see its own frames.
+    assert_quiet(tx, QUIET, &format!("{what}: sender"));
+}
+
+#[test]
+fn frames_cross_veth_byte_identical_mtu9000() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    for (path, opts) in both_paths() {
+        let mut a = h.open(0, "omx0", &opts, None);
+        let mut b = h.open(1, "omx0", &opts, None);
+        assert_eq!(a.uses_ring(), path == "ring");
+        exchange(&mut a, &mut b, &[60, 1500, 9000, 9014], path);
+        let st = b.stats().unwrap();
+        assert_eq!(
+            (st.frames_received, st.frames_sent, st.drops),
+            (4, 4, 0),
+            "{path}: {st:?}"
+        );
+        // One byte over MTU + header cannot be queued.
+        let err = a.queue_send(9015, |_| {}).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    }
+}
+
+#[test]
+fn max_frames_cross_veth_mtu65535() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 65535);
+    for (path, opts) in both_paths() {
+        let mut a = h.open(0, "omx0", &opts, None);
+        let mut b = h.open(1, "omx0", &opts, None);
+        exchange(&mut a, &mut b, &[65535 + 14, 60, 32768, 65535 + 14], path);
+        assert_eq!(b.stats().unwrap().drops, 0);
+    }
+}
+
+#[test]
+fn other_ethertypes_and_ip_are_not_received() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    for (path, opts) in both_paths() {
+        let mut rx = h.open(1, "omx0", &opts, None);
+        let dst = mac(&rx);
+        // A sender per foreign EtherType (the socket's type only selects what it receives).
+        for et in [0x0800u16, 0x86DD, 0x0806, 0x88B5] {
+            let mut tx = h.open_type(0, "omx0", et, &opts, None);
+            tx.send(&frame(dst, mac(&tx), et, TINY, 100, 7)).unwrap();
+        }
+        let mut tx = h.open(0, "omx0", &opts, None);
+        tx.send(&frame(dst, mac(&tx), OMX_ETHERTYPE, TINY, 100, 42))
+            .unwrap();
+        let got = recv_frames(&mut rx, 1, T);
+        assert_eq!(got.len(), 1, "{path}");
+        assert_eq!(seq_of(&got[0]), 42, "{path}");
+        assert_quiet(&mut rx, QUIET, path);
+    }
+    // Real IP traffic on the link does not reach the socket either.
+    let mut rx = h.open(1, "omx0", &SocketOptions::default(), None);
+    h.ip(0, "addr add 192.0.2.1/24 dev omx0");
+    h.ip(1, "addr add 192.0.2.2/24 dev omx0");
+    // ARP + IPv4/UDP between the hosts, checked to arrive.
+    let server =
+        omx_transport::netns::run_in(&h.ns(1), || std::net::UdpSocket::bind("192.0.2.2:7000"))
+            .unwrap()
+            .unwrap();
+    server.set_read_timeout(Some(T)).unwrap();
+    omx_transport::netns::run_in(&h.ns(0), || {
+        let c = std::net::UdpSocket::bind("192.0.2.1:0").unwrap();
+        for _ in 0..3 {
+            c.send_to(b"not omx", "192.0.2.2:7000").unwrap();
+        }
+    })
+    .unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(server.recv(&mut buf).unwrap(), 7, "UDP over the test link");
+    assert_quiet(&mut rx, QUIET, "IP traffic");
+    assert_eq!(rx.stats().unwrap().packets, 0);
+}
+
+/// Frame with type `t` and the given bytes at 17, 25, 31.
+fn typed(dst: [u8; 6], src: [u8; 6], t: u8, b17: u8, b25: u8, b31: u8, seq: u32) -> Vec<u8> {
+    let mut f = frame(dst, src, OMX_ETHERTYPE, t, 64, seq);
+    f[17] = b17;
+    f[25] = b25;
+    f[31] = b31;
+    f
+}
+
+#[test]
+fn endpoint_filter_routes_frames() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    for (path, opts) in both_paths() {
+        let mut ep3 = h.open(1, "omx0", &opts, Some(EndpointFilter::new([3], false)));
+        let mut ep5b = h.open(1, "omx0", &opts, Some(EndpointFilter::new([5, 6, 7], true)));
+        let mut all = h.open(1, "omx0", &opts, None);
+        let mut none = h.open(1, "omx0", &opts, Some(EndpointFilter::new([], false)));
+        let mut tx = h.open(0, "omx0", &opts, None);
+        let (d, s) = (mac(&all), mac(&tx));
+        let frames = [
+            typed(d, s, TINY, 3, 0, 0, 1),      // -> ep 3
+            typed(d, s, TINY, 5, 3, 3, 2),      // -> ep 5
+            typed(d, s, 1, 3, 3, 3, 3),         // RAW board frame
+            typed(d, s, 42, 5, 5, 3 ^ 0x80, 4), // PULL_REPLY -> ep 3 (byte 31)
+            typed(d, s, 44, 3, 6, 3, 5),        // NACK_LIB -> ep 6 (byte 25)
+            typed(d, s, 45, 3, 3, 7 ^ 0x80, 6), // NACK_MCP -> ep 7 (byte 31)
+            typed(d, s, 3, 0, 0, 0, 7),         // HOST_QUERY board frame
+            typed(d, s, 40, 9, 9, 9, 8),        // RNDV -> ep 9: nobody filtering
+        ];
+        for f in &frames {
+            tx.queue_send(f.len(), |b| b.copy_from_slice(f)).unwrap();
+        }
+        tx.flush().unwrap();
+        let seqs = |s: &mut PacketSocket, n| -> Vec<u32> {
+            recv_frames(s, n, T).iter().map(|f| seq_of(f)).collect()
+        };
+        assert_eq!(seqs(&mut ep3, 2), [1, 4], "{path}: ep 3");
+        assert_eq!(
+            seqs(&mut ep5b, 5),
+            [2, 3, 5, 6, 7],
+            "{path}: ep 5-7 + board"
+        );
+        assert_eq!(
+            seqs(&mut all, 8),
+            [1, 2, 3, 4, 5, 6, 7, 8],
+            "{path}: unfiltered"
+        );
+        for (s, what) in [
+            (&mut ep3, "ep3"),
+            (&mut ep5b, "ep5b"),
+            (&mut all, "all"),
+            (&mut none, "none"),
+        ] {
+            assert_quiet(s, QUIET, &format!("{path}: {what}"));
+        }
+
+        // Filters can be swapped and removed on an open socket.
+        ep3.set_filter(Some(&EndpointFilter::new([9], false)))
+            .unwrap();
+        tx.send(&frames[0]).unwrap();
+        tx.send(&frames[7]).unwrap();
+        assert_eq!(seqs(&mut ep3, 1), [8], "{path}: after set_filter");
+        ep3.set_filter(None).unwrap();
+        tx.send(&frames[2]).unwrap();
+        assert_eq!(seqs(&mut ep3, 1), [3], "{path}: no filter");
+        // Frames the kernel filtered out were never counted for the socket.
+        assert_eq!(none.stats().unwrap().packets, 0, "{path}");
+    }
+}
+
+/// 10,000 frames of mixed sizes, sent in `queue_send` batches with a window
+/// of 256 frames in flight (the receiver publishes its progress), all received
+/// in order and intact.
+fn stream(h: &Hosts, opts: &SocketOptions, what: &str) {
+    const N: u32 = 10_000;
+    const WINDOW: u64 = 256;
+    let mut tx = h.open(0, "omx0", opts, None);
+    let mut rx = h.open(1, "omx0", opts, None);
+    let (dst, src) = (mac(&rx), mac(&tx));
+    let progress = Arc::new(AtomicU64::new(0));
+    let p = progress.clone();
+    let receiver = std::thread::spawn(move || {
+        let mut next = 0u32;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while next < N && Instant::now() < deadline {
+            rx.wait_readable(Some(Duration::from_millis(100))).unwrap();
+            rx.recv_batch(64, |f| {
+                let seq = seq_of(f);
+                assert_eq!(seq, next, "out of order or lost");
+                assert_eq!(f.len(), len_of(seq));
+                assert!(
+                    *f == frame(dst, src, OMX_ETHERTYPE, TINY, f.len(), seq)[..],
+                    "frame {seq} corrupted"
+                );
+                next += 1;
+            })
+            .unwrap();
+            p.store(next as u64, Ordering::Release);
+        }
+        (next, rx.stats().unwrap())
+    });
+    fn len_of(seq: u32) -> usize {
+        [60, 1514, 9014, 4000, 128][seq as usize % 5]
+    }
+    let mut f = vec![0u8; 9014];
+    for seq in 0..N {
+        while seq as u64 >= progress.load(Ordering::Acquire) + WINDOW {
+            if receiver.is_finished() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let len = len_of(seq);
+        f[..len].copy_from_slice(&frame(dst, src, OMX_ETHERTYPE, TINY, len, seq));
+        tx.queue_send(len, |b| b.copy_from_slice(&f[..len]))
+            .unwrap();
+        if seq % 32 == 31 {
+            tx.flush().unwrap();
+        }
+    }
+    tx.flush().unwrap();
+    let (got, rst) = receiver.join().unwrap();
+    assert_eq!(got, N, "{what}: received {got} of {N}; rx {rst:?}");
+    let tst = tx.stats().unwrap();
+    assert_eq!(tst.frames_sent, N as u64, "{what}: {tst:?}");
+    assert_eq!(
+        (rst.frames_received, rst.drops),
+        (N as u64, 0),
+        "{what}: {rst:?}"
+    );
+}
+
+#[test]
+fn batch_of_10000_frames_ring() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    stream(&h, &common::ring_opts(), "ring");
+    let bypass = SocketOptions {
+        qdisc_bypass: true,
+        busy_poll_us: 50,
+        ..common::ring_opts()
+    };
+    stream(&h, &bypass, "ring+bypass");
+}
+
+#[test]
+fn batch_of_10000_frames_recvmmsg() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    stream(&h, &common::mmsg_opts(), "recvmmsg");
+}
+
+#[test]
+fn loopback_delivers_each_frame_once() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(1, 9000);
+    for (path, opts) in both_paths() {
+        let mut a = h.open(0, "lo", &opts, None);
+        let mut b = h.open(0, "lo", &opts, None);
+        assert!(a.interface().loopback);
+        let mut sent = Vec::new();
+        for seq in 0..100 {
+            // Sent on lo, a frame comes back once as incoming traffic (to
+            // every socket on lo, the sender included); the PACKET_OUTGOING
+            // copy must not show up as a second one.
+            let f = frame(
+                [0; 6],
+                [0; 6],
+                OMX_ETHERTYPE,
+                TINY,
+                60 + seq * 500,
+                seq as u32,
+            );
+            a.send(&f).unwrap();
+            sent.push(f);
+        }
+        for (s, who) in [(&mut b, "peer"), (&mut a, "sender")] {
+            let got = recv_frames(s, 200, Duration::from_millis(500));
+            assert_eq!(got.len(), 100, "{path} {who}");
+            assert!(got == sent, "{path} {who}: frames differ");
+        }
+        let st = a.stats().unwrap();
+        assert_eq!(
+            (st.frames_sent, st.frames_received, st.drops),
+            (100, 100, 0),
+            "{path} {st:?}"
+        );
+    }
+}
+
+#[test]
+fn bridge_unicast_reaches_only_its_host() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(3, 1500);
+    let opts = SocketOptions::default();
+    let mut tx = h.open(0, "omx0", &opts, None);
+    let mut h1 = h.open(1, "omx0", &opts, None);
+    let mut h2 = h.open(2, "omx0", &opts, None);
+    // Before the bridge learns h2's MAC it floods: h1 must skip those frames.
+    for seq in 0..20 {
+        tx.send(&frame(mac(&h2), mac(&tx), OMX_ETHERTYPE, TINY, 100, seq))
+            .unwrap();
+    }
+    assert_eq!(recv_frames(&mut h2, 20, T).len(), 20);
+    assert_quiet(&mut h1, QUIET, "bystander");
+    assert!(
+        h1.stats().unwrap().skipped > 0,
+        "flooded frames were seen and skipped"
+    );
+    tx.send(&frame(BROADCAST, mac(&tx), OMX_ETHERTYPE, 3, 60, 99))
+        .unwrap();
+    assert_eq!(seq_of(&recv_frames(&mut h1, 1, T)[0]), 99);
+    assert_eq!(seq_of(&recv_frames(&mut h2, 1, T)[0]), 99);
+}
+
+#[test]
+fn oversized_frames_count_as_drops() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 1500);
+    for (path, opts) in both_paths() {
+        // Receive slots sized for MTU 1500, then the link grows to 9000.
+        let mut rx = h.open(1, "omx0", &opts, None);
+        h.ip(0, "link set omx0 mtu 9000");
+        h.ip(1, "link set omx0 mtu 9000");
+        let mut tx = h.open(0, "omx0", &opts, None);
+        let dst = mac(&rx);
+        tx.send(&frame(dst, mac(&tx), OMX_ETHERTYPE, TINY, 9014, 1))
+            .unwrap();
+        tx.send(&frame(dst, mac(&tx), OMX_ETHERTYPE, TINY, 1514, 2))
+            .unwrap();
+        let got = recv_frames(&mut rx, 2, Duration::from_millis(500));
+        assert_eq!(
+            got.iter().map(|f| seq_of(f)).collect::<Vec<_>>(),
+            [2],
+            "{path}: big frame not cut"
+        );
+        let st = rx.stats().unwrap();
+        assert_eq!((st.truncated, st.drops), (1, 1), "{path}: {st:?}");
+        h.ip(0, "link set omx0 mtu 1500");
+        h.ip(1, "link set omx0 mtu 1500");
+    }
+}
+
+#[test]
+fn wait_readable_times_out_and_wakes() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    for (path, opts) in both_paths() {
+        let mut rx = h.open(1, "omx0", &opts, None);
+        let mut tx = h.open(0, "omx0", &opts, None);
+        let t0 = Instant::now();
+        assert!(
+            !rx.wait_readable(Some(Duration::from_millis(50))).unwrap(),
+            "{path}"
+        );
+        assert!(
+            t0.elapsed() >= Duration::from_millis(45),
+            "{path}: returned early"
+        );
+        assert!(!rx.readable().unwrap());
+        let f = frame(mac(&rx), mac(&tx), OMX_ETHERTYPE, TINY, 60, 5);
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            tx.send(&f).unwrap();
+        });
+        assert!(rx.wait_readable(None).unwrap(), "{path}");
+        assert!(rx.readable().unwrap());
+        assert_eq!(rx.recv_batch(16, |f| assert_eq!(seq_of(f), 5)).unwrap(), 1);
+        assert_eq!(rx.recv_batch(16, |_| panic!("no more")).unwrap(), 0);
+        sender.join().unwrap();
+    }
+}
