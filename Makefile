@@ -3,15 +3,19 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build demo test test-rust lint soak-sim fuzz bench-engine install clean
+.PHONY: all build demo demo-sim test test-rust lint soak-sim fuzz bench-engine install clean
 
 all: build
 
 build:
 	$(CARGO) build --release --workspace
 
-## The main job: two hosts exchanging messages (simulated until the packet transport lands).
+## The main job: two hosts (network namespaces, veth) ping-pong 0 B to 4 MiB with omx_perf.
 demo: build
+	scripts/demo.sh
+
+## The protocol alone: two simulated hosts, no network needed.
+demo-sim: build
 	$(RELEASE_DIR)/omx-sim-pingpong -N 100
 
 ## Every test: unit, property, simulation, fault-injection and hostile-input tests.
@@ -41,7 +45,9 @@ bench-engine:
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 755 $(RELEASE_DIR)/omx-sim-pingpong $(RELEASE_DIR)/omx-sim-soak $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(RELEASE_DIR)/omx_info $(RELEASE_DIR)/omx_perf $(RELEASE_DIR)/omx_counters \
+		$(RELEASE_DIR)/omx_endpoint_info $(RELEASE_DIR)/omx_hostname \
+		$(RELEASE_DIR)/omx-sim-pingpong $(RELEASE_DIR)/omx-sim-soak $(DESTDIR)$(PREFIX)/bin/
 
 clean:
 	$(CARGO) clean

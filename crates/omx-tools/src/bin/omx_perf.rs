@@ -146,13 +146,45 @@ impl Buffers {
     }
 }
 
-fn fill(buf: &mut [u8], len: u32, iter: u32) {
-    let mut x = (len as u64) << 32 | iter as u64 | 1;
-    for b in buf.iter_mut() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
+/// Check pattern: a per-length random base (made once) with a per-iteration stamp every
+/// 4 KiB, so stale or misplaced data is caught while checking costs only a memcmp.
+struct Pattern {
+    base: Vec<u8>,
+}
+
+impl Pattern {
+    fn new(len: u32) -> Self {
+        let mut x = (len as u64) << 32 | 0x9E37_79B9;
+        let base = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        Pattern { base }
+    }
+
+    fn write(&self, buf: &mut [u8], iter: u32) {
+        buf[..self.base.len()].copy_from_slice(&self.base);
+        Self::stamp(&mut buf[..self.base.len()], iter);
+    }
+
+    fn stamp(buf: &mut [u8], iter: u32) {
+        let len = buf.len();
+        for k in (0..len).step_by(4096) {
+            let v = (iter.wrapping_mul(2_654_435_761) ^ k as u32).to_le_bytes();
+            let n = 4.min(len - k);
+            buf[k..k + n].copy_from_slice(&v[..n]);
+        }
+    }
+
+    fn matches(&self, got: &[u8], iter: u32, scratch: &mut Vec<u8>) -> bool {
+        scratch.clear();
+        scratch.extend_from_slice(&self.base);
+        Self::stamp(scratch, iter);
+        got == &scratch[..]
     }
 }
 
@@ -243,20 +275,20 @@ fn server(a: &Args, io: &Io) {
         let lengths = p.lengths();
         let max = lengths.iter().copied().max().unwrap_or(0) as usize;
         let mut bufs = Buffers::new(max, a.aligned);
+        let mut scratch = Vec::new();
         for &len in &lengths {
             let reply_len = if p.unidir != 0 { 0 } else { len };
+            let (pat, reply_pat) = (Pattern::new(len), Pattern::new(reply_len));
             for i in 0..p.warmup + p.iter {
                 let seg = bufs.recv_seg(len as usize);
                 let r = io.recv(seg, 0, 0);
                 let st = io.finish(r);
                 io.check_ok(st, "receive");
                 if p.check != 0 {
-                    let mut expect = vec![0u8; len as usize];
-                    fill(&mut expect, len, i);
-                    if bufs.recv_bytes(len as usize) != &expect[..] {
+                    if !pat.matches(bufs.recv_bytes(len as usize), i, &mut scratch) {
                         die(&format!("data mismatch at length {len}, iteration {i}"));
                     }
-                    fill(&mut bufs.send[bufs.offset..bufs.offset + reply_len as usize], reply_len, i + 1);
+                    reply_pat.write(&mut bufs.send[bufs.offset..], i + 1);
                 }
                 let seg = bufs.send_seg(reply_len as usize);
                 let s = io.send(seg, back, 0, p.sync != 0);
@@ -303,7 +335,10 @@ fn client(a: &Args, io: &Io, dest: &str) {
     let lengths = p.lengths();
     let max = lengths.iter().copied().max().unwrap_or(0) as usize;
     let mut bufs = Buffers::new(max, a.aligned);
+    let mut scratch = Vec::new();
     for &len in &lengths {
+        let reply_len_ = if a.unidir { 0 } else { len };
+        let (pat, reply_pat) = if a.check { (Pattern::new(len), Pattern::new(reply_len_)) } else { (Pattern::new(0), Pattern::new(0)) };
         if a.pause > 0 {
             std::thread::sleep(Duration::from_millis(a.pause as u64));
         }
@@ -314,7 +349,7 @@ fn client(a: &Args, io: &Io, dest: &str) {
                 t0 = Instant::now();
             }
             if a.check {
-                fill(&mut bufs.send[bufs.offset..bufs.offset + len as usize], len, i);
+                pat.write(&mut bufs.send[bufs.offset..], i);
             }
             let r = io.recv(bufs.recv_seg(reply_len as usize), 0, 0);
             let s = io.send(bufs.send_seg(len as usize), to, 0, a.sync);
@@ -325,9 +360,7 @@ fn client(a: &Args, io: &Io, dest: &str) {
                 die(&format!("reply of {} bytes, expected {reply_len}", st.xfer_length));
             }
             if a.check {
-                let mut expect = vec![0u8; reply_len as usize];
-                fill(&mut expect, reply_len, i + 1);
-                if bufs.recv_bytes(reply_len as usize) != &expect[..] {
+                if !reply_pat.matches(bufs.recv_bytes(reply_len as usize), i + 1, &mut scratch) {
                     die(&format!("data mismatch in reply at length {len}, iteration {i}"));
                 }
             }
