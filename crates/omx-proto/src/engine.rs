@@ -38,6 +38,9 @@ pub(crate) struct SendReq {
     pub resends_max: u32,
     /// Region id and use counter once a rendezvous was announced.
     pub large: Option<(u8, u8)>,
+    /// The announcement itself (with its sequence number), re-sent as a liveness probe
+    /// while the send waits for its notify.
+    pub rndv: Option<(crate::seqnum::Seq, omx_wire::Rndv)>,
 }
 
 pub(crate) struct RecvReq {
@@ -427,9 +430,19 @@ impl Engine {
     }
 
     /// Nothing is accepted from a partner before a connect succeeded in either direction.
-    pub(crate) fn known_partner(&mut self, src: NicId, endpoint: u8) -> Option<PartnerId> {
+    pub(crate) fn known_partner(
+        &mut self,
+        now: Time,
+        src: NicId,
+        endpoint: u8,
+    ) -> Option<PartnerId> {
         match self.partner_by_addr.get(&(src, endpoint)) {
-            Some(&id) if self.partners[id.0 as usize].session.is_some() => Some(id),
+            Some(&id) if self.partners[id.0 as usize].session.is_some() => {
+                let p = &mut self.partners[id.0 as usize];
+                p.last_heard = now;
+                p.probes = 0;
+                Some(id)
+            }
             _ => {
                 self.counters.drop_not_connected += 1;
                 None

@@ -91,6 +91,11 @@ pub(crate) struct Partner {
     pub partials: Vec<PartialMedium>,
     pub early: HashMap<u16, Vec<Bytes>>,
     pub early_bytes: usize,
+
+    // Liveness while rendezvous sends wait for notifies.
+    pub last_heard: Time,
+    pub probes: u32,
+    pub probe_sent: Time,
 }
 
 impl Partner {
@@ -116,6 +121,9 @@ impl Partner {
             partials: Vec::new(),
             early: HashMap::new(),
             early_bytes: 0,
+            last_heard: 0,
+            probes: 0,
+            probe_sent: 0,
         }
     }
 

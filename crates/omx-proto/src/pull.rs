@@ -384,7 +384,7 @@ impl Engine {
     }
 
     /// Data owner side: answer a block request with pull replies read from the region.
-    pub(crate) fn on_pull(&mut self, _now: Time, src: NicId, p: PullPacket) {
+    pub(crate) fn on_pull(&mut self, now: Time, src: NicId, p: PullPacket) {
         self.counters.recv_pull_req += 1;
         if !self.for_me(p.dst_endpoint) {
             return;
@@ -394,7 +394,7 @@ impl Engine {
             self.nack_mcp(src, &p, NackType::BadSession);
             return;
         }
-        let Some(pid) = self.known_partner(src, p.src_endpoint) else {
+        let Some(pid) = self.known_partner(now, src, p.src_endpoint) else {
             return;
         };
         let region = self

@@ -307,7 +307,7 @@ impl Engine {
             self.nack_lib(src, src_endpoint, seq, NackType::BadSession);
             return None;
         }
-        let pid = self.known_partner(src, src_endpoint)?;
+        let pid = self.known_partner(now, src, src_endpoint)?;
         let p = &self.partners[pid.0 as usize];
         if Seq(seq).sesnum() != p.next_match.sesnum()
             || Seq(piggyack).sesnum() != p.next_send.sesnum()
@@ -666,7 +666,7 @@ impl Engine {
         if !self.for_me(t.dst_endpoint) || !self.session_ok(t.session) {
             return;
         }
-        let Some(pid) = self.known_partner(src, t.src_endpoint) else {
+        let Some(pid) = self.known_partner(now, src, t.src_endpoint) else {
             return;
         };
         let p = self.partner(pid);

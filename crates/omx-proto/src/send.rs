@@ -75,6 +75,7 @@ impl Engine {
             context,
             resends_max: self.cfg.resends_max,
             large: None,
+            rndv: None,
         }));
         if no_session {
             // Reset or never connected: fail like MX does for a dead partner.
@@ -181,6 +182,12 @@ impl Engine {
             }
         };
         let eager = !matches!(packet, SentPacket::Rndv(_));
+        if let SentPacket::Rndv(r) = &packet {
+            let seq = self.partners[pid.0 as usize].next_send;
+            if let Some(Request::Send(s)) = self.requests.get_mut(k) {
+                s.rndv = Some((seq, *r));
+            }
+        }
         let zombie = eager && self.zombies < self.cfg.zombie_max;
         let delay = self.cfg.resend_delay;
         let p = self.partner(pid);
@@ -269,15 +276,21 @@ impl Engine {
 
     /// (Re)encodes the record at `idx` of the partner's queue with a fresh piggyback.
     pub(crate) fn transmit_record(&mut self, pid: PartnerId, idx: usize) {
+        let rec = &self.partners[pid.0 as usize].unacked[idx];
+        let (seq, packet) = (rec.seq, rec.packet.clone());
+        self.transmit_packet(pid, seq, packet);
+    }
+
+    /// Encodes a seq-consuming packet with the current piggybacked ack and queues it.
+    pub(crate) fn transmit_packet(&mut self, pid: PartnerId, seq: Seq, packet: SentPacket) {
         let header = self.header_to(pid);
         let wire = self.cfg.wire;
         let p = &mut self.partners[pid.0 as usize];
         let piggy = p.next_frag.0;
         p.last_acked = p.next_frag;
         p.ack_deadline = None;
-        let rec = &p.unacked[idx];
-        let seq = rec.seq.0;
-        match rec.packet.clone() {
+        let seq = seq.0;
+        match packet {
             SentPacket::Tiny(m, data) => {
                 let m = Msg {
                     lib_seqnum: seq,
@@ -383,7 +396,9 @@ impl Engine {
             acked.push(p.unacked.pop_front().expect("front checked"));
         }
         if p.unacked.is_empty() {
-            p.resend_deadline = None;
+            // Rendezvous sends may still wait for notifies: keep probing liveness.
+            let large = self.regions.iter().any(|r| r.is_some());
+            p.resend_deadline = large.then_some(now + self.cfg.resend_delay);
         }
         if acked.is_empty() {
             return;
@@ -501,10 +516,53 @@ impl Engine {
         for k in timed_out {
             self.finish_connect(k, StatusCode::EndpointUnreachable);
         }
+        if let Some(due) = self.probe_liveness(now, pid, &mut exhausted) {
+            next = Some(next.map_or(due, |n: Time| n.min(due)));
+        }
         self.partners[pid.0 as usize].resend_deadline = next;
         if exhausted {
             self.reset_partner(now, pid, StatusCode::EndpointUnreachable);
         }
+    }
+
+    /// Rendezvous sends whose announcement was acked wait for a notify that never comes
+    /// if the receiver died: when the partner has been silent for a resend period,
+    /// re-send one announcement (the receiver answers a duplicate with an ack) and count
+    /// the unanswered probes against the resend budget. Returns the next probe time.
+    fn probe_liveness(&mut self, now: Time, pid: PartnerId, exhausted: &mut bool) -> Option<Time> {
+        let delay = self.cfg.resend_delay;
+        let waiting: Vec<(Seq, Rndv, u32)> = self
+            .regions
+            .iter()
+            .flatten()
+            .filter_map(|r| match self.requests.get(r.req) {
+                Some(Request::Send(s)) if s.partner == pid => {
+                    s.rndv.map(|(q, p)| (q, p, s.resends_max))
+                }
+                _ => None,
+            })
+            .filter(|(q, _, _)| {
+                !self.partners[pid.0 as usize]
+                    .unacked
+                    .iter()
+                    .any(|r| r.seq == *q)
+            })
+            .collect();
+        let (seq, rndv, budget) = *waiting.first()?;
+        let p = &mut self.partners[pid.0 as usize];
+        let due = p.last_heard.max(p.probe_sent) + delay;
+        if now < due {
+            return Some(due);
+        }
+        if p.probes >= budget {
+            *exhausted = true;
+            return None;
+        }
+        p.probes += 1;
+        p.probe_sent = now;
+        self.counters.resends += 1;
+        self.transmit_packet(pid, seq, SentPacket::Rndv(rndv));
+        Some(now + delay)
     }
 
     /// Declares the partner's stream dead: every pending operation with it fails with

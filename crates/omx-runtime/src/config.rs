@@ -35,7 +35,9 @@ fn var(name: &str, mx_alias: Option<&str>) -> Option<String> {
         return Some(v);
     }
     let ignore_mx = std::env::var("OMX_IGNORE_MX_ENV").is_ok_and(|v| atoi(&v) != 0);
-    mx_alias.filter(|_| !ignore_mx).and_then(|a| std::env::var(a).ok())
+    mx_alias
+        .filter(|_| !ignore_mx)
+        .and_then(|a| std::env::var(a).ok())
 }
 
 /// C `atoi` semantics (leading digits, 0 otherwise), as the original parsed booleans.
@@ -45,9 +47,12 @@ fn atoi(s: &str) -> i64 {
         Some(r) => (true, r),
         None => (false, t.strip_prefix('+').unwrap_or(t)),
     };
-    let n: i64 = t.chars().take_while(|c| c.is_ascii_digit()).fold(0i64, |a, c| {
-        a.saturating_mul(10).saturating_add(c as i64 - '0' as i64)
-    });
+    let n: i64 = t
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .fold(0i64, |a, c| {
+            a.saturating_mul(10).saturating_add(c as i64 - '0' as i64)
+        });
     if neg {
         -n
     } else {
@@ -92,11 +97,16 @@ impl RuntimeConfig {
         let spin_us = num("OMX_WAITSPIN_US", None, 50).max(0) as u64;
         RuntimeConfig {
             wire,
-            ifaces: var("OMX_IFACES", None)
-                .map(|s| s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect()),
+            ifaces: var("OMX_IFACES", None).map(|s| {
+                s.split(',')
+                    .map(|x| x.trim().to_string())
+                    .filter(|x| !x.is_empty())
+                    .collect()
+            }),
             hostname: var("OMX_HOSTNAME", None).unwrap_or_else(system_hostname),
             peers_file: var("OMX_PEERS_FILE", None),
-            rndv_threshold: num("OMX_RNDV_THRESHOLD", None, 32768).clamp(128, u32::MAX as i64) as u32,
+            rndv_threshold: num("OMX_RNDV_THRESHOLD", None, 32768).clamp(128, u32::MAX as i64)
+                as u32,
             resends_max: num("OMX_RESENDS_MAX", Some("MX_MAX_RETRIES"), 1000).max(1) as u32,
             zombie_max: num("OMX_ZOMBIE_SEND", Some("MX_ZOMBIE_SEND"), 512).max(0) as usize,
             not_acked_max: num("OMX_NOTACKED_MAX", Some("MX_IMM_ACK"), 4).clamp(1, 8191) as u16,

@@ -72,7 +72,10 @@ impl Discovery {
             ethertype: wire.ethertype,
             dst_src_peer_index: PEER_INDEX_NONE,
         };
-        let p = Packet::HostQuery(HostQuery { src_dst_peer_index: index, magic: self.magic });
+        let p = Packet::HostQuery(HostQuery {
+            src_dst_peer_index: index,
+            magic: self.magic,
+        });
         let mut out = Vec::new();
         encode(&header, &p, &[], wire, &mut out).ok()?;
         Some(out)
@@ -109,7 +112,13 @@ impl Discovery {
     }
 
     /// A board frame (RAW, HOST_QUERY, HOST_REPLY) received on the board.
-    pub fn on_frame(&mut self, now: Time, frame: &[u8], peers: &mut PeerTable, wire: &WireConfig) -> Outcome {
+    pub fn on_frame(
+        &mut self,
+        now: Time,
+        frame: &[u8],
+        peers: &mut PeerTable,
+        wire: &WireConfig,
+    ) -> Outcome {
         let mut o = Outcome::default();
         if frame.len() < 44 || frame.get(16) != Some(&1) {
             return self.on_host_frame(now, frame, peers, wire);
@@ -143,7 +152,13 @@ impl Discovery {
         o
     }
 
-    fn on_host_frame(&mut self, _now: Time, frame: &[u8], peers: &mut PeerTable, wire: &WireConfig) -> Outcome {
+    fn on_host_frame(
+        &mut self,
+        _now: Time,
+        frame: &[u8],
+        peers: &mut PeerTable,
+        wire: &WireConfig,
+    ) -> Outcome {
         let mut o = Outcome::default();
         let Ok(d) = decode(frame, wire) else { return o };
         let src = nic_id_from_mac(d.header.src_mac);
@@ -175,7 +190,10 @@ impl Discovery {
                 let raw = d.payload;
                 let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
                 let name = String::from_utf8_lossy(&raw[..end]).into_owned();
-                let current = peers.index_of(src).and_then(|i| peers.get(i)).and_then(|p| p.name.clone());
+                let current = peers
+                    .index_of(src)
+                    .and_then(|i| peers.get(i))
+                    .and_then(|p| p.name.clone());
                 if !name.is_empty() && current.as_deref() != Some(&name) {
                     peers.add(src, Some(name));
                     o.changed = true;

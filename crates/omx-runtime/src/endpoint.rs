@@ -116,26 +116,50 @@ fn random_u32() -> u32 {
 }
 
 fn command_name() -> String {
-    std::fs::read_to_string("/proc/self/comm").map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/self/comm")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 impl Endpoint {
     /// Opens endpoint `index` (or any free one) on `board` with application key `key`.
-    pub fn open(rt: &Arc<Runtime>, board: u32, index: Option<u8>, key: u32) -> Result<Endpoint, Error> {
+    pub fn open(
+        rt: &Arc<Runtime>,
+        board: u32,
+        index: Option<u8>,
+        key: u32,
+    ) -> Result<Endpoint, Error> {
         let b = rt.board(board).ok_or(Error::NoSuchBoard)?.clone();
         if index.is_some_and(|i| i >= MAX_ENDPOINTS) {
             return Err(Error::BadArgument("endpoint index out of range"));
         }
-        let (index, lock) = b.dir.lock_endpoint(index, MAX_ENDPOINTS)?.ok_or(Error::Busy)?;
-        let opts = SocketOptions { rx_ring_bytes: rt.cfg.rx_ring_bytes, ..SocketOptions::default() };
+        let (index, lock) = b
+            .dir
+            .lock_endpoint(index, MAX_ENDPOINTS)?
+            .ok_or(Error::Busy)?;
+        let opts = SocketOptions {
+            rx_ring_bytes: rt.cfg.rx_ring_bytes,
+            ..SocketOptions::default()
+        };
         let board_lock = b.dir.try_lock_board()?;
-        let filter = EndpointFilter { endpoints: vec![index], board_frames: board_lock.is_some() };
-        let sock = PacketSocket::open_filtered(&b.iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
+        let filter = EndpointFilter {
+            endpoints: vec![index],
+            board_frames: board_lock.is_some(),
+        };
+        let sock =
+            PacketSocket::open_filtered(&b.iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
         let session = random_u32();
-        let params = EndpointParams { nic_id: b.nic_id, endpoint: index, session, key };
+        let params = EndpointParams {
+            nic_id: b.nic_id,
+            endpoint: index,
+            session,
+            key,
+        };
         let peers = b.peers.lock().expect("peer lock").table.clone();
         let engine = Engine::new(rt.cfg.engine_config(), params, peers);
-        let discovery = board_lock.as_ref().map(|_| Discovery::new(b.nic_id, b.name.clone(), random_u32()));
+        let discovery = board_lock
+            .as_ref()
+            .map(|_| Discovery::new(b.nic_id, b.name.clone(), random_u32()));
         // SAFETY: eventfd returns a new descriptor or -1.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -221,7 +245,13 @@ impl Endpoint {
         self.shared.app_lock().engine.partner_addr(p)
     }
 
-    pub fn iconnect(&self, nic: NicId, endpoint: u8, key: u32, context: u64) -> Result<ReqId, Error> {
+    pub fn iconnect(
+        &self,
+        nic: NicId,
+        endpoint: u8,
+        key: u32,
+        context: u64,
+    ) -> Result<ReqId, Error> {
         let mut core = self.shared.app_lock();
         let now = self.shared.rt.now();
         let r = core.engine.connect(now, nic, endpoint, key, context)?;
@@ -230,10 +260,18 @@ impl Endpoint {
     }
 
     /// Blocking connect; the partner on success, the failure status otherwise.
-    pub fn connect(&self, nic: NicId, endpoint: u8, key: u32, timeout: Option<Duration>) -> Result<Result<PartnerId, Status>, Error> {
+    pub fn connect(
+        &self,
+        nic: NicId,
+        endpoint: u8,
+        key: u32,
+        timeout: Option<Duration>,
+    ) -> Result<Result<PartnerId, Status>, Error> {
         let r = self.iconnect(nic, endpoint, key, 0)?;
         match self.wait(r, timeout) {
-            Some(c) if c.status.code == StatusCode::Success => Ok(Ok(c.status.source.expect("partner"))),
+            Some(c) if c.status.code == StatusCode::Success => {
+                Ok(Ok(c.status.source.expect("partner")))
+            }
             Some(c) => Ok(Err(c.status)),
             None => {
                 self.forget(r);
@@ -261,7 +299,14 @@ impl Endpoint {
     /// # Safety
     /// Every segment must stay valid and unmodified until the request completes (eager
     /// messages are copied at once, but the MX contract covers both).
-    pub unsafe fn isend(&self, segs: &[Segment], dest: PartnerId, match_info: u64, context: u64, sync: bool) -> Result<ReqId, Error> {
+    pub unsafe fn isend(
+        &self,
+        segs: &[Segment],
+        dest: PartnerId,
+        match_info: u64,
+        context: u64,
+        sync: bool,
+    ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
         let mut core = self.shared.app_lock();
         let now = self.shared.rt.now();
@@ -297,7 +342,13 @@ impl Endpoint {
     /// # Safety
     /// Every segment must stay valid, and untouched by the application, until the
     /// request completes or is cancelled.
-    pub unsafe fn irecv(&self, segs: &[Segment], match_info: u64, mask: u64, context: u64) -> Result<ReqId, Error> {
+    pub unsafe fn irecv(
+        &self,
+        segs: &[Segment],
+        match_info: u64,
+        mask: u64,
+        context: u64,
+    ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
         let mut core = self.shared.app_lock();
         let now = self.shared.rt.now();
@@ -334,8 +385,14 @@ impl Endpoint {
         take_any(&mut core, match_info, mask)
     }
 
-    pub fn wait_any(&self, match_info: u64, mask: u64, timeout: Option<Duration>) -> Option<Completion> {
-        self.shared.wait_for(timeout, |core| take_any(core, match_info, mask))
+    pub fn wait_any(
+        &self,
+        match_info: u64,
+        mask: u64,
+        timeout: Option<Duration>,
+    ) -> Option<Completion> {
+        self.shared
+            .wait_for(timeout, |core| take_any(core, match_info, mask))
     }
 
     /// The oldest completed request, left in place.
@@ -346,7 +403,8 @@ impl Endpoint {
     }
 
     pub fn wait_peek(&self, timeout: Option<Duration>) -> Option<ReqId> {
-        self.shared.wait_for(timeout, |core| core.done_order.front().copied())
+        self.shared
+            .wait_for(timeout, |core| core.done_order.front().copied())
     }
 
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
@@ -356,7 +414,8 @@ impl Endpoint {
     }
 
     pub fn probe(&self, match_info: u64, mask: u64, timeout: Option<Duration>) -> Option<Status> {
-        self.shared.wait_for(timeout, |core| core.engine.iprobe(match_info, mask))
+        self.shared
+            .wait_for(timeout, |core| core.engine.iprobe(match_info, mask))
     }
 
     /// Cancels an unmatched receive; true if it was cancelled (and freed).
@@ -386,7 +445,11 @@ impl Endpoint {
     }
 
     pub fn set_request_resends(&self, req: ReqId, resends: u32) -> Result<(), Error> {
-        Ok(self.shared.app_lock().engine.set_send_resends(req, resends)?)
+        Ok(self
+            .shared
+            .app_lock()
+            .engine
+            .set_send_resends(req, resends)?)
     }
 
     /// Makes progress once (for callers that poll).
@@ -409,8 +472,14 @@ impl Drop for Endpoint {
         if let Some(t) = self.progress.take() {
             let _ = t.join();
         }
-        let counters: Vec<(String, u64)> =
-            self.shared.lock().engine.counters.iter().map(|(n, v)| (n.to_string(), v)).collect();
+        let counters: Vec<(String, u64)> = self
+            .shared
+            .lock()
+            .engine
+            .counters
+            .iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect();
         let _ = self.shared.board.dir.accumulate_closed(&counters);
         self.shared.board.dir.unpublish_endpoint(self.shared.index);
     }
@@ -424,7 +493,9 @@ fn take_done(core: &mut Core, req: ReqId) -> Option<Completion> {
 
 fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
     let pos = core.done_order.iter().position(|r| {
-        core.done.get(r).is_some_and(|c| c.status.match_info & mask == match_info & mask)
+        core.done
+            .get(r)
+            .is_some_and(|c| c.status.match_info & mask == match_info & mask)
     })?;
     let r = core.done_order.remove(pos)?;
     core.done.remove(&r)
@@ -448,20 +519,38 @@ impl Shared {
     fn signal(&self) {
         let one: u64 = 1;
         // SAFETY: writing 8 bytes to our eventfd.
-        unsafe { libc::write(self.wake_fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+        unsafe {
+            libc::write(
+                self.wake_fd.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            )
+        };
     }
 
     fn drain_signal(&self) {
         let mut v: u64 = 0;
         // SAFETY: reading 8 bytes from our non-blocking eventfd.
-        unsafe { libc::read(self.wake_fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+        unsafe {
+            libc::read(
+                self.wake_fd.as_raw_fd(),
+                &mut v as *mut u64 as *mut libc::c_void,
+                8,
+            )
+        };
     }
 
     /// One progress pass: frames in, timers, then every output of the engine.
     fn progress(&self, core: &mut Core) {
         let now = self.rt.now();
         self.sync_peers(core);
-        let Core { engine, sock, rx, board_rx, .. } = core;
+        let Core {
+            engine,
+            sock,
+            rx,
+            board_rx,
+            ..
+        } = core;
         let _ = sock.recv_batch(RX_BATCH, |f| {
             if is_board_frame(f) {
                 board_rx.push(f.to_vec());
@@ -472,7 +561,8 @@ impl Shared {
         for f in rx.drain(..) {
             engine.handle_frame(now, f);
         }
-        if !core.board_rx.is_empty() || core.discovery.as_ref().is_some_and(|d| d.deadline() <= now) {
+        if !core.board_rx.is_empty() || core.discovery.as_ref().is_some_and(|d| d.deadline() <= now)
+        {
             self.run_discovery(core, now);
         }
         if core.engine.poll_timeout().is_some_and(|t| t <= now) {
@@ -490,7 +580,16 @@ impl Shared {
     /// Executes copies, sends frames and collects completions until the engine is idle.
     fn drain(&self, core: &mut Core, now: Time) -> bool {
         let mut completed = false;
-        let Core { engine, sock, mem, done, done_order, forgotten, req_mem, .. } = core;
+        let Core {
+            engine,
+            sock,
+            mem,
+            done,
+            done_order,
+            forgotten,
+            req_mem,
+            ..
+        } = core;
         while engine.has_output() {
             while let Some(op) = engine.poll_copy() {
                 mem.write(op.dst, op.dst_offset as usize, &op.src);
@@ -531,7 +630,9 @@ impl Shared {
 
     fn run_discovery(&self, core: &mut Core, now: Time) {
         let frames = std::mem::take(&mut core.board_rx);
-        let Some(d) = core.discovery.as_mut() else { return };
+        let Some(d) = core.discovery.as_mut() else {
+            return;
+        };
         let wire = self.rt.cfg.wire;
         let mut out = Vec::new();
         let mut changed = false;
@@ -565,7 +666,12 @@ impl Shared {
             index: self.index,
             pid: std::process::id(),
             command: command_name(),
-            counters: core.engine.counters.iter().map(|(n, v)| (n.to_string(), v)).collect(),
+            counters: core
+                .engine
+                .counters
+                .iter()
+                .map(|(n, v)| (n.to_string(), v))
+                .collect(),
         };
         let _ = self.board.dir.publish_endpoint(&info);
         if core.discovery.is_none() {
@@ -573,10 +679,17 @@ impl Shared {
             if now >= core.next_board_try {
                 core.next_board_try = now + SEC;
                 if let Ok(Some(l)) = self.board.dir.try_lock_board() {
-                    let filter = EndpointFilter { endpoints: vec![self.index], board_frames: true };
+                    let filter = EndpointFilter {
+                        endpoints: vec![self.index],
+                        board_frames: true,
+                    };
                     if core.sock.set_filter(Some(&filter)).is_ok() {
                         core.board_lock = Some(l);
-                        core.discovery = Some(Discovery::new(self.board.nic_id, self.board.name.clone(), random_u32()));
+                        core.discovery = Some(Discovery::new(
+                            self.board.nic_id,
+                            self.board.name.clone(),
+                            random_u32(),
+                        ));
                     }
                 }
             }
@@ -586,7 +699,11 @@ impl Shared {
     /// Earliest deadline of the engine or discovery, as a poll timeout from now.
     fn sleep_budget(&self, core: &Core, cap: Duration) -> Duration {
         let now = self.rt.now();
-        let mut next = core.engine.poll_timeout().unwrap_or(u64::MAX).min(core.next_publish);
+        let mut next = core
+            .engine
+            .poll_timeout()
+            .unwrap_or(u64::MAX)
+            .min(core.next_publish);
         if let Some(d) = &core.discovery {
             next = next.min(d.deadline());
         }
@@ -595,8 +712,16 @@ impl Shared {
 
     fn poll_fds(&self, timeout: Duration) {
         let mut fds = [
-            libc::pollfd { fd: self.sock_fd, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: self.wake_fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: self.sock_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.wake_fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
@@ -609,7 +734,11 @@ impl Shared {
     /// Adaptive wait: make progress and spin for the configured budget (a reply that
     /// arrives then costs no wake-up), then sleep in the kernel on the socket, a signal
     /// from another thread, or the next timer.
-    fn wait_for<T>(&self, timeout: Option<Duration>, mut check: impl FnMut(&mut Core) -> Option<T>) -> Option<T> {
+    fn wait_for<T>(
+        &self,
+        timeout: Option<Duration>,
+        mut check: impl FnMut(&mut Core) -> Option<T>,
+    ) -> Option<T> {
         self.app_active.fetch_add(1, Ordering::SeqCst);
         let start = Instant::now();
         let deadline = timeout.map(|t| start + t);
@@ -621,7 +750,8 @@ impl Shared {
             if let Some(x) = check(&mut core) {
                 break Some(x);
             }
-            if self.wakeups.load(Ordering::SeqCst) != wakeups || self.closing.load(Ordering::SeqCst) {
+            if self.wakeups.load(Ordering::SeqCst) != wakeups || self.closing.load(Ordering::SeqCst)
+            {
                 break None;
             }
             let now = Instant::now();
@@ -659,7 +789,10 @@ impl Shared {
     fn progress_loop(self: Arc<Self>) {
         let quiet = APP_QUIET.as_nanos() as u64;
         while !self.closing.load(Ordering::SeqCst) {
-            let since = self.rt.now().saturating_sub(self.last_app_call.load(Ordering::Relaxed));
+            let since = self
+                .rt
+                .now()
+                .saturating_sub(self.last_app_call.load(Ordering::Relaxed));
             if self.app_active.load(Ordering::SeqCst) > 0 || since < quiet {
                 // Not woken when the application leaves (that would cost every wait a
                 // futex wake): nap until it has been quiet long enough.
@@ -683,7 +816,10 @@ impl Shared {
             if self.closing.load(Ordering::SeqCst) {
                 break;
             }
-            let since = self.rt.now().saturating_sub(self.last_app_call.load(Ordering::Relaxed));
+            let since = self
+                .rt
+                .now()
+                .saturating_sub(self.last_app_call.load(Ordering::Relaxed));
             if self.app_active.load(Ordering::SeqCst) > 0 || since < quiet {
                 continue;
             }

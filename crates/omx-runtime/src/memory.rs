@@ -46,8 +46,16 @@ impl MemRegistry {
 
     /// Visits the parts of `[offset, offset + len)` of a buffer segment by segment:
     /// `f(segment pointer at the part, part length, offset of the part in the range)`.
-    fn for_range(&self, h: MemHandle, offset: usize, len: usize, mut f: impl FnMut(*mut u8, usize, usize)) {
-        let Some(segs) = self.buffers.get(&h.0) else { return };
+    fn for_range(
+        &self,
+        h: MemHandle,
+        offset: usize,
+        len: usize,
+        mut f: impl FnMut(*mut u8, usize, usize),
+    ) {
+        let Some(segs) = self.buffers.get(&h.0) else {
+            return;
+        };
         let end = offset + len;
         let mut seg_start = 0usize;
         for s in segs {
@@ -105,9 +113,18 @@ mod tests {
         let mut b = [0u8; 5];
         let mut m = MemRegistry::default();
         let h = m.register(vec![
-            Segment { ptr: a.as_mut_ptr(), len: 3 },
-            Segment { ptr: std::ptr::null_mut(), len: 0 },
-            Segment { ptr: b.as_mut_ptr(), len: 5 },
+            Segment {
+                ptr: a.as_mut_ptr(),
+                len: 3,
+            },
+            Segment {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            },
+            Segment {
+                ptr: b.as_mut_ptr(),
+                len: 5,
+            },
         ]);
         m.write(h, 1, &[1, 2, 3, 4]);
         let mut out = [0u8; 6];

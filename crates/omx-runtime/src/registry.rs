@@ -15,7 +15,12 @@ use std::path::PathBuf;
 pub struct LockFile(#[allow(dead_code)] File);
 
 fn try_flock(path: &PathBuf) -> io::Result<Option<LockFile>> {
-    let f = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)?;
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)?;
     // SAFETY: flock on a valid descriptor we own.
     let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc == 0 {
@@ -98,7 +103,9 @@ impl BoardDir {
         let mut out = Vec::new();
         for i in 0..=255u8 {
             let info = self.path.join(format!("ep{i}.info"));
-            let Ok(text) = fs::read_to_string(&info) else { continue };
+            let Ok(text) = fs::read_to_string(&info) else {
+                continue;
+            };
             // If we can take its lock, the owner is gone: a stale file.
             if let Ok(Some(_l)) = try_flock(&self.path.join(format!("ep{i}.lock"))) {
                 let _ = fs::remove_file(&info);
@@ -113,7 +120,12 @@ impl BoardDir {
                     Some((n.to_string(), v.parse().ok()?))
                 })
                 .collect();
-            out.push(EndpointInfo { index: i, pid, command, counters });
+            out.push(EndpointInfo {
+                index: i,
+                pid,
+                command,
+                counters,
+            });
         }
         out
     }
@@ -167,7 +179,10 @@ pub fn parse_peers(text: &str) -> Result<Vec<(NicId, Option<String>)>, String> {
             continue;
         }
         let mut it = l.split_whitespace();
-        let mac = it.next().and_then(parse_mac).ok_or(format!("line {}: bad MAC address", i + 1))?;
+        let mac = it
+            .next()
+            .and_then(parse_mac)
+            .ok_or(format!("line {}: bad MAC address", i + 1))?;
         let name = it.next().filter(|n| *n != "-").map(str::to_string);
         if it.next().is_some() {
             return Err(format!("line {}: trailing text", i + 1));
@@ -184,7 +199,13 @@ mod tests {
     #[test]
     fn peers_file_round_trip_and_errors() {
         let p = parse_peers("# c\n\n02:00:00:00:00:01 h0:0\n0a:0b:0c:0d:0e:0f -\n").unwrap();
-        assert_eq!(p, vec![(0x020000000001, Some("h0:0".into())), (0x0a0b0c0d0e0f, None)]);
+        assert_eq!(
+            p,
+            vec![
+                (0x020000000001, Some("h0:0".into())),
+                (0x0a0b0c0d0e0f, None)
+            ]
+        );
         assert!(parse_peers("zz:00 x\n").is_err());
         assert!(parse_peers("02:00:00:00:00:01 a b\n").is_err());
     }
@@ -210,7 +231,11 @@ impl BoardDir {
     }
 
     fn with_totals_lock<T>(&self, f: impl FnOnce() -> T) -> io::Result<T> {
-        let l = OpenOptions::new().create(true).truncate(false).write(true).open(self.path.join("totals.lock"))?;
+        let l = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.path.join("totals.lock"))?;
         // SAFETY: blocking flock on a descriptor we own; released when `l` drops.
         unsafe { libc::flock(l.as_raw_fd(), libc::LOCK_EX) };
         Ok(f())
@@ -253,7 +278,10 @@ impl BoardDir {
 
     /// A board name set with `omx_hostname -n`, overriding `OMX_HOSTNAME`.
     pub fn saved_name(&self) -> Option<String> {
-        fs::read_to_string(self.path.join("name")).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+        fs::read_to_string(self.path.join("name"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
     }
 
     pub fn save_name(&self, name: &str) -> io::Result<()> {

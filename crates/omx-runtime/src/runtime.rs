@@ -34,8 +34,15 @@ impl Board {
         let mut st = self.peers.lock().expect("peer lock");
         let mut changed = false;
         for (nic, name) in entries {
-            let before = st.table.index_of(*nic).and_then(|i| st.table.get(i)).map(|p| p.name.clone());
-            if before.as_ref().is_some_and(|b| b.is_some() && name.is_none()) {
+            let before = st
+                .table
+                .index_of(*nic)
+                .and_then(|i| st.table.get(i))
+                .map(|p| p.name.clone());
+            if before
+                .as_ref()
+                .is_some_and(|b| b.is_some() && name.is_none())
+            {
                 continue;
             }
             if st.table.add(*nic, name.clone()).is_some() && before != Some(name.clone()) {
@@ -50,7 +57,10 @@ impl Board {
 
     pub fn peer_snapshot(&self) -> Vec<(NicId, Option<String>)> {
         let st = self.peers.lock().expect("peer lock");
-        st.table.iter().map(|(_, p)| (p.nic_id, p.name.clone())).collect()
+        st.table
+            .iter()
+            .map(|(_, p)| (p.nic_id, p.name.clone()))
+            .collect()
     }
 }
 
@@ -66,7 +76,9 @@ static GLOBAL: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
 impl Runtime {
     /// The process's runtime, initialised on first use from the environment.
     pub fn global() -> Result<Arc<Runtime>, String> {
-        GLOBAL.get_or_init(|| Runtime::init(RuntimeConfig::from_env()).map(Arc::new)).clone()
+        GLOBAL
+            .get_or_init(|| Runtime::init(RuntimeConfig::from_env()).map(Arc::new))
+            .clone()
     }
 
     pub fn init(cfg: RuntimeConfig) -> Result<Runtime, String> {
@@ -74,7 +86,8 @@ impl Runtime {
             .map_err(|e| format!("cannot list interfaces: {e}"))?;
         let static_peers = match &cfg.peers_file {
             Some(f) => {
-                let text = std::fs::read_to_string(f).map_err(|e| format!("peers file {f}: {e}"))?;
+                let text =
+                    std::fs::read_to_string(f).map_err(|e| format!("peers file {f}: {e}"))?;
                 parse_peers(&text).map_err(|e| format!("peers file {f}: {e}"))?
             }
             None => Vec::new(),
@@ -102,7 +115,12 @@ impl Runtime {
             board.merge_peers(&board.dir.load_peers());
             boards.push(Arc::new(board));
         }
-        Ok(Runtime { cfg, boards, warnings, start: Instant::now() })
+        Ok(Runtime {
+            cfg,
+            boards,
+            warnings,
+            start: Instant::now(),
+        })
     }
 
     /// Monotonic nanoseconds since the runtime started (the engines' clock).

@@ -8,7 +8,10 @@ use omx_sim::{LinkConfig, World};
 use omx_wire::WireConfig;
 
 fn setup(len: usize) -> (World, omx_proto::PartnerId, Vec<u8>) {
-    let link = LinkConfig { latency: 0, ..Default::default() };
+    let link = LinkConfig {
+        latency: 0,
+        ..Default::default()
+    };
     let mut w = World::new(2, 1, EngineConfig::new(WireConfig::native_9000()), link, 1);
     let to = w.connect(0, 0, 1, 0);
     (w, to, vec![7u8; len])
@@ -26,7 +29,8 @@ fn one_message(w: &mut World, to: omx_proto::PartnerId, data: &[u8]) {
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine");
-    g.sample_size(20).measurement_time(std::time::Duration::from_secs(3));
+    g.sample_size(20)
+        .measurement_time(std::time::Duration::from_secs(3));
     for len in [8usize, 8 << 10, 1 << 20] {
         g.throughput(Throughput::Bytes(16 * len as u64));
         g.bench_function(format!("message_{len}B"), |b| {

@@ -422,3 +422,27 @@ fn self_connect_and_loopback_send() {
     assert_eq!(w.wait(0, 0, r, SEC).unwrap().code, StatusCode::Success);
     assert_eq!(w.hosts[0].mem.get(h).to_vec(), pattern(100_000, 3));
 }
+
+#[test]
+fn receiver_dying_after_rendezvous_ack_fails_the_send() {
+    let mut cfg = EngineConfig::new(WireConfig::native_9000());
+    cfg.resends_max = 6;
+    let mut w = World::new(2, 1, cfg, LinkConfig::default(), 8);
+    let to = w.connect(0, 0, 1, 0);
+    // No receive posted: the announcement is stored unexpected and acked.
+    let big = w.send(0, 0, to, 1, pattern(200_000, 1), false);
+    w.run_idle(w.now + SEC);
+    assert_eq!(w.engine(0, 0).stats().unacked, 0, "rendezvous acked");
+    assert!(w.take(0, 0, big).is_none());
+    // The receiver stays alive for a while: probes are answered, nothing fails.
+    w.run_idle(w.now + 20 * SEC);
+    assert!(
+        w.take(0, 0, big).is_none(),
+        "a live receiver must not fail the send"
+    );
+    w.down[1] = true;
+    let s = w
+        .wait(0, 0, big, w.now + 100 * SEC)
+        .expect("send fails once the receiver is gone");
+    assert_eq!(s.code, StatusCode::EndpointUnreachable);
+}

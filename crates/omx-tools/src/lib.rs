@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 pub fn fmt_mac(nic: NicId) -> String {
     let m = mac_from_nic_id(nic);
-    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
 }
 
 /// The runtime, or an error message and exit code -1 (255) as the original tools.

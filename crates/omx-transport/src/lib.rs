@@ -8,13 +8,16 @@
 //!   handing out frames in place, and batched `sendmmsg` transmission.
 //! * [`netns`]: run code inside a named network namespace (tests, tools).
 //!
-//! All `unsafe` code is in the private `sys` module.
+//! All `unsafe` code is in the private `sys` module (enforced by `deny(unsafe_code)`).
+
+#![deny(unsafe_code)]
 
 mod filter;
 mod iface;
 pub mod netns;
 mod ring;
 mod socket;
+#[allow(unsafe_code)]
 mod sys;
 
 pub use filter::EndpointFilter;

@@ -13,7 +13,9 @@ use crate::sys::{self, RecvBatch, SendBatch};
 /// Tuning knobs of a [`PacketSocket`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SocketOptions {
-    /// Approximate size of the mmap RX ring; 0 = no ring, receive with `recvmmsg`.
+    /// Approximate size of the mmap RX ring (TPACKET_V2, slots sized from
+    /// the interface MTU; see the `ring` module for why not V3); 0 = no
+    /// ring, receive with `recvmmsg`.
     pub rx_ring_bytes: usize,
     /// Send with `PACKET_QDISC_BYPASS`: skip the qdisc layer (lower latency, no
     /// traffic shaping; a full device queue then shows as `ENOBUFS`, which is retried).

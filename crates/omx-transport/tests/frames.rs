@@ -416,3 +416,24 @@ fn wait_readable_times_out_and_wakes() {
         sender.join().unwrap();
     }
 }
+
+#[test]
+fn ring_setup_failure_falls_back_to_recvmmsg() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    // A ring the kernel refuses (more than 4 GiB of blocks).
+    let opts = SocketOptions {
+        rx_ring_bytes: 1 << 40,
+        ..SocketOptions::default()
+    };
+    let mut a = h.open(0, "omx0", &opts, None);
+    let mut b = h.open(1, "omx0", &opts, Some(EndpointFilter::new([0], false)));
+    assert!(!a.uses_ring() && !b.uses_ring());
+    assert!(a.ring_layout().is_none());
+    exchange(&mut a, &mut b, &[60, 9014], "fallback");
+    let ring = h.open(0, "omx0", &SocketOptions::default(), None);
+    let l = ring.ring_layout().expect("default options use the ring");
+    assert!(l.max_frame() >= 9014 && l.frame_nr() >= 64, "{l:?}");
+}

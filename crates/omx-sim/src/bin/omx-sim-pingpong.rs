@@ -27,11 +27,18 @@ struct Args {
 
 fn main() {
     let a = Args::parse();
-    let link = LinkConfig { latency: a.latency_ns, bandwidth: a.bandwidth, ..Default::default() };
+    let link = LinkConfig {
+        latency: a.latency_ns,
+        bandwidth: a.bandwidth,
+        ..Default::default()
+    };
     let mut w = World::new(2, 1, EngineConfig::new(WireConfig::native_9000()), link, 1);
     let ab = w.connect(0, 0, 1, 0);
     let ba = w.connect(1, 0, 0, 0);
-    println!("{:>9} {:>14} {:>12} {:>14}", "length", "sim lat (us)", "sim MB/s", "cpu us/msg");
+    println!(
+        "{:>9} {:>14} {:>12} {:>14}",
+        "length", "sim lat (us)", "sim MB/s", "cpu us/msg"
+    );
     let mut len = 0usize;
     while len < a.end {
         let data = vec![0x5Au8; len];
@@ -50,7 +57,10 @@ fn main() {
         let msgs = 2 * a.iterations;
         let one_way = (w.now - t0) as f64 / msgs as f64 / 1e3;
         let cpu = wall.elapsed().as_secs_f64() * 1e6 / msgs as f64;
-        println!("{len:>9} {one_way:>14.3} {:>12.2} {cpu:>14.3}", len as f64 / one_way);
+        println!(
+            "{len:>9} {one_way:>14.3} {:>12.2} {cpu:>14.3}",
+            len as f64 / one_way
+        );
         len = if len == 0 { 1 } else { len * 2 };
     }
 }

@@ -5,7 +5,11 @@ use omx_proto::Counters;
 use omx_tools::{fmt_mac, runtime_or_exit};
 
 #[derive(Parser)]
-#[command(name = "omx_counters", about = "Show omx board counters", disable_version_flag = true)]
+#[command(
+    name = "omx_counters",
+    about = "Show omx board counters",
+    disable_version_flag = true
+)]
 struct Args {
     /// Only board n.
     #[arg(short = 'b')]
@@ -38,9 +42,19 @@ fn main() {
         return;
     }
     let mut found = false;
-    for b in rt.boards.iter().filter(|b| a.board.is_none_or(|i| b.index == i)) {
+    for b in rt
+        .boards
+        .iter()
+        .filter(|b| a.board.is_none_or(|i| b.index == i))
+    {
         found = true;
-        println!("{} (board #{} name {} addr {})", b.name, b.index, b.iface.name, fmt_mac(b.nic_id));
+        println!(
+            "{} (board #{} name {} addr {})",
+            b.name,
+            b.index,
+            b.iface.name,
+            fmt_mac(b.nic_id)
+        );
         println!("{}", "=".repeat(55));
         for (i, (name, v)) in b.dir.board_counters(names).iter().enumerate() {
             if *v != 0 || a.verbose {
@@ -50,7 +64,10 @@ fn main() {
         println!();
         if a.clear {
             if let Err(e) = b.dir.clear_counters(names) {
-                eprintln!("omx_counters: cannot clear counters of board #{}: {e}", b.index);
+                eprintln!(
+                    "omx_counters: cannot clear counters of board #{}: {e}",
+                    b.index
+                );
                 std::process::exit(1);
             }
         }

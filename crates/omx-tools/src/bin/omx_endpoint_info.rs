@@ -5,7 +5,11 @@ use omx_runtime::MAX_ENDPOINTS;
 use omx_tools::{fmt_mac, runtime_or_exit};
 
 #[derive(Parser)]
-#[command(name = "omx_endpoint_info", about = "Show open omx endpoints", disable_version_flag = true)]
+#[command(
+    name = "omx_endpoint_info",
+    about = "Show open omx endpoints",
+    disable_version_flag = true
+)]
 struct Args {
     /// Only board n.
     #[arg(short = 'b')]
@@ -22,9 +26,19 @@ fn main() {
     let a = Args::parse();
     let rt = runtime_or_exit("omx_endpoint_info");
     let mut found = false;
-    for b in rt.boards.iter().filter(|b| a.board.is_none_or(|i| b.index == i)) {
+    for b in rt
+        .boards
+        .iter()
+        .filter(|b| a.board.is_none_or(|i| b.index == i))
+    {
         found = true;
-        println!("{} (board #{} name {} addr {})", b.name, b.index, b.iface.name, fmt_mac(b.nic_id));
+        println!(
+            "{} (board #{} name {} addr {})",
+            b.name,
+            b.index,
+            b.iface.name,
+            fmt_mac(b.nic_id)
+        );
         println!("{}", "=".repeat(46));
         let eps = b.dir.endpoints();
         for i in 0..MAX_ENDPOINTS {
@@ -34,7 +48,11 @@ fn main() {
                 None => {}
             }
         }
-        println!("{} regular endpoints open (out of {})", eps.len(), MAX_ENDPOINTS);
+        println!(
+            "{} regular endpoints open (out of {})",
+            eps.len(),
+            MAX_ENDPOINTS
+        );
     }
     if !found {
         eprintln!("omx_endpoint_info: no such board");

@@ -4,7 +4,11 @@ use clap::Parser;
 use omx_tools::{fmt_mac, runtime_or_exit};
 
 #[derive(Parser)]
-#[command(name = "omx_hostname", about = "Show or change an omx board's name", disable_version_flag = true)]
+#[command(
+    name = "omx_hostname",
+    about = "Show or change an omx board's name",
+    disable_version_flag = true
+)]
 struct Args {
     /// Board index.
     #[arg(short = 'b', default_value_t = 0)]
@@ -27,11 +31,20 @@ fn main() {
         std::process::exit(255);
     };
     if (a.name.is_none() && !a.clear) || a.verbose {
-        println!("Board #{} ({} {}) hostname was {}", b.index, b.iface.name, fmt_mac(b.nic_id), b.name);
+        println!(
+            "Board #{} ({} {}) hostname was {}",
+            b.index,
+            b.iface.name,
+            fmt_mac(b.nic_id),
+            b.name
+        );
     }
     if let Some(n) = &a.name {
         if n.is_empty() || n.len() >= omx_wire::HOSTNAME_MAX {
-            eprintln!("omx_hostname: a name has 1 to {} bytes", omx_wire::HOSTNAME_MAX - 1);
+            eprintln!(
+                "omx_hostname: a name has 1 to {} bytes",
+                omx_wire::HOSTNAME_MAX - 1
+            );
             std::process::exit(1);
         }
         if let Err(e) = b.dir.save_name(n) {

@@ -5,7 +5,11 @@ use omx_runtime::{MAX_ENDPOINTS, MAX_PEERS};
 use omx_tools::{fmt_mac, runtime_or_exit};
 
 #[derive(Parser)]
-#[command(name = "omx_info", about = "Show omx boards and peers", disable_version_flag = true)]
+#[command(
+    name = "omx_info",
+    about = "Show omx boards and peers",
+    disable_version_flag = true
+)]
 struct Args {
     /// Only board n.
     #[arg(short = 'b')]
@@ -20,13 +24,14 @@ struct Args {
 
 fn driver_of(iface: &str) -> Option<String> {
     let link = std::fs::read_link(format!("/sys/class/net/{iface}/device/driver")).ok();
-    link.and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).or_else(|| {
-        // Virtual interfaces have no device: report their link kind.
-        std::fs::read_to_string(format!("/sys/class/net/{iface}/uevent"))
-            .ok()?
-            .lines()
-            .find_map(|l| l.strip_prefix("DEVTYPE=").map(str::to_string))
-    })
+    link.and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .or_else(|| {
+            // Virtual interfaces have no device: report their link kind.
+            std::fs::read_to_string(format!("/sys/class/net/{iface}/uevent"))
+                .ok()?
+                .lines()
+                .find_map(|l| l.strip_prefix("DEVTYPE=").map(str::to_string))
+        })
 }
 
 fn main() {
@@ -37,26 +42,46 @@ fn main() {
         eprintln!("omx_info: warning: {w}");
     }
     if verbose {
-        println!("omx {} (Open-MX 1.5 protocol, MX 1.2 API)", env!("CARGO_PKG_VERSION"));
+        println!(
+            "omx {} (Open-MX 1.5 protocol, MX 1.2 API)",
+            env!("CARGO_PKG_VERSION")
+        );
         let mode = match rt.cfg.wire.mode {
             omx_wire::WireMode::Native => format!("native, MTU {}", rt.cfg.wire.mtu),
             omx_wire::WireMode::MxCompat => "MX-wire-compatible".to_string(),
         };
         println!(" wire: {mode}, EtherType 0x{:04x}", rt.cfg.wire.ethertype);
     }
-    let boards: Vec<_> = rt.boards.iter().filter(|b| a.board.is_none_or(|i| b.index == i)).collect();
+    let boards: Vec<_> = rt
+        .boards
+        .iter()
+        .filter(|b| a.board.is_none_or(|i| b.index == i))
+        .collect();
     if a.board.is_some() && boards.is_empty() {
         eprintln!("omx_info: no board #{}", a.board.unwrap_or(0));
         std::process::exit(255);
     }
-    println!("Found {} boards ({} max) supporting {} endpoints each:", rt.boards.len(), 32, MAX_ENDPOINTS);
+    println!(
+        "Found {} boards ({} max) supporting {} endpoints each:",
+        rt.boards.len(),
+        32,
+        MAX_ENDPOINTS
+    );
     for b in &boards {
-        println!(" {} (board #{} name {} addr {})", b.name, b.index, b.iface.name, fmt_mac(b.nic_id));
+        println!(
+            " {} (board #{} name {} addr {})",
+            b.name,
+            b.index,
+            b.iface.name,
+            fmt_mac(b.nic_id)
+        );
         if verbose {
             if let Some(d) = driver_of(&b.iface.name) {
                 println!("   managed by driver '{d}'");
             }
-            if let Ok(n) = std::fs::read_to_string(format!("/sys/class/net/{}/device/numa_node", b.iface.name)) {
+            if let Ok(n) =
+                std::fs::read_to_string(format!("/sys/class/net/{}/device/numa_node", b.iface.name))
+            {
                 if n.trim() != "-1" {
                     println!("   attached to numa node {}", n.trim());
                 }
@@ -66,7 +91,10 @@ fn main() {
             eprintln!("omx_info: warning: interface {} is down", b.iface.name);
         }
         if b.iface.mtu < rt.cfg.wire.mtu {
-            eprintln!("omx_info: warning: interface {} MTU {} is below the required {}", b.iface.name, b.iface.mtu, rt.cfg.wire.mtu);
+            eprintln!(
+                "omx_info: warning: interface {} MTU {} is below the required {}",
+                b.iface.name, b.iface.mtu, rt.cfg.wire.mtu
+            );
         }
     }
     if !verbose {
@@ -82,7 +110,11 @@ fn main() {
         }
         println!("{}", "=".repeat(48));
         for (i, (nic, name)) in peers.iter().enumerate() {
-            println!("  {i}) {} {}", fmt_mac(*nic), name.as_deref().unwrap_or("<unknown>"));
+            println!(
+                "  {i}) {} {}",
+                fmt_mac(*nic),
+                name.as_deref().unwrap_or("<unknown>")
+            );
         }
         if peers.len() >= MAX_PEERS {
             eprintln!("omx_info: warning: the peer table is full");

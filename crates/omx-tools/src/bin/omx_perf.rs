@@ -13,7 +13,11 @@ const ACK_MATCH: u64 = 0xabcd_dcba_abcd_dcba;
 const CONNECT_BACK_CONTEXT: u64 = 0xdead_beef;
 
 #[derive(Parser, Debug)]
-#[command(name = "omx_perf", about = "omx ping-pong benchmark", disable_version_flag = true)]
+#[command(
+    name = "omx_perf",
+    about = "omx ping-pong benchmark",
+    disable_version_flag = true
+)]
 struct Args {
     /// Local board index.
     #[arg(short = 'b', default_value_t = 0)]
@@ -90,7 +94,18 @@ struct Params {
 
 impl Params {
     fn encode(&self) -> [u8; 40] {
-        let f = [self.start, self.end, self.mult, self.incr, self.iter, self.warmup, self.unidir, self.sync, self.check, self.pause];
+        let f = [
+            self.start,
+            self.end,
+            self.mult,
+            self.incr,
+            self.iter,
+            self.warmup,
+            self.unidir,
+            self.sync,
+            self.check,
+            self.pause,
+        ];
         let mut out = [0u8; 40];
         for (i, v) in f.iter().enumerate() {
             out[i * 4..i * 4 + 4].copy_from_slice(&v.to_be_bytes());
@@ -100,7 +115,18 @@ impl Params {
 
     fn decode(b: &[u8; 40]) -> Params {
         let g = |i: usize| u32::from_be_bytes(b[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
-        Params { start: g(0), end: g(1), mult: g(2), incr: g(3), iter: g(4), warmup: g(5), unidir: g(6), sync: g(7), check: g(8), pause: g(9) }
+        Params {
+            start: g(0),
+            end: g(1),
+            mult: g(2),
+            incr: g(3),
+            iter: g(4),
+            warmup: g(5),
+            unidir: g(6),
+            sync: g(7),
+            check: g(8),
+            pause: g(9),
+        }
     }
 
     fn lengths(&self) -> Vec<u32> {
@@ -109,7 +135,15 @@ impl Params {
         while len < self.end as u64 {
             v.push(len as u32);
             let next = len * self.mult.max(1) as u64 + self.incr as u64;
-            len = if next <= len { if len == 0 { 1 } else { len + 1 } } else { next };
+            len = if next <= len {
+                if len == 0 {
+                    1
+                } else {
+                    len + 1
+                }
+            } else {
+                next
+            };
         }
         v
     }
@@ -126,22 +160,40 @@ impl Buffers {
         // Over-allocate so that an aligned window of `max` bytes exists.
         let pad = if aligned { 65536 } else { 0 };
         let send = vec![0u8; max + pad];
-        let offset = if aligned { (65536 - send.as_ptr() as usize % 65536) % 65536 } else { 0 };
+        let offset = if aligned {
+            (65536 - send.as_ptr() as usize % 65536) % 65536
+        } else {
+            0
+        };
         let recv = vec![0u8; max + pad];
         Buffers { send, recv, offset }
     }
 
     fn send_seg(&mut self, len: usize) -> Segment {
-        Segment { ptr: self.send[self.offset..].as_mut_ptr(), len }
+        Segment {
+            ptr: self.send[self.offset..].as_mut_ptr(),
+            len,
+        }
     }
 
     fn recv_seg(&mut self, len: usize) -> Segment {
-        let off = if self.offset > 0 { (65536 - self.recv.as_ptr() as usize % 65536) % 65536 } else { 0 };
-        Segment { ptr: self.recv[off..].as_mut_ptr(), len }
+        let off = if self.offset > 0 {
+            (65536 - self.recv.as_ptr() as usize % 65536) % 65536
+        } else {
+            0
+        };
+        Segment {
+            ptr: self.recv[off..].as_mut_ptr(),
+            len,
+        }
     }
 
     fn recv_bytes(&self, len: usize) -> &[u8] {
-        let off = if self.offset > 0 { (65536 - self.recv.as_ptr() as usize % 65536) % 65536 } else { 0 };
+        let off = if self.offset > 0 {
+            (65536 - self.recv.as_ptr() as usize % 65536) % 65536
+        } else {
+            0
+        };
         &self.recv[off..off + len]
     }
 }
@@ -213,12 +265,14 @@ impl Io<'_> {
 
     fn send(&self, seg: Segment, to: PartnerId, m: u64, sync: bool) -> ReqId {
         // SAFETY: the buffers outlive every request: each is completed before reuse.
-        unsafe { self.ep.isend(&[seg], to, m, 0, sync) }.unwrap_or_else(|e| die(&format!("send failed: {e}")))
+        unsafe { self.ep.isend(&[seg], to, m, 0, sync) }
+            .unwrap_or_else(|e| die(&format!("send failed: {e}")))
     }
 
     fn recv(&self, seg: Segment, m: u64, mask: u64) -> ReqId {
         // SAFETY: as above.
-        unsafe { self.ep.irecv(&[seg], m, mask, 0) }.unwrap_or_else(|e| die(&format!("receive failed: {e}")))
+        unsafe { self.ep.irecv(&[seg], m, mask, 0) }
+            .unwrap_or_else(|e| die(&format!("receive failed: {e}")))
     }
 
     fn check_ok(&self, s: omx_proto::Status, what: &str) {
@@ -236,11 +290,26 @@ fn die(msg: &str) -> ! {
 fn main() {
     let a = Args::parse();
     let rt = runtime_or_exit("omx_perf");
-    let index = if a.dest.is_some() { a.endpoint } else { Some(a.endpoint.unwrap_or(0)) };
-    let ep = Endpoint::open(&rt, a.board, index, KEY).unwrap_or_else(|e| die(&format!("failed to open endpoint: {e}")));
+    let index = if a.dest.is_some() {
+        a.endpoint
+    } else {
+        Some(a.endpoint.unwrap_or(0))
+    };
+    let ep = Endpoint::open(&rt, a.board, index, KEY)
+        .unwrap_or_else(|e| die(&format!("failed to open endpoint: {e}")));
     let board = ep.board().clone();
-    println!("Successfully attached endpoint #{} on board #{} ({}, {})", ep.index(), board.index, board.name, board.iface.name);
-    let io = Io { ep: &ep, sleep: a.wait, yield_: a.yield_ };
+    println!(
+        "Successfully attached endpoint #{} on board #{} ({}, {})",
+        ep.index(),
+        board.index,
+        board.name,
+        board.iface.name
+    );
+    let io = Io {
+        ep: &ep,
+        sleep: a.wait,
+        yield_: a.yield_,
+    };
     match &a.dest {
         Some(dest) => client(&a, &io, dest),
         None => server(&a, &io),
@@ -258,19 +327,41 @@ fn server(a: &Args, io: &Io) {
             println!("Starting server on endpoint {}", io.ep.index());
         }
         let mut pbuf = [0u8; 40];
-        let r = io.recv(Segment { ptr: pbuf.as_mut_ptr(), len: 40 }, PARAM_MATCH, u64::MAX);
+        let r = io.recv(
+            Segment {
+                ptr: pbuf.as_mut_ptr(),
+                len: 40,
+            },
+            PARAM_MATCH,
+            u64::MAX,
+        );
         let st = io.ep.wait(r, None).expect("wait").status;
         io.check_ok(st, "parameter receive");
         let p = Params::decode(&pbuf);
         let client = st.source.expect("sender");
         let (nic, rep, _) = io.ep.partner_addr(client).expect("partner");
         // Connect back as the original does, and check the context comes back.
-        let c = io.ep.iconnect(nic, rep, KEY, CONNECT_BACK_CONTEXT).unwrap_or_else(|e| die(&format!("connect back: {e}")));
-        let cs = io.ep.wait(c, Some(Duration::from_secs(30))).unwrap_or_else(|| die("connect back timed out")).status;
+        let c = io
+            .ep
+            .iconnect(nic, rep, KEY, CONNECT_BACK_CONTEXT)
+            .unwrap_or_else(|e| die(&format!("connect back: {e}")));
+        let cs = io
+            .ep
+            .wait(c, Some(Duration::from_secs(30)))
+            .unwrap_or_else(|| die("connect back timed out"))
+            .status;
         assert_eq!(cs.context, CONNECT_BACK_CONTEXT);
         io.check_ok(cs, "connect back");
         let back = cs.source.expect("partner");
-        let ack = io.send(Segment { ptr: std::ptr::null_mut(), len: 0 }, back, ACK_MATCH, false);
+        let ack = io.send(
+            Segment {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            },
+            back,
+            ACK_MATCH,
+            false,
+        );
         io.check_ok(io.ep.wait(ack, None).expect("wait").status, "ack");
         let lengths = p.lengths();
         let max = lengths.iter().copied().max().unwrap_or(0) as usize;
@@ -309,7 +400,10 @@ fn client(a: &Args, io: &Io, dest: &str) {
     let nic = rt
         .hostname_to_nic_id(dest, Duration::from_secs(10))
         .unwrap_or_else(|| die(&format!("cannot find peer name {dest}")));
-    let to = match io.ep.connect(nic, a.remote, KEY, Some(Duration::from_secs(30))) {
+    let to = match io
+        .ep
+        .connect(nic, a.remote, KEY, Some(Duration::from_secs(30)))
+    {
         Ok(Ok(p)) => p,
         Ok(Err(s)) => die(&format!("connect to {dest} failed: {:?}", s.code)),
         Err(e) => die(&format!("connect to {dest} failed: {e}")),
@@ -327,18 +421,49 @@ fn client(a: &Args, io: &Io, dest: &str) {
         pause: a.pause,
     };
     let mut ackbuf = [0u8; 1];
-    let ack = io.recv(Segment { ptr: ackbuf.as_mut_ptr(), len: 0 }, ACK_MATCH, u64::MAX);
+    let ack = io.recv(
+        Segment {
+            ptr: ackbuf.as_mut_ptr(),
+            len: 0,
+        },
+        ACK_MATCH,
+        u64::MAX,
+    );
     let mut pbuf = p.encode();
-    let s = io.send(Segment { ptr: pbuf.as_mut_ptr(), len: 40 }, to, PARAM_MATCH, true);
-    io.check_ok(io.ep.wait(s, Some(Duration::from_secs(30))).unwrap_or_else(|| die("server did not answer")).status, "parameters");
-    io.check_ok(io.ep.wait(ack, Some(Duration::from_secs(30))).unwrap_or_else(|| die("server did not connect back")).status, "server ack");
+    let s = io.send(
+        Segment {
+            ptr: pbuf.as_mut_ptr(),
+            len: 40,
+        },
+        to,
+        PARAM_MATCH,
+        true,
+    );
+    io.check_ok(
+        io.ep
+            .wait(s, Some(Duration::from_secs(30)))
+            .unwrap_or_else(|| die("server did not answer"))
+            .status,
+        "parameters",
+    );
+    io.check_ok(
+        io.ep
+            .wait(ack, Some(Duration::from_secs(30)))
+            .unwrap_or_else(|| die("server did not connect back"))
+            .status,
+        "server ack",
+    );
     let lengths = p.lengths();
     let max = lengths.iter().copied().max().unwrap_or(0) as usize;
     let mut bufs = Buffers::new(max, a.aligned);
     let mut scratch = Vec::new();
     for &len in &lengths {
         let reply_len_ = if a.unidir { 0 } else { len };
-        let (pat, reply_pat) = if a.check { (Pattern::new(len), Pattern::new(reply_len_)) } else { (Pattern::new(0), Pattern::new(0)) };
+        let (pat, reply_pat) = if a.check {
+            (Pattern::new(len), Pattern::new(reply_len_))
+        } else {
+            (Pattern::new(0), Pattern::new(0))
+        };
         if a.pause > 0 {
             std::thread::sleep(Duration::from_millis(a.pause as u64));
         }
@@ -357,11 +482,16 @@ fn client(a: &Args, io: &Io, dest: &str) {
             let st = io.finish(r);
             io.check_ok(st, "receive");
             if st.xfer_length != reply_len {
-                die(&format!("reply of {} bytes, expected {reply_len}", st.xfer_length));
+                die(&format!(
+                    "reply of {} bytes, expected {reply_len}",
+                    st.xfer_length
+                ));
             }
             if a.check {
                 if !reply_pat.matches(bufs.recv_bytes(reply_len as usize), i + 1, &mut scratch) {
-                    die(&format!("data mismatch in reply at length {len}, iteration {i}"));
+                    die(&format!(
+                        "data mismatch in reply at length {len}, iteration {i}"
+                    ));
                 }
             }
         }
