@@ -37,4 +37,5 @@ counters! {
     drop_pull_reply_bad_magic, drop_pull_reply_bad_handle, drop_pull_reply_bad_seqnum,
     drop_pull_reply_duplicate, drop_nack_mcp_bad_handle, drop_stale_notify,
     drop_bad_ack, drop_connect_reply_stale,
+    send_bundle, recv_bundle, drop_bad_bundle,
 }

@@ -29,6 +29,7 @@ pub fn route(frame: &[u8]) -> Route {
         t if t == PacketType::PullReply as u8 => at(15).map(|b| b ^ (PULL_MAGIC_XOR & 0xFF) as u8),
         t if t == PacketType::NackMcp as u8 => at(15).map(|b| b ^ (PULL_MAGIC_XOR & 0xFF) as u8),
         t if t == PacketType::NackLib as u8 => at(9),
+        omx_wire::BUNDLE_TYPE => at(1),
         t if (PacketType::Truc as u8..=PacketType::Notify as u8).contains(&t) => at(1),
         _ => None,
     };

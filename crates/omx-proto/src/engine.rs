@@ -11,7 +11,8 @@ use crate::transmit::{Payload, Transmit, MAX_HEADER_LEN};
 use crate::types::*;
 use bytes::Bytes;
 use omx_wire::{DecodeError, DropReason, Header, Packet};
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 
 /// Identity of the local endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +141,7 @@ pub struct Engine {
     pub(crate) early_bytes: usize,
     pub(crate) regions: Vec<Option<Region>>,
     pub(crate) region_use: [u8; 256],
+    pub(crate) regions_used: usize,
     pub(crate) region_waitq: VecDeque<Key>,
     pub(crate) pulls: Slab<Pull>,
     pub(crate) pull_waitq: VecDeque<Key>,
@@ -167,7 +169,7 @@ impl Engine {
             me,
             peers,
             partners: Vec::new(),
-            partner_by_addr: HashMap::new(),
+            partner_by_addr: HashMap::default(),
             requests: Slab::default(),
             posted: VecDeque::new(),
             unexp: Slab::default(),
@@ -176,10 +178,11 @@ impl Engine {
             early_bytes: 0,
             regions: (0..256).map(|_| None).collect(),
             region_use: [REGION_USE_INIT; 256],
+            regions_used: 0,
             region_waitq: VecDeque::new(),
             pulls: Slab::default(),
             pull_waitq: VecDeque::new(),
-            copies: HashMap::new(),
+            copies: HashMap::default(),
             next_copy: 1,
             out: VecDeque::new(),
             completions: VecDeque::new(),
@@ -239,7 +242,7 @@ impl Engine {
             throttled: self.partners.iter().map(|p| p.throttled.len()).sum(),
             partials: self.partners.iter().map(|p| p.partials.len()).sum(),
             pulls: self.pulls.len(),
-            regions: self.regions.iter().filter(|r| r.is_some()).count(),
+            regions: self.regions_used,
             copies: self.copies.len(),
             zombies: self.zombies,
             transmits: self.out.len(),

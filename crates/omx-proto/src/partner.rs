@@ -6,7 +6,8 @@ use crate::slab::Key;
 use crate::types::{NicId, Time};
 use bytes::Bytes;
 use omx_wire::{Medium, Msg, Notify, Rndv};
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 
 /// A seq-consuming packet kept until acked, re-encoded on each (re)send so that its
 /// piggybacked ack is current.
@@ -119,7 +120,7 @@ impl Partner {
             acknum_sent: 0,
             acknum_seen: 0,
             partials: Vec::new(),
-            early: HashMap::new(),
+            early: HashMap::default(),
             early_bytes: 0,
             last_heard: 0,
             probes: 0,

@@ -1,7 +1,7 @@
 //! The board's peer table: nic id <-> 16-bit peer index, plus the peer's name.
 
 use crate::types::NicId;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 #[derive(Clone, Debug, Default)]
 pub struct PeerTable {
@@ -21,7 +21,7 @@ impl PeerTable {
     pub fn new(max: usize) -> Self {
         PeerTable {
             entries: Vec::new(),
-            by_nic: HashMap::new(),
+            by_nic: HashMap::default(),
             max: max.min(0xFFFF),
         }
     }

@@ -215,11 +215,11 @@ impl Engine {
     }
 
     fn alloc_region(&mut self, handle: MemHandle, len: u32, req: Key) -> Option<u8> {
-        let used = self.regions.iter().filter(|r| r.is_some()).count();
-        if used >= MAX_LARGE_SENDS {
+        if self.regions_used >= MAX_LARGE_SENDS {
             return None;
         }
         let id = self.regions.iter().position(|r| r.is_none())?;
+        self.regions_used += 1;
         let use_seq = self.region_use[id];
         self.region_use[id] = use_seq.wrapping_add(1);
         self.regions[id] = Some(Region {
@@ -232,9 +232,15 @@ impl Engine {
     }
 
     pub(crate) fn free_region(&mut self, now: Time, id: u8) {
-        self.regions[id as usize] = None;
+        self.drop_region(id);
         if let Some(k) = self.region_waitq.pop_front() {
             self.start_send(now, k);
+        }
+    }
+
+    fn drop_region(&mut self, id: u8) {
+        if self.regions[id as usize].take().is_some() {
+            self.regions_used -= 1;
         }
     }
 
@@ -267,7 +273,7 @@ impl Engine {
                     .as_ref()
                     .is_some_and(|r| r.req == k)
                 {
-                    self.regions[id as usize] = None;
+                    self.drop_region(id);
                 }
             }
             self.complete(k, RequestKind::Send, status);
@@ -397,7 +403,7 @@ impl Engine {
         }
         if p.unacked.is_empty() {
             // Rendezvous sends may still wait for notifies: keep probing liveness.
-            let large = self.regions.iter().any(|r| r.is_some());
+            let large = self.regions_used > 0;
             p.resend_deadline = large.then_some(now + self.cfg.resend_delay);
         }
         if acked.is_empty() {

@@ -28,6 +28,8 @@ pub struct RuntimeConfig {
     pub progress_thread: bool,
     pub unexp_max_bytes: usize,
     pub rx_ring_bytes: usize,
+    /// Pack small frames for one endpoint into one Ethernet frame (native mode only).
+    pub bundle: bool,
 }
 
 fn var(name: &str, mx_alias: Option<&str>) -> Option<String> {
@@ -119,6 +121,7 @@ impl RuntimeConfig {
             progress_thread: flag("OMX_PROGRESS_THREAD", None, true),
             unexp_max_bytes: num("OMX_UNEXP_MAX", None, 256 << 20).max(0) as usize,
             rx_ring_bytes: num("OMX_RX_RING_KB", None, 16384).max(0) as usize * 1024,
+            bundle: wire.mode == omx_wire::WireMode::Native && flag("OMX_BUNDLE", None, true),
         }
     }
 

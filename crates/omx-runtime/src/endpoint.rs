@@ -2,6 +2,7 @@
 //! needs progress (a waiting application thread first, else the background progress
 //! thread), so retransmissions, acks and pulls move while the application computes.
 
+use crate::bundler::Bundler;
 use crate::discovery::Discovery;
 use crate::memory::{gather, MemRegistry, Segment, MAX_SEGMENTS};
 use crate::registry::{EndpointInfo, LockFile};
@@ -9,7 +10,8 @@ use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
 use bytes::Bytes;
 use omx_proto::*;
 use omx_transport::{EndpointFilter, PacketSocket, SocketOptions};
-use std::collections::{HashMap, HashSet, VecDeque};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -72,8 +74,15 @@ struct Core {
     next_publish: Time,
     rx: Vec<Bytes>,
     board_rx: Vec<Vec<u8>>,
+    bundler: Bundler,
+    /// When the application last posted a send: back-to-back sends are not flushed one
+    /// by one, so they can share frames (bundles) and system calls.
+    last_post: Time,
     _index_lock: LockFile,
 }
+
+/// Sends posted closer together than this are treated as a stream.
+const STREAM_GAP: Time = 5_000;
 
 struct Shared {
     rt: Arc<Runtime>,
@@ -166,14 +175,15 @@ impl Endpoint {
             return Err(std::io::Error::last_os_error().into());
         }
         let sock_fd = sock.fd();
+        let bundler = Bundler::new(b.iface.max_frame_len(), rt.cfg.wire.ethertype);
         let core = Core {
             engine,
             sock,
             mem: MemRegistry::default(),
-            done: HashMap::new(),
+            done: HashMap::default(),
             done_order: VecDeque::new(),
-            forgotten: HashSet::new(),
-            req_mem: HashMap::new(),
+            forgotten: HashSet::default(),
+            req_mem: HashMap::default(),
             peers_version: 0,
             board_lock,
             discovery,
@@ -181,6 +191,8 @@ impl Endpoint {
             next_publish: 0,
             rx: Vec::with_capacity(RX_BATCH),
             board_rx: Vec::new(),
+            bundler,
+            last_post: 0,
             _index_lock: lock,
         };
         let shared = Arc::new(Shared {
@@ -252,10 +264,9 @@ impl Endpoint {
         key: u32,
         context: u64,
     ) -> Result<ReqId, Error> {
-        let mut core = self.shared.app_lock();
-        let now = self.shared.rt.now();
+        let (mut core, now) = self.shared.app_lock_now();
         let r = core.engine.connect(now, nic, endpoint, key, context)?;
-        self.shared.progress(&mut core);
+        self.shared.progress_at(&mut core, now, true);
         Ok(r)
     }
 
@@ -308,8 +319,7 @@ impl Endpoint {
         sync: bool,
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
-        let mut core = self.shared.app_lock();
-        let now = self.shared.rt.now();
+        let (mut core, now) = self.shared.app_lock_now();
         let (data, handle) = if core.engine.is_eager(len, sync) {
             (SendData::Eager(Bytes::from(gather(segs))), None)
         } else {
@@ -333,7 +343,9 @@ impl Endpoint {
         if let Some(h) = handle {
             core.req_mem.insert(r, h);
         }
-        self.shared.progress(&mut core);
+        let streaming = now.saturating_sub(core.last_post) < STREAM_GAP;
+        core.last_post = now;
+        self.shared.progress_at(&mut core, now, !streaming);
         Ok(r)
     }
 
@@ -350,13 +362,12 @@ impl Endpoint {
         context: u64,
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
-        let mut core = self.shared.app_lock();
-        let now = self.shared.rt.now();
+        let (mut core, now) = self.shared.app_lock_now();
         let h = core.mem.register(segs.to_vec());
         match core.engine.irecv(now, match_info, mask, h, len, context) {
             Ok(r) => {
                 core.req_mem.insert(r, h);
-                self.shared.progress(&mut core);
+                self.shared.progress_at(&mut core, now, true);
                 Ok(r)
             }
             Err(e) => {
@@ -368,8 +379,11 @@ impl Endpoint {
 
     /// The completion of `req`, if done (removes it).
     pub fn test(&self, req: ReqId) -> Option<Completion> {
-        let mut core = self.shared.app_lock();
-        self.shared.progress(&mut core);
+        let (mut core, now) = self.shared.app_lock_now();
+        if let Some(c) = take_done(&mut core, req) {
+            return Some(c);
+        }
+        self.shared.progress_at(&mut core, now, true);
         take_done(&mut core, req)
     }
 
@@ -380,8 +394,8 @@ impl Endpoint {
 
     /// Oldest completed request whose match info satisfies the mask (removes it).
     pub fn test_any(&self, match_info: u64, mask: u64) -> Option<Completion> {
-        let mut core = self.shared.app_lock();
-        self.shared.progress(&mut core);
+        let (mut core, now) = self.shared.app_lock_now();
+        self.shared.progress_at(&mut core, now, true);
         take_any(&mut core, match_info, mask)
     }
 
@@ -397,19 +411,18 @@ impl Endpoint {
 
     /// The oldest completed request, left in place.
     pub fn peek(&self) -> Option<ReqId> {
-        let mut core = self.shared.app_lock();
-        self.shared.progress(&mut core);
-        core.done_order.front().copied()
+        let (mut core, now) = self.shared.app_lock_now();
+        self.shared.progress_at(&mut core, now, true);
+        oldest_done(&mut core)
     }
 
     pub fn wait_peek(&self, timeout: Option<Duration>) -> Option<ReqId> {
-        self.shared
-            .wait_for(timeout, |core| core.done_order.front().copied())
+        self.shared.wait_for(timeout, oldest_done)
     }
 
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
-        let mut core = self.shared.app_lock();
-        self.shared.progress(&mut core);
+        let (mut core, now) = self.shared.app_lock_now();
+        self.shared.progress_at(&mut core, now, true);
         core.engine.iprobe(match_info, mask)
     }
 
@@ -454,8 +467,8 @@ impl Endpoint {
 
     /// Makes progress once (for callers that poll).
     pub fn progress(&self) {
-        let mut core = self.shared.app_lock();
-        self.shared.progress(&mut core);
+        let (mut core, now) = self.shared.app_lock_now();
+        self.shared.progress_at(&mut core, now, true);
     }
 }
 
@@ -487,8 +500,24 @@ impl Drop for Endpoint {
 
 fn take_done(core: &mut Core, req: ReqId) -> Option<Completion> {
     let c = core.done.remove(&req)?;
-    core.done_order.retain(|&r| r != req);
+    // `done_order` is cleaned lazily: stale ids (taken by id) are skipped and popped.
+    prune_done_order(core);
     Some(c)
+}
+
+fn prune_done_order(core: &mut Core) {
+    while core
+        .done_order
+        .front()
+        .is_some_and(|r| !core.done.contains_key(r))
+    {
+        core.done_order.pop_front();
+    }
+}
+
+fn oldest_done(core: &mut Core) -> Option<ReqId> {
+    prune_done_order(core);
+    core.done_order.front().copied()
 }
 
 fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
@@ -498,7 +527,27 @@ fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
             .is_some_and(|c| c.status.match_info & mask == match_info & mask)
     })?;
     let r = core.done_order.remove(pos)?;
-    core.done.remove(&r)
+    let c = core.done.remove(&r);
+    prune_done_order(core);
+    c
+}
+
+/// Feeds the inner frames of a bundle to the engine (zero-copy slices of the bundle).
+fn unbundle(engine: &mut Engine, now: Time, f: Bytes) {
+    let Ok(items) = omx_wire::bundle_items(&f) else {
+        engine.counters.drop_bad_bundle += 1;
+        return;
+    };
+    engine.counters.recv_bundle += 1;
+    for r in items {
+        let inner = f.slice(r);
+        // The inner frame must come from the bundle's sender.
+        if inner.get(6..12) != f.get(6..12) {
+            engine.counters.drop_bad_bundle += 1;
+            continue;
+        }
+        engine.handle_frame(now, inner);
+    }
 }
 
 fn is_board_frame(f: &[u8]) -> bool {
@@ -512,8 +561,15 @@ impl Shared {
 
     /// Lock taken on behalf of the application: records that it is active.
     fn app_lock(&self) -> MutexGuard<'_, Core> {
-        self.last_app_call.store(self.rt.now(), Ordering::Relaxed);
-        self.lock()
+        self.app_lock_now().0
+    }
+
+    /// Application lock plus the current time (one clock read for the whole call).
+    fn app_lock_now(&self) -> (MutexGuard<'_, Core>, Time) {
+        let core = self.lock();
+        let now = self.rt.now();
+        self.last_app_call.store(now, Ordering::Relaxed);
+        (core, now)
     }
 
     fn signal(&self) {
@@ -540,9 +596,13 @@ impl Shared {
         };
     }
 
-    /// One progress pass: frames in, timers, then every output of the engine.
+    /// One progress pass: frames in, timers, then every output of the engine, flushed.
     fn progress(&self, core: &mut Core) {
-        let now = self.rt.now();
+        self.progress_at(core, self.rt.now(), true)
+    }
+
+    /// A progress pass that leaves frames queued (for a later pass) unless `flush`.
+    fn progress_at(&self, core: &mut Core, now: Time, flush: bool) {
         self.sync_peers(core);
         let Core {
             engine,
@@ -559,7 +619,11 @@ impl Shared {
             }
         });
         for f in rx.drain(..) {
-            engine.handle_frame(now, f);
+            if f.get(16) == Some(&omx_wire::BUNDLE_TYPE) && self.rt.cfg.bundle {
+                unbundle(engine, now, f);
+            } else {
+                engine.handle_frame(now, f);
+            }
         }
         if !core.board_rx.is_empty() || core.discovery.as_ref().is_some_and(|d| d.deadline() <= now)
         {
@@ -568,7 +632,7 @@ impl Shared {
         if core.engine.poll_timeout().is_some_and(|t| t <= now) {
             core.engine.handle_timeout(now);
         }
-        let completed = self.drain(core, now);
+        let completed = self.drain(core, now, flush);
         if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
             self.signal();
         }
@@ -578,8 +642,9 @@ impl Shared {
     }
 
     /// Executes copies, sends frames and collects completions until the engine is idle.
-    fn drain(&self, core: &mut Core, now: Time) -> bool {
+    fn drain(&self, core: &mut Core, now: Time, flush: bool) -> bool {
         let mut completed = false;
+        let bundle = self.rt.cfg.bundle;
         let Core {
             engine,
             sock,
@@ -588,6 +653,7 @@ impl Shared {
             done_order,
             forgotten,
             req_mem,
+            bundler,
             ..
         } = core;
         while engine.has_output() {
@@ -596,6 +662,11 @@ impl Shared {
                 engine.copy_done(now, op.id);
             }
             while let Some(t) = engine.poll_transmit() {
+                if bundle && Bundler::eligible(&t) {
+                    bundler.push(&t, sock);
+                    continue;
+                }
+                bundler.emit(sock);
                 let m = &*mem;
                 let _ = sock.queue_send(t.frame_len(), |buf| {
                     t.write_to(buf, |h, off, out| m.read(h, off as usize, out))
@@ -613,7 +684,12 @@ impl Shared {
                 completed = true;
             }
         }
-        let _ = sock.flush();
+        if flush {
+            bundler.emit(sock);
+            let _ = sock.flush();
+        }
+        let sent = std::mem::take(&mut bundler.bundles_sent);
+        engine.counters.send_bundle += sent;
         completed
     }
 
@@ -739,23 +815,28 @@ impl Shared {
         timeout: Option<Duration>,
         mut check: impl FnMut(&mut Core) -> Option<T>,
     ) -> Option<T> {
+        // Already there: return without a progress pass, so that streams of
+        // early-completed sends keep accumulating into shared frames.
+        let (mut core, start) = self.app_lock_now();
+        if let Some(x) = check(&mut core) {
+            return Some(x);
+        }
+        drop(core);
         self.app_active.fetch_add(1, Ordering::SeqCst);
-        let start = Instant::now();
-        let deadline = timeout.map(|t| start + t);
-        let spin_until = start + self.rt.cfg.wait_spin_for;
+        let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
+        let spin_until = start + self.rt.cfg.wait_spin_for.as_nanos() as u64;
+        let tight_until = start + TIGHT_SPIN.as_nanos() as u64;
         let wakeups = self.wakeups.load(Ordering::SeqCst);
         let result = loop {
-            let mut core = self.app_lock();
-            self.progress(&mut core);
+            let (mut core, now) = self.app_lock_now();
+            self.progress_at(&mut core, now, true);
             if let Some(x) = check(&mut core) {
                 break Some(x);
             }
-            if self.wakeups.load(Ordering::SeqCst) != wakeups || self.closing.load(Ordering::SeqCst)
+            if self.wakeups.load(Ordering::SeqCst) != wakeups
+                || self.closing.load(Ordering::SeqCst)
+                || deadline.is_some_and(|d| now >= d)
             {
-                break None;
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
                 break None;
             }
             if self.rt.cfg.wait_spin || now < spin_until {
@@ -763,14 +844,14 @@ impl Shared {
                 // After a short tight spin, yield on each round: a waker placed on this
                 // CPU (wake-affine scheduling) then runs at once instead of after the
                 // whole spin budget, which otherwise locks both sides into slow waits.
-                if now > start + TIGHT_SPIN {
+                if now > tight_until {
                     std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();
                 }
                 continue;
             }
-            let left = deadline.map_or(Duration::from_secs(1), |d| d - now);
+            let left = Duration::from_nanos(deadline.map_or(1_000_000_000, |d| d - now));
             let budget = self.sleep_budget(&core, left);
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             drop(core);

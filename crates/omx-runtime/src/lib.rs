@@ -2,6 +2,7 @@
 //! host, runs their protocol engines with a background progress thread, performs the
 //! engines' copies, and discovers peers.
 
+pub mod bundler;
 pub mod config;
 pub mod discovery;
 pub mod endpoint;

@@ -192,25 +192,6 @@ pub fn parse_peers(text: &str) -> Result<Vec<(NicId, Option<String>)>, String> {
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn peers_file_round_trip_and_errors() {
-        let p = parse_peers("# c\n\n02:00:00:00:00:01 h0:0\n0a:0b:0c:0d:0e:0f -\n").unwrap();
-        assert_eq!(
-            p,
-            vec![
-                (0x020000000001, Some("h0:0".into())),
-                (0x0a0b0c0d0e0f, None)
-            ]
-        );
-        assert!(parse_peers("zz:00 x\n").is_err());
-        assert!(parse_peers("02:00:00:00:00:01 a b\n").is_err());
-    }
-}
-
 /// Counters of a board: live endpoints plus those of endpoints already closed, minus
 /// the baseline recorded by the last clear.
 impl BoardDir {
@@ -295,5 +276,24 @@ fn add_into(sum: &mut Vec<(String, u64)>, add: &[(String, u64)]) {
             Some((_, x)) => *x += v,
             None => sum.push((n.clone(), *v)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_file_round_trip_and_errors() {
+        let p = parse_peers("# c\n\n02:00:00:00:00:01 h0:0\n0a:0b:0c:0d:0e:0f -\n").unwrap();
+        assert_eq!(
+            p,
+            vec![
+                (0x020000000001, Some("h0:0".into())),
+                (0x0a0b0c0d0e0f, None)
+            ]
+        );
+        assert!(parse_peers("zz:00 x\n").is_err());
+        assert!(parse_peers("02:00:00:00:00:01 a b\n").is_err());
     }
 }

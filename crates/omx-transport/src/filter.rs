@@ -26,6 +26,8 @@ pub const ENDPOINT_TYPES: std::ops::RangeInclusive<u8> = 35..=43;
 pub const TYPE_PULL_REPLY: u8 = 42;
 pub const TYPE_NACK_LIB: u8 = 44;
 pub const TYPE_NACK_MCP: u8 = 45;
+/// omx native-mode bundle of small frames; its destination endpoint is byte 17 too.
+pub const TYPE_BUNDLE: u8 = 46;
 
 /// Which frames of the EtherType a socket should see.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -54,7 +56,9 @@ impl EndpointFilter {
                 .get(PULL_ENDPOINT_OFFSET as usize)
                 .map(|b| b ^ PULL_ENDPOINT_XOR),
             TYPE_NACK_LIB => frame.get(NACK_LIB_ENDPOINT_OFFSET as usize).copied(),
-            t if ENDPOINT_TYPES.contains(&t) => frame.get(DST_ENDPOINT_OFFSET as usize).copied(),
+            t if ENDPOINT_TYPES.contains(&t) || t == TYPE_BUNDLE => {
+                frame.get(DST_ENDPOINT_OFFSET as usize).copied()
+            }
             _ => None,
         }
     }
@@ -111,6 +115,12 @@ impl EndpointFilter {
                 JEQ,
                 TYPE_NACK_LIB as u32,
                 Target::Label(L_NACK_LIB),
+                Target::Next(0),
+            );
+            a.jump(
+                JEQ,
+                TYPE_BUNDLE as u32,
+                Target::Label(L_COMMON),
                 Target::Next(0),
             );
             a.jump(
@@ -379,7 +389,8 @@ mod tests {
             "board frame without board_frames"
         );
         assert_eq!(run(&p, &frame(34, 3, 3, 3)), 0, "unknown type");
-        assert_eq!(run(&p, &frame(46, 3, 3, 3)), 0, "unknown type");
+        assert!(run(&p, &frame(46, 3, 9, 9)) > 0, "BUNDLE by byte 17");
+        assert_eq!(run(&p, &frame(47, 3, 3, 3)), 0, "unknown type");
         let mut other = frame(37, 3, 0, 0);
         other[12] = 0x08;
         assert_eq!(run(&p, &other), 0, "other EtherType");

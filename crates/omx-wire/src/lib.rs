@@ -12,6 +12,7 @@
 //! the payload and cannot panic on any input.
 #![forbid(unsafe_code)]
 
+mod bundle;
 mod bytes;
 mod config;
 mod decode;
@@ -19,6 +20,7 @@ mod encode;
 mod error;
 mod packet;
 
+pub use bundle::*;
 pub use config::*;
 pub use decode::{decode, Decoded};
 pub use encode::{encode, encode_header};

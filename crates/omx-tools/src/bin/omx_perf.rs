@@ -487,12 +487,12 @@ fn client(a: &Args, io: &Io, dest: &str) {
                     st.xfer_length
                 ));
             }
-            if a.check {
-                if !reply_pat.matches(bufs.recv_bytes(reply_len as usize), i + 1, &mut scratch) {
-                    die(&format!(
-                        "data mismatch in reply at length {len}, iteration {i}"
-                    ));
-                }
+            if a.check
+                && !reply_pat.matches(bufs.recv_bytes(reply_len as usize), i + 1, &mut scratch)
+            {
+                die(&format!(
+                    "data mismatch in reply at length {len}, iteration {i}"
+                ));
             }
         }
         let total = t0.elapsed().as_secs_f64() * 1e6;
