@@ -350,7 +350,9 @@ impl Engine {
             return;
         }
         match packet {
-            Packet::Tiny(m) | Packet::Small(m) => self.on_eager(now, src, &packet, m, frame),
+            Packet::Tiny(m) | Packet::Small(m) => {
+                self.on_eager(now, src, &packet, m, frame, payload)
+            }
             Packet::Medium(m) => self.on_medium(now, src, m, payload, frame),
             Packet::Rndv(r) => self.on_rndv(now, src, r, frame),
             Packet::Notify(n) => self.on_notify_frame(now, src, n, frame),

@@ -320,17 +320,27 @@ impl Engine {
     }
 
     /// Routes a seq-consuming packet by its position in the partner's stream.
-    fn sequence(&mut self, now: Time, pid: PartnerId, seq: Seq, frag: Option<u8>, frame: Bytes) {
+    #[allow(clippy::too_many_arguments)]
+    fn sequence(
+        &mut self,
+        now: Time,
+        pid: PartnerId,
+        seq: Seq,
+        frag: Option<u8>,
+        frame: Bytes,
+        packet: &Packet,
+        payload: Bytes,
+    ) {
         let p = &self.partners[pid.0 as usize];
         let ahead = seq.since(p.next_match);
         if ahead == 0 {
-            if self.process_frame(now, pid, &frame) {
+            if self.process_packet(now, pid, packet, payload) {
                 self.after_in_order(now, pid);
             }
             return;
         }
         if frag.is_some() && p.partials.iter().any(|x| x.seq == seq) {
-            self.process_frame(now, pid, &frame);
+            self.process_packet(now, pid, packet, payload);
             return;
         }
         if ahead <= self.cfg.early_window {
@@ -403,7 +413,13 @@ impl Engine {
             return false;
         };
         let payload = frame.slice_ref(d.payload);
-        match d.packet {
+        self.process_packet(now, pid, &d.packet, payload)
+    }
+
+    /// Takes an in-order packet (or a fragment of a partial medium). Returns whether a
+    /// new message was taken at `next_match`.
+    fn process_packet(&mut self, now: Time, pid: PartnerId, packet: &Packet, payload: Bytes) -> bool {
+        match *packet {
             Packet::Tiny(m) | Packet::Small(m) => self.take_eager(now, pid, m, payload),
             Packet::Medium(m) => self.take_medium(now, pid, m, payload),
             Packet::Rndv(r) => self.take_rndv(now, pid, r),
@@ -582,6 +598,7 @@ impl Engine {
         packet: &Packet,
         m: Msg,
         frame: Bytes,
+        payload: Bytes,
     ) {
         match packet {
             Packet::Tiny(_) => self.counters.recv_tiny += 1,
@@ -598,7 +615,7 @@ impl Engine {
         ) else {
             return;
         };
-        self.sequence(now, pid, Seq(m.lib_seqnum), None, frame);
+        self.sequence(now, pid, Seq(m.lib_seqnum), None, frame, packet, payload);
     }
 
     pub(crate) fn on_medium(
@@ -606,7 +623,7 @@ impl Engine {
         now: Time,
         src: NicId,
         m: Medium,
-        _payload: Bytes,
+        payload: Bytes,
         frame: Bytes,
     ) {
         self.counters.recv_medium_frag += 1;
@@ -625,7 +642,7 @@ impl Engine {
         ) else {
             return;
         };
-        self.sequence(now, pid, Seq(m.lib_seqnum), Some(m.frag_seqnum), frame);
+        self.sequence(now, pid, Seq(m.lib_seqnum), Some(m.frag_seqnum), frame, &Packet::Medium(m), payload);
     }
 
     pub(crate) fn on_rndv(&mut self, now: Time, src: NicId, r: Rndv, frame: Bytes) {
@@ -642,7 +659,7 @@ impl Engine {
         ) else {
             return;
         };
-        self.sequence(now, pid, Seq(m.lib_seqnum), None, frame);
+        self.sequence(now, pid, Seq(m.lib_seqnum), None, frame, &Packet::Rndv(r), Bytes::new());
     }
 
     pub(crate) fn on_notify_frame(&mut self, now: Time, src: NicId, n: Notify, frame: Bytes) {
@@ -658,7 +675,7 @@ impl Engine {
         ) else {
             return;
         };
-        self.sequence(now, pid, Seq(n.lib_seqnum), None, frame);
+        self.sequence(now, pid, Seq(n.lib_seqnum), None, frame, &Packet::Notify(n), Bytes::new());
     }
 
     pub(crate) fn on_truc(&mut self, now: Time, src: NicId, t: Truc) {

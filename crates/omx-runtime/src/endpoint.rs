@@ -78,6 +78,8 @@ struct Core {
     /// When the application last posted a send: back-to-back sends are not flushed one
     /// by one, so they can share frames (bundles) and system calls.
     last_post: Time,
+    /// Earliest engine, discovery or housekeeping deadline (runtime ns).
+    timer_at: Time,
     _index_lock: LockFile,
 }
 
@@ -97,13 +99,16 @@ struct Shared {
     closing: AtomicBool,
     idle: (Mutex<()>, Condvar),
     wakeups: AtomicU64,
-    /// When an application thread last entered the library (runtime ns): the progress
-    /// thread stays out of the way while the application is driving progress itself.
-    last_app_call: AtomicU64,
+    /// Counts application entries into the library: the progress thread stays out of
+    /// the way while this moves (the application is driving progress itself).
+    app_calls: AtomicU64,
 }
 
 /// Busy-poll without yielding for this long at the start of a wait.
 const TIGHT_SPIN: Duration = Duration::from_micros(5);
+
+/// Longest nap of the progress thread while the application drives progress itself.
+const APP_NAP_MAX: Duration = Duration::from_millis(8);
 
 /// How long after the application's last call the progress thread takes over.
 const APP_QUIET: Duration = Duration::from_micros(500);
@@ -193,6 +198,7 @@ impl Endpoint {
             board_rx: Vec::new(),
             bundler,
             last_post: 0,
+            timer_at: 0,
             _index_lock: lock,
         };
         let shared = Arc::new(Shared {
@@ -209,7 +215,7 @@ impl Endpoint {
             closing: AtomicBool::new(false),
             idle: (Mutex::new(()), Condvar::new()),
             wakeups: AtomicU64::new(0),
-            last_app_call: AtomicU64::new(0),
+            app_calls: AtomicU64::new(0),
         });
         {
             let mut core = shared.lock();
@@ -266,7 +272,7 @@ impl Endpoint {
     ) -> Result<ReqId, Error> {
         let (mut core, now) = self.shared.app_lock_now();
         let r = core.engine.connect(now, nic, endpoint, key, context)?;
-        self.shared.progress_at(&mut core, now, true);
+        self.shared.progress_at(&mut core, Some(now), true);
         Ok(r)
     }
 
@@ -345,7 +351,7 @@ impl Endpoint {
         }
         let streaming = now.saturating_sub(core.last_post) < STREAM_GAP;
         core.last_post = now;
-        self.shared.progress_at(&mut core, now, !streaming);
+        self.shared.progress_at(&mut core, Some(now), !streaming);
         Ok(r)
     }
 
@@ -367,7 +373,7 @@ impl Endpoint {
         match core.engine.irecv(now, match_info, mask, h, len, context) {
             Ok(r) => {
                 core.req_mem.insert(r, h);
-                self.shared.progress_at(&mut core, now, true);
+                self.shared.progress_at(&mut core, Some(now), true);
                 Ok(r)
             }
             Err(e) => {
@@ -379,11 +385,11 @@ impl Endpoint {
 
     /// The completion of `req`, if done (removes it).
     pub fn test(&self, req: ReqId) -> Option<Completion> {
-        let (mut core, now) = self.shared.app_lock_now();
+        let mut core = self.shared.app_lock();
         if let Some(c) = take_done(&mut core, req) {
             return Some(c);
         }
-        self.shared.progress_at(&mut core, now, true);
+        self.shared.progress(&mut core);
         take_done(&mut core, req)
     }
 
@@ -394,8 +400,8 @@ impl Endpoint {
 
     /// Oldest completed request whose match info satisfies the mask (removes it).
     pub fn test_any(&self, match_info: u64, mask: u64) -> Option<Completion> {
-        let (mut core, now) = self.shared.app_lock_now();
-        self.shared.progress_at(&mut core, now, true);
+        let mut core = self.shared.app_lock();
+        self.shared.progress(&mut core);
         take_any(&mut core, match_info, mask)
     }
 
@@ -411,8 +417,8 @@ impl Endpoint {
 
     /// The oldest completed request, left in place.
     pub fn peek(&self) -> Option<ReqId> {
-        let (mut core, now) = self.shared.app_lock_now();
-        self.shared.progress_at(&mut core, now, true);
+        let mut core = self.shared.app_lock();
+        self.shared.progress(&mut core);
         oldest_done(&mut core)
     }
 
@@ -421,8 +427,8 @@ impl Endpoint {
     }
 
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
-        let (mut core, now) = self.shared.app_lock_now();
-        self.shared.progress_at(&mut core, now, true);
+        let mut core = self.shared.app_lock();
+        self.shared.progress(&mut core);
         core.engine.iprobe(match_info, mask)
     }
 
@@ -467,8 +473,8 @@ impl Endpoint {
 
     /// Makes progress once (for callers that poll).
     pub fn progress(&self) {
-        let (mut core, now) = self.shared.app_lock_now();
-        self.shared.progress_at(&mut core, now, true);
+        let mut core = self.shared.app_lock();
+        self.shared.progress(&mut core);
     }
 }
 
@@ -561,15 +567,14 @@ impl Shared {
 
     /// Lock taken on behalf of the application: records that it is active.
     fn app_lock(&self) -> MutexGuard<'_, Core> {
-        self.app_lock_now().0
+        self.app_calls.fetch_add(1, Ordering::Relaxed);
+        self.lock()
     }
 
     /// Application lock plus the current time (one clock read for the whole call).
     fn app_lock_now(&self) -> (MutexGuard<'_, Core>, Time) {
-        let core = self.lock();
-        let now = self.rt.now();
-        self.last_app_call.store(now, Ordering::Relaxed);
-        (core, now)
+        let core = self.app_lock();
+        (core, self.rt.now())
     }
 
     fn signal(&self) {
@@ -598,19 +603,13 @@ impl Shared {
 
     /// One progress pass: frames in, timers, then every output of the engine, flushed.
     fn progress(&self, core: &mut Core) {
-        self.progress_at(core, self.rt.now(), true)
+        self.progress_at(core, None, true)
     }
 
     /// A progress pass that leaves frames queued (for a later pass) unless `flush`.
-    fn progress_at(&self, core: &mut Core, now: Time, flush: bool) {
+    fn progress_at(&self, core: &mut Core, now: Option<Time>, flush: bool) {
         self.sync_peers(core);
-        let Core {
-            engine,
-            sock,
-            rx,
-            board_rx,
-            ..
-        } = core;
+        let Core { engine, sock, rx, board_rx, bundler, timer_at, .. } = core;
         let _ = sock.recv_batch(RX_BATCH, |f| {
             if is_board_frame(f) {
                 board_rx.push(f.to_vec());
@@ -618,6 +617,16 @@ impl Shared {
                 rx.push(Bytes::copy_from_slice(f));
             }
         });
+        // Nothing arrived, nothing to send, no timer due: the common case of a polling
+        // loop, kept free of clock reads and deadline scans.
+        if rx.is_empty() && board_rx.is_empty() && !engine.has_output() && self.rt.coarse_now() < *timer_at {
+            if flush {
+                bundler.emit(sock);
+                let _ = sock.flush();
+            }
+            return;
+        }
+        let now = now.unwrap_or_else(|| self.rt.now());
         for f in rx.drain(..) {
             if f.get(16) == Some(&omx_wire::BUNDLE_TYPE) && self.rt.cfg.bundle {
                 unbundle(engine, now, f);
@@ -625,8 +634,7 @@ impl Shared {
                 engine.handle_frame(now, f);
             }
         }
-        if !core.board_rx.is_empty() || core.discovery.as_ref().is_some_and(|d| d.deadline() <= now)
-        {
+        if !core.board_rx.is_empty() || core.discovery.as_ref().is_some_and(|d| d.deadline() <= now) {
             self.run_discovery(core, now);
         }
         if core.engine.poll_timeout().is_some_and(|t| t <= now) {
@@ -639,6 +647,12 @@ impl Shared {
         if now >= core.next_publish {
             self.housekeeping(core, now);
         }
+        // Every deadline can only have changed during this pass.
+        let mut next = core.engine.poll_timeout().unwrap_or(u64::MAX).min(core.next_publish);
+        if let Some(d) = &core.discovery {
+            next = next.min(d.deadline());
+        }
+        core.timer_at = next;
     }
 
     /// Executes copies, sends frames and collects completions until the engine is idle.
@@ -694,6 +708,9 @@ impl Shared {
     }
 
     fn sync_peers(&self, core: &mut Core) {
+        if self.board.peers_version.load(Ordering::Acquire) == core.peers_version {
+            return;
+        }
         let st = self.board.peers.lock().expect("peer lock");
         if st.version == core.peers_version {
             return;
@@ -723,6 +740,7 @@ impl Shared {
             out.extend(o.frames);
             if changed {
                 st.version += 1;
+                self.board.peers_version.store(st.version, Ordering::Release);
             }
         }
         for f in out {
@@ -817,11 +835,12 @@ impl Shared {
     ) -> Option<T> {
         // Already there: return without a progress pass, so that streams of
         // early-completed sends keep accumulating into shared frames.
-        let (mut core, start) = self.app_lock_now();
+        let mut core = self.app_lock();
         if let Some(x) = check(&mut core) {
             return Some(x);
         }
         drop(core);
+        let start = self.rt.now();
         self.app_active.fetch_add(1, Ordering::SeqCst);
         let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
         let spin_until = start + self.rt.cfg.wait_spin_for.as_nanos() as u64;
@@ -829,7 +848,7 @@ impl Shared {
         let wakeups = self.wakeups.load(Ordering::SeqCst);
         let result = loop {
             let (mut core, now) = self.app_lock_now();
-            self.progress_at(&mut core, now, true);
+            self.progress_at(&mut core, Some(now), true);
             if let Some(x) = check(&mut core) {
                 break Some(x);
             }
@@ -868,24 +887,23 @@ impl Shared {
     /// application thread waits or has called in recently, else sleeps on the socket
     /// and the next timer.
     fn progress_loop(self: Arc<Self>) {
-        let quiet = APP_QUIET.as_nanos() as u64;
+        let mut seen = self.app_calls.load(Ordering::Relaxed);
+        let mut nap = APP_QUIET;
         while !self.closing.load(Ordering::SeqCst) {
-            let since = self
-                .rt
-                .now()
-                .saturating_sub(self.last_app_call.load(Ordering::Relaxed));
-            if self.app_active.load(Ordering::SeqCst) > 0 || since < quiet {
+            let calls = self.app_calls.load(Ordering::Relaxed);
+            let active = self.app_active.load(Ordering::SeqCst) > 0;
+            if active || calls != seen {
                 // Not woken when the application leaves (that would cost every wait a
-                // futex wake): nap until it has been quiet long enough.
+                // futex wake): nap until a whole interval passed without a call, backing
+                // off while the application keeps driving (each wake-up steals a CPU
+                // from a polling thread).
+                seen = calls;
                 let g = self.idle.0.lock().unwrap_or_else(|p| p.into_inner());
-                let nap = if self.app_active.load(Ordering::SeqCst) > 0 {
-                    Duration::from_millis(2)
-                } else {
-                    Duration::from_nanos(quiet.saturating_sub(since).max(quiet / 4))
-                };
                 let _ = self.idle.1.wait_timeout(g, nap);
+                nap = (nap * 2).min(APP_NAP_MAX);
                 continue;
             }
+            nap = APP_QUIET;
             let budget = {
                 let core = self.lock();
                 self.sleep_budget(&core, Duration::from_millis(100))
@@ -897,11 +915,9 @@ impl Shared {
             if self.closing.load(Ordering::SeqCst) {
                 break;
             }
-            let since = self
-                .rt
-                .now()
-                .saturating_sub(self.last_app_call.load(Ordering::Relaxed));
-            if self.app_active.load(Ordering::SeqCst) > 0 || since < quiet {
+            if self.app_active.load(Ordering::SeqCst) > 0
+                || self.app_calls.load(Ordering::Relaxed) != seen
+            {
                 continue;
             }
             let mut core = self.lock();

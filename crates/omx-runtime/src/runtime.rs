@@ -5,12 +5,20 @@ use crate::registry::{parse_peers, BoardDir};
 use omx_proto::{nic_id_from_mac, NicId, PeerTable};
 use omx_transport::{select_boards, Interface};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Peer table entries the runtime accepts per board (the original's default).
 pub const MAX_PEERS: usize = 1024;
 /// Endpoints per board (the original's default).
 pub const MAX_ENDPOINTS: u8 = 32;
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 pub struct PeerState {
     pub table: PeerTable,
@@ -26,6 +34,8 @@ pub struct Board {
     pub name: String,
     pub dir: BoardDir,
     pub peers: Mutex<PeerState>,
+    /// Mirror of `peers.version`, read without the lock on every progress pass.
+    pub peers_version: AtomicU64,
 }
 
 impl Board {
@@ -51,6 +61,7 @@ impl Board {
         }
         if changed {
             st.version += 1;
+            self.peers_version.store(st.version, Ordering::Release);
         }
         changed
     }
@@ -68,7 +79,8 @@ pub struct Runtime {
     pub cfg: RuntimeConfig,
     pub boards: Vec<Arc<Board>>,
     pub warnings: Vec<String>,
-    pub start: Instant,
+    /// CLOCK_MONOTONIC at start, in ns: the epoch of the engines' clock.
+    start_ns: u64,
 }
 
 static GLOBAL: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
@@ -110,6 +122,7 @@ impl Runtime {
                 name,
                 dir,
                 peers: Mutex::new(PeerState { table, version: 1 }),
+                peers_version: AtomicU64::new(1),
             };
             board.merge_peers(&static_peers);
             board.merge_peers(&board.dir.load_peers());
@@ -119,13 +132,19 @@ impl Runtime {
             cfg,
             boards,
             warnings,
-            start: Instant::now(),
+            start_ns: clock_ns(libc::CLOCK_MONOTONIC),
         })
     }
 
     /// Monotonic nanoseconds since the runtime started (the engines' clock).
     pub fn now(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
+        clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(self.start_ns)
+    }
+
+    /// The same clock read coarsely (a few ns instead of tens, up to a tick late):
+    /// enough to tell whether millisecond-scale protocol timers are due.
+    pub fn coarse_now(&self) -> u64 {
+        clock_ns(libc::CLOCK_MONOTONIC_COARSE).saturating_sub(self.start_ns)
     }
 
     fn find_name(&self, name: &str) -> Option<NicId> {
