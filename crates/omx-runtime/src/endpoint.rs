@@ -106,6 +106,8 @@ struct Shared {
 
 /// Busy-poll without yielding for this long at the start of a wait.
 const TIGHT_SPIN: Duration = Duration::from_micros(5);
+/// Then yield the CPU this often while spinning (runtime ns).
+const YIELD_EVERY: Time = 3_000;
 
 /// Longest nap of the progress thread while the application drives progress itself.
 const APP_NAP_MAX: Duration = Duration::from_millis(8);
@@ -351,7 +353,7 @@ impl Endpoint {
         }
         let streaming = now.saturating_sub(core.last_post) < STREAM_GAP;
         core.last_post = now;
-        self.shared.progress_at(&mut core, Some(now), !streaming);
+        self.shared.post_drain(&mut core, now, !streaming);
         Ok(r)
     }
 
@@ -373,7 +375,7 @@ impl Endpoint {
         match core.engine.irecv(now, match_info, mask, h, len, context) {
             Ok(r) => {
                 core.req_mem.insert(r, h);
-                self.shared.progress_at(&mut core, Some(now), true);
+                self.shared.post_drain(&mut core, now, true);
                 Ok(r)
             }
             Err(e) => {
@@ -655,6 +657,16 @@ impl Shared {
         core.timer_at = next;
     }
 
+    /// After posting a request: only the engine's outputs (frames, copies, completions),
+    /// without polling the socket, which the next wait or test does.
+    fn post_drain(&self, core: &mut Core, now: Time, flush: bool) {
+        let completed = self.drain(core, now, flush);
+        if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.signal();
+        }
+        core.timer_at = core.timer_at.min(core.engine.poll_timeout().unwrap_or(u64::MAX));
+    }
+
     /// Executes copies, sends frames and collects completions until the engine is idle.
     fn drain(&self, core: &mut Core, now: Time, flush: bool) -> bool {
         let mut completed = false;
@@ -844,7 +856,7 @@ impl Shared {
         self.app_active.fetch_add(1, Ordering::SeqCst);
         let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
         let spin_until = start + self.rt.cfg.wait_spin_for.as_nanos() as u64;
-        let tight_until = start + TIGHT_SPIN.as_nanos() as u64;
+        let mut next_yield = start + TIGHT_SPIN.as_nanos() as u64;
         let wakeups = self.wakeups.load(Ordering::SeqCst);
         let result = loop {
             let (mut core, now) = self.app_lock_now();
@@ -860,11 +872,12 @@ impl Shared {
             }
             if self.rt.cfg.wait_spin || now < spin_until {
                 drop(core);
-                // After a short tight spin, yield on each round: a waker placed on this
-                // CPU (wake-affine scheduling) then runs at once instead of after the
-                // whole spin budget, which otherwise locks both sides into slow waits.
-                if now > tight_until {
+                // Past a short tight spin, yield now and then: a waker placed on this
+                // CPU (wake-affine scheduling) then runs soon instead of after the whole
+                // spin budget, which otherwise locks both sides into slow waits.
+                if now > next_yield {
                     std::thread::yield_now();
+                    next_yield = now + YIELD_EVERY;
                 } else {
                     std::hint::spin_loop();
                 }
