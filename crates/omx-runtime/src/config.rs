@@ -5,6 +5,9 @@ use omx_proto::{EngineConfig, NS_PER_MS};
 use omx_wire::WireConfig;
 use std::time::Duration;
 
+/// Pull blocks in flight in native mode (MX-wire-compatible mode keeps the original 4).
+pub const NATIVE_PULL_BLOCKS: u32 = 8;
+
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
     pub wire: WireConfig,
@@ -132,6 +135,13 @@ impl RuntimeConfig {
         e.zombie_max = self.zombie_max;
         e.not_acked_max = self.not_acked_max;
         e.unexp_max_bytes = self.unexp_max_bytes;
+        if let Some(v) = var("OMX_PULL_BLOCKS", None) {
+            e.pull_blocks_outstanding = atoi(&v).clamp(1, 64) as u32;
+        } else if self.wire.mode == omx_wire::WireMode::Native {
+            // The native mode's deeper pipeline: more blocks in flight keep the link busy
+            // while completed blocks are being copied and re-requested.
+            e.pull_blocks_outstanding = NATIVE_PULL_BLOCKS;
+        }
         if let Some(v) = var("OMX_RESEND_DELAY_MS", None) {
             e.resend_delay = atoi(&v).max(1) as u64 * NS_PER_MS;
         }

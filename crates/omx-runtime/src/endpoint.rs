@@ -7,7 +7,7 @@ use crate::discovery::Discovery;
 use crate::memory::{gather, MemRegistry, Segment, MAX_SEGMENTS};
 use crate::registry::{EndpointInfo, LockFile};
 use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use omx_proto::*;
 use omx_transport::{EndpointFilter, PacketSocket, SocketOptions};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -58,6 +58,9 @@ impl From<std::io::Error> for Error {
 
 const SEC: Time = 1_000_000_000;
 const RX_BATCH: usize = 64;
+/// Received frames are copied into chunks of this size (a retained frame keeps at most
+/// one chunk alive).
+const RX_POOL_CHUNK: usize = 256 * 1024;
 
 struct Core {
     engine: Engine,
@@ -75,6 +78,7 @@ struct Core {
     rx: Vec<Bytes>,
     board_rx: Vec<Vec<u8>>,
     bundler: Bundler,
+    rx_pool: BytesMut,
     /// When the application last posted a send: back-to-back sends are not flushed one
     /// by one, so they can share frames (bundles) and system calls.
     last_post: Time,
@@ -199,6 +203,7 @@ impl Endpoint {
             rx: Vec::with_capacity(RX_BATCH),
             board_rx: Vec::new(),
             bundler,
+            rx_pool: BytesMut::new(),
             last_post: 0,
             timer_at: 0,
             _index_lock: lock,
@@ -611,12 +616,17 @@ impl Shared {
     /// A progress pass that leaves frames queued (for a later pass) unless `flush`.
     fn progress_at(&self, core: &mut Core, now: Option<Time>, flush: bool) {
         self.sync_peers(core);
-        let Core { engine, sock, rx, board_rx, bundler, timer_at, .. } = core;
+        let Core { engine, sock, rx, board_rx, bundler, timer_at, rx_pool, .. } = core;
         let _ = sock.recv_batch(RX_BATCH, |f| {
             if is_board_frame(f) {
                 board_rx.push(f.to_vec());
             } else {
-                rx.push(Bytes::copy_from_slice(f));
+                // Frames are carved out of shared chunks: no allocation per frame.
+                if rx_pool.capacity() < f.len() {
+                    *rx_pool = BytesMut::with_capacity(RX_POOL_CHUNK.max(f.len()));
+                }
+                rx_pool.extend_from_slice(f);
+                rx.push(rx_pool.split().freeze());
             }
         });
         // Nothing arrived, nothing to send, no timer due: the common case of a polling

@@ -1,0 +1,134 @@
+/*
+ * mx_extensions.h - MX API extensions of omx.
+ *
+ * The calls MX offers beyond its base interface (non-blocking connect,
+ * forget, unexpected-message handler, per-request timeouts, ...), plus the
+ * omx extension controlling one-sided access (mx_iput/mx_iget).
+ */
+
+#ifndef MX_EXTENSIONS_H
+#define MX_EXTENSIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "myriexpress.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Feature macro: mx_iconnect() takes a match value and a context. */
+#define MX_HAS_ICONNECT_V2 1
+
+/* ------------------------------------------------------------------------
+ * Unexpected-message handler
+ * ------------------------------------------------------------------------ */
+
+/* What the unexpected handler asks the library to do with the message. */
+typedef enum {
+  MX_RECV_CONTINUE = 0, /* keep it as unexpected (or match a receive the handler posted) */
+  MX_RECV_FINISHED = 1  /* drop it */
+} mx_unexp_handler_action_t;
+
+/* Called for each incoming message matching no posted receive.
+ * data_if_available is non-NULL only when the whole payload is at hand. */
+typedef mx_unexp_handler_action_t (*mx_unexp_handler_t)(
+    void *context, mx_endpoint_addr_t source, uint64_t match_value,
+    uint32_t length, void *data_if_available);
+
+/* Install (or remove, with NULL) the unexpected-message handler of an endpoint. */
+mx_return_t mx_register_unexp_handler(mx_endpoint_t endpoint,
+                                      mx_unexp_handler_t handler,
+                                      void *context);
+
+/* ------------------------------------------------------------------------
+ * Progress, requests, connections
+ * ------------------------------------------------------------------------ */
+
+/* Run one network progress pass on an endpoint. */
+mx_return_t mx_progress(mx_endpoint_t endpoint);
+
+/* Give up a request: it is freed once done and never reported. */
+mx_return_t mx_forget(mx_endpoint_t endpoint, mx_request_t *request);
+
+/* Limit the retransmission time (ms) of a request, or the endpoint default if NULL; 0 = none. */
+mx_return_t mx_set_request_timeout(mx_endpoint_t endpoint,
+                                   mx_request_t request,
+                                   uint32_t milli_seconds);
+
+/* Start a non-blocking connect; the request's status.source is the new address. */
+mx_return_t mx_iconnect(mx_endpoint_t endpoint, uint64_t nic_id,
+                        uint32_t endpoint_id, uint32_t key,
+                        uint64_t match_info, void *context,
+                        mx_request_t *request);
+
+/* Forget every local state about a peer; nothing is sent on the wire. */
+mx_return_t mx_disconnect(mx_endpoint_t endpoint, mx_endpoint_addr_t addr);
+
+/* Split an endpoint address into nic id, endpoint index and session id. */
+mx_return_t mx_decompose_endpoint_addr2(mx_endpoint_addr_t endpoint_addr,
+                                        uint64_t *nic_id,
+                                        uint32_t *endpoint_id,
+                                        uint32_t *session_id);
+
+/* Attach a user pointer to the peer an address designates. */
+mx_return_t mx_set_endpoint_addr_context(mx_endpoint_addr_t endpoint_addr,
+                                         void *context);
+
+/* Read back the user pointer attached to the peer an address designates. */
+mx_return_t mx_get_endpoint_addr_context(mx_endpoint_addr_t endpoint_addr,
+                                         void **context);
+
+/* Drop registration-cache entries overlapping [ptr, ptr+len); returns 0 (MX internal). */
+int mx__regcache_clean(void *ptr, size_t len);
+
+/* ------------------------------------------------------------------------
+ * omx extension: memory exposed to one-sided access
+ *
+ * mx_iput() and mx_iget() only ever touch memory that its owner exposed on
+ * the destination endpoint with omx_expose_region().
+ *
+ * - remote_addr of mx_iput()/mx_iget() is the address of the target bytes
+ *   in the owner's address space (as in MX); region_id is the owner's name
+ *   for the region, used to withdraw it.
+ * - The owner accepts an access only if the whole range
+ *   [remote_addr, remote_addr + length) lies inside one single region
+ *   exposed on that endpoint with the needed permission (OMX_REGION_WRITE
+ *   for mx_iput, OMX_REGION_READ for mx_iget).  A zero-length access is
+ *   checked the same way.
+ * - Otherwise (range partly or wholly outside every exposed region, region
+ *   withdrawn, permission missing) the initiator's request completes with
+ *   status code MX_STATUS_BAD_RDMAWIN and xfer_length 0, and not one byte
+ *   of the owner's memory is read or written.
+ * - Regions may overlap.  Closing the endpoint withdraws all its regions.
+ * ------------------------------------------------------------------------ */
+
+/* Feature macro: omx_expose_region()/omx_unexpose_region() are available. */
+#define OMX_HAS_EXPOSE_REGION 1
+
+/* Permission flags of an exposed region (may be or-ed). */
+#define OMX_REGION_READ 1  /* remote mx_iget() may read it */
+#define OMX_REGION_WRITE 2 /* remote mx_iput() may write it */
+
+/* Expose [addr, addr+len) to remote mx_iput/mx_iget on an endpoint, as region_id.
+ *
+ * region_id is chosen by the caller and must be unique on the endpoint.
+ * Errors: MX_BAD_PARAM_VAL (NULL address, zero length, range wrapping
+ * around, flags zero or with unknown bits), MX_BUSY (region_id already
+ * exposed on the endpoint), MX_NO_RESOURCES (no room for another region). */
+mx_return_t omx_expose_region(mx_endpoint_t ep, void *addr, size_t len,
+                              uint64_t region_id, uint32_t flags);
+
+/* Withdraw an exposed region: once this returns, no remote access touches it.
+ *
+ * Accesses in progress either finished before the call returned or fail
+ * with MX_STATUS_BAD_RDMAWIN.  Errors: MX_BAD_PARAM_VAL (region_id is not
+ * exposed on the endpoint). */
+mx_return_t omx_unexpose_region(mx_endpoint_t ep, uint64_t region_id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MX_EXTENSIONS_H */

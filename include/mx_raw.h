@@ -1,0 +1,140 @@
+/*
+ * mx_raw.h - MX raw (fabric mapper) interface of omx.
+ *
+ * A raw endpoint sends and receives whole Ethernet frames on one board and
+ * maintains the board's peer table; it is what fabric management tools use.
+ */
+
+#ifndef MX_RAW_H
+#define MX_RAW_H
+
+#include <stdint.h>
+
+#include "myriexpress.h"
+#include "mx_io.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Feature macros. */
+#define MX_RAW_POLL_SUPPORTED 1
+#define MX_SET_ROUTE_TAKES_MAGID 1
+#define MX_HAS_RAW_LINE_SPEED 1
+#define MX_HAS_RAW_SET_NIC_REPLY_INFO 1
+
+/* Events reported by mx_raw_next_event() (mx_raw_status_t values). */
+#define MX_RAW_NO_EVENT 0
+#define MX_RAW_SEND_COMPLETE 1
+#define MX_RAW_RECV_COMPLETE 2
+
+/* Reasons for a board to be declared dead (never produced by omx). */
+#define MX_DEAD_RECOVERABLE_SRAM_PARITY_ERROR 10
+#define MX_DEAD_SRAM_PARITY_ERROR 11
+#define MX_DEAD_WATCHDOG_TIMEOUT 12
+#define MX_DEAD_COMMAND_TIMEOUT 13
+#define MX_DEAD_ENDPOINT_CLOSE_TIMEOUT 14
+#define MX_DEAD_ROUTE_UPDATE_TIMEOUT 15
+#define MX_DEAD_PCI_PARITY_ERROR 16
+#define MX_DEAD_PCI_MASTER_ABORT 17
+
+/* Kind of host a route leads to. */
+typedef enum {
+  MX_HOST_GM = 1,
+  MX_HOST_XM = 2,
+  MX_HOST_MX = 3,
+  MX_HOST_MXvM = 4
+} mx_host_type_t;
+
+/* A raw endpoint: the board it is bound to and its device descriptor. */
+struct omx_raw_endpoint {
+  int board_index;
+  int fd;
+};
+
+/* Handle of an open raw endpoint. */
+typedef struct omx_raw_endpoint *mx_raw_endpoint_t;
+
+/* Event code returned by mx_raw_next_event() (MX_RAW_*). */
+typedef int mx_raw_status_t;
+
+/* Return the device descriptor of a raw endpoint (to poll on). */
+mx_endpt_handle_t mx_raw_handle(mx_raw_endpoint_t endpoint);
+
+/* Open the raw endpoint of a board (one per board); params are ignored. */
+mx_return_t mx_raw_open_endpoint(uint32_t board_number,
+                                 mx_param_t *params_array,
+                                 uint32_t params_count,
+                                 mx_raw_endpoint_t *endpoint);
+
+/* Close a raw endpoint. */
+mx_return_t mx_raw_close_endpoint(mx_raw_endpoint_t endpoint);
+
+/* Send a complete frame (caller-built header); reports MX_RAW_SEND_COMPLETE with context. */
+mx_return_t mx_raw_send(mx_raw_endpoint_t endpoint, uint32_t physical_port,
+                        void *route_pointer, uint32_t route_length,
+                        void *send_buffer, uint32_t buffer_length,
+                        void *context);
+
+/* Wait up to timeout_ms for the next raw event (received frame or send completion). */
+mx_return_t mx_raw_next_event(mx_raw_endpoint_t endpoint,
+                              uint32_t *incoming_port, void **context,
+                              void *recv_buffer, uint32_t *recv_bytes,
+                              uint32_t timeout_ms, mx_raw_status_t *status);
+
+/* Start a batch of route updates (nothing to do on Ethernet). */
+mx_return_t mx_raw_set_route_begin(mx_raw_endpoint_t endpoint);
+
+/* End a batch of route updates (nothing to do on Ethernet). */
+mx_return_t mx_raw_set_route_end(mx_raw_endpoint_t endpoint);
+
+/* Record a peer reachable from the board (route and ports are ignored). */
+mx_return_t mx_raw_set_route_mag(mx_raw_endpoint_t endpoint,
+                                 uint64_t destination_id, void *route,
+                                 uint32_t route_length, uint32_t input_port,
+                                 uint32_t output_port,
+                                 mx_host_type_t host_type, uint32_t mag_id);
+
+/* Record a peer reachable from the board (same as mx_raw_set_route_mag). */
+mx_return_t mx_raw_set_route(mx_raw_endpoint_t endpoint,
+                             uint64_t destination_id, void *route,
+                             uint32_t route_length, uint32_t input_port,
+                             uint32_t output_port, mx_host_type_t host_type);
+
+/* Clear the routes to a peer (nothing to do on Ethernet). */
+mx_return_t mx_raw_clear_routes(mx_raw_endpoint_t endpoint,
+                                uint64_t destination_id, uint32_t port);
+
+/* Remove a peer from the board's peer table. */
+mx_return_t mx_raw_remove_peer(mx_raw_endpoint_t endpoint,
+                               uint64_t destination_id);
+
+/* Publish the fabric map state (version, size, mapper id, completeness). */
+mx_return_t mx_raw_set_map_version(mx_raw_endpoint_t endpoint,
+                                   uint32_t physical_port, uint64_t mapper_id,
+                                   uint32_t map_version, uint32_t num_nodes,
+                                   uint32_t mapping_complete);
+
+/* Return the number of ports of the board (always 1). */
+mx_return_t mx_raw_num_ports(mx_raw_endpoint_t endpoint, uint32_t *num_ports);
+
+/* Return the link speed of the board. */
+mx_return_t mx_raw_line_speed(mx_raw_endpoint_t endpoint,
+                              mx_line_speed_t *speed);
+
+/* Set the peer name of the local board. */
+mx_return_t mx_raw_set_hostname(mx_raw_endpoint_t endpoint, char *hostname);
+
+/* Add a peer to the board's peer table or rename it. */
+mx_return_t mx_raw_set_peer_name(mx_raw_endpoint_t endpoint, uint64_t nic_id,
+                                 char *hostname);
+
+/* Set the board's reply information blob (nothing to do on Ethernet). */
+mx_return_t mx_raw_set_nic_reply_info(mx_raw_endpoint_t endpoint, void *blob,
+                                      uint32_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MX_RAW_H */

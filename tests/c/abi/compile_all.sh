@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# compile_all.sh - checks the public MX headers of omx.
+#
+#  1. each header alone, as C99, as C11 (gcc -Wall -Wextra -Werror -pedantic)
+#     and as C++11 (g++ ... -pedantic), plus all headers together, twice,
+#     in both orders (include guards, no conflicting definitions);
+#  2. the same with -m32 when a 32-bit toolchain exists: hosted if 32-bit C
+#     library headers are installed, else freestanding (compiler headers
+#     only, enough for <stdint.h>/<stddef.h>); skipped otherwise;
+#  3. usage.c: a typical MX client compiles as C99 and as C++11;
+#  4. layout.c: sizes, offsets, enum values, #defines and prototypes against
+#     the specification, run on the host ABI (x86-64) and checked at compile
+#     time for i386 (-m32);
+#  5. the pkg-config templates, once filled in.
+#
+# Prints "N passed, M failed"; exits non-zero on any failure.
+# Usage: tests/c/abi/compile_all.sh   (CC and CXX may be overridden)
+
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+inc="$root/include"
+CC=${CC:-gcc}
+CXX=${CXX:-g++}
+
+headers="myriexpress.h mx_extensions.h mx_io.h mx_raw.h"
+cflags="-Wall -Wextra -Werror -pedantic"
+extra_cflags="-Wstrict-prototypes -Wmissing-prototypes -Wshadow -Wundef -Wcast-qual -Wconversion"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/omx-abi.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+passed=0
+failed=0
+
+# step DESCRIPTION COMMAND...: run one check, keep its output only on failure.
+step() {
+  local desc=$1
+  shift
+  if "$@" >"$tmp/out" 2>&1; then
+    passed=$((passed + 1))
+    echo "PASS $desc"
+  else
+    failed=$((failed + 1))
+    echo "FAIL $desc"
+    sed 's/^/    /' "$tmp/out"
+  fi
+}
+
+# Translation units including one header alone, or all of them.
+for h in $headers; do
+  printf '#include <%s>\n' "$h" >"$tmp/only_${h%.h}.c"
+  cp "$tmp/only_${h%.h}.c" "$tmp/only_${h%.h}.cpp"
+done
+{
+  for h in $headers; do printf '#include <%s>\n' "$h"; done
+  for h in $(echo $headers | tr ' ' '\n' | tac); do printf '#include <%s>\n' "$h"; done
+} >"$tmp/all.c"
+cp "$tmp/all.c" "$tmp/all.cpp"
+
+# headers_pass LABEL EXTRA-FLAGS...: every C/C++ header check with extra flags.
+headers_pass() {
+  local label=$1
+  shift
+  local h
+  for h in $headers all; do
+    local name=$h
+    [ "$h" = all ] && name="all headers twice"
+    local tu=only_${h%.h}
+    [ "$h" = all ] && tu=all
+    step "$label c99   $name" $CC -std=c99 $cflags "$@" -I"$inc" -fsyntax-only "$tmp/$tu.c"
+    step "$label c11   $name" $CC -std=c11 $cflags "$@" -I"$inc" -fsyntax-only "$tmp/$tu.c"
+    step "$label c++11 $name" $CXX -std=c++11 $cflags "$@" -I"$inc" -fsyntax-only "$tmp/$tu.cpp"
+  done
+}
+
+echo "== headers (host)"
+headers_pass host
+step "host c11 all headers, extra warnings" \
+  $CC -std=c11 $cflags $extra_cflags -I"$inc" -fsyntax-only "$tmp/all.c"
+
+echo "== usage (host)"
+step "usage.c c99" $CC -std=c99 $cflags -I"$inc" -fsyntax-only "$here/usage.c"
+step "usage.c c++11" $CXX -std=c++11 $cflags -I"$inc" -fsyntax-only -x c++ "$here/usage.c"
+
+echo "== layout (host)"
+step "layout.c static checks (host)" \
+  $CC -std=c11 $cflags -DLAYOUT_STATIC_ONLY -I"$inc" -fsyntax-only "$here/layout.c"
+if $CC -std=c11 $cflags -I"$inc" "$here/layout.c" -o "$tmp/layout" >"$tmp/build.log" 2>&1; then
+  step "layout.c run (host)" "$tmp/layout"
+  sed 's/^/    /' "$tmp/out"
+else
+  failed=$((failed + 1))
+  echo "FAIL layout.c build (host)"
+  sed 's/^/    /' "$tmp/build.log"
+fi
+
+echo "== 32-bit (i386)"
+printf '#include <stdint.h>\n#include <stdio.h>\nint main(void) { return (int)sizeof(uint64_t) - 8; }\n' >"$tmp/probe32.c"
+printf '#include <stdint.h>\n#include <stddef.h>\nuint64_t probe32;\n' >"$tmp/probe32f.c"
+if $CC -m32 "$tmp/probe32.c" -o "$tmp/probe32" >/dev/null 2>&1 && "$tmp/probe32" >/dev/null 2>&1; then
+  echo "(hosted 32-bit toolchain found)"
+  headers_pass m32 -m32
+  if $CC -m32 -std=c11 $cflags -I"$inc" "$here/layout.c" -o "$tmp/layout32" >"$tmp/build.log" 2>&1; then
+    step "layout.c run (i386)" "$tmp/layout32"
+    sed 's/^/    /' "$tmp/out"
+  else
+    failed=$((failed + 1))
+    echo "FAIL layout.c build (i386)"
+    sed 's/^/    /' "$tmp/build.log"
+  fi
+  step "layout.c static checks (i386)" \
+    $CC -m32 -std=c11 $cflags -DLAYOUT_STATIC_ONLY -I"$inc" -fsyntax-only "$here/layout.c"
+elif $CC -m32 -ffreestanding -fsyntax-only "$tmp/probe32f.c" >/dev/null 2>&1; then
+  echo "(no 32-bit C library: freestanding -m32 checks, compile time only)"
+  headers_pass m32 -m32 -ffreestanding
+  step "layout.c static checks (i386, freestanding)" \
+    $CC -m32 -ffreestanding -std=c11 $cflags -DLAYOUT_STATIC_ONLY -I"$inc" -fsyntax-only "$here/layout.c"
+else
+  echo "SKIP -m32: no 32-bit toolchain ($CC -m32 cannot compile <stdint.h>)"
+fi
+
+echo "== pkg-config templates"
+if command -v pkg-config >/dev/null 2>&1; then
+  for pc in omx myriexpress; do
+    sed -e 's|@PREFIX@|/opt/omx-test|g' -e 's|@VERSION@|0.0.0|g' \
+      "$inc/$pc.pc.in" >"$tmp/$pc.pc"
+    step "$pc.pc has no placeholder left" sh -c "! grep -q '@[A-Z_]*@' '$tmp/$pc.pc'"
+    step "$pc.pc validates" env PKG_CONFIG_PATH="$tmp" pkg-config --validate "$pc"
+    step "$pc.pc flags" sh -c "
+      got=\$(PKG_CONFIG_PATH='$tmp' pkg-config --cflags --libs '$pc' | tr -s ' ' | sed 's/ *\$//')
+      want='-I/opt/omx-test/include -L/opt/omx-test/lib -lmyriexpress'
+      echo \"got:  \$got\"; echo \"want: \$want\"; [ \"\$got\" = \"\$want\" ]"
+  done
+else
+  echo "SKIP pkg-config: not installed"
+fi
+
+echo "compile_all: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
