@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build demo demo-sim test test-rust lint soak-sim fuzz bench-engine install clean
+.PHONY: all build demo demo-sim test test-c test-rust lint soak-sim fuzz bench-engine install clean
 
 all: build
 
@@ -19,7 +19,11 @@ demo-sim: build
 	$(RELEASE_DIR)/omx-sim-pingpong -N 100
 
 ## Every test: unit, property, simulation, fault-injection and hostile-input tests.
-test: test-rust
+test: test-rust test-c
+
+## The C headers compile as C99/C11/C++11 and match the spec's ABI layout.
+test-c:
+	tests/c/abi/compile_all.sh
 
 test-rust:
 	$(CARGO) test --workspace --all-targets
@@ -43,11 +47,17 @@ fuzz:
 bench-engine:
 	$(CARGO) bench -p omx-sim --bench engine
 
+VERSION := 0.1.0
+
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(RELEASE_DIR)/omx_info $(RELEASE_DIR)/omx_perf $(RELEASE_DIR)/omx_counters \
 		$(RELEASE_DIR)/omx_endpoint_info $(RELEASE_DIR)/omx_hostname \
 		$(RELEASE_DIR)/omx-sim-pingpong $(RELEASE_DIR)/omx-sim-soak $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 include/myriexpress.h include/mx_extensions.h include/mx_raw.h include/mx_io.h $(DESTDIR)$(PREFIX)/include/
+	for pc in omx myriexpress; do \
+		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' include/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
+	done
 
 clean:
 	$(CARGO) clean
