@@ -418,7 +418,13 @@ impl Engine {
 
     /// Takes an in-order packet (or a fragment of a partial medium). Returns whether a
     /// new message was taken at `next_match`.
-    fn process_packet(&mut self, now: Time, pid: PartnerId, packet: &Packet, payload: Bytes) -> bool {
+    fn process_packet(
+        &mut self,
+        now: Time,
+        pid: PartnerId,
+        packet: &Packet,
+        payload: Bytes,
+    ) -> bool {
         match *packet {
             Packet::Tiny(m) | Packet::Small(m) => self.take_eager(now, pid, m, payload),
             Packet::Medium(m) => self.take_medium(now, pid, m, payload),
@@ -642,7 +648,15 @@ impl Engine {
         ) else {
             return;
         };
-        self.sequence(now, pid, Seq(m.lib_seqnum), Some(m.frag_seqnum), frame, &Packet::Medium(m), payload);
+        self.sequence(
+            now,
+            pid,
+            Seq(m.lib_seqnum),
+            Some(m.frag_seqnum),
+            frame,
+            &Packet::Medium(m),
+            payload,
+        );
     }
 
     pub(crate) fn on_rndv(&mut self, now: Time, src: NicId, r: Rndv, frame: Bytes) {
@@ -659,7 +673,15 @@ impl Engine {
         ) else {
             return;
         };
-        self.sequence(now, pid, Seq(m.lib_seqnum), None, frame, &Packet::Rndv(r), Bytes::new());
+        self.sequence(
+            now,
+            pid,
+            Seq(m.lib_seqnum),
+            None,
+            frame,
+            &Packet::Rndv(r),
+            Bytes::new(),
+        );
     }
 
     pub(crate) fn on_notify_frame(&mut self, now: Time, src: NicId, n: Notify, frame: Bytes) {
@@ -675,7 +697,15 @@ impl Engine {
         ) else {
             return;
         };
-        self.sequence(now, pid, Seq(n.lib_seqnum), None, frame, &Packet::Notify(n), Bytes::new());
+        self.sequence(
+            now,
+            pid,
+            Seq(n.lib_seqnum),
+            None,
+            frame,
+            &Packet::Notify(n),
+            Bytes::new(),
+        );
     }
 
     pub(crate) fn on_truc(&mut self, now: Time, src: NicId, t: Truc) {

@@ -401,11 +401,8 @@ impl Engine {
         while p.unacked.front().is_some_and(|r| r.seq.before(upto)) {
             acked.push(p.unacked.pop_front().expect("front checked"));
         }
-        if p.unacked.is_empty() {
-            // Rendezvous sends may still wait for notifies: keep probing liveness.
-            let large = self.regions_used > 0;
-            p.resend_deadline = large.then_some(now + self.cfg.resend_delay);
-        }
+        // The resend deadline stays armed: connects and liveness probes may still need
+        // it, and `resend_overdue` recomputes it exactly when it fires.
         if acked.is_empty() {
             return;
         }

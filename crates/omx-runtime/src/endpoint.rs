@@ -616,7 +616,16 @@ impl Shared {
     /// A progress pass that leaves frames queued (for a later pass) unless `flush`.
     fn progress_at(&self, core: &mut Core, now: Option<Time>, flush: bool) {
         self.sync_peers(core);
-        let Core { engine, sock, rx, board_rx, bundler, timer_at, rx_pool, .. } = core;
+        let Core {
+            engine,
+            sock,
+            rx,
+            board_rx,
+            bundler,
+            timer_at,
+            rx_pool,
+            ..
+        } = core;
         let _ = sock.recv_batch(RX_BATCH, |f| {
             if is_board_frame(f) {
                 board_rx.push(f.to_vec());
@@ -631,7 +640,11 @@ impl Shared {
         });
         // Nothing arrived, nothing to send, no timer due: the common case of a polling
         // loop, kept free of clock reads and deadline scans.
-        if rx.is_empty() && board_rx.is_empty() && !engine.has_output() && self.rt.coarse_now() < *timer_at {
+        if rx.is_empty()
+            && board_rx.is_empty()
+            && !engine.has_output()
+            && self.rt.coarse_now() < *timer_at
+        {
             if flush {
                 bundler.emit(sock);
                 let _ = sock.flush();
@@ -646,7 +659,8 @@ impl Shared {
                 engine.handle_frame(now, f);
             }
         }
-        if !core.board_rx.is_empty() || core.discovery.as_ref().is_some_and(|d| d.deadline() <= now) {
+        if !core.board_rx.is_empty() || core.discovery.as_ref().is_some_and(|d| d.deadline() <= now)
+        {
             self.run_discovery(core, now);
         }
         if core.engine.poll_timeout().is_some_and(|t| t <= now) {
@@ -660,7 +674,11 @@ impl Shared {
             self.housekeeping(core, now);
         }
         // Every deadline can only have changed during this pass.
-        let mut next = core.engine.poll_timeout().unwrap_or(u64::MAX).min(core.next_publish);
+        let mut next = core
+            .engine
+            .poll_timeout()
+            .unwrap_or(u64::MAX)
+            .min(core.next_publish);
         if let Some(d) = &core.discovery {
             next = next.min(d.deadline());
         }
@@ -674,7 +692,9 @@ impl Shared {
         if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
             self.signal();
         }
-        core.timer_at = core.timer_at.min(core.engine.poll_timeout().unwrap_or(u64::MAX));
+        core.timer_at = core
+            .timer_at
+            .min(core.engine.poll_timeout().unwrap_or(u64::MAX));
     }
 
     /// Executes copies, sends frames and collects completions until the engine is idle.
@@ -762,7 +782,9 @@ impl Shared {
             out.extend(o.frames);
             if changed {
                 st.version += 1;
-                self.board.peers_version.store(st.version, Ordering::Release);
+                self.board
+                    .peers_version
+                    .store(st.version, Ordering::Release);
             }
         }
         for f in out {

@@ -4,8 +4,8 @@ use crate::config::RuntimeConfig;
 use crate::registry::{parse_peers, BoardDir};
 use omx_proto::{nic_id_from_mac, NicId, PeerTable};
 use omx_transport::{select_boards, Interface};
-use std::sync::{Arc, Mutex, OnceLock};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Peer table entries the runtime accepts per board (the original's default).
@@ -14,7 +14,10 @@ pub const MAX_PEERS: usize = 1024;
 pub const MAX_ENDPOINTS: u8 = 32;
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

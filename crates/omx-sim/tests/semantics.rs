@@ -446,3 +446,30 @@ fn receiver_dying_after_rendezvous_ack_fails_the_send() {
         .expect("send fails once the receiver is gone");
     assert_eq!(s.code, StatusCode::EndpointUnreachable);
 }
+
+#[test]
+fn connect_is_resent_after_the_peer_talks_to_us_first() {
+    // A's connect to B is lost; B then connects to A and sends it a message, whose
+    // piggybacked ack must not disarm the resend of A's pending connect.
+    let mut w = w2();
+    let mut first = true;
+    w.filter = Some(Box::new(move |f: &[u8]| {
+        let lost = first && f[16] == PacketType::Connect as u8;
+        first = false;
+        !lost
+    }));
+    let nic_b = w.hosts[1].nic_id;
+    let now = w.now;
+    let req = w
+        .engine(0, 0)
+        .connect(now, nic_b, 0, omx_sim::KEY, 0)
+        .unwrap();
+    let back = w.connect(1, 0, 0, 0);
+    let (r, _) = w.recv(0, 0, 1, u64::MAX, 4, &[]);
+    w.send(1, 0, back, 1, vec![1; 4], false);
+    assert!(w.wait(0, 0, r, w.now + SEC).is_some());
+    let s = w
+        .wait(0, 0, req, w.now + 5 * SEC)
+        .expect("connect resent and completed");
+    assert_eq!(s.code, StatusCode::Success);
+}

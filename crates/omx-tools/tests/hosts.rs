@@ -1,0 +1,519 @@
+//! Real-network tests: omx processes on network-namespace hosts joined by veth or a
+//! bridge, exchanging raw Ethernet frames. They check correctness only (exit codes,
+//! delivered bytes, statuses, counters), never timings. Without root they print why
+//! and pass.
+
+mod common;
+
+use common::*;
+use omx_transport::{netns, PacketSocket, SocketOptions, OMX_ETHERTYPE};
+use std::time::{Duration, Instant};
+
+const MIN: Duration = Duration::from_secs(60);
+
+/// `omx_perf -S 0 -E 8388609 -M 2`: 0, 1, 2, 4, ... 8 MiB.
+fn perf_lengths() -> Vec<u64> {
+    std::iter::once(0)
+        .chain((0..=23).map(|k| 1u64 << k))
+        .collect()
+}
+
+/// The lengths of an omx_perf client table (lines starting with a number).
+fn table_lengths(out: &str) -> Vec<u64> {
+    out.lines()
+        .filter_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            (t.len() == 4).then(|| t[0].parse().ok()).flatten()
+        })
+        .collect()
+}
+
+/// Ping-pong of every length from 0 to 8 MiB with data checking between h1 (client)
+/// and h0 (server), interfaces at `mtu`, omx configured by `env`.
+fn pingpong_all_sizes(mtu: u32, env: &[(&str, &str)]) {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, mtu);
+    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &[], env);
+    let client = h.run(
+        1,
+        "omx_perf client",
+        OMX_PERF,
+        &[
+            "-d", "h0:0", "-S", "0", "-E", "8388609", "-N", "3", "-W", "1", "-P", "0", "-c",
+        ],
+        env,
+        3 * MIN,
+    );
+    server.wait_timeout(MIN);
+    let why = reports(&[&client, &server]);
+    assert!(client.succeeded(), "client failed:{why}");
+    assert_eq!(
+        table_lengths(&client.stdout()),
+        perf_lengths(),
+        "one line per length expected:{why}"
+    );
+    assert!(server.succeeded(), "server failed:{why}");
+}
+
+#[test]
+fn pingpong_0_to_8mib_native_mtu9000() {
+    pingpong_all_sizes(9000, &[("OMX_MTU", "9000")]);
+}
+
+#[test]
+fn pingpong_0_to_8mib_native_mtu1500() {
+    pingpong_all_sizes(1500, &[("OMX_MTU", "1500")]);
+}
+
+#[test]
+fn pingpong_0_to_8mib_mx_wire_compat() {
+    pingpong_all_sizes(9000, &[("OMX_WIRE", "mx")]);
+}
+
+/// Tiny, small, medium (one and several fragments) and large (rendezvous) lengths.
+const SIZES: &str = "0,17,100,5000,40000,300000,2000000";
+
+/// Runs one omx_testpeer per host with the same arguments (plus `extra[i]`), all at
+/// once, and checks every one reports `OK sent=S received=S`.
+fn testpeer_everywhere(h: &Hosts, args: &[&str], extra: &[&[&str]], expect: u64) {
+    let peers: Vec<String> = (0..h.n).map(|i| format!("h{i}:0")).collect();
+    let peers = peers.join(",");
+    let mut procs: Vec<Proc> = (0..h.n)
+        .map(|i| {
+            let mut a = vec!["--peers", &peers];
+            a.extend_from_slice(args);
+            a.extend_from_slice(extra.get(i).copied().unwrap_or(&[]));
+            h.spawn(i, &format!("omx_testpeer h{i}"), OMX_TESTPEER, &a, &[])
+        })
+        .collect();
+    for p in procs.iter_mut() {
+        p.finish(3 * MIN);
+    }
+    let why = reports(&procs.iter().collect::<Vec<_>>());
+    let ok = format!("OK sent={expect} received={expect}");
+    for p in &procs {
+        assert!(
+            p.succeeded() && p.stdout().lines().any(|l| l == ok),
+            "{} did not report `{ok}`:{why}",
+            p.label
+        );
+    }
+}
+
+/// Four hosts on a bridge, two endpoints each: every endpoint sends 3 messages of each
+/// size to each of the 6 remote endpoints and checks all it receives.
+#[test]
+fn all_to_all_four_hosts_two_endpoints() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(4, 9000);
+    // Per process: 2 local endpoints x 6 remote endpoints x 7 sizes x 3 messages.
+    let args = [
+        "--endpoints",
+        "2",
+        "--sizes",
+        SIZES,
+        "--count",
+        "3",
+        "--timeout",
+        "150",
+    ];
+    testpeer_everywhere(&h, &args, &[], 2 * 6 * 7 * 3);
+}
+
+/// Endpoints connect to a remote endpoint that opens only later (and that, once open,
+/// connects back and sends first): the library must keep resending the pending connect
+/// request until it is answered (one connect call, no application-level retry).
+#[test]
+fn connect_to_endpoint_opened_later() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let args = [
+        "--endpoints",
+        "2",
+        "--sizes",
+        "0,100,40000,300000",
+        "--count",
+        "2",
+        "--timeout",
+        "30",
+        "--connect-attempt-ms",
+        "0",
+    ];
+    // h1 opens endpoint 1 1.5 s after endpoint 0.
+    let late: &[&str] = &["--open-delay-ms", "1500"];
+    testpeer_everywhere(&h, &args, &[&[], late], 2 * 2 * 4 * 2);
+}
+
+/// A receiver killed mid-stream: the sender sees a failure status (with a small resend
+/// budget, within a minute), and its endpoint keeps working with another host.
+#[test]
+fn killed_receiver_fails_sends_and_endpoint_survives() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(3, 9000);
+    let sizes = "0,17,5000,300000";
+    let mut h2 = h.spawn(
+        2,
+        "omx_testpeer h2 (exchange with h0)",
+        OMX_TESTPEER,
+        &[
+            "--peers",
+            "h0:0,h2:0",
+            "--sizes",
+            sizes,
+            "--count",
+            "2",
+            "--timeout",
+            "170",
+        ],
+        &[],
+    );
+    let mut h1 = h.spawn(
+        1,
+        "omx_testpeer h1 (sink)",
+        OMX_TESTPEER,
+        &["--peers", "h0:0,h1:0", "--sink", "1048576"],
+        &[],
+    );
+    let mut h0 = h.spawn(
+        0,
+        "omx_testpeer h0 (stream to h1, then exchange with h2)",
+        OMX_TESTPEER,
+        &[
+            "--peers",
+            "h1:0,h2:0",
+            "--stream",
+            "1048576",
+            "--window",
+            "4",
+            "--sizes",
+            sizes,
+            "--count",
+            "2",
+            "--timeout",
+            "120",
+        ],
+        &[("OMX_RESENDS_MAX", "4")],
+    );
+    let successes = |s: &str| s.matches("status=Success").count();
+    let streaming = h0.wait_stdout(2 * MIN, |s| successes(s) >= 20);
+    assert!(
+        streaming && h1.try_status().is_none(),
+        "the stream did not get going:{}",
+        reports(&[&h0, &h1, &h2])
+    );
+    h1.kill();
+    let before = successes(&h0.stdout());
+    let failed = h0.wait_stdout(MIN, |s| s.contains("STREAM FAILED"));
+    assert!(
+        failed,
+        "no failure status reported within 60 s of the kill:{}",
+        reports(&[&h0, &h1, &h2])
+    );
+    let out = h0.stdout();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("STREAM FAILED"))
+        .unwrap_or_default()
+        .to_string();
+    println!(
+        "h0 after the kill: {line} ({} successes before the kill)",
+        before
+    );
+    assert!(
+        !line.contains("status=Success"),
+        "a failure must have a failure status: {line}"
+    );
+    h0.finish(3 * MIN);
+    h2.finish(MIN);
+    let why = reports(&[&h0, &h1, &h2]);
+    // h0 then exchanged with h2: 4 sizes x 2 messages each way.
+    assert!(
+        h0.succeeded() && h0.stdout().lines().any(|l| l == "OK sent=8 received=8"),
+        "h0 did not keep working with h2:{why}"
+    );
+    assert!(
+        h2.succeeded() && h2.stdout().lines().any(|l| l == "OK sent=8 received=8"),
+        "h2 failed:{why}"
+    );
+}
+
+/// An Ethernet frame to `dst` from `src` of the Open-MX EtherType: peer index 0, then
+/// `body` (from the packet type byte on).
+fn frame(dst: [u8; 6], src: [u8; 6], body: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(16 + body.len());
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&OMX_ETHERTYPE.to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(body);
+    f
+}
+
+/// A TINY body for endpoint 0 declaring `length` payload bytes, followed by `present`
+/// payload bytes.
+fn tiny(length: u16, present: usize) -> Vec<u8> {
+    let mut b = vec![0u8; 24 + present];
+    b[0] = 37; // TINY
+    b[1] = 0; // destination endpoint
+    b[4..6].copy_from_slice(&length.to_be_bytes());
+    b[12..20].copy_from_slice(&0x1122_3344_5566_7788u64.to_be_bytes());
+    for (i, x) in b[24..].iter_mut().enumerate() {
+        *x = i as u8;
+    }
+    b
+}
+
+fn counter(c: &[(String, u64)], name: &str) -> u64 {
+    c.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
+}
+
+/// Malformed frames sent to a host running an omx_perf server are dropped and counted
+/// under the matching drop counters, and the server still serves a checked run.
+#[test]
+fn malformed_frames_are_counted_and_harmless() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &[], &[]);
+    // The server's endpoint is open (and its socket bound) once it is published.
+    let pid = server.pid().to_string();
+    let until = Instant::now() + MIN;
+    loop {
+        let out = h.tool(0, OMX_ENDPOINT_INFO, &[]);
+        if out
+            .lines()
+            .any(|l| l.split_whitespace().nth(1) == Some(&pid))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < until && server.try_status().is_none(),
+            "server endpoint never listed:\n{out}{}",
+            server.report()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = parse_counters(&h.tool(0, OMX_COUNTERS, &[]));
+    let (mac0, mac1) = (h.mac(0), h.mac(1));
+    let stranger = [0x02, 0xee, 0xee, 0xee, 0xee, 0x01];
+    const K: u64 = 3;
+    // (what, frame, counter expected to grow by K; None: filtered before the engine).
+    let cases: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
+        (
+            "common header cut short",
+            frame(mac0, mac1, &[])[..15].to_vec(),
+            None,
+        ),
+        ("common header only", frame(mac0, mac1, &[]), None),
+        (
+            "TINY header truncated",
+            frame(mac0, mac1, &tiny(0, 0)[..10]),
+            Some("drop_bad_header_datalen"),
+        ),
+        ("type NONE (0)", frame(mac0, mac1, &[0; 44]), None),
+        (
+            "unimplemented type MFM_NIC_REPLY (2)",
+            frame(mac0, mac1, &[2; 44]),
+            None,
+        ),
+        ("undefined type 200", frame(mac0, mac1, &[200; 44]), None),
+        (
+            "TINY declaring 100 > 32 bytes",
+            frame(mac0, mac1, &tiny(100, 100)),
+            Some("drop_bad_datalen"),
+        ),
+        (
+            "TINY declaring 20 bytes, carrying 5",
+            frame(mac0, mac1, &tiny(20, 5)),
+            Some("drop_bad_skblen"),
+        ),
+        (
+            "valid TINY from an unknown MAC",
+            frame(mac0, stranger, &tiny(8, 8)),
+            Some("drop_bad_peer_addr"),
+        ),
+    ];
+    let frames: Vec<Vec<u8>> = cases
+        .iter()
+        .flat_map(|(_, f, _)| (0..K).map(move |_| f.clone()))
+        .collect();
+    let stats = netns::run_in(&h.ns(1), move || {
+        let iface = omx_transport::interface_by_name("omx0")?;
+        let mut s = PacketSocket::open(&iface, OMX_ETHERTYPE, &SocketOptions::default())?;
+        for f in &frames {
+            s.send(f)?;
+        }
+        s.stats()
+    })
+    .expect("enter h1")
+    .expect("inject frames");
+    assert_eq!(stats.send_errors, 0, "injection failed: {stats:?}");
+    // Counters are published about once a second: wait for the expected increases.
+    let expected: Vec<&str> = cases.iter().filter_map(|c| c.2).collect();
+    let grew = |now: &[(String, u64)]| {
+        expected
+            .iter()
+            .all(|n| counter(now, n) >= counter(&before, n) + K)
+    };
+    let until = Instant::now() + MIN;
+    let mut after;
+    loop {
+        after = parse_counters(&h.tool(0, OMX_COUNTERS, &[]));
+        if grew(&after) || Instant::now() >= until {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let delta = |n: &str| counter(&after, n).saturating_sub(counter(&before, n));
+    let table: String = cases
+        .iter()
+        .map(|(what, f, c)| {
+            format!(
+                "  {what} ({} bytes): {}\n",
+                f.len(),
+                c.map_or("filtered".to_string(), |c| format!("{c} +{}", delta(c)))
+            )
+        })
+        .collect();
+    println!("injected {K} of each:\n{table}");
+    for n in &expected {
+        assert!(
+            delta(n) >= K,
+            "{n} should have grown by {K}:\n{table}before {before:?}\nafter {after:?}{}",
+            server.report()
+        );
+    }
+    // Frames that do not reach the engine (the kernel filter keeps only frames for open
+    // endpoints) are not counted; any that do may only be counted as drops, each once.
+    let total: u64 = after.iter().map(|(n, _)| delta(n)).sum();
+    for (n, _) in &after {
+        assert!(
+            n.starts_with("drop_") || delta(n) == 0,
+            "malformed frames changed {n} (+{}):\n{table}{}",
+            delta(n),
+            server.report()
+        );
+    }
+    assert!(
+        total <= K * cases.len() as u64,
+        "more drops ({total}) than malformed frames:\n{table}before {before:?}\nafter {after:?}"
+    );
+    assert!(
+        server.try_status().is_none(),
+        "server died:{}",
+        server.report()
+    );
+    let client = h.run(
+        1,
+        "omx_perf client",
+        OMX_PERF,
+        &[
+            "-d", "h0:0", "-S", "0", "-E", "4194305", "-N", "3", "-W", "1", "-P", "0", "-c",
+        ],
+        &[],
+        3 * MIN,
+    );
+    server.wait_timeout(MIN);
+    let why = reports(&[&client, &server]);
+    assert!(
+        client.succeeded() && server.succeeded(),
+        "run after injection failed:{why}"
+    );
+    assert_eq!(table_lengths(&client.stdout()).len(), 24, "{why}");
+}
+
+/// omx_info lists the board and, once two processes talked, the other host by name;
+/// omx_endpoint_info lists an open endpoint with its owner's pid.
+#[test]
+fn info_tools_list_board_peer_and_endpoint() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let (mac0, mac1) = (fmt_mac(h.mac(0)), fmt_mac(h.mac(1)));
+    let info0 = h.tool(0, OMX_INFO, &[]);
+    let board0 = format!("h0:0 (board #0 name omx0 addr {mac0})");
+    assert!(
+        info0.contains(&board0),
+        "omx_info on h0 lacks `{board0}`:\n{info0}"
+    );
+
+    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &[], &[]);
+    let pid = server.pid().to_string();
+    let until = Instant::now() + MIN;
+    let listed = loop {
+        let out = h.tool(0, OMX_ENDPOINT_INFO, &[]);
+        let row = out
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .any(|t| t == ["0", pid.as_str(), "omx_perf"]);
+        if row || Instant::now() >= until || server.try_status().is_some() {
+            break (row, out);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        listed.0 && listed.1.contains("1 regular endpoints open"),
+        "omx_endpoint_info on h0 does not list endpoint 0 of pid {pid} (omx_perf):\n{}{}",
+        listed.1,
+        server.report()
+    );
+    assert!(
+        listed.1.contains(&board0),
+        "omx_endpoint_info lacks the board:\n{}",
+        listed.1
+    );
+
+    let client = h.run(
+        1,
+        "omx_perf client",
+        OMX_PERF,
+        &[
+            "-d", "h0:0", "-S", "0", "-E", "65537", "-N", "2", "-W", "1", "-P", "0", "-c",
+        ],
+        &[],
+        2 * MIN,
+    );
+    server.wait_timeout(MIN);
+    let why = reports(&[&client, &server]);
+    assert!(client.succeeded() && server.succeeded(), "{why}");
+
+    // Each side now knows the other by name.
+    let info0 = h.tool(0, OMX_INFO, &[]);
+    let info1 = h.tool(1, OMX_INFO, &[]);
+    let peer = |out: &str, mac: &str, name: &str| {
+        out.lines().any(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            t.len() == 3 && t[0].ends_with(')') && t[1] == mac && t[2] == name
+        })
+    };
+    assert!(
+        peer(&info0, &mac1, "h1:0"),
+        "h0's omx_info lacks peer h1:0 ({mac1}):\n{info0}"
+    );
+    assert!(
+        peer(&info1, &mac0, "h0:0"),
+        "h1's omx_info lacks peer h0:0 ({mac0}):\n{info1}"
+    );
+    let board1 = format!("h1:0 (board #0 name omx0 addr {mac1})");
+    assert!(
+        info1.contains(&board1),
+        "omx_info on h1 lacks `{board1}`:\n{info1}"
+    );
+
+    // The server has exited: its endpoint is no longer listed.
+    let out = h.tool(0, OMX_ENDPOINT_INFO, &[]);
+    assert!(
+        out.contains("0 regular endpoints open"),
+        "endpoint still listed after its process exited:\n{out}"
+    );
+}
