@@ -35,3 +35,49 @@ pub fn route(frame: &[u8]) -> Route {
     };
     endpoint.map_or(Route::Drop, Route::Endpoint)
 }
+
+/// The NACK a board sends back for a frame addressed to an endpoint that is not open
+/// (`EndpointClosed`) or does not exist (`BadEndpoint`): NACK_LIB for the seq-consuming
+/// types and CONNECT, NACK_MCP for PULL, nothing for the others (acks, replies, nacks).
+pub fn closed_endpoint_nack(
+    frame: &[u8],
+    wire: &omx_wire::WireConfig,
+    board_mac: [u8; 6],
+    kind: omx_wire::NackType,
+) -> Option<Vec<u8>> {
+    use omx_wire::{Header, NackLib, NackMcp, Packet, PEER_INDEX_NONE};
+    let d = omx_wire::decode(frame, wire).ok()?;
+    let (dst_ep, src_ep, seq) = match d.packet {
+        Packet::Tiny(m) | Packet::Small(m) => (m.dst_endpoint, m.src_endpoint, m.lib_seqnum),
+        Packet::Rndv(r) => (r.msg.dst_endpoint, r.msg.src_endpoint, r.msg.lib_seqnum),
+        Packet::Medium(m) => (m.dst_endpoint, m.src_endpoint, m.lib_seqnum),
+        Packet::Notify(n) => (n.dst_endpoint, n.src_endpoint, n.lib_seqnum),
+        Packet::Connect(c) if !c.is_reply => (c.dst_endpoint, c.src_endpoint, 0),
+        Packet::Pull(_) => (0, 0, 0),
+        _ => return None,
+    };
+    let header = Header {
+        dst_mac: d.header.src_mac,
+        src_mac: board_mac,
+        ethertype: wire.ethertype,
+        dst_src_peer_index: PEER_INDEX_NONE,
+    };
+    let nack = match d.packet {
+        Packet::Pull(p) => Packet::NackMcp(NackMcp {
+            src_endpoint: p.src_endpoint,
+            nack_type: kind as u8,
+            src_pull_handle: p.src_pull_handle,
+            src_magic: p.src_magic,
+        }),
+        _ => Packet::NackLib(NackLib {
+            src_endpoint: dst_ep,
+            nack_type: kind as u8,
+            dst_endpoint: src_ep,
+            dst_src_peer_index: d.header.dst_src_peer_index,
+            lib_seqnum: seq,
+        }),
+    };
+    let mut out = Vec::with_capacity(64);
+    omx_wire::encode(&header, &nack, &[], wire, &mut out).ok()?;
+    Some(out)
+}

@@ -8,8 +8,10 @@ use crate::memory::{gather, MemRegistry, Segment, MAX_SEGMENTS};
 use crate::registry::{EndpointInfo, LockFile};
 use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
 use bytes::{Bytes, BytesMut};
+use omx_proto::demux::{closed_endpoint_nack, route, Route};
 use omx_proto::*;
 use omx_transport::{EndpointFilter, PacketSocket, SocketOptions};
+use omx_wire::NackType;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -652,7 +654,16 @@ impl Shared {
             return;
         }
         let now = now.unwrap_or_else(|| self.rt.now());
+        let me = self.index;
         for f in rx.drain(..) {
+            if let Route::Endpoint(e) = route(&f) {
+                if e != me {
+                    // Only the board-service owner sees these: frames for endpoints
+                    // that are not open, answered with a nack as the original driver.
+                    self.nack_closed(engine, sock, e, &f);
+                    continue;
+                }
+            }
             if f.get(16) == Some(&omx_wire::BUNDLE_TYPE) && self.rt.cfg.bundle {
                 unbundle(engine, now, f);
             } else {
@@ -683,6 +694,47 @@ impl Shared {
             next = next.min(d.deadline());
         }
         core.timer_at = next;
+    }
+
+    fn nack_closed(&self, engine: &mut Engine, sock: &mut PacketSocket, e: u8, f: &Bytes) {
+        engine.counters.drop_bad_endpoint += 1;
+        // It may have opened since the filter was last refreshed: then it has its own copy.
+        if e < MAX_ENDPOINTS && self.board.dir.endpoint_open(e) {
+            return;
+        }
+        let kind = if e < MAX_ENDPOINTS {
+            NackType::EndpointClosed
+        } else {
+            NackType::BadEndpoint
+        };
+        let frames: Vec<Bytes> = if f.get(16) == Some(&omx_wire::BUNDLE_TYPE) {
+            omx_wire::bundle_items(f)
+                .map(|items| items.into_iter().map(|r| f.slice(r)).collect())
+                .unwrap_or_default()
+        } else {
+            vec![f.clone()]
+        };
+        for inner in frames {
+            if let Some(n) =
+                closed_endpoint_nack(&inner, &self.rt.cfg.wire, self.board.iface.mac, kind)
+            {
+                engine.counters.send_nack_lib += 1;
+                let _ = sock.queue_send(n.len(), |b| b.copy_from_slice(&n));
+            }
+        }
+    }
+
+    /// The board-service owner also receives frames for every endpoint no process has
+    /// open, so that it can nack them.
+    fn owner_filter(&self) -> EndpointFilter {
+        let open = self.board.dir.open_endpoints(MAX_ENDPOINTS);
+        let endpoints = (0..=255u8)
+            .filter(|i| *i == self.index || !open.contains(i))
+            .collect();
+        EndpointFilter {
+            endpoints,
+            board_frames: true,
+        }
     }
 
     /// After posting a request: only the engine's outputs (frames, copies, completions),
@@ -812,15 +864,16 @@ impl Shared {
                 .collect(),
         };
         let _ = self.board.dir.publish_endpoint(&info);
+        if core.discovery.is_some() {
+            let filter = self.owner_filter();
+            let _ = core.sock.set_filter(Some(&filter));
+        }
         if core.discovery.is_none() {
             self.board.merge_peers(&self.board.dir.load_peers());
             if now >= core.next_board_try {
                 core.next_board_try = now + SEC;
                 if let Ok(Some(l)) = self.board.dir.try_lock_board() {
-                    let filter = EndpointFilter {
-                        endpoints: vec![self.index],
-                        board_frames: true,
-                    };
+                    let filter = self.owner_filter();
                     if core.sock.set_filter(Some(&filter)).is_ok() {
                         core.board_lock = Some(l);
                         core.discovery = Some(Discovery::new(

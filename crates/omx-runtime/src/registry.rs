@@ -75,6 +75,16 @@ impl BoardDir {
         Ok(None)
     }
 
+    /// Whether some process holds endpoint `i` (its lock is taken).
+    pub fn endpoint_open(&self, i: u8) -> bool {
+        matches!(try_flock(&self.path.join(format!("ep{i}.lock"))), Ok(None))
+    }
+
+    /// Indexes below `max` currently open by any process on this host.
+    pub fn open_endpoints(&self, max: u8) -> Vec<u8> {
+        (0..max).filter(|&i| self.endpoint_open(i)).collect()
+    }
+
     pub fn try_lock_board(&self) -> io::Result<Option<LockFile>> {
         try_flock(&self.path.join("board.lock"))
     }

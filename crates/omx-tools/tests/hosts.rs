@@ -517,3 +517,36 @@ fn info_tools_list_board_peer_and_endpoint() {
         "endpoint still listed after its process exited:\n{out}"
     );
 }
+
+/// A connect to an endpoint no process has open is nacked by the host's board service
+/// at once (as the original driver did), instead of timing out after the resends.
+#[test]
+fn connect_to_closed_endpoint_is_nacked() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &[], &[]);
+    assert!(
+        server.wait_stdout(MIN, |o| o.contains("Successfully attached")),
+        "{}",
+        server.report()
+    );
+    // Without the nack the connect would only fail after its resends ran out (minutes),
+    // and the client would be killed by the timeout without reporting EndpointClosed.
+    let client = h.run(
+        1,
+        "omx_perf client to endpoint 5",
+        OMX_PERF,
+        &["-d", "h0:0", "-r", "5", "-S", "8", "-E", "9", "-N", "1"],
+        &[],
+        MIN,
+    );
+    assert!(!client.succeeded(), "{}", client.report());
+    assert!(
+        client.stderr().contains("EndpointClosed"),
+        "expected an EndpointClosed failure:\n{}",
+        client.report()
+    );
+    server.kill();
+}
