@@ -34,7 +34,14 @@ export OMX_MTU=$MTU
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else print a[int((NR+1)/2)]}'; }
 bg0() { $H exec 0 "$@" >/dev/null 2>&1 & pids+=($!); sleep 0.4; }
-stop_bg() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; pids=(); pkill -f "$BIN/omx_" 2>/dev/null || true; sleep 0.2; }
+# Stops what this script started: every process inside its own two namespaces.
+stop_bg() {
+  for ns in "$OMX_NS_PREFIX-h0" "$OMX_NS_PREFIX-h1"; do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
+  done
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  pids=(); sleep 0.2
+}
 progress() { echo "bench [$MTU]: $*" >&2; }
 
 raw_lat() { # $1 = spin|block
