@@ -145,8 +145,8 @@ pub struct Engine {
     pub(crate) region_waitq: VecDeque<Key>,
     pub(crate) pulls: Slab<Pull>,
     pub(crate) pull_waitq: VecDeque<Key>,
-    pub(crate) copies: HashMap<CopyId, Key>,
-    pub(crate) next_copy: u64,
+    /// Copies in flight and the receive each belongs to (ids are slab keys).
+    pub(crate) copies: Slab<Key>,
     pub(crate) out: VecDeque<Transmit>,
     pub(crate) completions: VecDeque<Completion>,
     pub(crate) copy_ops: VecDeque<CopyOp>,
@@ -182,8 +182,7 @@ impl Engine {
             region_waitq: VecDeque::new(),
             pulls: Slab::default(),
             pull_waitq: VecDeque::new(),
-            copies: HashMap::default(),
-            next_copy: 1,
+            copies: Slab::default(),
             out: VecDeque::new(),
             completions: VecDeque::new(),
             copy_ops: VecDeque::new(),
@@ -292,17 +291,26 @@ impl Engine {
     }
 
     pub(crate) fn complete(&mut self, req: Key, kind: RequestKind, status: Status) {
+        self.complete_with(req, kind, status, None)
+    }
+
+    pub(crate) fn complete_with(
+        &mut self,
+        req: Key,
+        kind: RequestKind,
+        status: Status,
+        mem: Option<MemHandle>,
+    ) {
         self.completions.push_back(Completion {
             req: ReqId(req.0),
             kind,
             status,
+            mem,
         });
     }
 
     pub(crate) fn new_copy(&mut self, req: Key, src: Bytes, dst: MemHandle, dst_offset: u64) {
-        let id = CopyId(self.next_copy);
-        self.next_copy += 1;
-        self.copies.insert(id, req);
+        let id = CopyId(self.copies.insert(req).0);
         self.copy_ops.push_back(CopyOp {
             id,
             src,
@@ -313,7 +321,7 @@ impl Engine {
 
     /// The runtime finished a copy action.
     pub fn copy_done(&mut self, now: Time, id: CopyId) {
-        let Some(req) = self.copies.remove(&id) else {
+        let Some(req) = self.copies.remove(Key(id.0)) else {
             return;
         };
         if let Some(Request::Recv(r)) = self.requests.get_mut(req) {
@@ -453,5 +461,17 @@ impl Engine {
                 None
             }
         }
+    }
+}
+
+/// User memory a request lent to the engine (receive buffers, rendezvous send regions).
+pub(crate) fn request_mem(r: &Request) -> Option<MemHandle> {
+    match r {
+        Request::Recv(r) => Some(r.handle),
+        Request::Send(SendReq {
+            data: SendData::Region { handle, .. },
+            ..
+        }) => Some(*handle),
+        _ => None,
     }
 }

@@ -17,7 +17,7 @@ mod pull;
 mod recv;
 mod send;
 pub mod seqnum;
-mod slab;
+pub mod slab;
 mod transmit;
 mod types;
 

@@ -1,6 +1,6 @@
 //! Receiving: in-order delivery per partner, matching, unexpected messages, acks, nacks.
 
-use crate::engine::{ActiveRecv, Engine, RecvReq, Request, UnexpBody, Unexpected};
+use crate::engine::{request_mem, ActiveRecv, Engine, RecvReq, Request, UnexpBody, Unexpected};
 use crate::partner::{PartialMedium, PartialTarget};
 use crate::seqnum::Seq;
 use crate::slab::Key;
@@ -57,6 +57,14 @@ impl Engine {
             None => self.posted.push_back(k),
         }
         Ok(ReqId(k.0))
+    }
+
+    /// The buffer a pending receive names (so a caller can release it on cancel).
+    pub fn recv_handle(&self, req: ReqId) -> Option<MemHandle> {
+        match self.requests.get(Key(req.0)) {
+            Some(Request::Recv(r)) => Some(r.handle),
+            _ => None,
+        }
     }
 
     /// Cancels a receive that has not been matched yet. Returns whether it was
@@ -185,8 +193,9 @@ impl Engine {
             },
             context: r.context,
         };
+        let handle = r.handle;
         self.requests.remove(k);
-        self.complete(k, RequestKind::Recv, status);
+        self.complete_with(k, RequestKind::Recv, status, Some(handle));
     }
 
     /// Fails a matched receive (partner reset, pull failure). Copies still in flight
@@ -199,7 +208,14 @@ impl Engine {
         a.code = code;
         a.data_done = true;
         a.copies_pending = 0;
-        self.copies.retain(|_, req| *req != k);
+        let stale: Vec<Key> = self
+            .copies
+            .keys()
+            .filter(|&c| self.copies.get(c) == Some(&k))
+            .collect();
+        for c in stale {
+            self.copies.remove(c);
+        }
         self.try_finish_recv(0, k);
     }
 
@@ -585,8 +601,8 @@ impl Engine {
                 rec.req = None;
             }
         }
-        self.requests.remove(k);
-        self.complete(k, RequestKind::Send, status);
+        let mem = self.requests.remove(k).and_then(|r| request_mem(&r));
+        self.complete_with(k, RequestKind::Send, status, mem);
         self.free_region(now, id);
         if self.cfg.wire.mode == WireMode::MxCompat
             && self.partners[pid.0 as usize].partials.is_empty()

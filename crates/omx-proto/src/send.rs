@@ -1,6 +1,6 @@
 //! Sending: class selection, sequence numbers, retransmission, acks and partner reset.
 
-use crate::engine::{Engine, Region, Request, SendReq, MAX_LARGE_SENDS};
+use crate::engine::{request_mem, Engine, Region, Request, SendReq, MAX_LARGE_SENDS};
 use crate::partner::{SendRecord, SentPacket};
 use crate::seqnum::{Seq, MAX_IN_FLIGHT};
 use crate::slab::Key;
@@ -276,7 +276,8 @@ impl Engine {
                     self.drop_region(id);
                 }
             }
-            self.complete(k, RequestKind::Send, status);
+            let mem = request_mem(&Request::Send(s));
+            self.complete_with(k, RequestKind::Send, status, mem);
         }
     }
 

@@ -84,6 +84,10 @@ impl<T> Slab<T> {
         self.len
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     pub fn keys(&self) -> impl Iterator<Item = Key> + '_ {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
             s.value

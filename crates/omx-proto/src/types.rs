@@ -81,6 +81,8 @@ pub struct Completion {
     pub req: ReqId,
     pub kind: RequestKind,
     pub status: Status,
+    /// The user memory the request had lent to the engine, now free to release.
+    pub mem: Option<MemHandle>,
 }
 
 /// Data of a send. Eager messages are captured by the caller at post time (MX completes

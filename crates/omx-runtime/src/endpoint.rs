@@ -71,7 +71,6 @@ struct Core {
     done: HashMap<ReqId, Completion>,
     done_order: VecDeque<ReqId>,
     forgotten: HashSet<ReqId>,
-    req_mem: HashMap<ReqId, MemHandle>,
     peers_version: u64,
     board_lock: Option<LockFile>,
     discovery: Option<Discovery>,
@@ -196,7 +195,6 @@ impl Endpoint {
             done: HashMap::default(),
             done_order: VecDeque::new(),
             forgotten: HashSet::default(),
-            req_mem: HashMap::default(),
             peers_version: 0,
             board_lock,
             discovery,
@@ -355,9 +353,6 @@ impl Endpoint {
                 return Err(e.into());
             }
         };
-        if let Some(h) = handle {
-            core.req_mem.insert(r, h);
-        }
         let streaming = now.saturating_sub(core.last_post) < STREAM_GAP;
         core.last_post = now;
         self.shared.post_drain(&mut core, now, !streaming);
@@ -381,7 +376,6 @@ impl Endpoint {
         let h = core.mem.register(segs.to_vec());
         match core.engine.irecv(now, match_info, mask, h, len, context) {
             Ok(r) => {
-                core.req_mem.insert(r, h);
                 self.shared.post_drain(&mut core, now, true);
                 Ok(r)
             }
@@ -449,11 +443,10 @@ impl Endpoint {
     /// Cancels an unmatched receive; true if it was cancelled (and freed).
     pub fn cancel(&self, req: ReqId) -> Result<bool, Error> {
         let mut core = self.shared.app_lock();
+        let handle = core.engine.recv_handle(req);
         let cancelled = core.engine.cancel(req)?;
-        if cancelled {
-            if let Some(h) = core.req_mem.remove(&req) {
-                core.mem.release(h);
-            }
+        if let Some(h) = handle.filter(|_| cancelled) {
+            core.mem.release(h);
         }
         Ok(cancelled)
     }
@@ -634,7 +627,9 @@ impl Shared {
             } else {
                 // Frames are carved out of shared chunks: no allocation per frame.
                 if rx_pool.capacity() < f.len() {
-                    *rx_pool = BytesMut::with_capacity(RX_POOL_CHUNK.max(f.len()));
+                    // Reclaims the chunk in place once every frame carved from it was
+                    // dropped (no page faults from fresh allocations on the data path).
+                    rx_pool.reserve(RX_POOL_CHUNK.max(f.len()));
                 }
                 rx_pool.extend_from_slice(f);
                 rx.push(rx_pool.split().freeze());
@@ -760,7 +755,6 @@ impl Shared {
             done,
             done_order,
             forgotten,
-            req_mem,
             bundler,
             ..
         } = core;
@@ -781,7 +775,7 @@ impl Shared {
                 });
             }
             while let Some(c) = engine.poll_completion() {
-                if let Some(h) = req_mem.remove(&c.req) {
+                if let Some(h) = c.mem {
                     mem.release(h);
                 }
                 if forgotten.remove(&c.req) {

@@ -2,8 +2,8 @@
 //! pointers, as the MX API passes them). The caller guarantees, as with MX, that a
 //! buffer stays valid and is not touched by the application until its request completes.
 
+use omx_proto::slab::{Key, Slab};
 use omx_proto::MemHandle;
-use std::collections::HashMap;
 
 /// One contiguous piece of a request's buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,21 +19,20 @@ unsafe impl Send for Segment {}
 /// Most segments one request may name (MX limit).
 pub const MAX_SEGMENTS: usize = 256;
 
+/// Handles are slab keys: no hashing on the per-message path, and a stale handle
+/// (generation mismatch) never reaches a newer buffer.
 #[derive(Default)]
 pub struct MemRegistry {
-    buffers: HashMap<u64, Vec<Segment>>,
-    next: u64,
+    buffers: Slab<Vec<Segment>>,
 }
 
 impl MemRegistry {
     pub fn register(&mut self, segments: Vec<Segment>) -> MemHandle {
-        self.next += 1;
-        self.buffers.insert(self.next, segments);
-        MemHandle(self.next)
+        MemHandle(self.buffers.insert(segments).0)
     }
 
     pub fn release(&mut self, h: MemHandle) {
-        self.buffers.remove(&h.0);
+        self.buffers.remove(Key(h.0));
     }
 
     pub fn len(&self) -> usize {
@@ -53,7 +52,7 @@ impl MemRegistry {
         len: usize,
         mut f: impl FnMut(*mut u8, usize, usize),
     ) {
-        let Some(segs) = self.buffers.get(&h.0) else {
+        let Some(segs) = self.buffers.get(Key(h.0)) else {
             return;
         };
         let end = offset + len;
