@@ -3,12 +3,26 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build demo demo-sim test test-c test-rust lint soak-sim fuzz bench-engine install clean
+.PHONY: all build lib demo demo-sim test test-c test-rust lint soak-sim fuzz bench-engine install clean
 
 all: build
 
-build:
+build: lib
 	$(CARGO) build --release --workspace
+
+## libmyriexpress.so.0 (with MX's symbol version nodes) and libmyriexpress.a, linked
+## from the Rust static library so that only the MX ABI is exported.
+LIBDIR := build/lib
+lib:
+	$(CARGO) build --release -p omx-capi
+	mkdir -p $(LIBDIR)
+	$(CC) -shared -o $(LIBDIR)/libmyriexpress.so.0 -Wl,-soname,libmyriexpress.so.0 \
+		-Wl,--version-script=crates/omx-capi/myriexpress.map -Wl,--gc-sections \
+		-Wl,--whole-archive $(RELEASE_DIR)/libmyriexpress.a -Wl,--no-whole-archive -lpthread -ldl -lm
+	ln -sf libmyriexpress.so.0 $(LIBDIR)/libmyriexpress.so
+	ln -sf libmyriexpress.so.0 $(LIBDIR)/libopen-mx.so.0
+	ln -sf libmyriexpress.so.0 $(LIBDIR)/libopen-mx.so
+	cp $(RELEASE_DIR)/libmyriexpress.a $(LIBDIR)/libmyriexpress.a
 
 ## The main job: two hosts (network namespaces, veth) ping-pong 0 B to 4 MiB with omx_perf.
 demo: build
@@ -54,6 +68,8 @@ install: build
 	install -m 755 $(RELEASE_DIR)/omx_info $(RELEASE_DIR)/omx_perf $(RELEASE_DIR)/omx_counters \
 		$(RELEASE_DIR)/omx_endpoint_info $(RELEASE_DIR)/omx_hostname \
 		$(RELEASE_DIR)/omx-sim-pingpong $(RELEASE_DIR)/omx-sim-soak $(DESTDIR)$(PREFIX)/bin/
+	cp -P $(LIBDIR)/libmyriexpress.so.0 $(LIBDIR)/libmyriexpress.so $(LIBDIR)/libopen-mx.so.0 \
+		$(LIBDIR)/libopen-mx.so $(LIBDIR)/libmyriexpress.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/myriexpress.h include/mx_extensions.h include/mx_raw.h include/mx_io.h $(DESTDIR)$(PREFIX)/include/
 	for pc in omx myriexpress; do \
 		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' include/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \

@@ -191,6 +191,15 @@ impl Engine {
         self.release_throttled(now, pid);
     }
 
+    /// Drops all state for a partner without telling it (MX `mx_disconnect`): pending
+    /// sends and connects fail with `EndpointUnreachable`, its partial and unexpected
+    /// messages are dropped, and a new connect is needed to talk again.
+    pub fn disconnect(&mut self, now: Time, pid: PartnerId) {
+        if (pid.0 as usize) < self.partners.len() {
+            self.reset_partner(now, pid, StatusCode::EndpointUnreachable);
+        }
+    }
+
     pub(crate) fn finish_connect(&mut self, k: Key, code: StatusCode) {
         let Some(Request::Connect(c)) = self.requests.remove(k) else {
             return;

@@ -253,6 +253,26 @@ impl Endpoint {
         self.shared.session
     }
 
+    /// The application key this endpoint was opened with.
+    pub fn key(&self) -> u32 {
+        self.shared.lock().engine.params().key
+    }
+
+    /// Forgets a partner locally (MX `mx_disconnect`): its pending operations fail.
+    pub fn disconnect(&self, p: PartnerId) {
+        let mut core = self.shared.app_lock();
+        let now = self.shared.rt.now();
+        core.engine.disconnect(now, p);
+        self.shared.post_drain(&mut core, now, true);
+    }
+
+    /// Whether `req` completed (its completion is left for test/wait).
+    pub fn peek_done(&self, req: ReqId) -> bool {
+        let mut core = self.shared.app_lock();
+        self.shared.progress(&mut core);
+        core.done.contains_key(&req)
+    }
+
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.shared.rt
     }
