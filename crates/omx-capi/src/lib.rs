@@ -244,7 +244,9 @@ pub extern "C" fn mx__init_api(api: i32) -> MxReturn {
     }
     let fatal = std::env::var("OMX_FATAL_ERRORS")
         .or_else(|_| std::env::var("MX_ERRORS_ARE_FATAL"))
-        .map_or(true, |v| v.trim().parse::<i64>().is_ok_and(|n| n != 0) || v.trim().parse::<i64>().is_err());
+        .map_or(true, |v| {
+            v.trim().parse::<i64>().is_ok_and(|n| n != 0) || v.trim().parse::<i64>().is_err()
+        });
     {
         let mut g = GLOBAL.lock().expect("global");
         if g.initialized {

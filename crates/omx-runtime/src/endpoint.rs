@@ -4,7 +4,7 @@
 
 use crate::bundler::Bundler;
 use crate::discovery::Discovery;
-use crate::memory::{gather, MemRegistry, Segment, MAX_SEGMENTS};
+use crate::memory::{MemRegistry, Segment, MAX_SEGMENTS};
 use crate::registry::{EndpointInfo, LockFile};
 use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
 use bytes::{Bytes, BytesMut};
@@ -80,6 +80,8 @@ struct Core {
     board_rx: Vec<Vec<u8>>,
     bundler: Bundler,
     rx_pool: BytesMut,
+    /// Eager send data is captured into chunks of this pool (no allocation per message).
+    tx_pool: BytesMut,
     /// When the application last posted a send: back-to-back sends are not flushed one
     /// by one, so they can share frames (bundles) and system calls.
     last_post: Time,
@@ -204,6 +206,7 @@ impl Endpoint {
             board_rx: Vec::new(),
             bundler,
             rx_pool: BytesMut::new(),
+            tx_pool: BytesMut::new(),
             last_post: 0,
             timer_at: 0,
             _index_lock: lock,
@@ -354,9 +357,12 @@ impl Endpoint {
         let len = Self::check_segments(segs)?;
         let (mut core, now) = self.shared.app_lock_now();
         let (data, handle) = if core.engine.is_eager(len, sync) {
-            (SendData::Eager(Bytes::from(gather(segs))), None)
+            (
+                SendData::Eager(capture(&mut core.tx_pool, segs, len as usize)),
+                None,
+            )
         } else {
-            let h = core.mem.register(segs.to_vec());
+            let h = core.mem.register(segs);
             (SendData::Region { handle: h, len }, Some(h))
         };
         let r = if sync {
@@ -393,7 +399,7 @@ impl Endpoint {
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
         let (mut core, now) = self.shared.app_lock_now();
-        let h = core.mem.register(segs.to_vec());
+        let h = core.mem.register(segs);
         match core.engine.irecv(now, match_info, mask, h, len, context) {
             Ok(r) => {
                 self.shared.post_drain(&mut core, now, true);
@@ -558,6 +564,18 @@ fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
     let c = core.done.remove(&r);
     prune_done_order(core);
     c
+}
+
+/// Copies a send's segments into the pool and returns them as shared bytes.
+fn capture(pool: &mut BytesMut, segs: &[Segment], len: usize) -> Bytes {
+    if pool.capacity() < len {
+        pool.reserve(RX_POOL_CHUNK.max(len));
+    }
+    for s in segs.iter().filter(|s| s.len > 0) {
+        // SAFETY: the caller lent these segments for the duration of the call.
+        pool.extend_from_slice(unsafe { std::slice::from_raw_parts(s.ptr, s.len) });
+    }
+    pool.split().freeze()
 }
 
 /// Feeds the inner frames of a bundle to the engine (zero-copy slices of the bundle).

@@ -23,12 +23,32 @@ pub const MAX_SEGMENTS: usize = 256;
 /// (generation mismatch) never reaches a newer buffer.
 #[derive(Default)]
 pub struct MemRegistry {
-    buffers: Slab<Vec<Segment>>,
+    buffers: Slab<Segments>,
+}
+
+/// A request's segments, with the common single-segment case kept inline (no heap
+/// allocation per message).
+enum Segments {
+    One(Segment),
+    Many(Vec<Segment>),
+}
+
+impl Segments {
+    fn as_slice(&self) -> &[Segment] {
+        match self {
+            Segments::One(s) => std::slice::from_ref(s),
+            Segments::Many(v) => v,
+        }
+    }
 }
 
 impl MemRegistry {
-    pub fn register(&mut self, segments: Vec<Segment>) -> MemHandle {
-        MemHandle(self.buffers.insert(segments).0)
+    pub fn register(&mut self, segments: &[Segment]) -> MemHandle {
+        let s = match segments {
+            [one] => Segments::One(*one),
+            many => Segments::Many(many.to_vec()),
+        };
+        MemHandle(self.buffers.insert(s).0)
     }
 
     pub fn release(&mut self, h: MemHandle) {
@@ -52,7 +72,7 @@ impl MemRegistry {
         len: usize,
         mut f: impl FnMut(*mut u8, usize, usize),
     ) {
-        let Some(segs) = self.buffers.get(Key(h.0)) else {
+        let Some(segs) = self.buffers.get(Key(h.0)).map(Segments::as_slice) else {
             return;
         };
         let end = offset + len;
@@ -89,19 +109,6 @@ impl MemRegistry {
     }
 }
 
-/// Gathers a segment list into one owned buffer (eager sends are captured at post time).
-pub fn gather(segments: &[Segment]) -> Vec<u8> {
-    let total = segments.iter().map(|s| s.len).sum();
-    let mut v = Vec::with_capacity(total);
-    for s in segments {
-        if s.len > 0 {
-            // SAFETY: the caller lent these segments for the duration of the call.
-            v.extend_from_slice(unsafe { std::slice::from_raw_parts(s.ptr, s.len) });
-        }
-    }
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,7 +118,7 @@ mod tests {
         let mut a = [0u8; 3];
         let mut b = [0u8; 5];
         let mut m = MemRegistry::default();
-        let h = m.register(vec![
+        let h = m.register(&[
             Segment {
                 ptr: a.as_mut_ptr(),
                 len: 3,
