@@ -363,8 +363,57 @@ pub unsafe extern "C" fn mx_open_endpoint(
     fail(None, last, "cannot open endpoint")
 }
 
+type CUnexpHandler =
+    unsafe extern "C" fn(*mut c_void, MxEndpointAddr, u64, u32, *mut c_void) -> u32;
+
+thread_local! {
+    /// Set while this thread runs an unexpected handler (MX forbids closing then).
+    static IN_HANDLER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs (non-NULL) or removes (NULL) the unexpected-message handler.
+#[no_mangle]
+pub unsafe extern "C" fn mx_register_unexp_handler(
+    e: *mut CEndpoint,
+    handler: Option<CUnexpHandler>,
+    context: *mut c_void,
+) -> MxReturn {
+    let ep = ep_or_fail!(e);
+    let Some(h) = handler else {
+        ep.ep.set_unexpected_handler(None);
+        return MX_SUCCESS;
+    };
+    let (ep_addr, ctx) = (e as usize, context as usize);
+    ep.ep.set_unexpected_handler(Some(Box::new(move |info: &omx_proto::UnexpectedInfo| {
+        // SAFETY: the endpoint outlives its handler (closing removes the handler first).
+        let ep = unsafe { &*(ep_addr as *const CEndpoint) };
+        let source = addr_of(ep, info.source);
+        let data = info.data.as_ref().map_or(std::ptr::null_mut(), |d| d.as_ptr() as *mut c_void);
+        IN_HANDLER.with(|f| f.set(true));
+        // SAFETY: calling the application's handler with MX's arguments.
+        let action = unsafe { h(ctx as *mut c_void, source, info.match_info, info.msg_length, data) };
+        IN_HANDLER.with(|f| f.set(false));
+        match action {
+            0 => false,
+            1 => true,
+            other => {
+                eprintln!("MX: unexpected handler returned {other}, neither MX_RECV_CONTINUE nor MX_RECV_FINISHED");
+                std::process::abort()
+            }
+        }
+    })));
+    MX_SUCCESS
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn mx_close_endpoint(e: *mut CEndpoint) -> MxReturn {
+    if IN_HANDLER.with(|f| f.get()) {
+        return fail(
+            endpoint(e),
+            MX_CLOSE_IN_HANDLER,
+            "mx_close_endpoint inside the unexpected handler",
+        );
+    }
     let removed = ENDPOINTS
         .lock()
         .ok()
@@ -380,7 +429,9 @@ pub unsafe extern "C" fn mx_close_endpoint(e: *mut CEndpoint) -> MxReturn {
             }
         }
     }
-    drop(Box::from_raw(e));
+    let c = Box::from_raw(e);
+    c.ep.set_unexpected_handler(None);
+    drop(c);
     MX_SUCCESS
 }
 

@@ -29,6 +29,7 @@ pub const MX_BAD_INFO_LENGTH: MxReturn = 35;
 pub const MX_NIC_NOT_FOUND: MxReturn = 36;
 pub const MX_BAD_LIB_VERSION: MxReturn = 38;
 pub const MX_CANCEL_NOT_SUPPORTED: MxReturn = 40;
+pub const MX_CLOSE_IN_HANDLER: MxReturn = 41;
 pub const MX_BAD_MATCHING_FOR_CONTEXT_ID_MASK: MxReturn = 42;
 
 pub const MX_INFINITE: u32 = 0;

@@ -50,15 +50,6 @@ pub unsafe extern "C" fn omx_unexpose_region(_e: *mut CEndpoint, _id: u64) -> Mx
     fail(None, MX_BAD_REQUEST, NOT_YET)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn mx_register_unexp_handler(
-    _e: *mut CEndpoint,
-    _h: *mut c_void,
-    _context: *mut c_void,
-) -> MxReturn {
-    fail(None, MX_BAD_REQUEST, NOT_YET)
-}
-
 /// Deprecated in MX itself.
 #[no_mangle]
 pub unsafe extern "C" fn mx_register_unexp_callback(

@@ -97,6 +97,20 @@ pub(crate) struct Unexpected {
     pub body: UnexpBody,
     /// Bytes charged against the unexpected-queue budget.
     pub charged: usize,
+    /// Waiting for the application's unexpected handler: invisible to matching.
+    pub pending: bool,
+}
+
+/// An unmatched message offered to the application's unexpected handler before it is
+/// stored (MX `mx_register_unexp_handler`).
+#[derive(Clone, Debug)]
+pub struct UnexpectedInfo {
+    pub id: u64,
+    pub source: PartnerId,
+    pub match_info: u64,
+    pub msg_length: u32,
+    /// The whole payload, when it is already at hand (one-frame messages).
+    pub data: Option<Bytes>,
 }
 
 /// A registered send buffer that remote pullers may read.
@@ -151,6 +165,8 @@ pub struct Engine {
     pub(crate) completions: VecDeque<Completion>,
     pub(crate) copy_ops: VecDeque<CopyOp>,
     pub(crate) zombies: usize,
+    pub(crate) unexp_hook: bool,
+    pub(crate) unexp_events: VecDeque<Key>,
     pub counters: Counters,
 }
 
@@ -187,6 +203,8 @@ impl Engine {
             completions: VecDeque::new(),
             copy_ops: VecDeque::new(),
             zombies: 0,
+            unexp_hook: false,
+            unexp_events: VecDeque::new(),
             counters: Counters::default(),
         }
     }

@@ -23,7 +23,7 @@ mod types;
 
 pub use config::EngineConfig;
 pub use counters::Counters;
-pub use engine::{EndpointParams, Engine, QueueStats};
+pub use engine::{EndpointParams, Engine, QueueStats, UnexpectedInfo};
 pub use peers::{Peer, PeerTable};
 pub use transmit::{Payload, Transmit, MAX_HEADER_LEN};
 pub use types::*;

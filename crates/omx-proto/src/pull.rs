@@ -270,6 +270,18 @@ impl Engine {
         }
     }
 
+    /// A rendezvous discarded by the unexpected handler: the sender completes with
+    /// nothing transferred.
+    pub(crate) fn notify_discarded(
+        &mut self,
+        now: Time,
+        pid: PartnerId,
+        rdma_id: u8,
+        rdma_seq: u8,
+    ) {
+        self.notify_sender(now, pid, rdma_id, rdma_seq, 0);
+    }
+
     fn notify_sender(&mut self, now: Time, pid: PartnerId, rdma_id: u8, rdma_seq: u8, xfer: u32) {
         if self.partners[pid.0 as usize].session.is_none() {
             return;

@@ -1,6 +1,8 @@
 //! Receiving: in-order delivery per partner, matching, unexpected messages, acks, nacks.
 
-use crate::engine::{request_mem, ActiveRecv, Engine, RecvReq, Request, UnexpBody, Unexpected};
+use crate::engine::{
+    request_mem, ActiveRecv, Engine, RecvReq, Request, UnexpBody, Unexpected, UnexpectedInfo,
+};
 use crate::partner::{PartialMedium, PartialTarget};
 use crate::seqnum::Seq;
 use crate::slab::Key;
@@ -47,7 +49,7 @@ impl Engine {
         let found = self.unexp_order.iter().position(|&u| {
             self.unexp
                 .get(u)
-                .is_some_and(|u| u.match_info & mask == match_info)
+                .is_some_and(|u| !u.pending && u.match_info & mask == match_info)
         });
         match found {
             Some(pos) => {
@@ -64,6 +66,68 @@ impl Engine {
         match self.requests.get(Key(req.0)) {
             Some(Request::Recv(r)) => Some(r.handle),
             _ => None,
+        }
+    }
+
+    /// Offers unmatched messages to an unexpected handler: while on, each new
+    /// unexpected message waits in [`Engine::poll_unexpected`] for
+    /// [`Engine::resolve_unexpected`] before it can be matched.
+    pub fn set_unexpected_hook(&mut self, on: bool) {
+        self.unexp_hook = on;
+    }
+
+    pub fn unexpected_hook(&self) -> bool {
+        self.unexp_hook
+    }
+
+    /// The next message the unexpected handler must see.
+    pub fn poll_unexpected(&mut self) -> Option<UnexpectedInfo> {
+        while let Some(u) = self.unexp_events.pop_front() {
+            let Some(x) = self.unexp.get(u) else { continue };
+            let data = match &x.body {
+                UnexpBody::Eager {
+                    chunks,
+                    complete: true,
+                } if chunks.len() == 1 && chunks[0].0 == 0 => Some(chunks[0].1.clone()),
+                UnexpBody::Eager { .. } if x.msg_length == 0 => Some(Bytes::new()),
+                _ => None,
+            };
+            return Some(UnexpectedInfo {
+                id: u.0,
+                source: x.partner,
+                match_info: x.match_info,
+                msg_length: x.msg_length,
+                data,
+            });
+        }
+        None
+    }
+
+    /// The handler's verdict: `discard` drops the message (a rendezvous sender is told
+    /// that nothing was pulled); otherwise it matches a receive posted meanwhile (by the
+    /// handler) or stays unexpected.
+    pub fn resolve_unexpected(&mut self, now: Time, id: u64, discard: bool) {
+        let u = Key(id);
+        let Some(x) = self.unexp.get_mut(u) else {
+            return;
+        };
+        x.pending = false;
+        let (pid, match_info) = (x.partner, x.match_info);
+        if discard {
+            let x = self.unexp.remove(u).expect("present");
+            self.unexp_bytes -= x.charged;
+            self.unexp_order.retain(|&y| y != u);
+            if let UnexpBody::Rndv {
+                rdma_id, rdma_seq, ..
+            } = x.body
+            {
+                self.notify_discarded(now, pid, rdma_id, rdma_seq);
+            }
+            return;
+        }
+        if let Some(k) = self.match_posted(match_info) {
+            self.unexp_order.retain(|&y| y != u);
+            self.bind_unexpected(now, k, u);
         }
     }
 
@@ -90,7 +154,7 @@ impl Engine {
             .iter()
             .filter_map(|&u| self.unexp.get(u))
             .find_map(|u| {
-                (u.match_info & mask == match_info).then_some(Status {
+                (!u.pending && u.match_info & mask == match_info).then_some(Status {
                     code: StatusCode::Success,
                     source: Some(u.partner),
                     match_info: u.match_info,
@@ -249,14 +313,19 @@ impl Engine {
             return None;
         }
         self.unexp_bytes += charged;
+        let pending = self.unexp_hook;
         let u = self.unexp.insert(Unexpected {
             partner: pid,
             match_info,
             msg_length,
             body,
             charged,
+            pending,
         });
         self.unexp_order.push_back(u);
+        if pending {
+            self.unexp_events.push_back(u);
+        }
         Some(Placed::Unexpected(u))
     }
 

@@ -87,6 +87,9 @@ struct Core {
     last_post: Time,
     /// Earliest engine, discovery or housekeeping deadline (runtime ns).
     timer_at: Time,
+    unexp_handler: Option<UnexpectedHandler>,
+    /// An unexpected handler is running: progression is paused (MX semantics).
+    in_handler: bool,
     _index_lock: LockFile,
 }
 
@@ -121,6 +124,9 @@ const APP_NAP_MAX: Duration = Duration::from_millis(8);
 
 /// How long after the application's last call the progress thread takes over.
 const APP_QUIET: Duration = Duration::from_micros(500);
+
+/// The application's unexpected-message handler; returns true to discard.
+pub type UnexpectedHandler = Box<dyn FnMut(&UnexpectedInfo) -> bool + Send>;
 
 pub struct Endpoint {
     shared: Arc<Shared>,
@@ -209,6 +215,8 @@ impl Endpoint {
             tx_pool: BytesMut::new(),
             last_post: 0,
             timer_at: 0,
+            unexp_handler: None,
+            in_handler: false,
             _index_lock: lock,
         };
         let shared = Arc::new(Shared {
@@ -271,8 +279,8 @@ impl Endpoint {
 
     /// Whether `req` completed (its completion is left for test/wait).
     pub fn peek_done(&self, req: ReqId) -> bool {
-        let mut core = self.shared.app_lock();
-        self.shared.progress(&mut core);
+        let core = self.shared.app_lock();
+        let core = self.shared.progress_guard(core);
         core.done.contains_key(&req)
     }
 
@@ -418,7 +426,7 @@ impl Endpoint {
         if let Some(c) = take_done(&mut core, req) {
             return Some(c);
         }
-        self.shared.progress(&mut core);
+        let mut core = self.shared.progress_guard(core);
         take_done(&mut core, req)
     }
 
@@ -429,8 +437,8 @@ impl Endpoint {
 
     /// Oldest completed request whose match info satisfies the mask (removes it).
     pub fn test_any(&self, match_info: u64, mask: u64) -> Option<Completion> {
-        let mut core = self.shared.app_lock();
-        self.shared.progress(&mut core);
+        let core = self.shared.app_lock();
+        let mut core = self.shared.progress_guard(core);
         take_any(&mut core, match_info, mask)
     }
 
@@ -446,8 +454,8 @@ impl Endpoint {
 
     /// The oldest completed request, left in place.
     pub fn peek(&self) -> Option<ReqId> {
-        let mut core = self.shared.app_lock();
-        self.shared.progress(&mut core);
+        let core = self.shared.app_lock();
+        let mut core = self.shared.progress_guard(core);
         oldest_done(&mut core)
     }
 
@@ -456,8 +464,8 @@ impl Endpoint {
     }
 
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
-        let mut core = self.shared.app_lock();
-        self.shared.progress(&mut core);
+        let core = self.shared.app_lock();
+        let core = self.shared.progress_guard(core);
         core.engine.iprobe(match_info, mask)
     }
 
@@ -501,8 +509,25 @@ impl Endpoint {
 
     /// Makes progress once (for callers that poll).
     pub fn progress(&self) {
+        let core = self.shared.app_lock();
+        drop(self.shared.progress_guard(core));
+    }
+
+    /// Installs (or removes) the unexpected-message handler: it sees every message
+    /// that matches no posted receive, before it is stored, and may post receives; it
+    /// returns true to discard the message. It runs with the endpoint unlocked and
+    /// progression paused.
+    pub fn set_unexpected_handler(&self, handler: Option<UnexpectedHandler>) {
         let mut core = self.shared.app_lock();
-        self.shared.progress(&mut core);
+        let now = self.shared.rt.now();
+        core.engine.set_unexpected_hook(handler.is_some());
+        if handler.is_none() {
+            while let Some(ev) = core.engine.poll_unexpected() {
+                core.engine.resolve_unexpected(now, ev.id, false);
+            }
+        }
+        core.unexp_handler = handler;
+        self.shared.post_drain(&mut core, now, true);
     }
 }
 
@@ -648,6 +673,9 @@ impl Shared {
 
     /// A progress pass that leaves frames queued (for a later pass) unless `flush`.
     fn progress_at(&self, core: &mut Core, now: Option<Time>, flush: bool) {
+        if core.in_handler {
+            return;
+        }
         self.sync_peers(core);
         let Core {
             engine,
@@ -768,6 +796,37 @@ impl Shared {
             endpoints,
             board_frames: true,
         }
+    }
+
+    /// A progress pass, then the unexpected handler for whatever it left pending.
+    fn progress_guard<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+        self.progress(&mut core);
+        self.run_handlers(core)
+    }
+
+    /// Calls the unexpected handler for each pending message with the endpoint
+    /// unlocked (it may post receives), then applies its verdict.
+    fn run_handlers<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+        if core.in_handler || core.unexp_handler.is_none() {
+            return core;
+        }
+        while let Some(ev) = core.engine.poll_unexpected() {
+            let Some(mut h) = core.unexp_handler.take() else {
+                break;
+            };
+            core.in_handler = true;
+            drop(core);
+            let discard = h(&ev);
+            core = self.lock();
+            core.in_handler = false;
+            if core.unexp_handler.is_none() && core.engine.unexpected_hook() {
+                core.unexp_handler = Some(h);
+            }
+            let now = self.rt.now();
+            core.engine.resolve_unexpected(now, ev.id, discard);
+            self.post_drain(&mut core, now, true);
+        }
+        core
     }
 
     /// After posting a request: only the engine's outputs (frames, copies, completions),
@@ -978,6 +1037,7 @@ impl Shared {
         let result = loop {
             let (mut core, now) = self.app_lock_now();
             self.progress_at(&mut core, Some(now), true);
+            let mut core = self.run_handlers(core);
             if let Some(x) = check(&mut core) {
                 break Some(x);
             }
@@ -1050,8 +1110,8 @@ impl Shared {
             {
                 continue;
             }
-            let mut core = self.lock();
-            self.progress(&mut core);
+            let core = self.lock();
+            drop(self.progress_guard(core));
         }
     }
 }

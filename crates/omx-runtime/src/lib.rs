@@ -11,6 +11,6 @@ pub mod registry;
 pub mod runtime;
 
 pub use config::RuntimeConfig;
-pub use endpoint::{Endpoint, Error};
+pub use endpoint::{Endpoint, Error, UnexpectedHandler};
 pub use memory::{Segment, MAX_SEGMENTS};
 pub use runtime::{Board, Runtime, MAX_ENDPOINTS, MAX_PEERS};

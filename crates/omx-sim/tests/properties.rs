@@ -77,7 +77,11 @@ proptest! {
 /// More than 2^14 messages on one stream: sequence numbers wrap and nothing is lost.
 #[test]
 fn sequence_numbers_wrap() {
-    let mut w = world(WireConfig::native_9000(), LinkConfig::faulty(0.01, 0.01, 0.02), 3);
+    let mut w = world(
+        WireConfig::native_9000(),
+        LinkConfig::faulty(0.01, 0.01, 0.02),
+        3,
+    );
     let to = w.connect(0, 0, 1, 0);
     for i in 0..20_000u64 {
         let (r, _) = w.recv(1, 0, i, u64::MAX, 4, &[]);
@@ -90,7 +94,11 @@ fn sequence_numbers_wrap() {
     let done = w.run_until(w.now + 3_600 * SEC, |w| {
         w.hosts[1].completions.len() >= 20_000
     });
-    assert!(done, "only {} of 20000 delivered", w.hosts[1].completions.len());
+    assert!(
+        done,
+        "only {} of 20000 delivered",
+        w.hosts[1].completions.len()
+    );
     for (_, c) in &w.hosts[1].completions {
         assert_eq!(c.status.code, StatusCode::Success);
     }

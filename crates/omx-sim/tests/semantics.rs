@@ -473,3 +473,54 @@ fn connect_is_resent_after_the_peer_talks_to_us_first() {
         .expect("connect resent and completed");
     assert_eq!(s.code, StatusCode::Success);
 }
+
+#[test]
+fn unexpected_handler_sees_messages_and_decides() {
+    let mut w = w2();
+    let to = w.connect(0, 0, 1, 0);
+    w.engine(1, 0).set_unexpected_hook(true);
+    let tiny = w.send(0, 0, to, 1, vec![7; 20], false);
+    let big = w.send(0, 0, to, 2, pattern(100_000, 1), false);
+    let medium = w.send(0, 0, to, 3, pattern(20_000, 2), false);
+    w.run_idle(w.now + 10 * NS_PER_MS);
+    let a = w.engine(1, 0).poll_unexpected().expect("tiny offered");
+    assert_eq!((a.match_info, a.msg_length), (1, 20));
+    assert_eq!(a.data.as_deref(), Some(&[7u8; 20][..]));
+    // Not visible to matching while the handler decides.
+    assert!(w.engine(1, 0).iprobe(1, u64::MAX).is_none());
+    // The handler posts a receive and continues: the message lands there.
+    let (r, h) = w.recv(1, 0, 1, u64::MAX, 20, &[]);
+    let now = w.now;
+    w.engine(1, 0).resolve_unexpected(now, a.id, false);
+    assert_eq!(
+        w.wait(1, 0, r, w.now + SEC).unwrap().code,
+        StatusCode::Success
+    );
+    assert_eq!(w.hosts[1].mem.get(h).to_vec(), vec![7; 20]);
+    // The rendezvous is discarded: its sender completes with nothing transferred.
+    let b = w
+        .engine(1, 0)
+        .poll_unexpected()
+        .expect("rendezvous offered");
+    assert_eq!((b.match_info, b.msg_length), (2, 100_000));
+    assert!(b.data.is_none());
+    let now = w.now;
+    w.engine(1, 0).resolve_unexpected(now, b.id, true);
+    let s = w.wait(0, 0, big, w.now + SEC).unwrap();
+    assert_eq!((s.code, s.xfer_length), (StatusCode::Truncated, 0));
+    // The multi-fragment medium continues and stays unexpected until received.
+    let c = w.engine(1, 0).poll_unexpected().expect("medium offered");
+    assert!(c.data.is_none());
+    let now = w.now;
+    w.engine(1, 0).resolve_unexpected(now, c.id, false);
+    assert!(w.engine(1, 0).iprobe(3, u64::MAX).is_some());
+    let (r, h) = w.recv(1, 0, 3, u64::MAX, 20_000, &[]);
+    assert_eq!(
+        w.wait(1, 0, r, w.now + SEC).unwrap().code,
+        StatusCode::Success
+    );
+    assert_eq!(w.hosts[1].mem.get(h).to_vec(), pattern(20_000, 2));
+    assert!(
+        w.wait(0, 0, tiny, w.now + SEC).is_some() && w.wait(0, 0, medium, w.now + SEC).is_some()
+    );
+}
