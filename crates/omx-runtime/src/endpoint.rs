@@ -63,6 +63,8 @@ const RX_BATCH: usize = 64;
 /// Received frames are copied into chunks of this size (a retained frame keeps at most
 /// one chunk alive).
 const RX_POOL_CHUNK: usize = 256 * 1024;
+/// Retired chunks kept for reuse.
+const RX_POOL_KEEP: usize = 16;
 
 struct Core {
     engine: Engine,
@@ -79,7 +81,7 @@ struct Core {
     rx: Vec<Bytes>,
     board_rx: Vec<Vec<u8>>,
     bundler: Bundler,
-    rx_pool: BytesMut,
+    rx_pool: FramePool,
     /// Eager send data is captured into chunks of this pool (no allocation per message).
     tx_pool: BytesMut,
     /// When the application last posted a send: back-to-back sends are not flushed one
@@ -211,7 +213,7 @@ impl Endpoint {
             rx: Vec::with_capacity(RX_BATCH),
             board_rx: Vec::new(),
             bundler,
-            rx_pool: BytesMut::new(),
+            rx_pool: FramePool::default(),
             tx_pool: BytesMut::new(),
             last_post: 0,
             timer_at: 0,
@@ -591,6 +593,50 @@ fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
     c
 }
 
+/// Received frames are copied into a few large chunks used in turn: a chunk is reused
+/// in place once every frame carved from it has been dropped, so the data path neither
+/// allocates nor touches fresh pages (which cost page faults at every message).
+#[derive(Default)]
+struct FramePool {
+    current: BytesMut,
+    retired: VecDeque<BytesMut>,
+}
+
+impl FramePool {
+    fn capacity(&self) -> usize {
+        self.current.capacity()
+    }
+
+    fn refill(&mut self, need: usize) {
+        let want = RX_POOL_CHUNK.max(need);
+        let old = std::mem::take(&mut self.current);
+        if old.capacity() > 0 || !self.retired.is_empty() {
+            self.retired.push_back(old);
+        }
+        // Oldest first: its frames are the most likely to be gone.
+        for _ in 0..self.retired.len() {
+            let mut c = self.retired.pop_front().expect("non-empty");
+            c.clear();
+            if c.try_reclaim(want) {
+                self.current = c;
+                return;
+            }
+            self.retired.push_back(c);
+        }
+        // Every chunk still has live frames: a new one (older ones are freed by the
+        // allocator when their last frame drops, beyond a few kept for reuse).
+        while self.retired.len() > RX_POOL_KEEP {
+            self.retired.pop_front();
+        }
+        self.current = BytesMut::with_capacity(want);
+    }
+
+    fn carve(&mut self, f: &[u8]) -> Bytes {
+        self.current.extend_from_slice(f);
+        self.current.split().freeze()
+    }
+}
+
 /// Copies a send's segments into the pool and returns them as shared bytes.
 fn capture(pool: &mut BytesMut, segs: &[Segment], len: usize) -> Bytes {
     if pool.capacity() < len {
@@ -693,12 +739,9 @@ impl Shared {
             } else {
                 // Frames are carved out of shared chunks: no allocation per frame.
                 if rx_pool.capacity() < f.len() {
-                    // Reclaims the chunk in place once every frame carved from it was
-                    // dropped (no page faults from fresh allocations on the data path).
-                    rx_pool.reserve(RX_POOL_CHUNK.max(f.len()));
+                    rx_pool.refill(f.len());
                 }
-                rx_pool.extend_from_slice(f);
-                rx.push(rx_pool.split().freeze());
+                rx.push(rx_pool.carve(f));
             }
         });
         // Nothing arrived, nothing to send, no timer due: the common case of a polling
