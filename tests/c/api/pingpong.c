@@ -1,10 +1,12 @@
 /* MX ping-pong through libmyriexpress: server (no argument) or client (peer name).
  * Every size from 0 to 8 MiB, data checked, statuses and lengths checked. */
+#define _POSIX_C_SOURCE 200809L
 #include <myriexpress.h>
 #include <mx_extensions.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define KEY 0x1234u
 #define MAXLEN (8u << 20)
@@ -64,11 +66,18 @@ int main(int argc, char **argv) {
     rc = mx_open_endpoint(0, client ? 1 : 0, KEY, NULL, 0, &ep);
     CHECK(rc == MX_SUCCESS, "open: %s", mx_strerror(rc));
     if (client) {
-        uint64_t nic;
-        rc = mx_hostname_to_nic_id(argv[1], &nic);
-        CHECK(rc == MX_SUCCESS, "hostname %s: %s", argv[1], mx_strerror(rc));
-        rc = mx_connect(ep, nic, 0, KEY, 10000, &peer);
-        CHECK(rc == MX_SUCCESS, "connect: %s", mx_strerror(rc));
+        uint64_t nic = 0;
+        /* The server may still be starting: retry the lookup and the connect
+         * (an endpoint not open yet is refused at once) for up to 20 s. */
+        for (int tries = 0; tries < 200; tries++) {
+            rc = mx_hostname_to_nic_id(argv[1], &nic);
+            if (rc == MX_SUCCESS)
+                rc = mx_connect(ep, nic, 0, KEY, 10000, &peer);
+            if (rc == MX_SUCCESS || (rc != MX_HOST_NOT_FOUND && rc != MX_CONNECTION_FAILED))
+                break;
+            nanosleep(&(struct timespec){0, 100000000L}, NULL);
+        }
+        CHECK(rc == MX_SUCCESS, "lookup/connect %s: %s", argv[1], mx_strerror(rc));
         uint64_t n; uint32_t eid;
         mx_decompose_endpoint_addr(peer, &n, &eid);
         CHECK(n == nic && eid == 0, "decompose");
