@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# run.sh - builds and runs the MX API test programs of tests/c/api against
+# libmyriexpress.so.0.
+#
+#   tests/c/api/run.sh            every test
+#   tests/c/api/run.sh NAME...    only these tests (file names without .c)
+#
+# Single-host tests run inside host h0 with OMX_IFACES=lo (every endpoint of
+# the host on the loopback interface, board name "localhost"); two-host tests
+# (twohost, pingpong2) run a server in h0 and a client in h1, joined by veth.
+# self_veth runs in h0 on its veth interface instead of lo.
+# abi_compat runs a program built without rpath through LD_LIBRARY_PATH,
+# abi_static the same program linked with libmyriexpress.a, symbols checks
+# the library's exported symbols (symbols.sh).
+# The hosts are network namespaces made by scripts/hosts.sh under the prefix
+# $OMX_NS_PREFIX (default omxcapi) and removed on exit; omx's host state goes
+# to a private temporary OMX_STATE_DIR.
+#
+# Prints "PASS name" or "FAIL name" per test (the log of a failed test is
+# shown indented), then "N passed, M failed"; exits non-zero on any failure.
+# Needs root (network namespaces, raw packet sockets); otherwise it says so
+# and exits 0. Environment: CC (gcc), TEST_TIMEOUT (120 s per test).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "skipped: needs root (network namespaces, raw packet sockets)"
+  echo "0 passed, 0 failed"
+  exit 0
+fi
+
+CC=${CC:-gcc}
+TEST_TIMEOUT=${TEST_TIMEOUT:-120}
+export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxcapi}
+libdir="$root/build/lib"
+hosts="$root/scripts/hosts.sh"
+cflags=(-std=c99 -Wall -Wextra -Werror -pedantic -O1 -g -I"$root/include" -I"$here")
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/omx-capi.XXXXXX")
+bgpids=()
+cleanup() {
+  local p
+  for p in "${bgpids[@]}"; do
+    kill "$p" 2>/dev/null || true
+  done
+  "$hosts" down >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ ! -e "$libdir/libmyriexpress.so.0" ]; then
+  echo "building the library (make lib)..."
+  make -C "$root" lib >"$tmp/make.log" 2>&1 || {
+    cat "$tmp/make.log"
+    echo "FAIL build"
+    echo "0 passed, 1 failed"
+    exit 1
+  }
+fi
+
+export OMX_STATE_DIR="$tmp/state"
+mkdir -p "$OMX_STATE_DIR" "$tmp/bin" "$tmp/log"
+unset OMX_IFACES OMX_RNDV_THRESHOLD OMX_RESENDS_MAX OMX_FATAL_ERRORS MX_ERRORS_ARE_FATAL || true
+
+passed=0
+failed=0
+
+report() { # report NAME STATUS [LOG...]
+  local name=$1 status=$2 log
+  shift 2
+  if [ "$status" -eq 0 ]; then
+    echo "PASS $name"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $name"
+    failed=$((failed + 1))
+    for log in "$@"; do
+      [ -s "$log" ] && sed -e 's/^/    /' "$log" | tail -n 40
+    done
+  fi
+  return 0
+}
+
+# compile NAME [EXTRA ARGS...]: tests/c/api/NAME.c -> $tmp/bin/NAME (rpath to build/lib).
+compile() {
+  local name=$1
+  shift
+  "$CC" "${cflags[@]}" "$here/$name.c" -o "$tmp/bin/$name" -L"$libdir" -lmyriexpress \
+    -Wl,-rpath,"$libdir" -lpthread "$@" >"$tmp/log/$name.cc" 2>&1
+}
+
+# Single-host tests: every NAME.c but the special ones below.
+special=" pingpong twohost abi_compat self_veth "
+single=()
+for f in "$here"/*.c; do
+  n=$(basename "$f" .c)
+  [[ "$special" == *" $n "* ]] || single+=("$n")
+done
+all=("${single[@]}" self_veth abi_compat abi_static symbols pingpong_lo pingpong2 twohost)
+if [ $# -gt 0 ]; then
+  known=" ${all[*]} "
+  for x in "$@"; do
+    if [[ "$known" != *" $x "* ]]; then
+      echo "FAIL $x"
+      echo "    no such test; known: ${known# }"
+      failed=$((failed + 1))
+    fi
+  done
+  all=("$@")
+fi
+want() {
+  local x
+  for x in "${all[@]}"; do [ "$x" = "$1" ] && return 0; done
+  return 1
+}
+
+"$hosts" up 2 9000 >"$tmp/log/hosts" 2>&1 || {
+  cat "$tmp/log/hosts"
+  echo "FAIL hosts"
+  echo "0 passed, 1 failed"
+  exit 1
+}
+
+# in_host I CMD...: run in host I, bounded by TEST_TIMEOUT.
+in_host() {
+  local i=$1
+  shift
+  timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$i" "$@"
+}
+
+for n in "${single[@]}"; do
+  want "$n" || continue
+  if ! compile "$n"; then
+    report "$n" 1 "$tmp/log/$n.cc"
+    continue
+  fi
+  st=0
+  in_host 0 env OMX_IFACES=lo "$tmp/bin/$n" >"$tmp/log/$n" 2>&1 || st=$?
+  [ "$st" -eq 124 ] && echo "timed out after ${TEST_TIMEOUT}s" >>"$tmp/log/$n"
+  report "$n" "$st" "$tmp/log/$n"
+done
+
+# One endpoint talking to itself on h0's veth interface (no OMX_IFACES).
+if want self_veth; then
+  if compile self_veth; then
+    st=0
+    in_host 0 "$tmp/bin/self_veth" >"$tmp/log/self_veth" 2>&1 || st=$?
+    report self_veth "$st" "$tmp/log/self_veth"
+  else
+    report self_veth 1 "$tmp/log/self_veth.cc"
+  fi
+fi
+
+# Binary compatibility: compiled once without rpath, run through LD_LIBRARY_PATH
+# from a directory holding only the soname, eagerly bound.
+if want abi_compat; then
+  st=0
+  "$CC" "${cflags[@]}" "$here/abi_compat.c" -o "$tmp/bin/abi_compat" -L"$libdir" \
+    -lmyriexpress -lpthread >"$tmp/log/abi_compat.cc" 2>&1 || st=$?
+  if [ "$st" -eq 0 ]; then
+    mkdir -p "$tmp/sodir"
+    cp "$libdir/libmyriexpress.so.0" "$tmp/sodir/"
+    {
+      # Only the soname is needed, and the versioned references were recorded.
+      readelf -d "$tmp/bin/abi_compat" | grep -q 'NEEDED.*\[libmyriexpress\.so\.0\]' ||
+        { echo "abi_compat does not need libmyriexpress.so.0"; st=1; }
+      if readelf -d "$tmp/bin/abi_compat" | grep -Eq 'RPATH|RUNPATH'; then
+        echo "abi_compat has an rpath"
+        st=1
+      fi
+      "$here/symbols.sh" -r "$tmp/bin/abi_compat" || st=1
+      # Without LD_LIBRARY_PATH the library is not found (unless installed).
+      if ! ldconfig -p 2>/dev/null | grep -q 'libmyriexpress\.so\.0' &&
+        in_host 0 env -u LD_LIBRARY_PATH "$tmp/bin/abi_compat" >/dev/null 2>&1; then
+        echo "abi_compat ran without the library on the search path"
+        st=1
+      fi
+      in_host 0 env OMX_IFACES=lo LD_LIBRARY_PATH="$tmp/sodir" LD_BIND_NOW=1 \
+        "$tmp/bin/abi_compat" || st=1
+    } >"$tmp/log/abi_compat" 2>&1
+  else
+    cp "$tmp/log/abi_compat.cc" "$tmp/log/abi_compat"
+  fi
+  report abi_compat "$st" "$tmp/log/abi_compat"
+fi
+
+# The static archive: the same program linked with libmyriexpress.a.
+if want abi_static; then
+  st=0
+  "$CC" "${cflags[@]}" "$here/abi_compat.c" -o "$tmp/bin/abi_static" "$libdir/libmyriexpress.a" \
+    -lpthread -ldl -lm >"$tmp/log/abi_static" 2>&1 || st=$?
+  if [ "$st" -eq 0 ]; then
+    {
+      if readelf -d "$tmp/bin/abi_static" | grep -q 'NEEDED.*libmyriexpress'; then
+        echo "abi_static still needs libmyriexpress"
+        st=1
+      fi
+      in_host 0 env OMX_IFACES=lo "$tmp/bin/abi_static" || st=1
+    } >>"$tmp/log/abi_static" 2>&1
+  fi
+  report abi_static "$st" "$tmp/log/abi_static"
+fi
+
+if want symbols; then
+  st=0
+  "$here/symbols.sh" "$libdir" >"$tmp/log/symbols" 2>&1 || st=$?
+  report symbols "$st" "$tmp/log/symbols"
+fi
+
+# The ping-pong of pingpong.c: on lo inside h0, then h1 -> h0 over veth.
+if want pingpong_lo || want pingpong2; then
+  compile pingpong || true
+fi
+# pair NAME SERVER_HOST CLIENT_HOST SERVER_CMD... -- CLIENT_CMD...
+pair() {
+  local name=$1 sh=$2 ch=$3 scmd=() ccmd=() st=0 spid
+  shift 3
+  while [ "$1" != "--" ]; do
+    scmd+=("$1")
+    shift
+  done
+  shift
+  ccmd=("$@")
+  # timeout itself in the background, so that $! is its pid (cleanup kills it,
+  # and it passes the signal on to the server).
+  timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$sh" "${scmd[@]}" >"$tmp/log/$name.server" 2>&1 &
+  spid=$!
+  bgpids+=("$spid")
+  in_host "$ch" "${ccmd[@]}" >"$tmp/log/$name.client" 2>&1 || st=$?
+  wait "$spid" || st=$((st ? st : $?))
+  report "$name" "$st" "$tmp/log/$name.server" "$tmp/log/$name.client"
+}
+if want pingpong_lo; then
+  if [ -x "$tmp/bin/pingpong" ]; then
+    pair pingpong_lo 0 0 env OMX_IFACES=lo "$tmp/bin/pingpong" -- \
+      env OMX_IFACES=lo "$tmp/bin/pingpong" localhost
+  else
+    report pingpong_lo 1 "$tmp/log/pingpong.cc"
+  fi
+fi
+if want pingpong2; then
+  if [ -x "$tmp/bin/pingpong" ]; then
+    pair pingpong2 0 1 "$tmp/bin/pingpong" -- "$tmp/bin/pingpong" h0:0
+  else
+    report pingpong2 1 "$tmp/log/pingpong.cc"
+  fi
+fi
+if want twohost; then
+  if compile twohost; then
+    pair twohost 0 1 "$tmp/bin/twohost" server -- "$tmp/bin/twohost" client
+  else
+    report twohost 1 "$tmp/log/twohost.cc"
+  fi
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
