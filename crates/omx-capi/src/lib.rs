@@ -65,6 +65,8 @@ pub struct CEndpoint {
     handler: Option<MxErrorHandler>,
     ctx_mask: u64,
     reqs: Mutex<HashMap<u64, ReqInfo>>,
+    /// Resend budget for new requests set by mx_set_request_timeout(NULL), 0 = default.
+    default_resends: std::sync::atomic::AtomicU32,
 }
 
 unsafe extern "C" fn fatal_before_init(msg: *mut c_char, code: MxReturn) -> MxReturn {
@@ -223,6 +225,7 @@ fn fill_status(ep: &CEndpoint, c: &Completion, info: Option<ReqInfo>, out: *mut 
 fn rt_error(ep: &CEndpoint, e: RtError) -> MxReturn {
     let code = match &e {
         RtError::BadArgument(w) if w.contains("segments") => MX_BAD_SEG_CNT,
+        RtError::BadArgument(w) if w.contains("segment pointer") => MX_BAD_SEG_LIST,
         RtError::BadArgument(_) => MX_BAD_MATCH_MASK,
         RtError::Busy => MX_BUSY,
         RtError::NoSuchBoard => MX_BOARD_UNKNOWN,
@@ -345,6 +348,7 @@ pub unsafe extern "C" fn mx_open_endpoint(
                     handler,
                     ctx_mask,
                     reqs: Mutex::new(HashMap::new()),
+                    default_resends: std::sync::atomic::AtomicU32::new(0),
                 });
                 let p = Box::into_raw(c);
                 ENDPOINTS
@@ -501,6 +505,12 @@ unsafe fn post_send(
 }
 
 unsafe fn track(ep: &CEndpoint, r: ReqId, info: ReqInfo, request: *mut usize) -> MxReturn {
+    let d = ep
+        .default_resends
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if d != 0 && info.kind != Kind::Recv {
+        let _ = ep.ep.set_request_resends(r, d);
+    }
     if request.is_null() {
         ep.ep.forget(r);
         return MX_SUCCESS;
@@ -950,6 +960,8 @@ pub unsafe extern "C" fn mx_set_request_timeout(
         (ms as u64 * 2).div_ceil(1024).max(1) as u32
     };
     if request == 0 {
+        ep.default_resends
+            .store(resends, std::sync::atomic::Ordering::Relaxed);
         return MX_SUCCESS;
     }
     match ep.ep.set_request_resends(ReqId(request as u64), resends) {
@@ -1012,7 +1024,8 @@ pub unsafe extern "C" fn mx_iconnect(
     if endpoint_id > 255 {
         return fail(Some(ep), MX_BAD_ENDPOINT_ID, "bad endpoint id");
     }
-    match ep.ep.iconnect(nic_id, endpoint_id as u8, key, 0) {
+    // The engine reports a connect's context as its match info (for mx_test_any).
+    match ep.ep.iconnect(nic_id, endpoint_id as u8, key, match_info) {
         Ok(r) => track(
             ep,
             r,
@@ -1037,6 +1050,20 @@ pub unsafe extern "C" fn mx_disconnect(e: *mut CEndpoint, addr: MxEndpointAddr) 
         return fail(Some(ep), MX_BAD_REQUEST, "invalid address");
     };
     ep.ep.disconnect(rec.partner);
+    // Every address of this partner becomes invalid; a new connect gets a fresh one.
+    if let Ok(mut g) = ADDRS.lock() {
+        if let Some(t) = g.as_mut() {
+            t.index.remove(&(e as usize, rec.partner.0));
+            for r in t
+                .recs
+                .iter_mut()
+                .filter(|r| r.ep == e as usize && r.partner == rec.partner)
+            {
+                r.ep = 0;
+                r.context = 0;
+            }
+        }
+    }
     MX_SUCCESS
 }
 

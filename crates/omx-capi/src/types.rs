@@ -10,6 +10,7 @@ pub const MX_ALREADY_INITIALIZED: MxReturn = 3;
 pub const MX_NOT_INITIALIZED: MxReturn = 4;
 pub const MX_BOARD_UNKNOWN: MxReturn = 8;
 pub const MX_BAD_ENDPOINT: MxReturn = 9;
+pub const MX_BAD_SEG_LIST: MxReturn = 10;
 pub const MX_BAD_SEG_CNT: MxReturn = 12;
 pub const MX_BAD_REQUEST: MxReturn = 13;
 pub const MX_BAD_MATCH_MASK: MxReturn = 14;

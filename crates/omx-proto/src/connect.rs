@@ -174,7 +174,15 @@ impl Engine {
             let new_session = c.app_key_or_target_session;
             let p = &self.partners[pid.0 as usize];
             if p.session.is_some_and(|s| s != new_session) {
+                // The old incarnation's state fails, but not the connect answered now;
+                // the new one sends from the sequence number our request announced.
+                let announced = self.partners[pid.0 as usize].next_match;
+                self.partner(pid).connects.retain(|&x| x != k);
                 self.reset_partner(now, pid, StatusCode::EndpointClosed);
+                let p = self.partner(pid);
+                p.next_match = announced;
+                p.next_frag = announced;
+                p.last_acked = announced;
             }
             let p = self.partner(pid);
             p.reverse_index = c.src_dst_peer_index;
@@ -213,11 +221,13 @@ impl Engine {
     }
 }
 
+/// A connect reports its context value as its match info too (MX's `mx_iconnect`
+/// completes with the match info it was given, for `mx_test_any`).
 fn connect_status(code: StatusCode, pid: PartnerId, context: u64) -> Status {
     Status {
         code,
         source: Some(pid),
-        match_info: 0,
+        match_info: context,
         msg_length: 0,
         xfer_length: 0,
         context,

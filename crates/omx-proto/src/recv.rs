@@ -131,14 +131,21 @@ impl Engine {
         }
     }
 
-    /// Cancels a receive that has not been matched yet. Returns whether it was
-    /// cancelled (MX then frees the request without a completion). Sends and connects
-    /// cannot be cancelled once posted.
+    /// Cancels a receive that has not been matched yet, or a connect not yet answered.
+    /// Returns whether it was cancelled (MX then frees the request without a
+    /// completion). Sends cannot be cancelled once posted.
     pub fn cancel(&mut self, req: ReqId) -> Result<bool, EngineError> {
         let k = Key(req.0);
         match self.requests.get(k) {
             Some(Request::Recv(r)) if r.active.is_none() => {
                 self.posted.retain(|&x| x != k);
+                self.requests.remove(k);
+                Ok(true)
+            }
+            Some(Request::Connect(c)) => {
+                // An unanswered connect (MX allows cancelling mx_iconnect).
+                let pid = c.partner;
+                self.partner(pid).connects.retain(|&x| x != k);
                 self.requests.remove(k);
                 Ok(true)
             }

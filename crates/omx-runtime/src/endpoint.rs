@@ -82,6 +82,8 @@ struct Core {
     board_rx: Vec<Vec<u8>>,
     bundler: Bundler,
     rx_pool: FramePool,
+    /// Frames this endpoint sent to itself, delivered at the next pass.
+    self_rx: Vec<Bytes>,
     /// Eager send data is captured into chunks of this pool (no allocation per message).
     tx_pool: BytesMut,
     /// When the application last posted a send: back-to-back sends are not flushed one
@@ -177,8 +179,12 @@ impl Endpoint {
             endpoints: vec![index],
             board_frames: board_lock.is_some(),
         };
+        // Size the receive ring for our frames, not for a larger interface MTU (lo's
+        // 64 KiB would leave few slots and drop frames of a deep pull pipeline).
+        let mut iface = b.iface.clone();
+        iface.mtu = iface.mtu.min(rt.cfg.wire.mtu);
         let sock =
-            PacketSocket::open_filtered(&b.iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
+            PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
         let session = random_u32();
         let params = EndpointParams {
             nic_id: b.nic_id,
@@ -197,7 +203,8 @@ impl Endpoint {
             return Err(std::io::Error::last_os_error().into());
         }
         let sock_fd = sock.fd();
-        let bundler = Bundler::new(b.iface.max_frame_len(), rt.cfg.wire.ethertype);
+        // Bundles never exceed our frame size: peers' rings are sized for it.
+        let bundler = Bundler::new(iface.max_frame_len(), rt.cfg.wire.ethertype);
         let core = Core {
             engine,
             sock,
@@ -214,6 +221,7 @@ impl Endpoint {
             board_rx: Vec::new(),
             bundler,
             rx_pool: FramePool::default(),
+            self_rx: Vec::new(),
             tx_pool: BytesMut::new(),
             last_post: 0,
             timer_at: 0,
@@ -480,7 +488,12 @@ impl Endpoint {
     pub fn cancel(&self, req: ReqId) -> Result<bool, Error> {
         let mut core = self.shared.app_lock();
         let handle = core.engine.recv_handle(req);
-        let cancelled = core.engine.cancel(req)?;
+        let cancelled = match core.engine.cancel(req) {
+            Ok(c) => c,
+            // Already completed (its completion waits for test/wait): too late.
+            Err(_) if core.done.contains_key(&req) => false,
+            Err(e) => return Err(e.into()),
+        };
         if let Some(h) = handle.filter(|_| cancelled) {
             core.mem.release(h);
         }
@@ -501,12 +514,17 @@ impl Endpoint {
         self.shared.signal();
     }
 
+    /// Per-request resend budget. Completed requests and receives (which resend
+    /// nothing) accept it and ignore it.
     pub fn set_request_resends(&self, req: ReqId, resends: u32) -> Result<(), Error> {
-        Ok(self
-            .shared
-            .app_lock()
-            .engine
-            .set_send_resends(req, resends)?)
+        let mut core = self.shared.app_lock();
+        match core.engine.set_send_resends(req, resends) {
+            Ok(()) => Ok(()),
+            Err(_) if core.done.contains_key(&req) || core.engine.recv_handle(req).is_some() => {
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Makes progress once (for callers that poll).
@@ -731,8 +749,10 @@ impl Shared {
             bundler,
             timer_at,
             rx_pool,
+            self_rx,
             ..
         } = core;
+        rx.append(self_rx);
         let _ = sock.recv_batch(RX_BATCH, |f| {
             if is_board_frame(f) {
                 board_rx.push(f.to_vec());
@@ -896,6 +916,7 @@ impl Shared {
             done_order,
             forgotten,
             bundler,
+            self_rx,
             ..
         } = core;
         while engine.has_output() {
@@ -904,6 +925,15 @@ impl Shared {
                 engine.copy_done(now, op.id);
             }
             while let Some(t) = engine.poll_transmit() {
+                if t.dst_mac() == self.board.iface.mac && !self.board.iface.loopback {
+                    // A frame to ourselves never comes back from a real interface:
+                    // loop it back in software for the next pass.
+                    let mut f = Vec::with_capacity(t.frame_len());
+                    let m = &*mem;
+                    t.assemble(&mut f, |h, off, out| m.read(h, off as usize, out));
+                    self_rx.push(Bytes::from(f));
+                    continue;
+                }
                 if bundle && Bundler::eligible(&t) {
                     bundler.push(&t, sock);
                     continue;
