@@ -302,6 +302,7 @@ pub unsafe extern "C" fn mx_open_endpoint(
     }
     let mut handler = None;
     let mut ctx_mask = 0u64;
+    let mut unexp_max = None;
     let plist = if params_count == 0 {
         &[][..]
     } else {
@@ -310,7 +311,7 @@ pub unsafe extern "C" fn mx_open_endpoint(
     for p in plist {
         match p.key {
             MX_PARAM_ERROR_HANDLER => handler = Some(p.val.error_handler),
-            MX_PARAM_UNEXP_QUEUE_MAX => {}
+            MX_PARAM_UNEXP_QUEUE_MAX => unexp_max = Some(p.val.unexp_queue_max as usize),
             MX_PARAM_CONTEXT_ID => {
                 let c = p.val.context_id;
                 if c.bits > 16 || c.bits as u32 + c.shift as u32 > 64 {
@@ -342,6 +343,9 @@ pub unsafe extern "C" fn mx_open_endpoint(
     for b in boards {
         match Endpoint::open(&rt, b, index.map(|i| i as u8), key) {
             Ok(ep) => {
+                if let Some(m) = unexp_max {
+                    ep.set_unexpected_max(m);
+                }
                 let c = Box::new(CEndpoint {
                     ep,
                     rt: rt.clone(),
@@ -1230,6 +1234,7 @@ pub unsafe extern "C" fn mx_nic_id_to_board_number(nic_id: u64, board: *mut u32)
 }
 
 mod info;
+mod raw;
 mod strings;
 mod unsupported;
 pub use info::mx_get_info;

@@ -213,6 +213,13 @@ impl Engine {
         &self.cfg
     }
 
+    /// Bounds the unexpected queue's payload bytes (MX `MX_PARAM_UNEXP_QUEUE_MAX`):
+    /// beyond it new unexpected messages are left unacked, so senders retransmit them
+    /// later (slowed, never lost).
+    pub fn set_unexpected_max(&mut self, bytes: usize) {
+        self.cfg.unexp_max_bytes = bytes;
+    }
+
     pub fn params(&self) -> &EndpointParams {
         &self.me
     }

@@ -274,6 +274,11 @@ impl Endpoint {
         self.shared.session
     }
 
+    /// Bounds this endpoint's unexpected-message bytes (see the engine's doc).
+    pub fn set_unexpected_max(&self, bytes: usize) {
+        self.shared.app_lock().engine.set_unexpected_max(bytes);
+    }
+
     /// The application key this endpoint was opened with.
     pub fn key(&self) -> u32 {
         self.shared.lock().engine.params().key

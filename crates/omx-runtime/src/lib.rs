@@ -7,10 +7,12 @@ pub mod config;
 pub mod discovery;
 pub mod endpoint;
 pub mod memory;
+pub mod raw;
 pub mod registry;
 pub mod runtime;
 
 pub use config::RuntimeConfig;
 pub use endpoint::{Endpoint, Error, UnexpectedHandler};
 pub use memory::{Segment, MAX_SEGMENTS};
+pub use raw::{RawEndpoint, RawEvent};
 pub use runtime::{Board, Runtime, MAX_ENDPOINTS, MAX_PEERS};

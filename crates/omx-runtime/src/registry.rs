@@ -85,6 +85,11 @@ impl BoardDir {
         (0..max).filter(|&i| self.endpoint_open(i)).collect()
     }
 
+    /// The board's single raw endpoint.
+    pub fn try_lock_raw(&self) -> io::Result<Option<LockFile>> {
+        try_flock(&self.path.join("raw.lock"))
+    }
+
     pub fn try_lock_board(&self) -> io::Result<Option<LockFile>> {
         try_flock(&self.path.join("board.lock"))
     }

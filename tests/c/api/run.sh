@@ -93,13 +93,13 @@ compile() {
 }
 
 # Single-host tests: every NAME.c but the special ones below.
-special=" pingpong twohost abi_compat self_veth "
+special=" pingpong twohost abi_compat self_veth raw "
 single=()
 for f in "$here"/*.c; do
   n=$(basename "$f" .c)
   [[ "$special" == *" $n "* ]] || single+=("$n")
 done
-all=("${single[@]}" self_veth abi_compat abi_static symbols pingpong_lo pingpong2 twohost)
+all=("${single[@]}" self_veth abi_compat abi_static symbols pingpong_lo pingpong2 twohost raw)
 if [ $# -gt 0 ]; then
   known=" ${all[*]} "
   for x in "$@"; do
@@ -253,6 +253,13 @@ if want twohost; then
     pair twohost 0 1 "$tmp/bin/twohost" server -- "$tmp/bin/twohost" client
   else
     report twohost 1 "$tmp/log/twohost.cc"
+  fi
+fi
+if want raw; then
+  if compile raw; then
+    pair raw 1 0 "$tmp/bin/raw" recv -- "$tmp/bin/raw" send
+  else
+    report raw 1 "$tmp/log/raw.cc"
   fi
 fi
 
