@@ -693,6 +693,27 @@ pub unsafe extern "C" fn mx_wait_any(
     )
 }
 
+/// Argument checks shared by the match-based queries; clears `*result`.
+unsafe fn check_match_query(
+    ep: &CEndpoint,
+    match_info: u64,
+    mask: u64,
+    result: *mut u32,
+) -> Result<(), MxReturn> {
+    if match_info & !mask != 0 {
+        return Err(fail(
+            Some(ep),
+            MX_BAD_MATCH_MASK,
+            "match info has bits outside the mask",
+        ));
+    }
+    if result.is_null() {
+        return Err(fail(Some(ep), MX_BAD_INFO_VAL, "null result"));
+    }
+    *result = 0;
+    Ok(())
+}
+
 unsafe fn mx_wait_any_impl(
     e: *mut CEndpoint,
     wait: Option<Option<Duration>>,
@@ -702,17 +723,9 @@ unsafe fn mx_wait_any_impl(
     result: *mut u32,
 ) -> MxReturn {
     let ep = ep_or_fail!(e);
-    if match_info & !match_mask != 0 {
-        return fail(
-            Some(ep),
-            MX_BAD_MATCH_MASK,
-            "match info has bits outside the mask",
-        );
+    if let Err(code) = check_match_query(ep, match_info, match_mask, result) {
+        return code;
     }
-    if result.is_null() {
-        return fail(Some(ep), MX_BAD_INFO_VAL, "null result");
-    }
-    *result = 0;
     let c = match wait {
         None => ep.ep.test_any(match_info, match_mask),
         Some(t) => ep.ep.wait_any(match_info, match_mask, t),
@@ -803,17 +816,9 @@ unsafe fn mx_probe_impl(
     result: *mut u32,
 ) -> MxReturn {
     let ep = ep_or_fail!(e);
-    if match_info & !match_mask != 0 {
-        return fail(
-            Some(ep),
-            MX_BAD_MATCH_MASK,
-            "match info has bits outside the mask",
-        );
+    if let Err(code) = check_match_query(ep, match_info, match_mask, result) {
+        return code;
     }
-    if result.is_null() {
-        return fail(Some(ep), MX_BAD_INFO_VAL, "null result");
-    }
-    *result = 0;
     let s = match wait {
         None => ep.ep.iprobe(match_info, match_mask),
         Some(t) => ep.ep.probe(match_info, match_mask, t),

@@ -383,12 +383,11 @@ impl Engine {
             return;
         }
         match packet {
-            Packet::Tiny(m) | Packet::Small(m) => {
-                self.on_eager(now, src, &packet, m, frame, payload)
-            }
-            Packet::Medium(m) => self.on_medium(now, src, m, payload, frame),
-            Packet::Rndv(r) => self.on_rndv(now, src, r, frame),
-            Packet::Notify(n) => self.on_notify_frame(now, src, n, frame),
+            Packet::Tiny(_)
+            | Packet::Small(_)
+            | Packet::Medium(_)
+            | Packet::Rndv(_)
+            | Packet::Notify(_) => self.on_seq_packet(now, src, packet, frame, payload),
             Packet::Truc(t) => self.on_truc(now, src, t),
             Packet::Connect(c) => self.on_connect(now, src, peer_index, c),
             Packet::Pull(p) => self.on_pull(now, src, p),

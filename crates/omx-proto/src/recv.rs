@@ -689,115 +689,78 @@ impl Engine {
         }
     }
 
-    pub(crate) fn on_eager(
+    /// Every seq-consuming packet (TINY, SMALL, MEDIUM, RNDV, NOTIFY): count it, check
+    /// its envelope, then place it in the partner's stream.
+    pub(crate) fn on_seq_packet(
         &mut self,
         now: Time,
         src: NicId,
-        packet: &Packet,
-        m: Msg,
+        packet: Packet,
         frame: Bytes,
         payload: Bytes,
     ) {
-        match packet {
-            Packet::Tiny(_) => self.counters.recv_tiny += 1,
-            _ => self.counters.recv_small += 1,
-        }
-        let Some(pid) = self.admit(
-            now,
-            src,
-            m.dst_endpoint,
-            m.src_endpoint,
-            m.session,
-            m.lib_seqnum,
-            m.lib_piggyack,
-        ) else {
+        let c = &mut self.counters;
+        let (dst, src_ep, session, seq, piggy, frag) = match packet {
+            Packet::Tiny(m) | Packet::Small(m) => {
+                if matches!(packet, Packet::Tiny(_)) {
+                    c.recv_tiny += 1;
+                } else {
+                    c.recv_small += 1;
+                }
+                (
+                    m.dst_endpoint,
+                    m.src_endpoint,
+                    m.session,
+                    m.lib_seqnum,
+                    m.lib_piggyack,
+                    None,
+                )
+            }
+            Packet::Medium(m) => {
+                c.recv_medium_frag += 1;
+                if m.length > self.cfg.wire.medium_max() {
+                    c.drop_bad_datalen += 1;
+                    return;
+                }
+                let f = Some(m.frag_seqnum);
+                (
+                    m.dst_endpoint,
+                    m.src_endpoint,
+                    m.session,
+                    m.lib_seqnum,
+                    m.lib_piggyack,
+                    f,
+                )
+            }
+            Packet::Rndv(r) => {
+                c.recv_rndv += 1;
+                let m = r.msg;
+                (
+                    m.dst_endpoint,
+                    m.src_endpoint,
+                    m.session,
+                    m.lib_seqnum,
+                    m.lib_piggyack,
+                    None,
+                )
+            }
+            Packet::Notify(n) => {
+                c.recv_notify += 1;
+                (
+                    n.dst_endpoint,
+                    n.src_endpoint,
+                    n.session,
+                    n.lib_seqnum,
+                    n.lib_piggyack,
+                    None,
+                )
+            }
+            _ => return,
+        };
+        let Some(pid) = self.admit(now, src, dst, src_ep, session, seq, piggy) else {
             return;
         };
-        self.sequence(now, pid, Seq(m.lib_seqnum), None, frame, packet, payload);
-    }
-
-    pub(crate) fn on_medium(
-        &mut self,
-        now: Time,
-        src: NicId,
-        m: Medium,
-        payload: Bytes,
-        frame: Bytes,
-    ) {
-        self.counters.recv_medium_frag += 1;
-        if m.length > self.cfg.wire.medium_max() {
-            self.counters.drop_bad_datalen += 1;
-            return;
-        }
-        let Some(pid) = self.admit(
-            now,
-            src,
-            m.dst_endpoint,
-            m.src_endpoint,
-            m.session,
-            m.lib_seqnum,
-            m.lib_piggyack,
-        ) else {
-            return;
-        };
-        self.sequence(
-            now,
-            pid,
-            Seq(m.lib_seqnum),
-            Some(m.frag_seqnum),
-            frame,
-            &Packet::Medium(m),
-            payload,
-        );
-    }
-
-    pub(crate) fn on_rndv(&mut self, now: Time, src: NicId, r: Rndv, frame: Bytes) {
-        self.counters.recv_rndv += 1;
-        let m = r.msg;
-        let Some(pid) = self.admit(
-            now,
-            src,
-            m.dst_endpoint,
-            m.src_endpoint,
-            m.session,
-            m.lib_seqnum,
-            m.lib_piggyack,
-        ) else {
-            return;
-        };
-        self.sequence(
-            now,
-            pid,
-            Seq(m.lib_seqnum),
-            None,
-            frame,
-            &Packet::Rndv(r),
-            Bytes::new(),
-        );
-    }
-
-    pub(crate) fn on_notify_frame(&mut self, now: Time, src: NicId, n: Notify, frame: Bytes) {
-        self.counters.recv_notify += 1;
-        let Some(pid) = self.admit(
-            now,
-            src,
-            n.dst_endpoint,
-            n.src_endpoint,
-            n.session,
-            n.lib_seqnum,
-            n.lib_piggyack,
-        ) else {
-            return;
-        };
-        self.sequence(
-            now,
-            pid,
-            Seq(n.lib_seqnum),
-            None,
-            frame,
-            &Packet::Notify(n),
-            Bytes::new(),
-        );
+        self.sequence(now, pid, Seq(seq), frag, frame, &packet, payload);
     }
 
     pub(crate) fn on_truc(&mut self, now: Time, src: NicId, t: Truc) {
