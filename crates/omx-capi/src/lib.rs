@@ -1239,8 +1239,9 @@ pub unsafe extern "C" fn mx_nic_id_to_board_number(nic_id: u64, board: *mut u32)
 }
 
 mod info;
+mod internals;
+mod onesided;
 mod raw;
 mod strings;
-mod unsupported;
 pub use info::mx_get_info;
 pub use strings::{mx_strerror, mx_strstatus};

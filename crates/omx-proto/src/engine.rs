@@ -42,6 +42,12 @@ pub(crate) struct SendReq {
     /// The announcement itself (with its sequence number), re-sent as a liveness probe
     /// while the send waits for its notify.
     pub rndv: Option<(crate::seqnum::Seq, omx_wire::Rndv)>,
+    /// One-sided flags carried in the message header (native mode).
+    pub flags: u8,
+    /// Byte offset of the data in the region's memory (one-sided replies).
+    pub base: u64,
+    /// Engine-internal (a one-sided reply): completes without a completion event.
+    pub internal: bool,
 }
 
 pub(crate) struct RecvReq {
@@ -51,6 +57,10 @@ pub(crate) struct RecvReq {
     pub len: u32,
     pub context: u64,
     pub active: Option<ActiveRecv>,
+    /// Byte offset added to every copy into the buffer (one-sided puts).
+    pub base: u64,
+    /// Engine-internal (the target of a remote put): no completion event.
+    pub internal: bool,
 }
 
 /// A receive that has been matched to a message.
@@ -117,6 +127,9 @@ pub struct UnexpectedInfo {
 pub(crate) struct Region {
     pub handle: MemHandle,
     pub len: u32,
+    /// Offset of the region's data in `handle` (one-sided replies read from the middle
+    /// of an exposed buffer).
+    pub base: u64,
     pub req: Key,
     pub use_seq: u8,
 }
@@ -167,6 +180,10 @@ pub struct Engine {
     pub(crate) zombies: usize,
     pub(crate) unexp_hook: bool,
     pub(crate) unexp_events: VecDeque<Key>,
+    pub(crate) exposed: Vec<crate::onesided::Exposed>,
+    /// Pending one-sided gets by wire id.
+    pub(crate) gets: HashMap<u32, Key>,
+    pub(crate) next_get: u32,
     pub counters: Counters,
 }
 
@@ -205,6 +222,9 @@ impl Engine {
             zombies: 0,
             unexp_hook: false,
             unexp_events: VecDeque::new(),
+            exposed: Vec::new(),
+            gets: HashMap::default(),
+            next_get: 1,
             counters: Counters::default(),
         }
     }

@@ -11,6 +11,7 @@ mod connect;
 mod counters;
 pub mod demux;
 mod engine;
+pub mod onesided;
 mod partner;
 mod peers;
 mod pull;

@@ -25,6 +25,8 @@ pub(crate) struct Pull {
     req: Key,
     partner: PartnerId,
     handle: MemHandle,
+    /// Offset of the pulled data in `handle` (one-sided puts land mid-buffer).
+    base: u64,
     rdma_id: u8,
     rdma_seq: u8,
     rdma_offset: u32,
@@ -83,7 +85,7 @@ impl Engine {
         let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
             return;
         };
-        let handle = r.handle;
+        let (handle, base) = (r.handle, r.base);
         let Some(a) = r.active.as_mut() else { return };
         a.rndv = Some((rdma_id, rdma_seq, rdma_offset));
         let (pid, xfer) = (a.partner, a.xfer);
@@ -104,6 +106,7 @@ impl Engine {
             req: k,
             partner: pid,
             handle,
+            base,
             rdma_id,
             rdma_seq,
             rdma_offset: rdma_offset as u32,
@@ -218,14 +221,14 @@ impl Engine {
             pull.blocks.remove(bi);
         }
         let all_done = pull.frames_received == pull.frames_total;
-        let (req, handle) = (pull.req, pull.handle);
+        let (req, handle, base) = (pull.req, pull.handle, pull.base);
         if let Some(Request::Recv(rr)) = self.requests.get_mut(req) {
             if let Some(a) = rr.active.as_mut() {
                 a.received += payload.len() as u32;
                 a.copies_pending += 1;
             }
         }
-        self.new_copy(req, payload, handle, r.msg_offset as u64);
+        self.new_copy(req, payload, handle, base + r.msg_offset as u64);
         if all_done {
             self.finish_pull(now, pk, None);
         } else if block_done {
@@ -283,10 +286,23 @@ impl Engine {
     }
 
     fn notify_sender(&mut self, now: Time, pid: PartnerId, rdma_id: u8, rdma_seq: u8, xfer: u32) {
+        self.notify_sender_flags(now, pid, rdma_id, rdma_seq, xfer, 0);
+    }
+
+    pub(crate) fn notify_sender_flags(
+        &mut self,
+        now: Time,
+        pid: PartnerId,
+        rdma_id: u8,
+        rdma_seq: u8,
+        xfer: u32,
+        flags: u8,
+    ) {
         if self.partners[pid.0 as usize].session.is_none() {
             return;
         }
         let n = Notify {
+            flags,
             dst_endpoint: 0,
             src_endpoint: self.me.endpoint,
             session: 0,
@@ -422,7 +438,7 @@ impl Engine {
             self.nack_mcp(src, &p, NackType::BadRdmaWin);
             return;
         };
-        let (handle, region_len) = (region.handle, region.len as u64);
+        let (handle, region_len, base) = (region.handle, region.len as u64, region.base);
         let r = self.cfg.wire.pull_reply_max as u64;
         let off0 = p.pulled_rdma_offset as u64 % r;
         let first = (p.frame_index as u64 * r + p.first_frame_offset as u64).checked_sub(off0);
@@ -456,7 +472,7 @@ impl Engine {
             };
             let payload = Payload::User {
                 handle,
-                offset: msg_offset + p.pulled_rdma_offset as u64,
+                offset: base + msg_offset + p.pulled_rdma_offset as u64,
                 len: len as u32,
             };
             self.counters.send_pull_reply += 1;

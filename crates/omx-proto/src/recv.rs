@@ -1,8 +1,6 @@
 //! Receiving: in-order delivery per partner, matching, unexpected messages, acks, nacks.
 
-use crate::engine::{
-    request_mem, ActiveRecv, Engine, RecvReq, Request, UnexpBody, Unexpected, UnexpectedInfo,
-};
+use crate::engine::{ActiveRecv, Engine, RecvReq, Request, UnexpBody, Unexpected, UnexpectedInfo};
 use crate::partner::{PartialMedium, PartialTarget};
 use crate::seqnum::Seq;
 use crate::slab::Key;
@@ -45,6 +43,8 @@ impl Engine {
             len,
             context,
             active: None,
+            base: 0,
+            internal: false,
         }));
         let found = self.unexp_order.iter().position(|&u| {
             self.unexp
@@ -230,7 +230,7 @@ impl Engine {
         let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
             return;
         };
-        let handle = r.handle;
+        let (handle, base) = (r.handle, r.base);
         let Some(a) = r.active.as_mut() else { return };
         a.received = a.received.saturating_add(data.len() as u32);
         if a.received >= a.msg_length {
@@ -239,7 +239,7 @@ impl Engine {
         let keep = a.xfer.saturating_sub(offset).min(data.len() as u32) as usize;
         if keep > 0 {
             a.copies_pending += 1;
-            self.new_copy(k, data.slice(..keep), handle, offset as u64);
+            self.new_copy(k, data.slice(..keep), handle, base + offset as u64);
         }
     }
 
@@ -264,8 +264,11 @@ impl Engine {
             },
             context: r.context,
         };
-        let handle = r.handle;
+        let (handle, internal) = (r.handle, r.internal);
         self.requests.remove(k);
+        if internal {
+            return;
+        }
         self.complete_with(k, RequestKind::Recv, status, Some(handle));
     }
 
@@ -530,6 +533,9 @@ impl Engine {
     }
 
     fn take_eager(&mut self, now: Time, pid: PartnerId, m: Msg, payload: Bytes) -> bool {
+        if m.flags != 0 && self.cfg.wire.mode == WireMode::Native {
+            return self.take_one_sided_eager(now, pid, m, payload);
+        }
         let body = UnexpBody::Eager {
             chunks: vec![(0, payload.clone())],
             complete: true,
@@ -628,6 +634,9 @@ impl Engine {
     }
 
     fn take_rndv(&mut self, now: Time, pid: PartnerId, r: Rndv) -> bool {
+        if r.msg.flags != 0 && self.cfg.wire.mode == WireMode::Native {
+            return self.take_one_sided_rndv(now, pid, r);
+        }
         let body = UnexpBody::Rndv {
             rdma_id: r.pulled_rdma_id,
             rdma_seq: r.pulled_rdma_seqnum,
@@ -664,11 +673,14 @@ impl Engine {
         };
         let len = self.send_status(k, StatusCode::Success, 0).msg_length;
         let xfer = n.total_length.min(len);
-        let code = if xfer < len {
-            StatusCode::Truncated
-        } else {
-            StatusCode::Success
-        };
+        let code =
+            if self.cfg.wire.mode == WireMode::Native && n.flags & crate::onesided::DENIED != 0 {
+                StatusCode::BadRdmaWin
+            } else if xfer < len {
+                StatusCode::Truncated
+            } else {
+                StatusCode::Success
+            };
         let status = self.send_status(k, code, xfer);
         // The notify's piggyback normally acked the rendezvous already; if not, the
         // record no longer names the request.
@@ -677,8 +689,7 @@ impl Engine {
                 rec.req = None;
             }
         }
-        let mem = self.requests.remove(k).and_then(|r| request_mem(&r));
-        self.complete_with(k, RequestKind::Send, status, mem);
+        self.complete_send(k, status);
         self.free_region(now, id);
         if self.cfg.wire.mode == WireMode::MxCompat
             && self.partners[pid.0 as usize].partials.is_empty()

@@ -1,6 +1,6 @@
 //! Sending: class selection, sequence numbers, retransmission, acks and partner reset.
 
-use crate::engine::{request_mem, Engine, Region, Request, SendReq, MAX_LARGE_SENDS};
+use crate::engine::{request_mem, Engine, Region, Request, MAX_LARGE_SENDS};
 use crate::partner::{SendRecord, SentPacket};
 use crate::seqnum::{Seq, MAX_IN_FLIGHT};
 use crate::slab::Key;
@@ -67,20 +67,45 @@ impl Engine {
             }
             _ => {}
         }
+        let _ = p;
+        let k = self.post_flagged(now, partner, match_info, data, context, 0, 0, false)?;
+        Ok(ReqId(k.0))
+    }
+
+    /// Queues a send with one-sided flags (0 for ordinary sends); `internal` sends
+    /// complete silently.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post_flagged(
+        &mut self,
+        now: Time,
+        partner: PartnerId,
+        match_info: u64,
+        data: SendData,
+        context: u64,
+        flags: u8,
+        base: u64,
+        internal: bool,
+    ) -> Result<Key, EngineError> {
+        let p = self
+            .partners
+            .get(partner.0 as usize)
+            .ok_or(EngineError::UnknownPartner)?;
         let no_session = p.session.is_none();
-        let k = self.requests.insert(Request::Send(SendReq {
+        let req = crate::onesided::flagged_send(
             partner,
             match_info,
             data,
             context,
-            resends_max: self.cfg.resends_max,
-            large: None,
-            rndv: None,
-        }));
+            self.cfg.resends_max,
+            flags,
+            base,
+            internal,
+        );
+        let k = self.requests.insert(Request::Send(req));
         if no_session {
             // Reset or never connected: fail like MX does for a dead partner.
             self.fail_send(k, StatusCode::EndpointUnreachable);
-            return Ok(ReqId(k.0));
+            return Ok(k);
         }
         let p = self.partner(partner);
         if !p.throttled.is_empty() || p.unacked_in_flight() >= MAX_IN_FLIGHT {
@@ -88,7 +113,7 @@ impl Engine {
         } else {
             self.start_send(now, k);
         }
-        Ok(ReqId(k.0))
+        Ok(k)
     }
 
     /// Sets the resend budget of a pending send (from `mx_set_request_timeout`).
@@ -122,7 +147,9 @@ impl Engine {
         let data = s.data.clone();
         let session = self.partners[pid.0 as usize].session.unwrap_or(0);
         let dst_endpoint = self.partners[pid.0 as usize].endpoint;
+        let (flags, base) = (s.flags, s.base);
         let msg = Msg {
+            flags,
             dst_endpoint,
             src_endpoint: self.me.endpoint,
             length: 0,
@@ -164,7 +191,7 @@ impl Engine {
                 bytes.clone(),
             ),
             SendData::Region { handle, len } => {
-                let Some(id) = self.alloc_region(*handle, *len, k) else {
+                let Some(id) = self.alloc_region(*handle, *len, base, k) else {
                     self.region_waitq.push_back(k);
                     return;
                 };
@@ -209,12 +236,11 @@ impl Engine {
             // MX completes eager sends at once; the record keeps the data for resends.
             self.zombies += 1;
             let status = self.send_status(k, StatusCode::Success, len);
-            self.requests.remove(k);
-            self.complete(k, RequestKind::Send, status);
+            self.complete_send(k, status);
         }
     }
 
-    fn alloc_region(&mut self, handle: MemHandle, len: u32, req: Key) -> Option<u8> {
+    fn alloc_region(&mut self, handle: MemHandle, len: u32, base: u64, req: Key) -> Option<u8> {
         if self.regions_used >= MAX_LARGE_SENDS {
             return None;
         }
@@ -225,6 +251,7 @@ impl Engine {
         self.regions[id] = Some(Region {
             handle,
             len,
+            base,
             req,
             use_seq,
         });
@@ -241,6 +268,17 @@ impl Engine {
     fn drop_region(&mut self, id: u8) {
         if self.regions[id as usize].take().is_some() {
             self.regions_used -= 1;
+        }
+    }
+
+    /// Removes a finished send and reports it (engine-internal sends stay silent).
+    pub(crate) fn complete_send(&mut self, k: Key, status: Status) {
+        if let Some(r) = self.requests.remove(k) {
+            let internal = matches!(&r, Request::Send(s) if s.internal);
+            if !internal {
+                let mem = request_mem(&r);
+                self.complete_with(k, RequestKind::Send, status, mem);
+            }
         }
     }
 
@@ -276,8 +314,10 @@ impl Engine {
                     self.drop_region(id);
                 }
             }
-            let mem = request_mem(&Request::Send(s));
-            self.complete_with(k, RequestKind::Send, status, mem);
+            if !s.internal {
+                let mem = request_mem(&Request::Send(s));
+                self.complete_with(k, RequestKind::Send, status, mem);
+            }
         }
     }
 
@@ -417,8 +457,7 @@ impl Engine {
             if !matches!(rec.packet, SentPacket::Rndv(_)) {
                 let len = self.send_status(k, StatusCode::Success, 0).msg_length;
                 let status = self.send_status(k, StatusCode::Success, len);
-                self.requests.remove(k);
-                self.complete(k, RequestKind::Send, status);
+                self.complete_send(k, status);
             }
         }
         self.release_throttled(now, pid);

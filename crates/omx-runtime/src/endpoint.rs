@@ -435,6 +435,92 @@ impl Endpoint {
         }
     }
 
+    /// Exposes `seg` to one-sided access by remote endpoints under `id` (flags:
+    /// `omx_proto::onesided::EXPOSE_READ | EXPOSE_WRITE`).
+    ///
+    /// # Safety
+    /// The segment must stay valid until [`Endpoint::unexpose`] (or the endpoint's
+    /// close); remote puts write into it at any time in between.
+    pub unsafe fn expose(&self, seg: Segment, id: u64, flags: u32) -> Result<(), Error> {
+        Self::check_segments(&[seg])?;
+        let mut core = self.shared.app_lock();
+        let h = core.mem.register(&[seg]);
+        match core
+            .engine
+            .expose(id, seg.ptr as u64, seg.len as u64, h, flags)
+        {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                core.mem.release(h);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Withdraws an exposed region: no new remote access is accepted.
+    pub fn unexpose(&self, id: u64) -> Result<(), Error> {
+        let mut core = self.shared.app_lock();
+        let h = core.engine.unexpose(id)?;
+        // Pulls already granted may still read it: keep the handle until the endpoint
+        // closes if any rendezvous region is in use, else release it now.
+        if core.engine.stats().regions == 0 && core.engine.stats().pulls == 0 {
+            core.mem.release(h);
+        }
+        Ok(())
+    }
+
+    /// One-sided read of `remote_addr` on `dest` into `seg`.
+    ///
+    /// # Safety
+    /// As for [`Endpoint::irecv`].
+    pub unsafe fn iget(
+        &self,
+        seg: Segment,
+        dest: PartnerId,
+        remote_addr: u64,
+        context: u64,
+    ) -> Result<ReqId, Error> {
+        let len = Self::check_segments(&[seg])?;
+        let (mut core, now) = self.shared.app_lock_now();
+        let h = core.mem.register(&[seg]);
+        match core.engine.iget(now, dest, remote_addr, h, len, context) {
+            Ok(r) => {
+                self.shared.post_drain(&mut core, now, true);
+                Ok(r)
+            }
+            Err(e) => {
+                core.mem.release(h);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// One-sided write of `seg` at `remote_addr` on `dest`.
+    ///
+    /// # Safety
+    /// As for [`Endpoint::isend`] of a large message.
+    pub unsafe fn iput(
+        &self,
+        seg: Segment,
+        dest: PartnerId,
+        remote_addr: u64,
+        context: u64,
+    ) -> Result<ReqId, Error> {
+        let len = Self::check_segments(&[seg])?;
+        let (mut core, now) = self.shared.app_lock_now();
+        let h = core.mem.register(&[seg]);
+        match core.engine.iput(now, dest, remote_addr, h, len, context) {
+            Ok(r) => {
+                self.shared.post_drain(&mut core, now, true);
+                Ok(r)
+            }
+            Err(e) => {
+                core.mem.release(h);
+                Err(e.into())
+            }
+        }
+    }
+
     /// The completion of `req`, if done (removes it).
     pub fn test(&self, req: ReqId) -> Option<Completion> {
         let mut core = self.shared.app_lock();

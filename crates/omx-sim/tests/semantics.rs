@@ -524,3 +524,101 @@ fn unexpected_handler_sees_messages_and_decides() {
         w.wait(0, 0, tiny, w.now + SEC).is_some() && w.wait(0, 0, medium, w.now + SEC).is_some()
     );
 }
+
+#[test]
+fn one_sided_get_and_put_within_exposed_regions_only() {
+    use omx_proto::onesided::{EXPOSE_READ, EXPOSE_WRITE};
+    use omx_sim::Buffer;
+    let mut w = w2();
+    let to = w.connect(0, 0, 1, 0);
+    // Host 1 exposes 300,000 bytes at its address 0x10000 (read) and 0x80000 (write).
+    let src = w.hosts[1]
+        .mem
+        .register(Buffer::contiguous(pattern(300_000, 5)));
+    let dst = w.hosts[1].mem.register(Buffer::zeroed(300_000, &[]));
+    w.engine(1, 0)
+        .expose(1, 0x10000, 300_000, src, EXPOSE_READ)
+        .unwrap();
+    w.engine(1, 0)
+        .expose(2, 0x80000, 300_000, dst, EXPOSE_WRITE)
+        .unwrap();
+    assert!(
+        w.engine(1, 0).expose(1, 0, 1, src, EXPOSE_READ).is_err(),
+        "id in use"
+    );
+    for (off, len) in [
+        (0u64, 0usize),
+        (0, 10),
+        (1000, 100_000),
+        (299_990, 10),
+        (0, 300_000),
+    ] {
+        let local = w.hosts[0].mem.register(Buffer::zeroed(len, &[]));
+        let now = w.now;
+        let g = w
+            .engine(0, 0)
+            .iget(now, to, 0x10000 + off, local, len as u32, 0)
+            .unwrap();
+        let s = w.wait(0, 0, g, w.now + 10 * SEC).expect("get completes");
+        assert_eq!(
+            (s.code, s.xfer_length as usize),
+            (StatusCode::Success, len),
+            "get {off}+{len}"
+        );
+        let want = &pattern(300_000, 5)[off as usize..off as usize + len];
+        assert_eq!(w.hosts[0].mem.get(local).to_vec(), want);
+        let data = w.hosts[0]
+            .mem
+            .register(omx_sim::Buffer::contiguous(pattern(len, off)));
+        let now = w.now;
+        let p = w
+            .engine(0, 0)
+            .iput(now, to, 0x80000 + off, data, len as u32, 0)
+            .unwrap();
+        let s = w.wait(0, 0, p, w.now + 10 * SEC).expect("put completes");
+        assert_eq!(s.code, StatusCode::Success, "put {off}+{len}");
+        let got = w.hosts[1].mem.get(dst).to_vec();
+        assert_eq!(
+            &got[off as usize..off as usize + len],
+            &pattern(len, off)[..]
+        );
+    }
+    // Outside any region, beyond its end, or without permission: refused, nothing touched.
+    let before = w.hosts[1].mem.get(dst).to_vec();
+    for (addr, len) in [(0x0u64, 10u32), (0x10000 + 299_995, 10), (0x80000, 10)] {
+        let local = w.hosts[0].mem.register(Buffer::zeroed(len as usize, &[]));
+        let now = w.now;
+        let g = w.engine(0, 0).iget(now, to, addr, local, len, 0).unwrap();
+        assert_eq!(
+            w.wait(0, 0, g, w.now + 10 * SEC).unwrap().code,
+            StatusCode::BadRdmaWin
+        );
+    }
+    for (addr, len) in [(0x10000u64, 10u32), (0x80000 + 299_999, 2), (0x5, 1)] {
+        let data = w.hosts[0]
+            .mem
+            .register(Buffer::contiguous(vec![9; len as usize]));
+        let now = w.now;
+        let p = w.engine(0, 0).iput(now, to, addr, data, len, 0).unwrap();
+        assert_eq!(
+            w.wait(0, 0, p, w.now + 10 * SEC).unwrap().code,
+            StatusCode::BadRdmaWin
+        );
+    }
+    assert_eq!(w.hosts[1].mem.get(dst).to_vec(), before);
+    assert_eq!(w.hosts[1].mem.get(src).to_vec(), pattern(300_000, 5));
+    // Withdrawn regions refuse new accesses.
+    w.engine(1, 0).unexpose(1).unwrap();
+    let local = w.hosts[0].mem.register(Buffer::zeroed(10, &[]));
+    let now = w.now;
+    let g = w.engine(0, 0).iget(now, to, 0x10000, local, 10, 0).unwrap();
+    assert_eq!(
+        w.wait(0, 0, g, w.now + 10 * SEC).unwrap().code,
+        StatusCode::BadRdmaWin
+    );
+    w.run_idle(w.now + SEC);
+    for h in 0..2 {
+        let st = w.engine(h, 0).stats();
+        assert_eq!((st.requests, st.regions, st.pulls), (0, 0, 0), "{st:?}");
+    }
+}

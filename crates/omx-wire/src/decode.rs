@@ -190,6 +190,7 @@ fn msg<const N: usize>(b: Reader<'_, N>) -> Msg {
     Msg {
         dst_endpoint: b.u8::<1>(),
         src_endpoint: b.u8::<2>(),
+        flags: b.u8::<3>(),
         length: b.u16::<4>(),
         checksum: b.u16::<6>(),
         lib_seqnum: b.u16::<8>(),
@@ -259,6 +260,7 @@ fn notify(b: Reader<'_, 24>) -> Notify {
     Notify {
         dst_endpoint: b.u8::<1>(),
         src_endpoint: b.u8::<2>(),
+        flags: b.u8::<3>(),
         session: b.u32::<4>(),
         total_length: b.u32::<8>(),
         pulled_rdma_id: b.u8::<12>(),

@@ -129,6 +129,7 @@ fn msg<const N: usize>(w: &mut Writer<N>, ptype: u8, m: &Msg) {
     w.u8::<0>(ptype);
     w.u8::<1>(m.dst_endpoint);
     w.u8::<2>(m.src_endpoint);
+    w.u8::<3>(m.flags);
     w.u16::<4>(m.length);
     w.u16::<6>(m.checksum);
     w.u16::<8>(m.lib_seqnum);
@@ -177,6 +178,7 @@ fn notify(ptype: u8, n: &Notify) -> Writer<24> {
     w.u8::<0>(ptype);
     w.u8::<1>(n.dst_endpoint);
     w.u8::<2>(n.src_endpoint);
+    w.u8::<3>(n.flags);
     w.u32::<4>(n.session);
     w.u32::<8>(n.total_length);
     w.u8::<12>(n.pulled_rdma_id);

@@ -156,6 +156,9 @@ impl TryFrom<u8> for NackType {
 pub struct Msg {
     pub dst_endpoint: u8,
     pub src_endpoint: u8,
+    /// Body byte 3 (`src_generation`, unset in the original): omx native-mode flags
+    /// (one-sided operations); 0 otherwise, and ignored in MX-wire-compatible mode.
+    pub flags: u8,
     /// Payload bytes following the body (RNDV: rendezvous data length, 8).
     pub length: u16,
     /// Debug checksum, 0 normally.
@@ -205,6 +208,8 @@ pub struct Medium {
 pub struct Notify {
     pub dst_endpoint: u8,
     pub src_endpoint: u8,
+    /// Body byte 3, as [`Msg::flags`].
+    pub flags: u8,
     pub session: u32,
     pub total_length: u32,
     pub pulled_rdma_id: u8,

@@ -75,6 +75,7 @@ const TINY: [u8; 60] = [
 #[test]
 fn tiny() {
     let m = Msg {
+        flags: 0,
         dst_endpoint: 0x07,
         src_endpoint: 0x09,
         length: 5,
@@ -113,6 +114,7 @@ const SMALL: [u8; 80] = [
 #[test]
 fn small() {
     let m = Msg {
+        flags: 0,
         dst_endpoint: 0x11,
         src_endpoint: 0x22,
         length: 40,
@@ -155,6 +157,7 @@ const RNDV: [u8; 60] = [
 fn rndv() {
     let r = Rndv {
         msg: Msg {
+            flags: 0,
             dst_endpoint: 0x03,
             src_endpoint: 0x04,
             length: 8,
@@ -326,6 +329,7 @@ const NOTIFY: [u8; 60] = [
 #[test]
 fn notify() {
     let n = Notify {
+        flags: 0,
         dst_endpoint: 0x0A,
         src_endpoint: 0x0B,
         session: 0x1357_9BDF,
@@ -797,12 +801,15 @@ fn raw_discovery() {
 fn unset_fields_are_ignored() {
     let native = WireConfig::native_9000();
     let compat = WireConfig::mx_compat();
+    // Body byte 3 (frame offset 19) of TINY, SMALL, RNDV and NOTIFY carries omx's
+    // one-sided flags (`Msg::flags`, `Notify::flags`); it is checked by the golden
+    // vectors themselves instead.
     let cases: &[(&[u8], &[usize], WireConfig)] = &[
-        (&TINY, &[19], native),
-        (&RNDV, &[19], native),
+        (&TINY, &[], native),
+        (&RNDV, &[], native),
         (&MEDIUM_NATIVE_9000, &[19, 43, 46, 47], native),
         (&MEDIUM_COMPAT, &[19, 22, 23, 46, 47], compat),
-        (&NOTIFY, &[19, 30, 31, 32, 33, 38, 39], native),
+        (&NOTIFY, &[30, 31, 32, 33, 38, 39], native),
         (&PULL_NATIVE_9000, &[19, 33, 34, 35], native),
         (&PULL_COMPAT, &[19], compat),
         (

@@ -30,11 +30,13 @@ fn msg(length: impl Strategy<Value = u16>) -> impl Strategy<Value = Msg> {
         length,
         any::<u64>(),
         any::<u32>(),
+        any::<u8>(),
     )
         .prop_map(
-            |((dst, src, checksum, seq, piggy), length, match_info, session)| Msg {
+            |((dst, src, checksum, seq, piggy), length, match_info, session, flags)| Msg {
                 dst_endpoint: dst,
                 src_endpoint: src,
+                flags,
                 length,
                 checksum,
                 lib_seqnum: seq,
@@ -108,10 +110,11 @@ fn medium(cfg: WireConfig) -> impl Strategy<Value = (Packet, Vec<u8>)> {
 }
 
 fn notify() -> impl Strategy<Value = (Packet, Vec<u8>)> {
-    any::<(u8, u8, u32, u32, u8, u8, u16, u16)>().prop_map(|t| {
+    (any::<(u8, u8, u32, u32, u8, u8, u16, u16)>(), any::<u8>()).prop_map(|(t, flags)| {
         let n = Notify {
             dst_endpoint: t.0,
             src_endpoint: t.1,
+            flags,
             session: t.2,
             total_length: t.3,
             pulled_rdma_id: t.4,

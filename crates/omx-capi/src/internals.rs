@@ -1,54 +1,9 @@
-//! Entry points not implemented yet: each fails through the error handler with a
-//! documented code (docs/API.md), never crashes; plus the MX-internal probes some MPI
-//! configure scripts look for.
+//! The deprecated MX callback registration (a documented error), and the MX-internal
+//! probes some MPI configure scripts look for.
 
 use crate::types::*;
 use crate::{fail, CEndpoint};
 use std::ffi::c_void;
-
-const NOT_YET: &str = "not implemented yet in omx (see docs/API.md)";
-
-#[no_mangle]
-pub unsafe extern "C" fn mx_iput(
-    _e: *mut CEndpoint,
-    _local: *mut c_void,
-    _len: u32,
-    _dest: MxEndpointAddr,
-    _remote: u64,
-    _context: *mut c_void,
-    _request: *mut usize,
-) -> MxReturn {
-    fail(None, MX_BAD_REQUEST, NOT_YET)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mx_iget(
-    _e: *mut CEndpoint,
-    _local: *mut c_void,
-    _len: u32,
-    _dest: MxEndpointAddr,
-    _remote: u64,
-    _context: *mut c_void,
-    _request: *mut usize,
-) -> MxReturn {
-    fail(None, MX_BAD_REQUEST, NOT_YET)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn omx_expose_region(
-    _e: *mut CEndpoint,
-    _addr: *mut c_void,
-    _len: usize,
-    _id: u64,
-    _flags: u32,
-) -> MxReturn {
-    fail(None, MX_BAD_REQUEST, NOT_YET)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn omx_unexpose_region(_e: *mut CEndpoint, _id: u64) -> MxReturn {
-    fail(None, MX_BAD_REQUEST, NOT_YET)
-}
 
 /// Deprecated in MX itself.
 #[no_mangle]

@@ -1,0 +1,329 @@
+//! One-sided operations (MX `mx_iget`/`mx_iput`, native mode only), built on the
+//! ordinary reliable message stream and the pull machinery. Message headers carry
+//! flags in body byte 3 (`src_generation`, unused by the original):
+//! - get: the requester sends a tiny GET_REQ (get id, remote address, length); the
+//!   owner checks the range against its exposed regions and answers with a rendezvous
+//!   flagged GET_REPLY (match info = get id) that the requester pulls straight into its
+//!   buffer, or with a tiny GET_DENIED;
+//! - put: the requester sends a rendezvous flagged PUT_REQ whose match info is the
+//!   remote address; the owner pulls it into the exposed region, or answers with a
+//!   notify flagged DENIED (no byte touched).
+//!
+//! A remote access must lie entirely inside one region exposed with the right
+//! permission; anything else fails with `BadRdmaWin` and touches nothing.
+
+use crate::engine::{ActiveRecv, Engine, RecvReq, Request, SendReq};
+use crate::slab::Key;
+use crate::types::*;
+use bytes::Bytes;
+use omx_wire::{Msg, Rndv, WireMode};
+
+pub const GET_REQ: u8 = 0x01;
+pub const GET_REPLY: u8 = 0x02;
+pub const GET_DENIED: u8 = 0x04;
+pub const PUT_REQ: u8 = 0x08;
+/// On a notify: the put was refused.
+pub const DENIED: u8 = 0x10;
+
+pub const EXPOSE_READ: u32 = 1;
+pub const EXPOSE_WRITE: u32 = 2;
+
+/// A buffer the application lets remote endpoints read and/or write.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Exposed {
+    pub id: u64,
+    pub addr: u64,
+    pub len: u64,
+    pub handle: MemHandle,
+    pub flags: u32,
+}
+
+const GET_REQ_LEN: usize = 16;
+
+impl Engine {
+    /// Exposes `len` bytes at the application's address `addr` (held by `handle`) to
+    /// one-sided access, under the application's `id`.
+    pub fn expose(
+        &mut self,
+        id: u64,
+        addr: u64,
+        len: u64,
+        handle: MemHandle,
+        flags: u32,
+    ) -> Result<(), EngineError> {
+        if flags & !(EXPOSE_READ | EXPOSE_WRITE) != 0
+            || flags == 0
+            || addr.checked_add(len).is_none()
+        {
+            return Err(EngineError::BadArgument("bad region range or flags"));
+        }
+        if self.exposed.iter().any(|e| e.id == id) {
+            return Err(EngineError::BadArgument("region id already exposed"));
+        }
+        self.exposed.push(Exposed {
+            id,
+            addr,
+            len,
+            handle,
+            flags,
+        });
+        Ok(())
+    }
+
+    /// Withdraws a region; returns its memory handle. Accesses already granted (pulls
+    /// in progress) finish; no new one is accepted.
+    pub fn unexpose(&mut self, id: u64) -> Result<MemHandle, EngineError> {
+        let i = self
+            .exposed
+            .iter()
+            .position(|e| e.id == id)
+            .ok_or(EngineError::BadRequest)?;
+        Ok(self.exposed.remove(i).handle)
+    }
+
+    /// The exposed region holding `[addr, addr + len)` with permission `need`, and the
+    /// offset of `addr` in it.
+    fn exposed_range(&self, addr: u64, len: u64, need: u32) -> Option<(MemHandle, u64)> {
+        let end = addr.checked_add(len)?;
+        self.exposed
+            .iter()
+            .find(|e| e.flags & need != 0 && addr >= e.addr && end <= e.addr + e.len)
+            .map(|e| (e.handle, addr - e.addr))
+    }
+
+    fn native_only(&self) -> Result<(), EngineError> {
+        match self.cfg.wire.mode {
+            WireMode::Native => Ok(()),
+            WireMode::MxCompat => Err(EngineError::BadArgument(
+                "one-sided operations need the native wire mode",
+            )),
+        }
+    }
+
+    /// Reads `len` bytes at the owner's address `remote_addr` into `handle`.
+    pub fn iget(
+        &mut self,
+        now: Time,
+        partner: PartnerId,
+        remote_addr: u64,
+        handle: MemHandle,
+        len: u32,
+        context: u64,
+    ) -> Result<ReqId, EngineError> {
+        self.native_only()?;
+        self.partners
+            .get(partner.0 as usize)
+            .ok_or(EngineError::UnknownPartner)?;
+        let id = self.next_get;
+        self.next_get = self.next_get.wrapping_add(1).max(1);
+        let k = self.requests.insert(Request::Recv(RecvReq {
+            match_info: id as u64,
+            mask: u64::MAX,
+            handle,
+            len,
+            context,
+            active: None,
+            base: 0,
+            internal: false,
+        }));
+        self.gets.insert(id, k);
+        let mut req = [0u8; GET_REQ_LEN];
+        req[..4].copy_from_slice(&id.to_be_bytes());
+        req[4..12].copy_from_slice(&remote_addr.to_be_bytes());
+        req[12..16].copy_from_slice(&len.to_be_bytes());
+        self.internal_send(
+            now,
+            partner,
+            GET_REQ,
+            id as u64,
+            SendData::Eager(Bytes::copy_from_slice(&req)),
+            0,
+        );
+        Ok(ReqId(k.0))
+    }
+
+    /// Writes `len` bytes of `handle` at the owner's address `remote_addr`. Completes
+    /// like a rendezvous send (status `BadRdmaWin` if the owner refused).
+    pub fn iput(
+        &mut self,
+        now: Time,
+        partner: PartnerId,
+        remote_addr: u64,
+        handle: MemHandle,
+        len: u32,
+        context: u64,
+    ) -> Result<ReqId, EngineError> {
+        self.native_only()?;
+        let k = self.post_flagged(
+            now,
+            partner,
+            remote_addr,
+            SendData::Region { handle, len },
+            context,
+            PUT_REQ,
+            0,
+            false,
+        )?;
+        Ok(ReqId(k.0))
+    }
+
+    fn internal_send(
+        &mut self,
+        now: Time,
+        pid: PartnerId,
+        flags: u8,
+        match_info: u64,
+        data: SendData,
+        base: u64,
+    ) {
+        let _ = self.post_flagged(now, pid, match_info, data, 0, flags, base, true);
+    }
+
+    /// The owner's side of a get request, or the requester's side of a refusal.
+    pub(crate) fn take_one_sided_eager(
+        &mut self,
+        now: Time,
+        pid: PartnerId,
+        m: Msg,
+        payload: Bytes,
+    ) -> bool {
+        if m.flags & GET_REQ != 0 && payload.len() >= GET_REQ_LEN {
+            let id = u32::from_be_bytes(payload[..4].try_into().expect("4 bytes"));
+            let addr = u64::from_be_bytes(payload[4..12].try_into().expect("8 bytes"));
+            let len = u32::from_be_bytes(payload[12..16].try_into().expect("4 bytes"));
+            match self.exposed_range(addr, len as u64, EXPOSE_READ) {
+                Some((handle, base)) => {
+                    let data = SendData::Region { handle, len };
+                    self.internal_send(now, pid, GET_REPLY, id as u64, data, base);
+                }
+                None => {
+                    self.counters.drop_pull_bad_region += 1;
+                    self.internal_send(
+                        now,
+                        pid,
+                        GET_DENIED,
+                        id as u64,
+                        SendData::Eager(Bytes::new()),
+                        0,
+                    );
+                }
+            }
+        } else if m.flags & GET_DENIED != 0 {
+            if let Some(k) = self.gets.remove(&(m.match_info as u32)) {
+                self.activate_get(k, pid, 0);
+                self.fail_recv(k, StatusCode::BadRdmaWin);
+            }
+        }
+        true
+    }
+
+    /// The requester's side of a get reply, or the owner's side of a put.
+    pub(crate) fn take_one_sided_rndv(&mut self, now: Time, pid: PartnerId, r: Rndv) -> bool {
+        if r.msg.flags & GET_REPLY != 0 {
+            match self.gets.remove(&(r.msg.match_info as u32)) {
+                Some(k) => {
+                    self.activate_get(k, pid, r.msg_length);
+                    self.start_large_recv(
+                        now,
+                        k,
+                        r.pulled_rdma_id,
+                        r.pulled_rdma_seqnum,
+                        r.pulled_rdma_offset,
+                    );
+                }
+                // Nobody waits (cancelled or unknown): let the owner release its region.
+                None => self.notify_sender_flags(
+                    now,
+                    pid,
+                    r.pulled_rdma_id,
+                    r.pulled_rdma_seqnum,
+                    0,
+                    DENIED,
+                ),
+            }
+        } else if r.msg.flags & PUT_REQ != 0 {
+            let addr = r.msg.match_info;
+            match self.exposed_range(addr, r.msg_length as u64, EXPOSE_WRITE) {
+                Some((handle, base)) => {
+                    let k = self.requests.insert(Request::Recv(RecvReq {
+                        match_info: addr,
+                        mask: u64::MAX,
+                        handle,
+                        len: r.msg_length,
+                        context: 0,
+                        active: None,
+                        base,
+                        internal: true,
+                    }));
+                    self.activate_get(k, pid, r.msg_length);
+                    self.start_large_recv(
+                        now,
+                        k,
+                        r.pulled_rdma_id,
+                        r.pulled_rdma_seqnum,
+                        r.pulled_rdma_offset,
+                    );
+                }
+                None => {
+                    self.counters.drop_pull_bad_region += 1;
+                    self.notify_sender_flags(
+                        now,
+                        pid,
+                        r.pulled_rdma_id,
+                        r.pulled_rdma_seqnum,
+                        0,
+                        DENIED,
+                    );
+                }
+            }
+        }
+        true
+    }
+
+    fn activate_get(&mut self, k: Key, partner: PartnerId, msg_length: u32) {
+        if let Some(Request::Recv(r)) = self.requests.get_mut(k) {
+            let xfer = r.len.min(msg_length);
+            r.active = Some(ActiveRecv {
+                partner,
+                match_info: r.match_info,
+                msg_length,
+                xfer,
+                received: 0,
+                data_done: msg_length == 0,
+                copies_pending: 0,
+                code: if xfer < msg_length {
+                    StatusCode::Truncated
+                } else {
+                    StatusCode::Success
+                },
+                rndv: None,
+            });
+        }
+    }
+}
+
+// Keeps the SendReq constructor in one place for flagged sends.
+#[allow(clippy::too_many_arguments)] // one field each
+pub(crate) fn flagged_send(
+    partner: PartnerId,
+    match_info: u64,
+    data: SendData,
+    context: u64,
+    resends_max: u32,
+    flags: u8,
+    base: u64,
+    internal: bool,
+) -> SendReq {
+    SendReq {
+        partner,
+        match_info,
+        data,
+        context,
+        resends_max,
+        large: None,
+        rndv: None,
+        flags,
+        base,
+        internal,
+    }
+}
