@@ -214,15 +214,19 @@ pub unsafe extern "C" fn mx_raw_clear_routes(e: *mut CRaw, _dest: u64, _port: u3
     MX_SUCCESS
 }
 
-/// Peers stay in the table (their indexes are in use by open sessions).
+/// Removes a peer from the board's table (sessions already open with it continue).
 #[no_mangle]
-pub unsafe extern "C" fn mx_raw_remove_peer(e: *mut CRaw, _dest: u64) -> MxReturn {
-    raw_or_fail!(e);
-    fail(
-        None,
-        MX_BAD_REQUEST,
-        "peers cannot be removed from the peer table",
-    )
+pub unsafe extern "C" fn mx_raw_remove_peer(e: *mut CRaw, dest: u64) -> MxReturn {
+    let r = raw_or_fail!(e);
+    let board = r.inner.lock().expect("raw").board().clone();
+    if board.nic_id == dest {
+        return fail(None, MX_BAD_INFO_VAL, "the local board cannot be removed");
+    }
+    if board.remove_peer(dest) {
+        MX_SUCCESS
+    } else {
+        fail(None, MX_HOST_NOT_FOUND, "no such peer")
+    }
 }
 
 /// Discovery is dynamic: the map version is accepted and has no effect.

@@ -46,6 +46,17 @@ impl PeerTable {
         Some(index)
     }
 
+    /// Forgets a peer; its index is not reused (other tables may still name it).
+    pub fn remove(&mut self, nic_id: NicId) -> bool {
+        match self.by_nic.remove(&nic_id) {
+            Some(i) => {
+                self.entries[i as usize] = None;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn index_of(&self, nic_id: NicId) -> Option<u16> {
         self.by_nic.get(&nic_id).copied()
     }

@@ -69,6 +69,24 @@ impl Board {
         changed
     }
 
+    /// Removes a peer from the board's table and the shared peer file (mapper tools).
+    /// Endpoints already talking to it keep their sessions.
+    pub fn remove_peer(&self, nic: NicId) -> bool {
+        let removed = {
+            let mut st = self.peers.lock().expect("peer lock");
+            let r = st.table.remove(nic);
+            if r {
+                st.version += 1;
+                self.peers_version.store(st.version, Ordering::Release);
+            }
+            r
+        };
+        if removed {
+            let _ = self.dir.save_peers(&self.peer_snapshot());
+        }
+        removed
+    }
+
     pub fn peer_snapshot(&self) -> Vec<(NicId, Option<String>)> {
         let st = self.peers.lock().expect("peer lock");
         st.table

@@ -51,6 +51,15 @@ int main(int argc, char **argv) {
     }
     CHECK(got, "no raw frame received");
   }
+  if (sending) {
+    /* peer table management */
+    uint64_t ghost = 0x0200000000aaULL, n = 0;
+    CHECK(mx_raw_set_peer_name(ep, ghost, (char *)"ghost:0") == MX_SUCCESS, "set peer name");
+    CHECK(mx_hostname_to_nic_id((char *)"ghost:0", &n) == MX_SUCCESS && n == ghost, "named peer found");
+    CHECK(mx_raw_remove_peer(ep, ghost) == MX_SUCCESS, "remove peer");
+    CHECK(mx_hostname_to_nic_id((char *)"ghost:0", &n) == MX_HOST_NOT_FOUND, "removed peer is gone");
+    CHECK(mx_raw_remove_peer(ep, ghost) == MX_HOST_NOT_FOUND, "removing twice");
+  }
   CHECK(mx_raw_close_endpoint(ep) == MX_SUCCESS, "close");
   CHECK(mx_raw_close_endpoint(ep) == MX_BAD_ENDPOINT, "use after close");
   printf("raw %s: %d checks, %d failed\n", sending ? "send" : "recv", checks, failures);
