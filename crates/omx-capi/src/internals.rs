@@ -1,23 +1,8 @@
-//! The deprecated MX callback registration (a documented error), and the MX-internal
-//! probes some MPI configure scripts look for.
+//! The MX-internal probes some MPI configure scripts look for.
 
+use crate::fail;
 use crate::types::*;
-use crate::{fail, CEndpoint};
 use std::ffi::c_void;
-
-/// Deprecated in MX itself.
-#[no_mangle]
-pub unsafe extern "C" fn mx_register_unexp_callback(
-    _e: *mut CEndpoint,
-    _cb: *mut c_void,
-    _context: *mut c_void,
-) -> MxReturn {
-    fail(
-        None,
-        MX_BAD_REQUEST,
-        "mx_register_unexp_callback is deprecated; use mx_register_unexp_handler",
-    )
-}
 
 /// Probe used by MPI configure scripts: nothing to open.
 #[no_mangle]

@@ -413,6 +413,39 @@ pub unsafe extern "C" fn mx_register_unexp_handler(
     MX_SUCCESS
 }
 
+type CMatchingCallback = unsafe extern "C" fn(*mut c_void, u64, i32);
+
+/// MX's older notification for unexpected messages (deprecated in MX): `cb` is told
+/// the match value and length of each, which then stays unexpected.
+#[no_mangle]
+pub unsafe extern "C" fn mx_register_unexp_callback(
+    e: *mut CEndpoint,
+    cb: Option<CMatchingCallback>,
+    context: *mut c_void,
+) -> MxReturn {
+    let ep = ep_or_fail!(e);
+    let Some(cb) = cb else {
+        ep.ep.set_unexpected_handler(None);
+        return MX_SUCCESS;
+    };
+    let ctx = context as usize;
+    ep.ep
+        .set_unexpected_handler(Some(Box::new(move |info: &omx_proto::UnexpectedInfo| {
+            IN_HANDLER.with(|f| f.set(true));
+            // SAFETY: calling the application's callback with MX's arguments.
+            unsafe {
+                cb(
+                    ctx as *mut c_void,
+                    info.match_info,
+                    info.msg_length.min(i32::MAX as u32) as i32,
+                )
+            };
+            IN_HANDLER.with(|f| f.set(false));
+            false
+        })));
+    MX_SUCCESS
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn mx_close_endpoint(e: *mut CEndpoint) -> MxReturn {
     if IN_HANDLER.with(|f| f.get()) {
