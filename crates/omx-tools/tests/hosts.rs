@@ -550,3 +550,47 @@ fn connect_to_closed_endpoint_is_nacked() {
     );
     server.kill();
 }
+
+/// A static peers file (`OMX_PEERS_FILE`, the original's `omx_init_peers` format) names
+/// peers that no running process announced.
+#[test]
+fn static_peers_file_names_peers() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let mac1 = fmt_mac(h.mac(1));
+    let file = std::env::temp_dir().join(format!("omx-peers-{}", std::process::id()));
+    std::fs::write(&file, format!("# test peers\n\n{mac1} far-away:0\n")).unwrap();
+    let path = file.to_string_lossy().into_owned();
+    let p = h.run(
+        0,
+        "omx_info",
+        OMX_INFO,
+        &[],
+        &[("OMX_PEERS_FILE", path.as_str())],
+        MIN,
+    );
+    assert!(p.succeeded(), "{}", p.report());
+    assert!(
+        p.stdout().contains(&format!("{mac1} far-away:0")),
+        "the peers file's name is not listed:\n{}",
+        p.report()
+    );
+    // A malformed file is an error naming the line, not a silent skip.
+    std::fs::write(&file, "not-a-mac name\n").unwrap();
+    let bad = h.run(
+        0,
+        "omx_info",
+        OMX_INFO,
+        &[],
+        &[("OMX_PEERS_FILE", path.as_str())],
+        MIN,
+    );
+    assert!(
+        !bad.succeeded() && bad.stderr().contains("line 1"),
+        "{}",
+        bad.report()
+    );
+    let _ = std::fs::remove_file(&file);
+}
