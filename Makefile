@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build lib demo demo-sim test test-c test-rust lint soak-sim fuzz bench-engine install clean
+.PHONY: all build lib demo demo-sim test test-c test-rust lint soak-sim fuzz bench-engine bench install clean
 
 all: build
 
@@ -79,3 +79,9 @@ install: build
 
 clean:
 	$(CARGO) clean
+
+## Benchmark suite: omx vs raw frames, TCP, libfabric, UCX on two namespaces (root).
+## Results in bench/results/<date-time>/. MTU=9000 by default; RUNS=3.
+MTU ?= 9000
+bench:
+	MTU=$(MTU) bench/run.sh $(MTU)
