@@ -41,6 +41,9 @@ fi
 say "building omx (release)"
 cargo build --release -q -p omx-tools -p omx-bench
 cargo build --release -q -p omx-transport --examples
+TCPPP=target/bench/tcp_pingpong
+mkdir -p target/bench
+${CC:-cc} -O2 -Wall -Wextra -Werror -o "$TCPPP" bench/tcp_pingpong.c
 
 # ---- hosts ----
 mkdir -p "$OUT"
@@ -126,6 +129,12 @@ t_qperf() { # run "sizes"
     done
   stop_bg
 }
+t_tcp_pp() { # run: our TCP_NODELAY ping-pong over the same sizes as omx_perf
+  bg0 "$TCPPP" server 13338
+  c1 "$TCPPP" client $IP0 13338 1 16777216 2000 2>/dev/null |
+    while read -r s l b; do row tcp_pingpong tcp_pingpong tcp "$s" "$l" "$b" "" "$1"; done
+  stop_bg
+}
 t_fi() { # provider-tag size run
   local prov="tcp;ofi_rxm" n=2000; [ "$1" = udp ] && prov="udp;ofi_rxd"
   [ "$2" -ge 1048576 ] && n=100
@@ -161,13 +170,13 @@ for r in $(seq "$RUNS"); do
   for s in 8 $( [ $sweep = 1 ] && echo "64 1024 $((MTU - 64))" ); do plan+=("t_raw_pp $s $r"); done
   plan+=("t_raw_stream $r")
   if [ $sweep = 1 ]; then ps=$PEER_SIZES; fs=$FI_SIZES; else ps="8 4194304"; fs="8 4194304"; fi
-  plan+=("t_qperf $r '$ps'")
+  plan+=("t_qperf $r '$ps'" "t_tcp_pp $r")
   for s in $fs; do plan+=("t_fi tcp $s $r" "t_fi udp $s $r"); done
   for s in $ps; do plan+=("t_ucx tcp tag_lat $s $r" "t_ucx tcp tag_bw $s $r"); done
   for s in $ps; do plan+=("t_ucx sm tag_lat $s $r" "t_ucx sm tag_bw $s $r"); done
 done
 # Rough cost of each step in seconds, for the time-left estimate.
-cost() { case $1 in t_omx_pp) echo 5;; t_qperf) echo $(( $(wc -w <<<"$3") * 2 + 1 ));; t_omx_rate) echo 2;; *) echo 1.5;; esac; }
+cost() { case $1 in t_omx_pp) echo 5;; t_tcp_pp) echo 6;; t_qperf) echo $(( $(wc -w <<<"$3") * 2 + 1 ));; t_omx_rate) echo 2;; *) echo 1.5;; esac; }
 total=0; for p in "${plan[@]}"; do eval "set -- $p"; c=$(cost "$@"); total=$(awk -v a=$total -v b=$c 'BEGIN{print a+b}'); done
 done_cost=0; i=0; T1=$(date +%s)
 say "MTU $MTU, ${#plan[@]} steps, results in $OUT"

@@ -42,6 +42,7 @@ def main():
         ("8 B latency (us), lower is better", "latency_us", ("omx_pingpong", 8), [
             ("raw AF_PACKET ping-pong, busy-poll (floor)", ("raw_pingpong", 8)),
             ("TCP, qperf `tcp_lat` (blocking)", ("qperf_tcp_lat", 8)),
+            ("TCP ping-pong, TCP_NODELAY (ours, blocking)", ("tcp_pingpong", 8)),
             ("libfabric `tcp;ofi_rxm` fi_pingpong", ("fi_pingpong_tcp", 8)),
             ("libfabric `udp;ofi_rxd` fi_pingpong", ("fi_pingpong_udp", 8)),
             ("UCX `tag_lat`, UCX_TLS=tcp", ("ucx_tcp_tag_lat", 8)),
@@ -50,6 +51,7 @@ def main():
         ("4 MiB bandwidth (MB/s)", "bandwidth_MBps", ("omx_pingpong", MIB4), [
             (f"raw AF_PACKET {rsize}-byte frame stream (floor)", None),
             ("TCP stream, qperf `tcp_bw`", ("qperf_tcp_bw", MIB4)),
+            ("TCP ping-pong, TCP_NODELAY (ours)", ("tcp_pingpong", MIB4)),
             ("libfabric `tcp;ofi_rxm` fi_pingpong", ("fi_pingpong_tcp", MIB4)),
             ("libfabric `udp;ofi_rxd` fi_pingpong", ("fi_pingpong_udp", MIB4)),
             ("UCX `tag_bw`, UCX_TLS=tcp", ("ucx_tcp_tag_bw", MIB4)),
