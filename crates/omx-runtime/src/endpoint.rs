@@ -421,9 +421,21 @@ impl Endpoint {
         context: u64,
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
+        self.post_lent(segs, |e, now, h| {
+            e.irecv(now, match_info, mask, h, len, context)
+        })
+    }
+
+    /// Posts a request that lends `segs` to the engine: the memory is registered for it
+    /// and released again if the engine refuses the request.
+    fn post_lent(
+        &self,
+        segs: &[Segment],
+        post: impl FnOnce(&mut Engine, Time, MemHandle) -> Result<ReqId, EngineError>,
+    ) -> Result<ReqId, Error> {
         let (mut core, now) = self.shared.app_lock_now();
         let h = core.mem.register(segs);
-        match core.engine.irecv(now, match_info, mask, h, len, context) {
+        match post(&mut core.engine, now, h) {
             Ok(r) => {
                 self.shared.post_drain(&mut core, now, true);
                 Ok(r)
@@ -481,18 +493,9 @@ impl Endpoint {
         context: u64,
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(&[seg])?;
-        let (mut core, now) = self.shared.app_lock_now();
-        let h = core.mem.register(&[seg]);
-        match core.engine.iget(now, dest, remote_addr, h, len, context) {
-            Ok(r) => {
-                self.shared.post_drain(&mut core, now, true);
-                Ok(r)
-            }
-            Err(e) => {
-                core.mem.release(h);
-                Err(e.into())
-            }
-        }
+        self.post_lent(&[seg], |e, now, h| {
+            e.iget(now, dest, remote_addr, h, len, context)
+        })
     }
 
     /// One-sided write of `seg` at `remote_addr` on `dest`.
@@ -507,18 +510,9 @@ impl Endpoint {
         context: u64,
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(&[seg])?;
-        let (mut core, now) = self.shared.app_lock_now();
-        let h = core.mem.register(&[seg]);
-        match core.engine.iput(now, dest, remote_addr, h, len, context) {
-            Ok(r) => {
-                self.shared.post_drain(&mut core, now, true);
-                Ok(r)
-            }
-            Err(e) => {
-                core.mem.release(h);
-                Err(e.into())
-            }
-        }
+        self.post_lent(&[seg], |e, now, h| {
+            e.iput(now, dest, remote_addr, h, len, context)
+        })
     }
 
     /// The completion of `req`, if done (removes it).
