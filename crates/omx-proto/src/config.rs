@@ -29,6 +29,12 @@ pub struct EngineConfig {
     pub early_max_bytes: usize,
     /// How far ahead of the next expected sequence number a packet is kept.
     pub early_window: u16,
+    /// Local (self and shared-memory) messages longer than this use a one-copy
+    /// rendezvous (`OMX_SHARED_RNDV_THRESHOLD`).
+    pub shared_rndv_threshold: u32,
+    /// Serve messages to oneself inside the engine (`OMX_DISABLE_SELF=1` turns it off:
+    /// they then loop through the network path).
+    pub self_enabled: bool,
 }
 
 impl EngineConfig {
@@ -46,6 +52,8 @@ impl EngineConfig {
             unexp_max_bytes: 256 << 20,
             early_max_bytes: 64 << 20,
             early_window: 255,
+            shared_rndv_threshold: 4096,
+            self_enabled: true,
         }
     }
 

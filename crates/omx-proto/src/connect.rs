@@ -33,19 +33,11 @@ impl Engine {
                 let p = self.partner(pid);
                 p.session = Some(me);
                 p.reverse_index = p.peer_index;
+                if self.cfg.self_enabled {
+                    self.connect_self(pid);
+                }
             }
-            let k = self.requests.insert(Request::Connect(ConnectReq {
-                partner: pid,
-                key,
-                context,
-                connect_seqnum: 0,
-                last_send: now,
-                resends: 0,
-                resends_max: 0,
-            }));
-            self.requests.remove(k);
-            self.complete(k, RequestKind::Connect, connect_status(code, pid, context));
-            return Ok(ReqId(k.0));
+            return Ok(self.connect_done_now(pid, code, context));
         }
         let resends_max = self.cfg.resends_max;
         let p = self.partner(pid);
@@ -206,6 +198,27 @@ impl Engine {
         if (pid.0 as usize) < self.partners.len() {
             self.reset_partner(now, pid, StatusCode::EndpointUnreachable);
         }
+    }
+
+    /// A connect that needs no packets (oneself, shared memory): completes at once.
+    pub(crate) fn connect_done_now(
+        &mut self,
+        pid: PartnerId,
+        code: StatusCode,
+        context: u64,
+    ) -> ReqId {
+        let k = self.requests.insert(Request::Connect(ConnectReq {
+            partner: pid,
+            key: 0,
+            context,
+            connect_seqnum: 0,
+            last_send: 0,
+            resends: 0,
+            resends_max: 0,
+        }));
+        self.requests.remove(k);
+        self.complete(k, RequestKind::Connect, connect_status(code, pid, context));
+        ReqId(k.0)
     }
 
     pub(crate) fn finish_connect(&mut self, k: Key, code: StatusCode) {

@@ -38,4 +38,6 @@ counters! {
     drop_pull_reply_duplicate, drop_nack_mcp_bad_handle, drop_stale_notify,
     drop_bad_ack, drop_connect_reply_stale,
     send_bundle, recv_bundle, drop_bad_bundle,
+    send_local_eager, send_local_rndv, send_local_notify, send_local_pull_req, send_local_push,
+    recv_local_eager, recv_local_rndv, recv_local_pushed, local_copy_refused,
 }

@@ -151,6 +151,8 @@ pub struct QueueStats {
     pub zombies: usize,
     pub transmits: usize,
     pub completions: usize,
+    pub local_pulls: usize,
+    pub local_out: usize,
 }
 
 pub struct Engine {
@@ -184,6 +186,12 @@ pub struct Engine {
     /// Pending one-sided gets by wire id.
     pub(crate) gets: HashMap<u32, Key>,
     pub(crate) next_get: u32,
+    pub(crate) local_out: VecDeque<crate::local::LocalSend>,
+    pub(crate) local_pulls: VecDeque<crate::local::LocalPull>,
+    pub(crate) lpulls: Slab<crate::local::LocalPullState>,
+    /// A message to oneself is being delivered: the unexpected budget does not apply
+    /// (there is no sender to slow down).
+    pub(crate) self_delivery: bool,
     pub counters: Counters,
 }
 
@@ -225,6 +233,10 @@ impl Engine {
             exposed: Vec::new(),
             gets: HashMap::default(),
             next_get: 1,
+            local_out: VecDeque::new(),
+            local_pulls: VecDeque::new(),
+            lpulls: Slab::default(),
+            self_delivery: false,
             counters: Counters::default(),
         }
     }
@@ -272,7 +284,11 @@ impl Engine {
     }
 
     pub fn has_output(&self) -> bool {
-        !self.out.is_empty() || !self.completions.is_empty() || !self.copy_ops.is_empty()
+        !self.out.is_empty()
+            || !self.completions.is_empty()
+            || !self.copy_ops.is_empty()
+            || !self.local_out.is_empty()
+            || !self.local_pulls.is_empty()
     }
 
     pub fn stats(&self) -> QueueStats {
@@ -291,6 +307,8 @@ impl Engine {
             zombies: self.zombies,
             transmits: self.out.len(),
             completions: self.completions.len(),
+            local_pulls: self.lpulls.len(),
+            local_out: self.local_out.len(),
         }
     }
 

@@ -97,6 +97,12 @@ pub(crate) struct Partner {
     pub last_heard: Time,
     pub probes: u32,
     pub probe_sent: Time,
+    /// Network, self, or shared memory.
+    pub reach: crate::local::Reach,
+    /// Cross-process copies to this partner were refused: large messages are pushed.
+    pub no_cma: bool,
+    /// Memory descriptions of its local rendezvous announcements, by (region, use).
+    pub local_regions: HashMap<(u8, u8), Bytes>,
 }
 
 impl Partner {
@@ -125,6 +131,9 @@ impl Partner {
             last_heard: 0,
             probes: 0,
             probe_sent: 0,
+            reach: crate::local::Reach::Network,
+            no_cma: false,
+            local_regions: HashMap::default(),
         }
     }
 

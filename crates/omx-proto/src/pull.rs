@@ -85,6 +85,16 @@ impl Engine {
         let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
             return;
         };
+        let local = r.active.as_ref().is_some_and(|a| {
+            self.partners[a.partner.0 as usize].reach != crate::local::Reach::Network
+        });
+        if local {
+            self.start_local_recv(now, k, rdma_id, rdma_seq);
+            return;
+        }
+        let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
+            return;
+        };
         let (handle, base) = (r.handle, r.base);
         let Some(a) = r.active.as_mut() else { return };
         a.rndv = Some((rdma_id, rdma_seq, rdma_offset));
@@ -299,6 +309,10 @@ impl Engine {
         flags: u8,
     ) {
         if self.partners[pid.0 as usize].session.is_none() {
+            return;
+        }
+        if self.partners[pid.0 as usize].reach != crate::local::Reach::Network {
+            self.notify_local(now, pid, rdma_id, rdma_seq, xfer, flags);
             return;
         }
         let n = Notify {

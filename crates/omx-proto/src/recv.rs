@@ -12,7 +12,7 @@ use omx_wire::{
 };
 
 /// Where an in-order message went.
-enum Placed {
+pub(crate) enum Placed {
     Recv(Key),
     Unexpected(Key),
 }
@@ -303,7 +303,7 @@ impl Engine {
 
     /// Matches a new in-order message or stores it as unexpected; `None` when the
     /// unexpected budget refuses it (it stays unacked and will be resent).
-    fn place(
+    pub(crate) fn place(
         &mut self,
         pid: PartnerId,
         match_info: u64,
@@ -318,7 +318,7 @@ impl Engine {
             UnexpBody::Eager { .. } => msg_length as usize,
             UnexpBody::Rndv { .. } => RNDV_CHARGE,
         };
-        if self.unexp_bytes + charged > self.cfg.unexp_max_bytes {
+        if self.unexp_bytes + charged > self.cfg.unexp_max_bytes && !self.self_delivery {
             self.counters.drop_unexp_full += 1;
             return None;
         }
@@ -633,7 +633,7 @@ impl Engine {
         existing.is_none()
     }
 
-    fn take_rndv(&mut self, now: Time, pid: PartnerId, r: Rndv) -> bool {
+    pub(crate) fn take_rndv(&mut self, now: Time, pid: PartnerId, r: Rndv) -> bool {
         if r.msg.flags != 0 && self.cfg.wire.mode == WireMode::Native {
             return self.take_one_sided_rndv(now, pid, r);
         }
@@ -658,7 +658,7 @@ impl Engine {
         }
     }
 
-    fn take_notify(&mut self, now: Time, pid: PartnerId, n: Notify) {
+    pub(crate) fn take_notify(&mut self, now: Time, pid: PartnerId, n: Notify) {
         let id = n.pulled_rdma_id;
         let owner = match self.regions[id as usize].as_ref() {
             Some(r) if r.use_seq == n.pulled_rdma_seqnum => Some(r.req),
@@ -692,6 +692,7 @@ impl Engine {
         self.complete_send(k, status);
         self.free_region(now, id);
         if self.cfg.wire.mode == WireMode::MxCompat
+            && self.partners[pid.0 as usize].reach == crate::local::Reach::Network
             && self.partners[pid.0 as usize].partials.is_empty()
         {
             // MX before 1.2.5 needs this ack at once to finish its large receive; a

@@ -53,8 +53,16 @@ impl Engine {
             .partners
             .get(partner.0 as usize)
             .ok_or(EngineError::UnknownPartner)?;
-        let eager = self.is_eager(data.len(), sync);
+        let len = data.len();
+        let eager = match p.reach {
+            crate::local::Reach::Network => self.is_eager(len, sync),
+            _ => !sync && len <= self.cfg.shared_rndv_threshold,
+        };
+        // To oneself a small message may also be passed as a region (copied straight
+        // into a posted receive).
+        let region_ok = p.reach == crate::local::Reach::SelfEndpoint;
         match (&data, eager) {
+            (SendData::Region { .. }, true) if region_ok => {}
             (SendData::Eager(_), false) => {
                 return Err(EngineError::BadArgument(
                     "large or synchronous send needs a region",
@@ -142,6 +150,10 @@ impl Engine {
         let Some(Request::Send(s)) = self.requests.get(k) else {
             return;
         };
+        if self.partners[s.partner.0 as usize].reach != crate::local::Reach::Network {
+            self.start_local_send(now, k);
+            return;
+        }
         let (pid, match_info, len, resends_max) =
             (s.partner, s.match_info, s.data.len(), s.resends_max);
         let data = s.data.clone();
@@ -191,14 +203,9 @@ impl Engine {
                 bytes.clone(),
             ),
             SendData::Region { handle, len } => {
-                let Some(id) = self.alloc_region(*handle, *len, base, k) else {
-                    self.region_waitq.push_back(k);
+                let Some((id, use_seq)) = self.claim_region(k, *handle, *len, base) else {
                     return;
                 };
-                let use_seq = self.regions[id as usize].as_ref().map_or(0, |r| r.use_seq);
-                if let Some(Request::Send(s)) = self.requests.get_mut(k) {
-                    s.large = Some((id, use_seq));
-                }
                 SentPacket::Rndv(Rndv {
                     msg: Msg { length: 8, ..msg },
                     msg_length: *len,
@@ -238,6 +245,25 @@ impl Engine {
             let status = self.send_status(k, StatusCode::Success, len);
             self.complete_send(k, status);
         }
+    }
+
+    /// Registers the region of a large send, or queues the send until one frees up.
+    pub(crate) fn claim_region(
+        &mut self,
+        k: Key,
+        handle: MemHandle,
+        len: u32,
+        base: u64,
+    ) -> Option<(u8, u8)> {
+        let Some(id) = self.alloc_region(handle, len, base, k) else {
+            self.region_waitq.push_back(k);
+            return None;
+        };
+        let use_seq = self.regions[id as usize].as_ref().map_or(0, |r| r.use_seq);
+        if let Some(Request::Send(s)) = self.requests.get_mut(k) {
+            s.large = Some((id, use_seq));
+        }
+        Some((id, use_seq))
     }
 
     fn alloc_region(&mut self, handle: MemHandle, len: u32, base: u64, req: Key) -> Option<u8> {
@@ -656,6 +682,8 @@ impl Engine {
             self.abort_partial(now, part, code);
         }
         self.abort_pulls_from(now, pid, code);
+        self.abort_local_pulls_from(pid, code);
+        self.partner(pid).local_regions.clear();
         self.drop_unexpected_from(pid);
         let waiting: Vec<Key> = self.region_waitq.iter().copied().collect();
         for k in waiting {

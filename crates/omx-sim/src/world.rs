@@ -7,7 +7,7 @@ use bytes::Bytes;
 use omx_proto::demux::{route, Route};
 use omx_proto::*;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 /// Link behaviour. Probabilities apply per frame.
 #[derive(Clone, Debug)]
@@ -110,6 +110,24 @@ pub struct World {
     pub down: Vec<bool>,
     /// Send buffers lent to engines for rendezvous, released when the send is taken.
     send_regions: HashMap<(usize, ReqId), MemHandle>,
+    /// Shared-memory channels between endpoints of one host: (host, from, to) -> queue,
+    /// in order, as the runtime's rings.
+    local_q: BTreeMap<(usize, u8, u8), VecDeque<LocalItem>>,
+    /// Cross-process copies are refused (as with a strict ptrace scope): local large
+    /// messages take the pushed two-copy path.
+    pub refuse_local_copy: bool,
+    /// Bytes per pushed chunk on the fallback path.
+    pub push_chunk: usize,
+}
+
+/// What travels on a simulated shared-memory channel.
+enum LocalItem {
+    Msg(LocalIn),
+    Chunk {
+        cookie: u64,
+        offset: u32,
+        data: Vec<u8>,
+    },
 }
 
 pub type FrameFilter = Box<dyn FnMut(&[u8]) -> bool>;
@@ -171,6 +189,9 @@ impl World {
             scratch: Vec::new(),
             filter: None,
             send_regions: HashMap::new(),
+            local_q: BTreeMap::new(),
+            refuse_local_copy: false,
+            push_chunk: 16 * 1024,
         }
     }
 
@@ -203,10 +224,182 @@ impl World {
                     }
                 }
             }
-            if !busy {
+            if !self.pump_local() && !busy {
                 return;
             }
         }
+    }
+
+    /// Delivers queued shared-memory messages; a refused one stays at the head of its
+    /// channel. Returns whether anything was taken.
+    fn pump_local(&mut self) -> bool {
+        let now = self.now;
+        let mut took = false;
+        let keys: Vec<_> = self.local_q.keys().copied().collect();
+        for (h, from, to) in keys {
+            let (nic, session) = {
+                let e = &self.hosts[h].engines[from as usize];
+                (e.params().nic_id, e.params().session)
+            };
+            loop {
+                let Some(item) = self
+                    .local_q
+                    .get_mut(&(h, from, to))
+                    .and_then(|q| q.pop_front())
+                else {
+                    break;
+                };
+                let host = &mut self.hosts[h];
+                let engine = &mut host.engines[to as usize];
+                let pid = engine.local_partner(nic, from, session);
+                match item {
+                    LocalItem::Msg(m) => {
+                        if !engine.handle_local(now, pid, m.clone()) {
+                            self.local_q
+                                .get_mut(&(h, from, to))
+                                .expect("queue")
+                                .push_front(LocalItem::Msg(m));
+                            break;
+                        }
+                    }
+                    LocalItem::Chunk {
+                        cookie,
+                        offset,
+                        data,
+                    } => {
+                        let len = data.len() as u32;
+                        if let Some((dst, at, keep)) =
+                            engine.local_chunk_target(cookie, offset, len)
+                        {
+                            host.mem
+                                .get_mut(dst)
+                                .write_at(at as usize, &data[..keep as usize]);
+                            host.engines[to as usize].local_chunk_done(now, cookie, len);
+                        }
+                    }
+                }
+                took = true;
+            }
+        }
+        self.local_q.retain(|_, q| !q.is_empty());
+        took
+    }
+
+    /// A shared-memory message from endpoint `e` of host `h`.
+    fn send_local(&mut self, h: usize, e: usize, s: LocalSend) {
+        let (nic, to, _) = self.hosts[h].engines[e]
+            .partner_addr(s.partner)
+            .expect("local partner");
+        assert_eq!(
+            nic, self.hosts[h].nic_id,
+            "local partners live on the same host"
+        );
+        let q = self.local_q.entry((h, e as u8, to)).or_default();
+        let mem = &self.hosts[h].mem;
+        let item = match s.msg {
+            LocalMsg::Eager {
+                match_info,
+                flags,
+                data,
+            } => LocalIn::Eager {
+                match_info,
+                flags,
+                data,
+            },
+            LocalMsg::Rndv {
+                match_info,
+                flags,
+                len,
+                region,
+                use_seq,
+                mem: handle,
+                offset,
+            } => {
+                let mut remote = Vec::with_capacity(16);
+                remote.extend_from_slice(&handle.0.to_le_bytes());
+                remote.extend_from_slice(&offset.to_le_bytes());
+                LocalIn::Rndv {
+                    match_info,
+                    flags,
+                    len,
+                    region,
+                    use_seq,
+                    remote: Bytes::from(remote),
+                }
+            }
+            LocalMsg::Notify {
+                region,
+                use_seq,
+                xfer,
+                flags,
+            } => LocalIn::Notify {
+                region,
+                use_seq,
+                xfer,
+                flags,
+            },
+            LocalMsg::PullReq {
+                region,
+                use_seq,
+                offset,
+                len,
+                cookie,
+            } => LocalIn::PullReq {
+                region,
+                use_seq,
+                offset,
+                len,
+                cookie,
+            },
+            LocalMsg::Push {
+                cookie,
+                mem: handle,
+                offset,
+                len,
+            } => {
+                let mut done = 0usize;
+                while done < len as usize {
+                    let n = self.push_chunk.min(len as usize - done);
+                    let mut data = vec![0u8; n];
+                    mem.get(handle).read_at(offset as usize + done, &mut data);
+                    q.push_back(LocalItem::Chunk {
+                        cookie,
+                        offset: done as u32,
+                        data,
+                    });
+                    done += n;
+                }
+                return;
+            }
+        };
+        q.push_back(LocalItem::Msg(item));
+    }
+
+    /// Executes a one-copy local pull within host `h`'s memory.
+    fn run_local_pull(&mut self, h: usize, e: usize, p: LocalPull) {
+        let now = self.now;
+        let (src, src_offset) = match &p.src {
+            PullSrc::Own(handle) => (*handle, p.src_offset),
+            PullSrc::Peer { remote, .. } => {
+                if self.refuse_local_copy {
+                    self.hosts[h].engines[e].local_pull_done(now, p.id, PullOutcome::Refused);
+                    return;
+                }
+                let handle = MemHandle(u64::from_le_bytes(remote[..8].try_into().expect("8")));
+                let base = u64::from_le_bytes(remote[8..16].try_into().expect("8"));
+                (handle, base + p.src_offset)
+            }
+        };
+        let mut data = vec![0u8; p.len as usize];
+        self.hosts[h]
+            .mem
+            .get(src)
+            .read_at(src_offset as usize, &mut data);
+        self.hosts[h]
+            .mem
+            .get_mut(p.dst)
+            .write_at(p.dst_offset as usize, &data);
+        self.hosts[h].engines[e].local_pull_done(now, p.id, PullOutcome::Done);
     }
 
     fn drain_engine(&mut self, h: usize, e: usize) {
@@ -233,6 +426,12 @@ impl World {
             });
             self.send_frame(h, &frame);
             self.scratch = frame;
+        }
+        while let Some(s) = self.hosts[h].engines[e].poll_local() {
+            self.send_local(h, e, s);
+        }
+        while let Some(p) = self.hosts[h].engines[e].poll_local_pull() {
+            self.run_local_pull(h, e, p);
         }
         while let Some(c) = self.hosts[h].engines[e].poll_completion() {
             self.hosts[h].completions.push((e as u8, c));
@@ -411,6 +610,24 @@ impl World {
         status.source.expect("connect names its partner")
     }
 
+    /// Connects endpoint `ea` to endpoint `eb` of the same host `h` through shared
+    /// memory (or to itself when they are equal).
+    pub fn connect_local(&mut self, h: usize, ea: u8, eb: u8) -> PartnerId {
+        let nic = self.hosts[h].nic_id;
+        let now = self.now;
+        let req = if ea == eb {
+            self.engine(h, ea).connect(now, nic, eb, KEY, 0)
+        } else {
+            let session = self.engine(h, eb).params().session;
+            self.engine(h, ea).connect_local(nic, eb, session, true, 0)
+        }
+        .expect("local connect");
+        let limit = self.now + 1_000_000_000;
+        let status = self.wait(h, ea, req, limit).expect("connect completes");
+        assert_eq!(status.code, StatusCode::Success, "connect failed");
+        status.source.expect("connect names its partner")
+    }
+
     /// Posts a send of `data` (captured if eager, registered as a region otherwise).
     pub fn send(
         &mut self,
@@ -423,7 +640,7 @@ impl World {
     ) -> ReqId {
         let now = self.now;
         let len = data.len() as u32;
-        let payload = if self.engine(h, ep).is_eager(len, sync) {
+        let payload = if self.engine(h, ep).is_eager_to(to, match_info, len, sync) {
             SendData::Eager(Bytes::from(data))
         } else {
             let handle = self.hosts[h].mem.register(Buffer::contiguous(data));

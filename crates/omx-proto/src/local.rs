@@ -1,0 +1,719 @@
+//! Partners reached without the network: the endpoint itself ("self") and endpoints of
+//! other processes on this host ("shared", through shared-memory rings the runtime owns).
+//!
+//! The channel is reliable and ordered, so local partners skip sequence numbers, acks,
+//! retransmission and pull frames, but keep the same matching, ordering, unexpected queue
+//! and one-sided semantics: local messages enter the same `take_*` paths as network ones.
+//! Messages up to `shared_rndv_threshold` travel whole (eager); larger ones announce their
+//! region and the receiver copies it in one step from the sender's memory (a
+//! [`LocalPull`], which the runtime executes with a cross-process copy) and then
+//! notifies. When the runtime reports that cross-process copies are refused, the
+//! receiver asks the sender to push the data through the ring instead (two copies).
+
+use crate::engine::{Engine, Request};
+use crate::slab::Key;
+use crate::types::*;
+use bytes::Bytes;
+use omx_wire::{Msg, Notify, Rndv};
+
+/// How a partner is reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reach {
+    #[default]
+    Network,
+    /// This very endpoint: messages are looped back inside the engine.
+    SelfEndpoint,
+    /// Another endpoint of this host, through shared memory.
+    Shared,
+}
+
+/// A message for a local partner, for the runtime to put in the partner's ring (never
+/// emitted for the self partner, which the engine serves internally).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalSend {
+    pub partner: PartnerId,
+    pub msg: LocalMsg,
+}
+
+/// Messages of the local channel, outbound side: memory is named by handle; the runtime
+/// turns a rendezvous region into addresses the receiver can copy from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LocalMsg {
+    Eager {
+        match_info: u64,
+        flags: u8,
+        data: Bytes,
+    },
+    Rndv {
+        match_info: u64,
+        flags: u8,
+        len: u32,
+        region: u8,
+        use_seq: u8,
+        mem: MemHandle,
+        /// Byte offset of the message in `mem`.
+        offset: u64,
+    },
+    Notify {
+        region: u8,
+        use_seq: u8,
+        xfer: u32,
+        flags: u8,
+    },
+    /// Fallback: asks the sender to push `len` bytes of its region from `offset`.
+    PullReq {
+        region: u8,
+        use_seq: u8,
+        offset: u32,
+        len: u32,
+        cookie: u64,
+    },
+    /// Fallback, sender side: stream `len` bytes of `mem` from `offset` as chunks tagged
+    /// `cookie` (message offsets start at 0).
+    Push {
+        cookie: u64,
+        mem: MemHandle,
+        offset: u64,
+        len: u32,
+    },
+}
+
+/// Messages of the local channel, inbound side (decoded by the runtime from a ring).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LocalIn {
+    Eager {
+        match_info: u64,
+        flags: u8,
+        data: Bytes,
+    },
+    Rndv {
+        match_info: u64,
+        flags: u8,
+        len: u32,
+        region: u8,
+        use_seq: u8,
+        /// The sender's description of its memory (opaque to the engine).
+        remote: Bytes,
+    },
+    Notify {
+        region: u8,
+        use_seq: u8,
+        xfer: u32,
+        flags: u8,
+    },
+    PullReq {
+        region: u8,
+        use_seq: u8,
+        offset: u32,
+        len: u32,
+        cookie: u64,
+    },
+}
+
+/// Where a local pull reads from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PullSrc {
+    /// This endpoint's own memory (the self partner).
+    Own(MemHandle),
+    /// Another process's memory, as its rendezvous described it.
+    Peer { partner: PartnerId, remote: Bytes },
+}
+
+/// A one-step copy of a local large message into a receive buffer, reported with
+/// [`Engine::local_pull_done`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalPull {
+    pub id: CopyId,
+    pub src: PullSrc,
+    pub src_offset: u64,
+    pub dst: MemHandle,
+    pub dst_offset: u64,
+    pub len: u32,
+}
+
+/// How a local pull ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PullOutcome {
+    Done,
+    /// The kernel refused the cross-process copy: use the pushed two-copy path.
+    Refused,
+    /// The sender's process is gone.
+    Gone,
+    /// The sender's memory could not be read (bad address).
+    Fault,
+}
+
+/// A matched local large receive in progress.
+pub(crate) struct LocalPullState {
+    pub req: Key,
+    pub partner: PartnerId,
+    pub region: u8,
+    pub use_seq: u8,
+    pub offset: u32,
+    pub xfer: u32,
+    /// Bytes pushed so far (fallback path).
+    pub pushed: u32,
+}
+
+impl Engine {
+    /// How `partner` is reached.
+    pub fn reach(&self, partner: PartnerId) -> Reach {
+        self.partners
+            .get(partner.0 as usize)
+            .map_or(Reach::Network, |p| p.reach)
+    }
+
+    /// Whether a send of `len` bytes with `match_info` to `partner` must be captured as
+    /// [`SendData::Eager`] (otherwise it is passed as a region). To the self partner, a
+    /// message that a posted receive matches is copied once, straight from the send
+    /// buffer; only one that would wait in the unexpected queue is captured.
+    pub fn is_eager_to(&self, partner: PartnerId, match_info: u64, len: u32, sync: bool) -> bool {
+        match self.reach(partner) {
+            Reach::Network => self.is_eager(len, sync),
+            Reach::Shared => !sync && len <= self.cfg.shared_rndv_threshold,
+            Reach::SelfEndpoint => {
+                !sync && len <= self.cfg.shared_rndv_threshold && !self.posted_match(match_info)
+            }
+        }
+    }
+
+    fn posted_match(&self, match_info: u64) -> bool {
+        self.posted.iter().any(|&k| {
+            matches!(self.requests.get(k), Some(Request::Recv(r)) if match_info & r.mask == r.match_info)
+        })
+    }
+
+    /// Connects to an endpoint of this host reached through shared memory. The runtime
+    /// opened its ring and read its `session`; `key_ok` says whether the key we were
+    /// given matches the one it published. Completes at once.
+    pub fn connect_local(
+        &mut self,
+        nic_id: NicId,
+        endpoint: u8,
+        session: u32,
+        key_ok: bool,
+        context: u64,
+    ) -> Result<ReqId, EngineError> {
+        let pid = self.local_partner(nic_id, endpoint, session);
+        let code = if key_ok {
+            StatusCode::Success
+        } else {
+            self.counters.connect_bad_key += 1;
+            StatusCode::BadKey
+        };
+        Ok(self.connect_done_now(pid, code, context))
+    }
+
+    /// The partner for a shared-memory sender (or connect target) with `session`; a new
+    /// session means the remote endpoint was reopened: what was pending with the old one
+    /// fails.
+    pub fn local_partner(&mut self, nic_id: NicId, endpoint: u8, session: u32) -> PartnerId {
+        let pid = match self.partner_by_addr.get(&(nic_id, endpoint)) {
+            Some(&id) => id,
+            None => {
+                let peer_index = self.peers.index_of(nic_id).unwrap_or(0);
+                let id = PartnerId(self.partners.len() as u32);
+                self.partners
+                    .push(crate::partner::Partner::new(nic_id, endpoint, peer_index));
+                self.partner_by_addr.insert((nic_id, endpoint), id);
+                id
+            }
+        };
+        let p = &self.partners[pid.0 as usize];
+        if p.reach == Reach::Shared && p.session.is_some_and(|s| s != session) {
+            self.reset_partner(0, pid, StatusCode::EndpointClosed);
+        }
+        let me = (self.me.nic_id, self.me.endpoint);
+        let p = self.partner(pid);
+        p.reach = if (nic_id, endpoint) == me {
+            Reach::SelfEndpoint
+        } else {
+            Reach::Shared
+        };
+        p.session = Some(session);
+        pid
+    }
+
+    /// The self partner (loopback inside the engine), for `connect` to oneself.
+    pub(crate) fn connect_self(&mut self, pid: PartnerId) {
+        let session = self.me.session;
+        let p = self.partner(pid);
+        p.reach = Reach::SelfEndpoint;
+        p.session = Some(session);
+    }
+
+    /// A shared-memory partner's process closed its endpoint or died: everything
+    /// pending with it fails with `EndpointClosed`; a new connect is needed.
+    pub fn local_partner_gone(&mut self, now: Time, partner: PartnerId) {
+        if self.reach(partner) != Reach::Shared {
+            return;
+        }
+        self.reset_partner(now, partner, StatusCode::EndpointClosed);
+    }
+
+    pub fn poll_local(&mut self) -> Option<LocalSend> {
+        self.local_out.pop_front()
+    }
+
+    pub fn poll_local_pull(&mut self) -> Option<LocalPull> {
+        self.local_pulls.pop_front()
+    }
+
+    /// Sends the first (and only) message of a send to a local partner.
+    pub(crate) fn start_local_send(&mut self, now: Time, k: Key) {
+        let Some(Request::Send(s)) = self.requests.get(k) else {
+            return;
+        };
+        let (pid, match_info, flags, base) = (s.partner, s.match_info, s.flags, s.base);
+        match s.data.clone() {
+            SendData::Eager(data) => {
+                let len = data.len() as u32;
+                self.counters.send_local_eager += 1;
+                // Complete first: a self message may complete receives at once, and the
+                // send was posted before them.
+                let status = self.send_status(k, StatusCode::Success, len);
+                self.complete_send(k, status);
+                self.emit_local(
+                    now,
+                    pid,
+                    LocalMsg::Eager {
+                        match_info,
+                        flags,
+                        data,
+                    },
+                );
+            }
+            SendData::Region { handle, len } => {
+                let Some((region, use_seq)) = self.claim_region(k, handle, len, base) else {
+                    return;
+                };
+                self.counters.send_local_rndv += 1;
+                self.emit_local(
+                    now,
+                    pid,
+                    LocalMsg::Rndv {
+                        match_info,
+                        flags,
+                        len,
+                        region,
+                        use_seq,
+                        mem: handle,
+                        offset: base,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Queues a local message, or serves it at once when it is for this endpoint.
+    pub(crate) fn emit_local(&mut self, now: Time, pid: PartnerId, msg: LocalMsg) {
+        if self.reach(pid) != Reach::SelfEndpoint {
+            self.local_out.push_back(LocalSend { partner: pid, msg });
+            return;
+        }
+        let m = match msg {
+            LocalMsg::Eager {
+                match_info,
+                flags,
+                data,
+            } => LocalIn::Eager {
+                match_info,
+                flags,
+                data,
+            },
+            LocalMsg::Rndv {
+                match_info,
+                flags,
+                len,
+                region,
+                use_seq,
+                ..
+            } => LocalIn::Rndv {
+                match_info,
+                flags,
+                len,
+                region,
+                use_seq,
+                remote: Bytes::new(),
+            },
+            LocalMsg::Notify {
+                region,
+                use_seq,
+                xfer,
+                flags,
+            } => LocalIn::Notify {
+                region,
+                use_seq,
+                xfer,
+                flags,
+            },
+            // The self partner never refuses its own memory.
+            LocalMsg::PullReq { .. } | LocalMsg::Push { .. } => return,
+        };
+        self.self_delivery = true;
+        let taken = self.handle_local(now, pid, m);
+        self.self_delivery = false;
+        debug_assert!(taken, "self delivery is never refused");
+    }
+
+    /// Processes one message from a local partner's ring. Returns false when it cannot
+    /// be taken now (the unexpected queue is full): the runtime keeps it in the ring and
+    /// offers it again later, so the sender is slowed, never dropped.
+    pub fn handle_local(&mut self, now: Time, pid: PartnerId, m: LocalIn) -> bool {
+        if self.reach(pid) == Reach::Network {
+            self.counters.drop_not_connected += 1;
+            return true;
+        }
+        match m {
+            LocalIn::Eager {
+                match_info,
+                flags,
+                data,
+            } => {
+                self.counters.recv_local_eager += 1;
+                if flags != 0 {
+                    let msg = Msg {
+                        flags,
+                        dst_endpoint: self.me.endpoint,
+                        src_endpoint: 0,
+                        length: data.len().min(u16::MAX as usize) as u16,
+                        checksum: 0,
+                        lib_seqnum: 0,
+                        lib_piggyack: 0,
+                        match_info,
+                        session: 0,
+                    };
+                    return self.take_one_sided_eager(now, pid, msg, data);
+                }
+                self.take_whole_eager(now, pid, match_info, data)
+            }
+            LocalIn::Rndv {
+                match_info,
+                flags,
+                len,
+                region,
+                use_seq,
+                remote,
+            } => {
+                self.counters.recv_local_rndv += 1;
+                self.partner(pid)
+                    .local_regions
+                    .insert((region, use_seq), remote);
+                let r = Rndv {
+                    msg: Msg {
+                        flags,
+                        dst_endpoint: self.me.endpoint,
+                        src_endpoint: 0,
+                        length: 8,
+                        checksum: 0,
+                        lib_seqnum: 0,
+                        lib_piggyack: 0,
+                        match_info,
+                        session: 0,
+                    },
+                    msg_length: len,
+                    pulled_rdma_id: region,
+                    pulled_rdma_seqnum: use_seq,
+                    pulled_rdma_offset: 0,
+                };
+                let taken = self.take_rndv(now, pid, r);
+                if !taken {
+                    self.partner(pid).local_regions.remove(&(region, use_seq));
+                }
+                taken
+            }
+            LocalIn::Notify {
+                region,
+                use_seq,
+                xfer,
+                flags,
+            } => {
+                let n = Notify {
+                    flags,
+                    dst_endpoint: self.me.endpoint,
+                    src_endpoint: 0,
+                    session: 0,
+                    total_length: xfer,
+                    pulled_rdma_id: region,
+                    pulled_rdma_seqnum: use_seq,
+                    lib_seqnum: 0,
+                    lib_piggyack: 0,
+                };
+                self.take_notify(now, pid, n);
+                true
+            }
+            LocalIn::PullReq {
+                region,
+                use_seq,
+                offset,
+                len,
+                cookie,
+            } => {
+                self.on_local_pull_req(pid, region, use_seq, offset, len, cookie);
+                true
+            }
+        }
+    }
+
+    /// Fallback, sender side: validates the request against the region and streams it.
+    fn on_local_pull_req(
+        &mut self,
+        pid: PartnerId,
+        region: u8,
+        use_seq: u8,
+        offset: u32,
+        len: u32,
+        cookie: u64,
+    ) {
+        let ok = self.regions[region as usize].as_ref().and_then(|r| {
+            let owner_ok =
+                matches!(self.requests.get(r.req), Some(Request::Send(s)) if s.partner == pid);
+            let in_range = (offset as u64 + len as u64) <= r.len as u64;
+            (r.use_seq == use_seq && owner_ok && in_range).then_some((r.handle, r.base))
+        });
+        let Some((mem, base)) = ok else {
+            self.counters.drop_pull_bad_region += 1;
+            return;
+        };
+        self.counters.send_local_push += 1;
+        self.local_out.push_back(LocalSend {
+            partner: pid,
+            msg: LocalMsg::Push {
+                cookie,
+                mem,
+                offset: base + offset as u64,
+                len,
+            },
+        });
+    }
+
+    /// An eager message that arrived whole (any length up to the local threshold).
+    fn take_whole_eager(
+        &mut self,
+        now: Time,
+        pid: PartnerId,
+        match_info: u64,
+        data: Bytes,
+    ) -> bool {
+        let body = crate::engine::UnexpBody::Eager {
+            chunks: vec![(0, data.clone())],
+            complete: true,
+        };
+        match self.place(pid, match_info, data.len() as u32, body) {
+            None => false,
+            Some(crate::recv::Placed::Unexpected(_)) => true,
+            Some(crate::recv::Placed::Recv(k)) => {
+                self.deliver_chunk(k, 0, data);
+                self.try_finish_recv(now, k);
+                true
+            }
+        }
+    }
+
+    /// A matched large receive from a local partner: one copy from the sender's memory,
+    /// or the pushed fallback when copies between processes are refused.
+    pub(crate) fn start_local_recv(&mut self, now: Time, k: Key, rdma_id: u8, rdma_seq: u8) {
+        let Some(Request::Recv(r)) = self.requests.get(k) else {
+            return;
+        };
+        let (handle, base) = (r.handle, r.base);
+        let Some((pid, xfer)) = r.active.as_ref().map(|a| (a.partner, a.xfer)) else {
+            return;
+        };
+        let remote = self.partner(pid).local_regions.remove(&(rdma_id, rdma_seq));
+        let src = match self.reach(pid) {
+            Reach::SelfEndpoint => {
+                let own = self.regions[rdma_id as usize]
+                    .as_ref()
+                    .filter(|r| r.use_seq == rdma_seq)
+                    .map(|r| (r.handle, r.base));
+                own.map(|(h, b)| (PullSrc::Own(h), b))
+            }
+            _ => remote.map(|remote| {
+                (
+                    PullSrc::Peer {
+                        partner: pid,
+                        remote,
+                    },
+                    0,
+                )
+            }),
+        };
+        let Some((src, src_base)) = src else {
+            // The announcement's memory is unknown (a forged or stale rendezvous).
+            self.counters.drop_pull_bad_region += 1;
+            self.fail_recv(k, StatusCode::Aborted);
+            return;
+        };
+        if let Some(Request::Recv(r)) = self.requests.get_mut(k) {
+            if let Some(a) = r.active.as_mut() {
+                a.rndv = Some((rdma_id, rdma_seq, 0));
+            }
+        }
+        if xfer == 0 {
+            self.finish_local_recv(now, k, pid, rdma_id, rdma_seq, 0);
+            return;
+        }
+        let lk = self.lpulls.insert(LocalPullState {
+            req: k,
+            partner: pid,
+            region: rdma_id,
+            use_seq: rdma_seq,
+            offset: 0,
+            xfer,
+            pushed: 0,
+        });
+        if self.partners[pid.0 as usize].no_cma {
+            self.request_push(lk);
+            return;
+        }
+        self.local_pulls.push_back(LocalPull {
+            id: CopyId(lk.0),
+            src,
+            src_offset: src_base,
+            dst: handle,
+            dst_offset: base,
+            len: xfer,
+        });
+    }
+
+    fn request_push(&mut self, lk: Key) {
+        let Some(st) = self.lpulls.get(lk) else {
+            return;
+        };
+        let (pid, region, use_seq, offset, len) =
+            (st.partner, st.region, st.use_seq, st.offset, st.xfer);
+        self.counters.send_local_pull_req += 1;
+        self.local_out.push_back(LocalSend {
+            partner: pid,
+            msg: LocalMsg::PullReq {
+                region,
+                use_seq,
+                offset,
+                len,
+                cookie: lk.0,
+            },
+        });
+    }
+
+    /// The runtime finished (or failed) a [`LocalPull`].
+    pub fn local_pull_done(&mut self, now: Time, id: CopyId, outcome: PullOutcome) {
+        let lk = Key(id.0);
+        let Some(st) = self.lpulls.get(lk) else {
+            return;
+        };
+        let (k, pid, region, use_seq, xfer) = (st.req, st.partner, st.region, st.use_seq, st.xfer);
+        match outcome {
+            PullOutcome::Done => {
+                self.lpulls.remove(lk);
+                self.finish_local_recv(now, k, pid, region, use_seq, xfer);
+            }
+            PullOutcome::Refused => {
+                self.counters.local_copy_refused += 1;
+                self.partner(pid).no_cma = true;
+                self.request_push(lk);
+            }
+            PullOutcome::Gone | PullOutcome::Fault => {
+                self.lpulls.remove(lk);
+                let code = if outcome == PullOutcome::Gone {
+                    StatusCode::EndpointClosed
+                } else {
+                    StatusCode::Aborted
+                };
+                // Let the sender release its region (it fails its send if it is alive).
+                self.notify_local(now, pid, region, use_seq, 0, crate::onesided::DENIED);
+                self.fail_recv(k, code);
+            }
+        }
+    }
+
+    /// Fallback, receiver side: where a pushed chunk of `len` bytes at message offset
+    /// `offset` goes (buffer, byte offset in it, bytes to keep: the rest is beyond a
+    /// short buffer). `None` for an unknown cookie or a chunk outside the message.
+    pub fn local_chunk_target(
+        &self,
+        cookie: u64,
+        offset: u32,
+        len: u32,
+    ) -> Option<(MemHandle, u64, u32)> {
+        let st = self.lpulls.get(Key(cookie))?;
+        if offset as u64 + len as u64 > st.xfer as u64 {
+            return None;
+        }
+        match self.requests.get(st.req) {
+            Some(Request::Recv(r)) => Some((r.handle, r.base + offset as u64, len)),
+            _ => None,
+        }
+    }
+
+    /// Fallback, receiver side: `len` pushed bytes were copied into the buffer.
+    pub fn local_chunk_done(&mut self, now: Time, cookie: u64, len: u32) {
+        let lk = Key(cookie);
+        let Some(st) = self.lpulls.get_mut(lk) else {
+            return;
+        };
+        st.pushed = st.pushed.saturating_add(len);
+        if st.pushed < st.xfer {
+            return;
+        }
+        let (k, pid, region, use_seq, xfer) = (st.req, st.partner, st.region, st.use_seq, st.xfer);
+        self.lpulls.remove(lk);
+        self.counters.recv_local_pushed += 1;
+        self.finish_local_recv(now, k, pid, region, use_seq, xfer);
+    }
+
+    fn finish_local_recv(
+        &mut self,
+        now: Time,
+        k: Key,
+        pid: PartnerId,
+        region: u8,
+        use_seq: u8,
+        xfer: u32,
+    ) {
+        if let Some(Request::Recv(r)) = self.requests.get_mut(k) {
+            if let Some(a) = r.active.as_mut() {
+                a.received = a.msg_length;
+                a.data_done = true;
+            }
+        }
+        self.notify_local(now, pid, region, use_seq, xfer, 0);
+        self.try_finish_recv(now, k);
+    }
+
+    pub(crate) fn notify_local(
+        &mut self,
+        now: Time,
+        pid: PartnerId,
+        region: u8,
+        use_seq: u8,
+        xfer: u32,
+        flags: u8,
+    ) {
+        if self.partners[pid.0 as usize].session.is_none() {
+            return;
+        }
+        self.counters.send_local_notify += 1;
+        self.emit_local(
+            now,
+            pid,
+            LocalMsg::Notify {
+                region,
+                use_seq,
+                xfer,
+                flags,
+            },
+        );
+    }
+
+    pub(crate) fn abort_local_pulls_from(&mut self, pid: PartnerId, code: StatusCode) {
+        let keys: Vec<Key> = self.lpulls.keys().collect();
+        for lk in keys {
+            if self.lpulls.get(lk).is_some_and(|s| s.partner == pid) {
+                if let Some(st) = self.lpulls.remove(lk) {
+                    self.fail_recv(st.req, code);
+                }
+            }
+        }
+    }
+}
