@@ -156,6 +156,11 @@ pub(crate) struct LocalPullState {
 }
 
 impl Engine {
+    /// The partner for a remote endpoint, if one exists.
+    pub fn partner_of(&self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
+        self.partner_by_addr.get(&(nic_id, endpoint)).copied()
+    }
+
     /// How `partner` is reached.
     pub fn reach(&self, partner: PartnerId) -> Reach {
         self.partners
@@ -184,22 +189,32 @@ impl Engine {
     }
 
     /// Connects to an endpoint of this host reached through shared memory. The runtime
-    /// opened its ring and read its `session`; `key_ok` says whether the key we were
-    /// given matches the one it published. Completes at once.
+    /// opened its ring and read its `session`, or failed to (`Err`: the endpoint is
+    /// closed); `key_ok` says whether the key we were given matches the one it
+    /// published. Completes at once.
     pub fn connect_local(
         &mut self,
         nic_id: NicId,
         endpoint: u8,
-        session: u32,
+        session: Result<u32, StatusCode>,
         key_ok: bool,
         context: u64,
     ) -> Result<ReqId, EngineError> {
-        let pid = self.local_partner(nic_id, endpoint, session);
-        let code = if key_ok {
-            StatusCode::Success
-        } else {
-            self.counters.connect_bad_key += 1;
-            StatusCode::BadKey
+        let (pid, code) = match session {
+            Ok(session) => {
+                let pid = self.local_partner(nic_id, endpoint, session);
+                if key_ok {
+                    (pid, StatusCode::Success)
+                } else {
+                    self.counters.connect_bad_key += 1;
+                    (pid, StatusCode::BadKey)
+                }
+            }
+            Err(code) => {
+                let pid = self.local_partner(nic_id, endpoint, 0);
+                self.reset_partner(0, pid, code);
+                (pid, code)
+            }
         };
         Ok(self.connect_done_now(pid, code, context))
     }

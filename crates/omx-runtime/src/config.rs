@@ -27,6 +27,13 @@ pub struct RuntimeConfig {
     pub fatal_errors: bool,
     pub disable_self: bool,
     pub disable_shared: bool,
+    /// Local messages above this use the one-copy rendezvous (`OMX_SHARED_RNDV_THRESHOLD`).
+    pub shared_rndv_threshold: u32,
+    /// Cross-process copies (`process_vm_readv`) may be used (`OMX_SHARED_CMA=0` forces
+    /// the two-copy path through the rings, as when the kernel refuses them).
+    pub shared_cma: bool,
+    /// Bytes of each shared-memory ring (one per sending endpoint) (`OMX_SHARED_RING_KB`).
+    pub shared_ring_bytes: usize,
     /// Run the background progress thread (`OMX_PROGRESS_THREAD=0` disables it).
     pub progress_thread: bool,
     pub unexp_max_bytes: usize,
@@ -121,6 +128,12 @@ impl RuntimeConfig {
             fatal_errors: flag("OMX_FATAL_ERRORS", Some("MX_ERRORS_ARE_FATAL"), true),
             disable_self: flag("OMX_DISABLE_SELF", Some("MX_DISABLE_SELF"), false),
             disable_shared: flag("OMX_DISABLE_SHARED", Some("MX_DISABLE_SHMEM"), false),
+            shared_rndv_threshold: num("OMX_SHARED_RNDV_THRESHOLD", None, 4096).clamp(0, 1 << 20)
+                as u32,
+            shared_cma: flag("OMX_SHARED_CMA", None, true),
+            shared_ring_bytes: (num("OMX_SHARED_RING_KB", None, 256).clamp(64, 16384) as usize
+                * 1024)
+                .next_power_of_two(),
             progress_thread: flag("OMX_PROGRESS_THREAD", None, true),
             unexp_max_bytes: num("OMX_UNEXP_MAX", None, 256 << 20).max(0) as usize,
             rx_ring_bytes: num("OMX_RX_RING_KB", None, 16384).max(0) as usize * 1024,
@@ -135,6 +148,8 @@ impl RuntimeConfig {
         e.zombie_max = self.zombie_max;
         e.not_acked_max = self.not_acked_max;
         e.unexp_max_bytes = self.unexp_max_bytes;
+        e.shared_rndv_threshold = self.shared_rndv_threshold;
+        e.self_enabled = !self.disable_self;
         if let Some(v) = var("OMX_PULL_BLOCKS", None) {
             e.pull_blocks_outstanding = atoi(&v).clamp(1, 64) as u32;
         } else if self.wire.mode == omx_wire::WireMode::Native {

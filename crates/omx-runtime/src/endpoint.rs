@@ -7,6 +7,7 @@ use crate::discovery::Discovery;
 use crate::memory::{MemRegistry, Segment, MAX_SEGMENTS};
 use crate::registry::{EndpointInfo, LockFile};
 use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
+use crate::shared::{run_local_pull, LocalConnect, SharedChannel};
 use bytes::{Bytes, BytesMut};
 use omx_proto::demux::{closed_endpoint_nack, route, Route};
 use omx_proto::*;
@@ -92,6 +93,9 @@ struct Core {
     /// Earliest engine, discovery or housekeeping deadline (runtime ns).
     timer_at: Time,
     unexp_handler: Option<UnexpectedHandler>,
+    /// Shared-memory channel to the other endpoints of this host (none when
+    /// `OMX_DISABLE_SHARED=1` or when it could not be set up).
+    shared: Option<SharedChannel>,
     /// An unexpected handler is running: progression is paused (MX semantics).
     in_handler: bool,
     _index_lock: LockFile,
@@ -110,6 +114,8 @@ struct Shared {
     app_active: AtomicUsize,
     wake_fd: OwnedFd,
     sock_fd: RawFd,
+    /// Doorbell of the shared-memory inbox, when there is one.
+    shm_fd: Option<RawFd>,
     closing: AtomicBool,
     idle: (Mutex<()>, Condvar),
     wakeups: AtomicU64,
@@ -203,6 +209,31 @@ impl Endpoint {
             return Err(std::io::Error::last_os_error().into());
         }
         let sock_fd = sock.fd();
+        let shared = if rt.cfg.disable_shared {
+            None
+        } else {
+            match SharedChannel::open(
+                &b,
+                rt.boards.clone(),
+                index,
+                session,
+                key,
+                rt.cfg.shared_ring_bytes,
+                rt.cfg.shared_cma,
+                rt.cfg.verbose,
+            ) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    if rt.cfg.verbose {
+                        eprintln!(
+                            "omx: no shared-memory channel ({e}); local peers use the network"
+                        );
+                    }
+                    None
+                }
+            }
+        };
+        let shm_fd = shared.as_ref().map(|s| s.wake_fd());
         // Bundles never exceed our frame size: peers' rings are sized for it.
         let bundler = Bundler::new(iface.max_frame_len(), rt.cfg.wire.ethertype);
         let core = Core {
@@ -226,6 +257,7 @@ impl Endpoint {
             last_post: 0,
             timer_at: 0,
             unexp_handler: None,
+            shared,
             in_handler: false,
             _index_lock: lock,
         };
@@ -240,6 +272,7 @@ impl Endpoint {
             // SAFETY: efd is a fresh descriptor we own.
             wake_fd: unsafe { OwnedFd::from_raw_fd(efd) },
             sock_fd,
+            shm_fd,
             closing: AtomicBool::new(false),
             idle: (Mutex::new(()), Condvar::new()),
             wakeups: AtomicU64::new(0),
@@ -324,6 +357,17 @@ impl Endpoint {
         context: u64,
     ) -> Result<ReqId, Error> {
         let (mut core, now) = self.shared.app_lock_now();
+        let me = (self.shared.board.nic_id, self.shared.index);
+        let Core { engine, shared, .. } = &mut *core;
+        if let Some(sh) = shared
+            .as_mut()
+            .filter(|s| s.is_local(nic) && (nic, endpoint) != me)
+        {
+            if let LocalConnect::Done(r) = sh.connect(engine, nic, endpoint, key, context)? {
+                self.shared.post_drain(&mut core, now, true);
+                return Ok(r);
+            }
+        }
         let r = core.engine.connect(now, nic, endpoint, key, context)?;
         self.shared.progress_at(&mut core, Some(now), true);
         Ok(r)
@@ -379,7 +423,7 @@ impl Endpoint {
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
         let (mut core, now) = self.shared.app_lock_now();
-        let (data, handle) = if core.engine.is_eager(len, sync) {
+        let (data, handle) = if core.engine.is_eager_to(dest, match_info, len, sync) {
             (
                 SendData::Eager(capture(&mut core.tx_pool, segs, len as usize)),
                 None,
@@ -835,9 +879,25 @@ impl Shared {
             timer_at,
             rx_pool,
             self_rx,
+            shared,
+            mem,
             ..
         } = core;
         rx.append(self_rx);
+        let mut local_work = false;
+        if let Some(sh) = shared.as_mut() {
+            if sh.has_pending() {
+                let t = now.unwrap_or_else(|| self.rt.now());
+                sh.receive(engine, mem, t, &mut |d| {
+                    if rx_pool.capacity() < d.len() {
+                        rx_pool.refill(d.len());
+                    }
+                    rx_pool.carve(d)
+                });
+                local_work = true;
+            }
+            local_work |= sh.has_backlog();
+        }
         let _ = sock.recv_batch(RX_BATCH, |f| {
             if is_board_frame(f) {
                 board_rx.push(f.to_vec());
@@ -852,6 +912,7 @@ impl Shared {
         // Nothing arrived, nothing to send, no timer due: the common case of a polling
         // loop, kept free of clock reads and deadline scans.
         if rx.is_empty()
+            && !local_work
             && board_rx.is_empty()
             && !engine.has_output()
             && self.rt.coarse_now() < *timer_at
@@ -1002,9 +1063,27 @@ impl Shared {
             forgotten,
             bundler,
             self_rx,
+            shared,
             ..
         } = core;
+        if let Some(sh) = shared.as_mut().filter(|s| s.has_backlog()) {
+            sh.send(engine, mem, now);
+        }
         while engine.has_output() {
+            while let Some(p) = engine.poll_local_pull() {
+                match shared.as_mut() {
+                    Some(sh) => sh.pull(engine, mem, now, p),
+                    None => {
+                        let o = run_local_pull(mem, &p, std::process::id(), false);
+                        engine.local_pull_done(now, p.id, o);
+                    }
+                }
+            }
+            match shared.as_mut() {
+                Some(sh) => sh.send(engine, mem, now),
+                // Without a channel no partner is reached through shared memory.
+                None => while engine.poll_local().is_some() {},
+            }
             while let Some(op) = engine.poll_copy() {
                 mem.write(op.dst, op.dst_offset as usize, &op.src);
                 engine.copy_done(now, op.id);
@@ -1101,6 +1180,9 @@ impl Shared {
     /// learned, and take over the board service if its owner went away.
     fn housekeeping(&self, core: &mut Core, now: Time) {
         core.next_publish = now + SEC;
+        if let Some(sh) = core.shared.as_mut() {
+            sh.check_liveness(&mut core.engine, now);
+        }
         let info = EndpointInfo {
             index: self.index,
             pid: std::process::id(),
@@ -1162,13 +1244,39 @@ impl Shared {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            libc::pollfd {
+                fd: self.shm_fd.unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
         };
-        // SAFETY: two valid pollfds and a valid timespec.
-        unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        // SAFETY: three valid pollfds (a negative fd is ignored) and a valid timespec.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &ts, std::ptr::null()) };
+    }
+
+    /// Sleeps in `poll_fds` with the shared-memory doorbell armed (unless a record
+    /// arrived meanwhile). Called with the core lock held; releases it.
+    fn sleep_unlocked(&self, mut core: MutexGuard<'_, Core>, timeout: Duration) {
+        let armed = match core.shared.as_mut() {
+            Some(sh) => {
+                if !sh.prepare_sleep() {
+                    return;
+                }
+                true
+            }
+            None => false,
+        };
+        drop(core);
+        self.poll_fds(timeout);
+        if armed {
+            if let Some(sh) = self.lock().shared.as_mut() {
+                sh.after_sleep();
+            }
+        }
     }
 
     /// Adaptive wait: make progress and spin for the configured budget (a reply that
@@ -1221,8 +1329,7 @@ impl Shared {
             let left = Duration::from_nanos(deadline.map_or(1_000_000_000, |d| d - now));
             let budget = self.sleep_budget(&core, left);
             self.sleepers.fetch_add(1, Ordering::SeqCst);
-            drop(core);
-            self.poll_fds(budget);
+            self.sleep_unlocked(core, budget);
             if self.sleepers.fetch_sub(1, Ordering::SeqCst) == 1 {
                 self.drain_signal();
             }
@@ -1252,11 +1359,9 @@ impl Shared {
                 continue;
             }
             nap = APP_QUIET;
-            let budget = {
-                let core = self.lock();
-                self.sleep_budget(&core, Duration::from_millis(100))
-            };
-            self.poll_fds(budget);
+            let core = self.lock();
+            let budget = self.sleep_budget(&core, Duration::from_millis(100));
+            self.sleep_unlocked(core, budget);
             if self.sleepers.load(Ordering::SeqCst) == 0 {
                 self.drain_signal();
             }

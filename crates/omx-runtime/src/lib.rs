@@ -10,6 +10,7 @@ pub mod memory;
 pub mod raw;
 pub mod registry;
 pub mod runtime;
+mod shared;
 
 pub use config::RuntimeConfig;
 pub use endpoint::{Endpoint, Error, UnexpectedHandler};

@@ -92,6 +92,31 @@ impl MemRegistry {
         }
     }
 
+    /// The address ranges of `[offset, offset + len)` of a buffer, in order.
+    pub fn ranges(&self, h: MemHandle, offset: usize, len: usize) -> Vec<(*mut u8, usize)> {
+        let mut v = Vec::new();
+        self.for_range(h, offset, len, |p, n, _| v.push((p, n)));
+        v
+    }
+
+    /// Copies `len` bytes between two buffers of this process (a message to oneself);
+    /// the application may have lent overlapping memory, so this is a move.
+    pub fn copy(
+        &self,
+        src: MemHandle,
+        src_offset: usize,
+        dst: MemHandle,
+        dst_offset: usize,
+        len: usize,
+    ) {
+        self.for_range(src, src_offset, len, |p, n, at| {
+            self.for_range(dst, dst_offset + at, n, |q, m, at2| {
+                // SAFETY: both ranges lie inside segments lent to us; memmove semantics.
+                unsafe { std::ptr::copy(p.add(at2), q, m) }
+            });
+        });
+    }
+
     /// Copies `data` into the buffer at `offset` (a receive's copy action).
     pub fn write(&self, h: MemHandle, offset: usize, data: &[u8]) {
         self.for_range(h, offset, data.len(), |p, n, at| {

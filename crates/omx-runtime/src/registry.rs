@@ -61,6 +61,10 @@ impl BoardDir {
         Ok(BoardDir { path })
     }
 
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
     /// Takes endpoint `want` (or the first free one when `None`).
     pub fn lock_endpoint(&self, want: Option<u8>, max: u8) -> io::Result<Option<(u8, LockFile)>> {
         let range: Vec<u8> = match want {

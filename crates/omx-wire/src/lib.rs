@@ -18,6 +18,7 @@ mod config;
 mod decode;
 mod encode;
 mod error;
+mod local;
 mod packet;
 
 pub use bundle::*;
@@ -25,6 +26,7 @@ pub use config::*;
 pub use decode::{decode, Decoded};
 pub use encode::{encode, encode_header};
 pub use error::{DecodeError, DropReason, EncodeError};
+pub use local::*;
 pub use packet::{
     Connect, Header, HostQuery, HostReply, Medium, Msg, NackLib, NackMcp, NackType, Notify, Packet,
     PacketType, Pull, PullReply, Rndv, Truc,
