@@ -7,25 +7,35 @@
 //!   kernel only copies frames for this process's endpoints, an mmap RX ring
 //!   handing out frames in place, and batched `sendmmsg` transmission.
 //! * [`netns`]: run code inside a named network namespace (tests, tools).
+//! * [`shm`]: intra-node transport: per-endpoint [`Inbox`] of single-producer
+//!   / single-consumer rings in a shared file, one [`Outbox`] slot per sender.
+//! * [`cma`]: one-copy transfers between processes (`process_vm_readv`).
 //!
-//! All `unsafe` code is in the private `sys` module (enforced by `deny(unsafe_code)`).
+//! The `unsafe` code is in the private `sys` module and in `shm` / `cma`
+//! (mappings and syscalls), everything else is `deny(unsafe_code)`.
 
 #![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
+pub mod cma;
 mod filter;
 mod iface;
 pub mod netns;
 mod ring;
+#[allow(unsafe_code)]
+pub mod shm;
 mod socket;
 #[allow(unsafe_code)]
 mod sys;
 
+pub use cma::{CmaError, RemoteIov};
 pub use filter::EndpointFilter;
 pub use iface::{
     interface_by_name, list_interfaces, parse_iface_list, select_boards, select_boards_from_env,
     select_from, Interface,
 };
 pub use ring::RingLayout;
+pub use shm::{Inbox, InboxParams, Outbox, OutboxError, ReceiverInfo, SenderId};
 pub use socket::{PacketSocket, SocketOptions, SocketStats};
 
 /// EtherType of Open-MX frames.
