@@ -470,6 +470,86 @@ impl Engine {
         }
     }
 
+    /// Whether an eager send to `partner` may be written by the runtime straight from
+    /// the user's buffer into the partner's ring (then reported with
+    /// [`Engine::local_direct_sent`]): a connected shared-memory partner, an eager
+    /// size, and no local message queued before it.
+    pub fn local_direct_ok(&self, partner: PartnerId, len: u32, sync: bool) -> bool {
+        !sync
+            && len <= self.cfg.shared_rndv_threshold
+            && self.local_out.is_empty()
+            && self.region_waitq.is_empty()
+            && self
+                .partners
+                .get(partner.0 as usize)
+                .is_some_and(|p| p.reach == Reach::Shared && p.session.is_some())
+    }
+
+    /// A send the runtime wrote straight into a shared-memory ring: complete at once.
+    pub fn local_direct_sent(
+        &mut self,
+        partner: PartnerId,
+        match_info: u64,
+        len: u32,
+        context: u64,
+    ) -> ReqId {
+        self.counters.send_local_eager += 1;
+        let req = crate::onesided::flagged_send(
+            partner,
+            match_info,
+            SendData::Eager(Bytes::new()),
+            context,
+            0,
+            0,
+            0,
+            false,
+        );
+        let k = self.requests.insert(Request::Send(req));
+        self.requests.remove(k);
+        let status = Status {
+            code: StatusCode::Success,
+            source: Some(partner),
+            match_info,
+            msg_length: len,
+            xfer_length: len,
+            context,
+        };
+        self.complete(k, RequestKind::Send, status);
+        ReqId(k.0)
+    }
+
+    /// Fast path for a whole eager message from a local partner, read in place from
+    /// its ring: when a posted receive takes it, returns the receive and where the
+    /// bytes go (buffer, byte offset, bytes to keep: a short buffer keeps fewer); the
+    /// runtime copies them and calls [`Engine::local_eager_done`]. `None`: offer the
+    /// message with [`Engine::handle_local`] instead.
+    pub fn local_eager_direct(
+        &mut self,
+        pid: PartnerId,
+        match_info: u64,
+        len: u32,
+    ) -> Option<(ReqId, MemHandle, u64, u32)> {
+        if self.reach(pid) == Reach::Network {
+            return None;
+        }
+        let k = self.match_posted(match_info)?;
+        self.counters.recv_local_eager += 1;
+        self.activate(k, pid, match_info, len);
+        let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
+            return None;
+        };
+        let (handle, base) = (r.handle, r.base);
+        let a = r.active.as_mut()?;
+        a.received = len;
+        a.data_done = true;
+        Some((ReqId(k.0), handle, base, a.xfer))
+    }
+
+    /// The runtime copied a message taken by [`Engine::local_eager_direct`].
+    pub fn local_eager_done(&mut self, now: Time, req: ReqId) {
+        self.try_finish_recv(now, Key(req.0));
+    }
+
     /// Fallback, sender side: validates the request against the region and streams it.
     fn on_local_pull_req(
         &mut self,
@@ -510,6 +590,14 @@ impl Engine {
         match_info: u64,
         data: Bytes,
     ) -> bool {
+        // The common case, kept free of allocations: a posted receive takes it (it
+        // matched none of the older unexpected messages, or it would hold one).
+        if let Some(k) = self.match_posted(match_info) {
+            self.activate(k, pid, match_info, data.len() as u32);
+            self.deliver_chunk(k, 0, data);
+            self.try_finish_recv(now, k);
+            return true;
+        }
         let body = crate::engine::UnexpBody::Eager {
             chunks: vec![(0, data.clone())],
             complete: true,

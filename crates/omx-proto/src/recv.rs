@@ -203,7 +203,13 @@ impl Engine {
         }
     }
 
-    fn activate(&mut self, k: Key, partner: PartnerId, match_info: u64, msg_length: u32) {
+    pub(crate) fn activate(
+        &mut self,
+        k: Key,
+        partner: PartnerId,
+        match_info: u64,
+        msg_length: u32,
+    ) {
         if let Some(Request::Recv(r)) = self.requests.get_mut(k) {
             let xfer = r.len.min(msg_length);
             r.active = Some(ActiveRecv {
@@ -294,7 +300,7 @@ impl Engine {
     }
 
     /// Finds the first posted receive matching `match_info` and removes it from the queue.
-    fn match_posted(&mut self, match_info: u64) -> Option<Key> {
+    pub(crate) fn match_posted(&mut self, match_info: u64) -> Option<Key> {
         let pos = self.posted.iter().position(|&k| {
             matches!(self.requests.get(k), Some(Request::Recv(r)) if match_info & r.mask == r.match_info)
         })?;

@@ -150,6 +150,24 @@ impl Engine {
         let Some(Request::Send(s)) = self.requests.get(k) else {
             return;
         };
+        // Messages to one partner leave in order: behind a large send that waits for a
+        // free region, later sends wait too.
+        let waiting_before = !self.region_waitq.is_empty()
+            && self.region_waitq.iter().any(|&w| {
+                matches!(self.requests.get(w), Some(Request::Send(x)) if x.partner == s.partner)
+            });
+        if waiting_before {
+            self.region_waitq.push_back(k);
+            return;
+        }
+        self.begin_send(now, k);
+    }
+
+    /// `start_send` once the send is next in its partner's order.
+    fn begin_send(&mut self, now: Time, k: Key) {
+        let Some(Request::Send(s)) = self.requests.get(k) else {
+            return;
+        };
         if self.partners[s.partner.0 as usize].reach != crate::local::Reach::Network {
             self.start_local_send(now, k);
             return;
@@ -286,8 +304,22 @@ impl Engine {
 
     pub(crate) fn free_region(&mut self, now: Time, id: u8) {
         self.drop_region(id);
-        if let Some(k) = self.region_waitq.pop_front() {
-            self.start_send(now, k);
+        self.start_waiting_sends(now);
+    }
+
+    /// Starts the sends that waited for a region, in order, until a large one finds
+    /// none free.
+    fn start_waiting_sends(&mut self, now: Time) {
+        while let Some(&k) = self.region_waitq.front() {
+            let large = matches!(
+                self.requests.get(k),
+                Some(Request::Send(s)) if matches!(s.data, SendData::Region { .. })
+            );
+            if large && self.regions_used >= MAX_LARGE_SENDS {
+                return;
+            }
+            self.region_waitq.pop_front();
+            self.begin_send(now, k);
         }
     }
 

@@ -423,6 +423,16 @@ impl Endpoint {
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
         let (mut core, now) = self.shared.app_lock_now();
+        if core.engine.local_direct_ok(dest, len, sync) {
+            let Core { engine, shared, .. } = &mut *core;
+            if let Some(sh) = shared.as_mut() {
+                if sh.write_eager_direct(dest, match_info, segs, len as usize) {
+                    let r = engine.local_direct_sent(dest, match_info, len, context);
+                    self.shared.post_drain(&mut core, now, true);
+                    return Ok(r);
+                }
+            }
+        }
         let (data, handle) = if core.engine.is_eager_to(dest, match_info, len, sync) {
             (
                 SendData::Eager(capture(&mut core.tx_pool, segs, len as usize)),
@@ -707,6 +717,9 @@ impl Drop for Endpoint {
 }
 
 fn take_done(core: &mut Core, req: ReqId) -> Option<Completion> {
+    if core.done.is_empty() {
+        return None;
+    }
     let c = core.done.remove(&req)?;
     // `done_order` is cleaned lazily: stale ids (taken by id) are skipped and popped.
     prune_done_order(core);
@@ -885,9 +898,10 @@ impl Shared {
         } = core;
         rx.append(self_rx);
         let mut local_work = false;
+        let mut now = now;
         if let Some(sh) = shared.as_mut() {
             if sh.has_pending() {
-                let t = now.unwrap_or_else(|| self.rt.now());
+                let t = *now.get_or_insert_with(|| self.rt.now());
                 sh.receive(engine, mem, t, &mut |d| {
                     if rx_pool.capacity() < d.len() {
                         rx_pool.refill(d.len());

@@ -256,6 +256,18 @@ impl SharedChannel {
             };
             let m = match decode_local(rec) {
                 Ok(LocalRecord::Eager {
+                    flags: 0,
+                    match_info,
+                    data,
+                }) if let Some((req, h, at, keep)) =
+                    engine.local_eager_direct(pid, match_info, data.len() as u32) =>
+                {
+                    // Straight from the ring into the posted receive.
+                    mem.write(h, at as usize, &data[..keep as usize]);
+                    engine.local_eager_done(now, req);
+                    return true;
+                }
+                Ok(LocalRecord::Eager {
                     flags,
                     match_info,
                     data,
@@ -330,8 +342,20 @@ impl SharedChannel {
     /// Writes the engine's local messages into their rings (what does not fit waits,
     /// in order), then rings the doorbells of the receivers that sleep.
     pub fn send(&mut self, engine: &mut Engine, mem: &MemRegistry, now: Time) {
-        let mut touched: Vec<PartnerId> = Vec::new();
+        let mut rang: Option<PartnerId> = None;
         while let Some(LocalSend { partner, msg }) = engine.poll_local() {
+            // Fast path: nothing waits for this partner and its ring is open.
+            if !matches!(msg, LocalMsg::Push { .. }) && !self.backlog.contains_key(&partner) {
+                if let Some(o) = self.outboxes.get_mut(&partner) {
+                    if write_msg(o, &msg, mem, self.pid) {
+                        if rang.is_some_and(|r| r != partner) {
+                            self.ring(rang.take().expect("some"));
+                        }
+                        rang = Some(partner);
+                        continue;
+                    }
+                }
+            }
             let p = match msg {
                 LocalMsg::Push {
                     cookie,
@@ -348,16 +372,54 @@ impl SharedChannel {
                 m => Pending::Msg(m),
             };
             self.backlog.entry(partner).or_default().push_back(p);
-            if !touched.contains(&partner) {
-                touched.push(partner);
-            }
         }
-        if touched.is_empty() && self.backlog.is_empty() {
+        if let Some(r) = rang {
+            self.ring(r);
+        }
+        if self.backlog.is_empty() {
             return;
         }
         let partners: Vec<PartnerId> = self.backlog.keys().copied().collect();
         for pid in partners {
             self.flush_partner(engine, mem, now, pid);
+        }
+    }
+
+    /// Writes an eager message straight from the user's segments into the partner's
+    /// ring (no capture); false when it must take the queued path (no ring yet,
+    /// messages waiting, or no room).
+    pub fn write_eager_direct(
+        &mut self,
+        pid: PartnerId,
+        match_info: u64,
+        segs: &[crate::memory::Segment],
+        len: usize,
+    ) -> bool {
+        if self.backlog.contains_key(&pid) {
+            return false;
+        }
+        let Some(o) = self.outboxes.get_mut(&pid) else {
+            return false;
+        };
+        let ok = o.try_push(LOCAL_EAGER_HEADER + len, |b| {
+            encode_local_eager(b, 0, match_info, len as u32);
+            let mut at = LOCAL_EAGER_HEADER;
+            for s in segs.iter().filter(|s| s.len > 0) {
+                // SAFETY: the application lent these segments for the call.
+                let src = unsafe { std::slice::from_raw_parts(s.ptr, s.len) };
+                b[at..at + s.len].copy_from_slice(src);
+                at += s.len;
+            }
+        });
+        if ok {
+            o.doorbell();
+        }
+        ok
+    }
+
+    fn ring(&mut self, pid: PartnerId) {
+        if let Some(o) = self.outboxes.get_mut(&pid) {
+            o.doorbell();
         }
     }
 

@@ -619,7 +619,8 @@ impl World {
             self.engine(h, ea).connect(now, nic, eb, KEY, 0)
         } else {
             let session = self.engine(h, eb).params().session;
-            self.engine(h, ea).connect_local(nic, eb, session, true, 0)
+            self.engine(h, ea)
+                .connect_local(nic, eb, Ok(session), true, 0)
         }
         .expect("local connect");
         let limit = self.now + 1_000_000_000;

@@ -357,7 +357,7 @@ fn a_reopened_shared_peer_is_a_new_session() {
     // The peer restarted: the runtime sees a new session in its ring and reconnects.
     let req = w
         .engine(0, 0)
-        .connect_local(nic, 1, 0xabcd, true, 0)
+        .connect_local(nic, 1, Ok(0xabcd), true, 0)
         .unwrap();
     w.pump();
     assert_eq!(w.take(0, 0, s).unwrap().code, StatusCode::EndpointClosed);
@@ -369,7 +369,10 @@ fn a_reopened_shared_peer_is_a_new_session() {
 fn wrong_key_fails_a_local_connect() {
     let mut w = host(2, 13);
     let nic = w.hosts[0].nic_id;
-    let req = w.engine(0, 0).connect_local(nic, 1, 5, false, 0).unwrap();
+    let req = w
+        .engine(0, 0)
+        .connect_local(nic, 1, Ok(5), false, 0)
+        .unwrap();
     w.pump();
     assert_eq!(w.take(0, 0, req).unwrap().code, StatusCode::BadKey);
 }
@@ -410,4 +413,44 @@ fn local_and_network_partners_share_one_matching_queue() {
     assert_eq!(seen, (0..20).collect::<Vec<_>>());
     let evens: Vec<_> = reqs.iter().filter(|(i, _, _)| i % 2 == 0).collect();
     assert!(!evens.is_empty());
+}
+
+/// More large sends than regions (128), interleaved with eager ones: the eager ones
+/// must not overtake the large ones waiting for a region (network and local).
+#[test]
+fn order_is_kept_when_large_sends_wait_for_regions() {
+    for local in [true, false] {
+        let mut w = World::new(
+            if local { 1 } else { 2 },
+            2,
+            EngineConfig::new(WireConfig::native_9000()),
+            LinkConfig::default(),
+            15,
+        );
+        let (to, rh, re) = if local {
+            (w.connect_local(0, 0, 1), 0, 1)
+        } else {
+            (w.connect(0, 0, 1, 0), 1, 0)
+        };
+        let n = 300u64;
+        let len = |i: u64| if i % 3 == 2 { 10 } else { 40_000 };
+        let sends: Vec<_> = (0..n)
+            .map(|i| w.send(0, 0, to, i, pattern(len(i), i), false))
+            .collect();
+        for i in 0..n {
+            let (r, h) = w.recv(rh, re, 0, 0, 40_000, &[]);
+            let s = w.wait(rh, re, r, w.now + 100 * SEC).expect("delivered");
+            assert_eq!(s.match_info, i, "local={local}: message {i} overtaken");
+            assert_eq!(
+                w.hosts[rh].mem.get(h).to_vec()[..len(i)],
+                pattern(len(i), i)[..]
+            );
+        }
+        for s in sends {
+            assert_eq!(
+                w.wait(0, 0, s, w.now + 100 * SEC).unwrap().code,
+                StatusCode::Success
+            );
+        }
+    }
 }

@@ -3,6 +3,8 @@
  * xfer_length = buffer length, only the buffer is written; an eager send
  * completes with MX_STATUS_SUCCESS and the full length, a rendezvous send
  * sees MX_STATUS_TRUNCATED with the bytes taken (a self send: either).
+ * The two endpoints share a process, so they talk through shared memory,
+ * where messages above OMX_SHARED_RNDV_THRESHOLD (4096) are rendezvous.
  * A truncation is a request status, not an error: no handler call, and no
  * exit with MX_ERRORS_ARE_FATAL. */
 #include "common.h"
@@ -10,13 +12,21 @@
 static uint64_t nic;
 static uint32_t rndv; /* MX_COPY_SEND_MAX: largest eager message */
 
+/* Largest eager message between two endpoints of this host. */
+static uint32_t local_eager_max(void) {
+  const char *off = getenv("OMX_DISABLE_SHARED"), *t = getenv("OMX_SHARED_RNDV_THRESHOLD");
+  if (off && atoi(off))
+    return rndv;
+  return t ? (uint32_t)atoi(t) : 4096;
+}
+
 static void trunc_case(mx_endpoint_t from, mx_endpoint_addr_t to, mx_endpoint_t into, int self,
                        uint32_t msg, uint32_t buf, int unexpected, uint32_t seed) {
   unsigned char *s = xmalloc(msg), *r = xmalloc(buf + 64);
   mx_request_t sr, rr = NULL;
   mx_status_t st;
   uint32_t result;
-  int eager = !self && msg <= rndv;
+  int eager = !self && msg <= local_eager_max();
   fill(s, msg, seed);
   memset(r, 0xcd, buf + 64);
   h_reset();
