@@ -373,12 +373,17 @@ impl Engine {
     }
 
     pub(crate) fn new_copy(&mut self, req: Key, src: Bytes, dst: MemHandle, dst_offset: u64) {
+        let msg_length = match self.requests.get(req) {
+            Some(Request::Recv(r)) => r.active.as_ref().map_or(0, |a| a.msg_length),
+            _ => 0,
+        };
         let id = CopyId(self.copies.insert(req).0);
         self.copy_ops.push_back(CopyOp {
             id,
             src,
             dst,
             dst_offset,
+            msg_length,
         });
     }
 

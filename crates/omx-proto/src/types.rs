@@ -115,6 +115,8 @@ pub struct CopyOp {
     pub src: Bytes,
     pub dst: MemHandle,
     pub dst_offset: u64,
+    /// Length of the whole message the copy belongs to (offload thresholds).
+    pub msg_length: u32,
 }
 
 /// Errors returned synchronously by engine calls (bad arguments, not network events).

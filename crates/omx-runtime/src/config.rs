@@ -32,6 +32,8 @@ pub struct RuntimeConfig {
     /// Cross-process copies (`process_vm_readv`) may be used (`OMX_SHARED_CMA=0` forces
     /// the two-copy path through the rings, as when the kernel refuses them).
     pub shared_cma: bool,
+    /// Receive-copy offload settings (`OMX_COPY_*`).
+    pub copy: crate::copy::CopyConfig,
     /// Bytes of each shared-memory ring (one per sending endpoint) (`OMX_SHARED_RING_KB`).
     pub shared_ring_bytes: usize,
     /// Run the background progress thread (`OMX_PROGRESS_THREAD=0` disables it).
@@ -134,6 +136,17 @@ impl RuntimeConfig {
             shared_ring_bytes: (num("OMX_SHARED_RING_KB", None, 256).clamp(64, 16384) as usize
                 * 1024)
                 .next_power_of_two(),
+            copy: crate::copy::CopyConfig {
+                mode: match var("OMX_COPY_OFFLOAD", None).as_deref().map(str::trim) {
+                    Some("0") | Some("off") => crate::copy::OffloadMode::Off,
+                    Some("1") | Some("on") => crate::copy::OffloadMode::On,
+                    _ => crate::copy::OffloadMode::Auto,
+                },
+                min_frag: num("OMX_COPY_MIN_FRAG", None, 1024).max(0) as usize,
+                min_msg: num("OMX_COPY_MIN_MSG", None, 65536).clamp(0, u32::MAX as i64) as u32,
+                sync_min: num("OMX_COPY_SYNC_MIN", None, 2 << 20).max(0) as usize,
+                cpu: var("OMX_COPY_CPU", None).and_then(|v| v.trim().parse().ok()),
+            },
             progress_thread: flag("OMX_PROGRESS_THREAD", None, true),
             unexp_max_bytes: num("OMX_UNEXP_MAX", None, 256 << 20).max(0) as usize,
             rx_ring_bytes: num("OMX_RX_RING_KB", None, 16384).max(0) as usize * 1024,

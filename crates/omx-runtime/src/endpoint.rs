@@ -3,6 +3,7 @@
 //! thread), so retransmissions, acks and pulls move while the application computes.
 
 use crate::bundler::Bundler;
+use crate::copy::{run_job, Copier, CopyJob};
 use crate::discovery::Discovery;
 use crate::memory::{MemRegistry, Segment, MAX_SEGMENTS};
 use crate::registry::{EndpointInfo, LockFile};
@@ -96,6 +97,8 @@ struct Core {
     /// Shared-memory channel to the other endpoints of this host (none when
     /// `OMX_DISABLE_SHARED=1` or when it could not be set up).
     shared: Option<SharedChannel>,
+    /// Receive copies handed to the copy engine.
+    copier: Copier,
     /// An unexpected handler is running: progression is paused (MX semantics).
     in_handler: bool,
     _index_lock: LockFile,
@@ -258,6 +261,7 @@ impl Endpoint {
             timer_at: 0,
             unexp_handler: None,
             shared,
+            copier: Copier::new(rt.cfg.copy.clone()),
             in_handler: false,
             _index_lock: lock,
         };
@@ -576,7 +580,13 @@ impl Endpoint {
             return Some(c);
         }
         let mut core = self.shared.progress_guard(core);
-        take_done(&mut core, req)
+        let c = take_done(&mut core, req);
+        if c.is_none() && core.copier.pending() > 0 {
+            // Let the copy thread run if it shares our CPU.
+            drop(core);
+            std::thread::yield_now();
+        }
+        c
     }
 
     /// Waits for `req` (None = forever). `None` on timeout or `wakeup()`.
@@ -696,6 +706,9 @@ impl Drop for Endpoint {
             let mut core = self.shared.lock();
             core.engine.flush_acks();
             self.shared.progress(&mut core);
+            // No copy may land in user memory after close returns.
+            let Core { engine, copier, .. } = &mut *core;
+            copier.wait_all(|id| engine.copy_done(0, id));
         }
         self.shared.closing.store(true, Ordering::SeqCst);
         self.shared.signal();
@@ -894,11 +907,17 @@ impl Shared {
             self_rx,
             shared,
             mem,
+            copier,
             ..
         } = core;
         rx.append(self_rx);
         let mut local_work = false;
         let mut now = now;
+        if copier.pending() > 0 {
+            let t = *now.get_or_insert_with(|| self.rt.now());
+            copier.reap(|id| engine.copy_done(t, id));
+            local_work = true;
+        }
         if let Some(sh) = shared.as_mut() {
             if sh.has_pending() {
                 let t = *now.get_or_insert_with(|| self.rt.now());
@@ -1078,6 +1097,7 @@ impl Shared {
             bundler,
             self_rx,
             shared,
+            copier,
             ..
         } = core;
         if let Some(sh) = shared.as_mut().filter(|s| s.has_backlog()) {
@@ -1086,9 +1106,9 @@ impl Shared {
         while engine.has_output() {
             while let Some(p) = engine.poll_local_pull() {
                 match shared.as_mut() {
-                    Some(sh) => sh.pull(engine, mem, now, p),
+                    Some(sh) => sh.pull(engine, mem, now, p, copier),
                     None => {
-                        let o = run_local_pull(mem, &p, std::process::id(), false);
+                        let o = run_local_pull(mem, &p, std::process::id(), false, None);
                         engine.local_pull_done(now, p.id, o);
                     }
                 }
@@ -1099,6 +1119,20 @@ impl Shared {
                 None => while engine.poll_local().is_some() {},
             }
             while let Some(op) = engine.poll_copy() {
+                if copier.offloads(op.src.len(), op.msg_length) {
+                    let dst = mem
+                        .ranges(op.dst, op.dst_offset as usize, op.src.len())
+                        .into_iter()
+                        .map(|(p, n)| (p as usize, n))
+                        .collect();
+                    let job = CopyJob::Frame { src: op.src, dst };
+                    if let Err(job) = copier.submit(op.id, job) {
+                        // The engine is full: copy here (bounds the frames it holds).
+                        run_job(job);
+                        engine.copy_done(now, op.id);
+                    }
+                    continue;
+                }
                 mem.write(op.dst, op.dst_offset as usize, &op.src);
                 engine.copy_done(now, op.id);
             }
@@ -1123,6 +1157,14 @@ impl Shared {
                 });
             }
             while let Some(c) = engine.poll_completion() {
+                if c.kind == RequestKind::Recv
+                    && copier.pending() > 0
+                    && !matches!(c.status.code, StatusCode::Success | StatusCode::Truncated)
+                {
+                    // A failed receive may still have copies in flight into its
+                    // buffer: the application gets it back only after they land.
+                    copier.wait_all(|id| engine.copy_done(now, id));
+                }
                 if let Some(h) = c.mem {
                     mem.release(h);
                 }
@@ -1234,6 +1276,12 @@ impl Shared {
 
     /// Earliest deadline of the engine or discovery, as a poll timeout from now.
     fn sleep_budget(&self, core: &Core, cap: Duration) -> Duration {
+        // Copies in flight finish within microseconds: check back soon.
+        let cap = if core.copier.pending() > 0 {
+            cap.min(Duration::from_micros(50))
+        } else {
+            cap
+        };
         let now = self.rt.now();
         let mut next = core
             .engine
@@ -1327,12 +1375,13 @@ impl Shared {
             {
                 break None;
             }
-            if self.rt.cfg.wait_spin || now < spin_until {
+            let core_copies = core.copier.pending() > 0;
+            if self.rt.cfg.wait_spin || now < spin_until || core_copies {
                 drop(core);
                 // Past a short tight spin, yield now and then: a waker placed on this
                 // CPU (wake-affine scheduling) then runs soon instead of after the whole
                 // spin budget, which otherwise locks both sides into slow waits.
-                if now > next_yield {
+                if now > next_yield || core_copies {
                     std::thread::yield_now();
                     next_yield = now + YIELD_EVERY;
                 } else {

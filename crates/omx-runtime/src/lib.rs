@@ -4,6 +4,7 @@
 
 pub mod bundler;
 pub mod config;
+pub mod copy;
 pub mod discovery;
 pub mod endpoint;
 pub mod memory;

@@ -482,8 +482,18 @@ impl SharedChannel {
 
     /// Executes a local pull (see [`run_local_pull`]), saying once in verbose mode
     /// when the two-copy fallback takes over.
-    pub fn pull(&mut self, engine: &mut Engine, mem: &MemRegistry, now: Time, p: LocalPull) {
-        let outcome = run_local_pull(mem, &p, self.pid, self.cma);
+    pub fn pull(
+        &mut self,
+        engine: &mut Engine,
+        mem: &MemRegistry,
+        now: Time,
+        p: LocalPull,
+        copier: &crate::copy::Copier,
+    ) {
+        let split = copier
+            .backend()
+            .filter(|_| p.len as usize >= copier.cfg.sync_min);
+        let outcome = run_local_pull(mem, &p, self.pid, self.cma, split);
         if outcome == PullOutcome::Refused && !self.warned {
             self.warned = true;
             if self.verbose {
@@ -602,6 +612,7 @@ pub(crate) fn run_local_pull(
     p: &LocalPull,
     own_pid: u32,
     cma: bool,
+    split: Option<&Arc<dyn crate::copy::CopyBackend>>,
 ) -> PullOutcome {
     let len = p.len as usize;
     match &p.src {
@@ -635,12 +646,58 @@ pub(crate) fn run_local_pull(
             // process, its ranges are a send region of another endpoint of ours, lent
             // until its notify; only a process of the same user (which could ptrace us
             // anyway) could forge such a record.
-            match unsafe { cma::read_from(rm.pid, &iovs, p.src_offset, &local, 0, len) } {
+            // Synchronous offload: the copy thread takes the second half while this
+            // thread copies the first (two cores on one transfer).
+            let mut helper = None;
+            let mut mine = len;
+            if let Some(b) = split.filter(|_| rm.pid != own_pid) {
+                let half = (len / 2) & !4095;
+                let outcome = Arc::new(std::sync::atomic::AtomicU8::new(0));
+                let job = crate::copy::CopyJob::Cma {
+                    pid: rm.pid,
+                    remote: iovs.clone(),
+                    offset: p.src_offset + half as u64,
+                    local: mem
+                        .ranges(p.dst, p.dst_offset as usize + half, len - half)
+                        .into_iter()
+                        .map(|(q, n)| (q as usize, n))
+                        .collect(),
+                    len: len - half,
+                    outcome: outcome.clone(),
+                };
+                let done = Arc::new(crate::copy::Completions::default());
+                if half > 0 && b.submit(&done, job).is_ok() {
+                    helper = Some(outcome);
+                    mine = half;
+                }
+            }
+            // SAFETY: see above; the halves do not overlap.
+            let r = unsafe { cma::read_from(rm.pid, &iovs, p.src_offset, &local, 0, mine) };
+            let mut code = match r {
                 Ok(()) => PullOutcome::Done,
                 Err(CmaError::PermissionDenied) => PullOutcome::Refused,
                 Err(CmaError::ProcessGone) => PullOutcome::Gone,
                 Err(_) => PullOutcome::Fault,
+            };
+            if let Some(o) = helper {
+                use crate::copy::cma_outcome as c;
+                let theirs = loop {
+                    let v = o.load(std::sync::atomic::Ordering::Acquire);
+                    if v != c::PENDING {
+                        break v;
+                    }
+                    std::hint::spin_loop();
+                };
+                if code == PullOutcome::Done {
+                    code = match theirs {
+                        c::DONE => PullOutcome::Done,
+                        c::REFUSED => PullOutcome::Refused,
+                        c::GONE => PullOutcome::Gone,
+                        _ => PullOutcome::Fault,
+                    };
+                }
             }
+            code
         }
     }
 }
