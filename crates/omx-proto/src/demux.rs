@@ -18,6 +18,7 @@ pub fn route(frame: &[u8]) -> Route {
     let Some(&ptype) = frame.get(COMMON_HEADER_LEN) else {
         return Route::Drop;
     };
+    let ptype = omx_wire::type_of(ptype);
     let at = |off: usize| frame.get(COMMON_HEADER_LEN + off).copied();
     let endpoint = match ptype {
         t if t == PacketType::Raw as u8

@@ -344,6 +344,9 @@ impl Engine {
         let mut buf = [0u8; MAX_HEADER_LEN];
         match omx_wire::encode_header(&header, &packet, &self.cfg.wire, &mut buf) {
             Ok(n) => {
+                if urgent && self.cfg.wire.mode == omx_wire::WireMode::Native {
+                    buf[omx_wire::COMMON_HEADER_LEN] |= omx_wire::LATENCY_FLAG;
+                }
                 let t = Transmit::new(buf, n, payload, packet.packet_type(), urgent);
                 self.out.push_back(t);
             }

@@ -69,8 +69,14 @@ impl Bundler {
                 bundle_start(&mut self.bundle, dst.0, src, self.ethertype, ep);
                 bundle_push(&mut self.bundle, &self.first);
                 bundle_push_parts(&mut self.bundle, &[header, payload]);
+                if omx_wire::is_marked(&self.first) {
+                    self.bundle[16] |= omx_wire::LATENCY_FLAG;
+                }
             }
             _ => bundle_push_parts(&mut self.bundle, &[header, payload]),
+        }
+        if self.count >= 1 && omx_wire::is_marked(header) {
+            self.bundle[16] |= omx_wire::LATENCY_FLAG;
         }
         self.count += 1;
     }

@@ -5,8 +5,37 @@ use omx_proto::{EngineConfig, NS_PER_MS};
 use omx_wire::WireConfig;
 use std::time::Duration;
 
+/// Default wake-up policy (see `docs/PERFORMANCE.md` for the measurements behind it).
+pub const DEFAULT_COALESCING: Coalescing = Coalescing::Marked;
+
 /// Pull blocks in flight in native mode (MX-wire-compatible mode keeps the original 4).
 pub const NATIVE_PULL_BLOCKS: u32 = 8;
+
+/// When a sleeping thread (a blocking wait or the progress thread) is woken by the
+/// network (`OMX_COALESCING`), the user-space counterpart of interrupt coalescing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coalescing {
+    /// On every frame.
+    Off,
+    /// Every `OMX_COALESCING_US` while frames may be pending, never by a frame.
+    Timer,
+    /// At once on frames the sender marked latency-sensitive, else on the timer.
+    Marked,
+    /// As `Marked`, and once awake, keeps taking frames while a stream keeps them
+    /// coming, so one wake-up serves the whole burst.
+    Stream,
+}
+
+impl Coalescing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Coalescing::Off => "off",
+            Coalescing::Timer => "timer",
+            Coalescing::Marked => "marked",
+            Coalescing::Stream => "stream",
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
@@ -32,6 +61,10 @@ pub struct RuntimeConfig {
     /// Cross-process copies (`process_vm_readv`) may be used (`OMX_SHARED_CMA=0` forces
     /// the two-copy path through the rings, as when the kernel refuses them).
     pub shared_cma: bool,
+    /// Wake-up policy of sleeping threads (`OMX_COALESCING`).
+    pub coalescing: Coalescing,
+    /// Its timer (`OMX_COALESCING_US`).
+    pub coalescing_delay: Duration,
     /// Receive-copy offload settings (`OMX_COPY_*`).
     pub copy: crate::copy::CopyConfig,
     /// Bytes of each shared-memory ring (one per sending endpoint) (`OMX_SHARED_RING_KB`).
@@ -136,6 +169,16 @@ impl RuntimeConfig {
             shared_ring_bytes: (num("OMX_SHARED_RING_KB", None, 256).clamp(64, 16384) as usize
                 * 1024)
                 .next_power_of_two(),
+            coalescing: match var("OMX_COALESCING", None).as_deref().map(str::trim) {
+                Some("off") => Coalescing::Off,
+                Some("timer") => Coalescing::Timer,
+                Some("stream") => Coalescing::Stream,
+                Some("marked") => Coalescing::Marked,
+                _ => DEFAULT_COALESCING,
+            },
+            coalescing_delay: Duration::from_micros(
+                num("OMX_COALESCING_US", None, 50).clamp(1, 1_000_000) as u64,
+            ),
             copy: crate::copy::CopyConfig {
                 mode: match var("OMX_COPY_OFFLOAD", None).as_deref().map(str::trim) {
                     Some("0") | Some("off") => crate::copy::OffloadMode::Off,

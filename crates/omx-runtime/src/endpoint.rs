@@ -3,6 +3,7 @@
 //! thread), so retransmissions, acks and pulls move while the application computes.
 
 use crate::bundler::Bundler;
+use crate::config::Coalescing;
 use crate::copy::{run_job, Copier, CopyJob};
 use crate::discovery::Discovery;
 use crate::memory::{MemRegistry, Segment, MAX_SEGMENTS};
@@ -104,6 +105,9 @@ struct Core {
     _index_lock: LockFile,
 }
 
+/// Without frames for this long an endpoint counts as idle (wake-up policies).
+const TRAFFIC_IDLE: Time = 1_000_000;
+
 /// Sends posted closer together than this are treated as a stream.
 const STREAM_GAP: Time = 5_000;
 
@@ -119,6 +123,21 @@ struct Shared {
     sock_fd: RawFd,
     /// Doorbell of the shared-memory inbox, when there is one.
     shm_fd: Option<RawFd>,
+    /// Wake-up policy and its timer.
+    coalescing: Coalescing,
+    coalescing_ns: u64,
+    /// Socket that only receives this endpoint's latency-sensitive frames: what
+    /// sleeping threads watch under the `marked` and `stream` policies.
+    wake_sock: Option<Mutex<PacketSocket>>,
+    /// Sleeps, and how they ended: by a frame or doorbell, or by the timer.
+    sleeps: AtomicU64,
+    woken_by_io: AtomicU64,
+    woken_by_timer: AtomicU64,
+    /// `stream` policy: after a wake-up by a frame, keep polling until then (runtime ns).
+    linger_until: AtomicU64,
+    /// When frames last arrived (runtime ns): coalescing applies while traffic flows;
+    /// an idle endpoint sleeps on its data socket, so it is never woken by the timer.
+    last_rx: AtomicU64,
     closing: AtomicBool,
     idle: (Mutex<()>, Condvar),
     wakeups: AtomicU64,
@@ -187,6 +206,7 @@ impl Endpoint {
         let filter = EndpointFilter {
             endpoints: vec![index],
             board_frames: board_lock.is_some(),
+            marked_only: false,
         };
         // Size the receive ring for our frames, not for a larger interface MTU (lo's
         // 64 KiB would leave few slots and drop frames of a deep pull pipeline).
@@ -237,6 +257,32 @@ impl Endpoint {
             }
         };
         let shm_fd = shared.as_ref().map(|s| s.wake_fd());
+        // Without latency flags on the wire (MX-compat mode), marked frames cannot be
+        // told apart: every frame wakes.
+        let coalescing = match rt.cfg.coalescing {
+            Coalescing::Marked | Coalescing::Stream
+                if rt.cfg.wire.mode != omx_wire::WireMode::Native =>
+            {
+                Coalescing::Off
+            }
+            c => c,
+        };
+        let wake_sock = if matches!(coalescing, Coalescing::Marked | Coalescing::Stream) {
+            let wf = EndpointFilter {
+                endpoints: vec![index],
+                board_frames: false,
+                marked_only: true,
+            };
+            let wopts = SocketOptions {
+                rx_ring_bytes: 0,
+                socket_buf_bytes: 64 * 1024,
+                ..SocketOptions::default()
+            };
+            let s = PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &wopts, Some(&wf))?;
+            Some(Mutex::new(s))
+        } else {
+            None
+        };
         // Bundles never exceed our frame size: peers' rings are sized for it.
         let bundler = Bundler::new(iface.max_frame_len(), rt.cfg.wire.ethertype);
         let core = Core {
@@ -277,6 +323,14 @@ impl Endpoint {
             wake_fd: unsafe { OwnedFd::from_raw_fd(efd) },
             sock_fd,
             shm_fd,
+            coalescing,
+            coalescing_ns: rt.cfg.coalescing_delay.as_nanos() as u64,
+            wake_sock,
+            sleeps: AtomicU64::new(0),
+            woken_by_io: AtomicU64::new(0),
+            woken_by_timer: AtomicU64::new(0),
+            linger_until: AtomicU64::new(0),
+            last_rx: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             idle: (Mutex::new(()), Condvar::new()),
             wakeups: AtomicU64::new(0),
@@ -658,6 +712,17 @@ impl Endpoint {
     }
 
     /// Wakes every thread blocked in a wait on this endpoint (they return `None`).
+    /// Sleeps of the threads waiting on this endpoint and how they ended: (sleeps,
+    /// woken by a frame or doorbell, woken by the timer).
+    pub fn wake_stats(&self) -> (u64, u64, u64) {
+        let s = &self.shared;
+        (
+            s.sleeps.load(Ordering::Relaxed),
+            s.woken_by_io.load(Ordering::Relaxed),
+            s.woken_by_timer.load(Ordering::Relaxed),
+        )
+    }
+
     pub fn wakeup(&self) {
         self.shared.wakeups.fetch_add(1, Ordering::SeqCst);
         self.shared.signal();
@@ -841,7 +906,10 @@ fn unbundle(engine: &mut Engine, now: Time, f: Bytes) {
 }
 
 fn is_board_frame(f: &[u8]) -> bool {
-    matches!(f.get(16), Some(1) | Some(3) | Some(4))
+    matches!(
+        f.get(16).map(|&t| omx_wire::type_of(t)),
+        Some(1) | Some(3) | Some(4)
+    )
 }
 
 impl Shared {
@@ -957,6 +1025,9 @@ impl Shared {
             return;
         }
         let now = now.unwrap_or_else(|| self.rt.now());
+        if !rx.is_empty() {
+            self.last_rx.store(now, Ordering::Relaxed);
+        }
         let me = self.index;
         for f in rx.drain(..) {
             if let Route::Endpoint(e) = route(&f) {
@@ -967,7 +1038,9 @@ impl Shared {
                     continue;
                 }
             }
-            if f.get(16) == Some(&omx_wire::BUNDLE_TYPE) && self.rt.cfg.bundle {
+            if f.get(16).map(|&t| omx_wire::type_of(t)) == Some(omx_wire::BUNDLE_TYPE)
+                && self.rt.cfg.bundle
+            {
                 unbundle(engine, now, f);
             } else {
                 engine.handle_frame(now, f);
@@ -1010,13 +1083,14 @@ impl Shared {
         } else {
             NackType::BadEndpoint
         };
-        let frames: Vec<Bytes> = if f.get(16) == Some(&omx_wire::BUNDLE_TYPE) {
-            omx_wire::bundle_items(f)
-                .map(|items| items.into_iter().map(|r| f.slice(r)).collect())
-                .unwrap_or_default()
-        } else {
-            vec![f.clone()]
-        };
+        let frames: Vec<Bytes> =
+            if f.get(16).map(|&t| omx_wire::type_of(t)) == Some(omx_wire::BUNDLE_TYPE) {
+                omx_wire::bundle_items(f)
+                    .map(|items| items.into_iter().map(|r| f.slice(r)).collect())
+                    .unwrap_or_default()
+            } else {
+                vec![f.clone()]
+            };
         for inner in frames {
             if let Some(n) =
                 closed_endpoint_nack(&inner, &self.rt.cfg.wire, self.board.iface.mac, kind)
@@ -1037,6 +1111,7 @@ impl Shared {
         EndpointFilter {
             endpoints,
             board_frames: true,
+            marked_only: false,
         }
     }
 
@@ -1248,6 +1323,7 @@ impl Shared {
                 .counters
                 .iter()
                 .map(|(n, v)| (n.to_string(), v))
+                .chain(self.runtime_counters(core))
                 .collect(),
         };
         let _ = self.board.dir.publish_endpoint(&info);
@@ -1274,6 +1350,23 @@ impl Shared {
         }
     }
 
+    /// Counters kept by the runtime itself (sleeps and wake-ups, copy offload).
+    fn runtime_counters(&self, core: &Core) -> Vec<(String, u64)> {
+        vec![
+            ("sleeps".into(), self.sleeps.load(Ordering::Relaxed)),
+            (
+                "wakeups_io".into(),
+                self.woken_by_io.load(Ordering::Relaxed),
+            ),
+            (
+                "wakeups_timer".into(),
+                self.woken_by_timer.load(Ordering::Relaxed),
+            ),
+            ("copy_offloaded".into(), core.copier.offloaded),
+            ("copy_inline_full".into(), core.copier.inline_full),
+        ]
+    }
+
     /// Earliest deadline of the engine or discovery, as a poll timeout from now.
     fn sleep_budget(&self, core: &Core, cap: Duration) -> Duration {
         // Copies in flight finish within microseconds: check back soon.
@@ -1295,9 +1388,31 @@ impl Shared {
     }
 
     fn poll_fds(&self, timeout: Duration) {
+        let active = self.coalescing != Coalescing::Off
+            && self
+                .rt
+                .now()
+                .saturating_sub(self.last_rx.load(Ordering::Relaxed))
+                < TRAFFIC_IDLE;
+        let coalesce = timeout.min(Duration::from_nanos(self.coalescing_ns));
+        let wake_fd = self
+            .wake_sock
+            .as_ref()
+            .map_or(-1, |s| s.lock().unwrap_or_else(|p| p.into_inner()).fd());
+        // (socket that wakes at once, data socket, timeout)
+        let (net_fd, data_fd, timeout) = match (self.coalescing, active) {
+            (Coalescing::Off, _) | (_, false) => (wake_fd, self.sock_fd, timeout),
+            (Coalescing::Timer, true) => (-1, -1, coalesce),
+            (Coalescing::Marked | Coalescing::Stream, true) => (wake_fd, -1, coalesce),
+        };
         let mut fds = [
             libc::pollfd {
-                fd: self.sock_fd,
+                fd: net_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: data_fd,
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -1316,13 +1431,38 @@ impl Shared {
             tv_sec: timeout.as_secs() as libc::time_t,
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
         };
-        // SAFETY: three valid pollfds (a negative fd is ignored) and a valid timespec.
-        unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &ts, std::ptr::null()) };
+        self.sleeps.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: four valid pollfds (a negative fd is ignored) and a valid timespec.
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 4, &ts, std::ptr::null()) };
+        if n > 0 {
+            self.woken_by_io.fetch_add(1, Ordering::Relaxed);
+            if fds[0].revents != 0 || fds[1].revents != 0 {
+                // (The wake socket only rings: frames come from the data ring, and its
+                // marks are drained before the next sleep.)
+                if self.coalescing == Coalescing::Stream {
+                    let until = self.rt.now() + self.coalescing_ns / 2;
+                    self.linger_until.store(until, Ordering::Relaxed);
+                }
+            }
+        } else {
+            self.woken_by_timer.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Sleeps in `poll_fds` with the shared-memory doorbell armed (unless a record
     /// arrived meanwhile). Called with the core lock held; releases it.
     fn sleep_unlocked(&self, mut core: MutexGuard<'_, Core>, timeout: Duration) {
+        if let Some(w) = &self.wake_sock {
+            // Forget the marks of frames already taken, then make sure none arrived
+            // since the last pass (its mark would have been drained with them).
+            let _ = w
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .recv_batch(RX_BATCH, |_| {});
+            if core.sock.readable().unwrap_or(false) {
+                return;
+            }
+        }
         let armed = match core.shared.as_mut() {
             Some(sh) => {
                 if !sh.prepare_sleep() {
@@ -1376,7 +1516,8 @@ impl Shared {
                 break None;
             }
             let core_copies = core.copier.pending() > 0;
-            if self.rt.cfg.wait_spin || now < spin_until || core_copies {
+            let lingering = now < self.linger_until.load(Ordering::Relaxed);
+            if self.rt.cfg.wait_spin || now < spin_until || core_copies || lingering {
                 drop(core);
                 // Past a short tight spin, yield now and then: a waker placed on this
                 // CPU (wake-affine scheduling) then runs soon instead of after the whole

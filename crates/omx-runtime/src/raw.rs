@@ -35,6 +35,7 @@ impl RawEndpoint {
         let filter = EndpointFilter {
             endpoints: Vec::new(),
             board_frames: true,
+            marked_only: false,
         };
         // Raw frames always use the original's EtherType.
         let sock = PacketSocket::open_filtered(

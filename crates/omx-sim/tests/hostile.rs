@@ -47,7 +47,13 @@ fn check_traffic_still_flows(w: &mut World, tag: u64) {
 #[test]
 fn malformed_frames_are_counted_and_dropped() {
     let (mut w, frames) = captured();
-    let of_type = |t: PacketType| frames.iter().find(|f| f[16] == t as u8).unwrap().clone();
+    let of_type = |t: PacketType| {
+        frames
+            .iter()
+            .find(|f| omx_wire::type_of(f[16]) == t as u8)
+            .unwrap()
+            .clone()
+    };
     let tiny = of_type(PacketType::Tiny);
     let reply = of_type(PacketType::PullReply);
     let mut bad: Vec<Vec<u8>> = Vec::new();

@@ -37,20 +37,27 @@ pub struct EndpointFilter {
     /// Also accept board frames (RAW, HOST_QUERY, HOST_REPLY); normally set on
     /// exactly one socket per board, the one answering host queries.
     pub board_frames: bool,
+    /// Only frames carrying the latency flag (bit 0x80 of the type byte): the filter
+    /// of a wake-up socket, which sleeping threads watch instead of the data socket.
+    pub marked_only: bool,
 }
+
+/// Latency flag in the type byte (native mode).
+pub const LATENCY_FLAG: u8 = 0x80;
 
 impl EndpointFilter {
     pub fn new(endpoints: impl IntoIterator<Item = u8>, board_frames: bool) -> EndpointFilter {
         EndpointFilter {
             endpoints: endpoints.into_iter().collect(),
             board_frames,
+            marked_only: false,
         }
     }
 
     /// The endpoint a frame is addressed to, per its packet type, or `None` for
     /// board frames, unknown types and frames too short to carry it.
     pub fn frame_endpoint(frame: &[u8]) -> Option<u8> {
-        let t = *frame.get(TYPE_OFFSET as usize)?;
+        let t = *frame.get(TYPE_OFFSET as usize)? & !LATENCY_FLAG;
         match t {
             TYPE_PULL_REPLY | TYPE_NACK_MCP => frame
                 .get(PULL_ENDPOINT_OFFSET as usize)
@@ -72,6 +79,10 @@ impl EndpointFilter {
         let Some(&t) = frame.get(TYPE_OFFSET as usize) else {
             return false;
         };
+        if self.marked_only && t & LATENCY_FLAG == 0 {
+            return false;
+        }
+        let t = t & !LATENCY_FLAG;
         if self.board_frames && BOARD_TYPES.contains(&t) {
             return true;
         }
@@ -92,6 +103,16 @@ impl EndpointFilter {
         a.jump(JEQ, ethertype as u32, Target::Next(1), Target::Next(0));
         a.op(ret(0));
         a.op(ld_b(TYPE_OFFSET));
+        if self.marked_only {
+            a.jump(JSET, LATENCY_FLAG as u32, Target::Next(1), Target::Next(0));
+            a.op(ret(0));
+        }
+        a.op(SockFilter {
+            code: BPF_ALU | BPF_AND | BPF_K,
+            jt: 0,
+            jf: 0,
+            k: (!LATENCY_FLAG) as u32 & 0xff,
+        });
         if self.board_frames {
             for t in BOARD_TYPES {
                 a.jump(JEQ, t as u32, Target::Label(L_ACCEPT), Target::Next(0));
@@ -211,10 +232,12 @@ const BPF_B: u16 = 0x10;
 const BPF_ABS: u16 = 0x20;
 const BPF_K: u16 = 0x00;
 const BPF_XOR: u16 = 0xa0;
+const BPF_AND: u16 = 0x50;
 const JA: u16 = BPF_JMP;
 const JEQ: u16 = BPF_JMP | 0x10 | BPF_K;
 const JGT: u16 = BPF_JMP | 0x20 | BPF_K;
 const JGE: u16 = BPF_JMP | 0x30 | BPF_K;
+const JSET: u16 = BPF_JMP | 0x40 | BPF_K;
 /// Snap length returned on accept: larger than any frame, so nothing is cut.
 const ACCEPT: u32 = 0x0004_0000;
 
@@ -331,12 +354,14 @@ mod tests {
                     a = b as u32;
                 }
                 c if c == BPF_ALU | BPF_XOR | BPF_K => a ^= i.k,
+                c if c == BPF_ALU | BPF_AND | BPF_K => a &= i.k,
                 c if c == BPF_RET | BPF_K => return i.k,
                 JA => pc += i.k as usize,
-                JEQ | JGT | JGE => {
+                JEQ | JGT | JGE | JSET => {
                     let t = match i.code {
                         JEQ => a == i.k,
                         JGT => a > i.k,
+                        JSET => a & i.k != 0,
                         _ => a >= i.k,
                     };
                     pc += if t { i.jt } else { i.jf } as usize;
@@ -398,6 +423,28 @@ mod tests {
     }
 
     #[test]
+    fn latency_flag_is_ignored_for_routing_and_selects_wake_frames() {
+        let data = EndpointFilter::new([3], false);
+        let wake = EndpointFilter {
+            marked_only: true,
+            ..data.clone()
+        };
+        let (d, w) = (data.compile(ET), wake.compile(ET));
+        assert!(run(&d, &frame(37, 3, 0, 0)) > 0);
+        assert!(
+            run(&d, &frame(37 | 0x80, 3, 0, 0)) > 0,
+            "marked TINY still routed"
+        );
+        assert_eq!(
+            run(&w, &frame(37, 3, 0, 0)),
+            0,
+            "unmarked frames do not wake"
+        );
+        assert!(run(&w, &frame(37 | 0x80, 3, 0, 0)) > 0);
+        assert_eq!(run(&w, &frame(37 | 0x80, 4, 0, 0)), 0, "other endpoint");
+    }
+
+    #[test]
     fn board_only_and_empty() {
         let b = EndpointFilter::new([], true).compile(ET);
         for t in BOARD_TYPES {
@@ -428,11 +475,15 @@ mod tests {
             sets.push((0..n).map(|_| rnd() as u8).collect());
         }
         for eps in sets {
-            for board in [false, true] {
-                let f = EndpointFilter::new(eps.iter().copied(), board);
+            for (board, marked_only) in [(false, false), (true, false), (false, true)] {
+                let f = EndpointFilter {
+                    marked_only,
+                    ..EndpointFilter::new(eps.iter().copied(), board)
+                };
                 let p = f.compile(ET);
                 assert!(p.len() <= 4096);
-                for t in 0..=50u8 {
+                // Every type with and without the latency flag.
+                for t in (0..=50u8).chain(0x80..=0x80 + 50) {
                     for e in 0..=255u8 {
                         let fr = frame(t, e, e, e);
                         assert_eq!(

@@ -58,7 +58,7 @@ pub fn bundle_items(frame: &[u8]) -> Result<Vec<Range<usize>>, DecodeError> {
             have: frame.len(),
         });
     };
-    if t != BUNDLE_TYPE {
+    if crate::type_of(t) != BUNDLE_TYPE {
         return Err(DecodeError::BadField("not a bundle"));
     }
     let count = u16::from_be_bytes([c[0], c[1]]) as usize;

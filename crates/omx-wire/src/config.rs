@@ -10,6 +10,25 @@ pub const DEFAULT_ETHERTYPE: u16 = 0x86DF;
 pub const ETH_HEADER_LEN: usize = 14;
 /// Ethernet header plus the 2-byte `dst_src_peer_index` present in every frame.
 pub const COMMON_HEADER_LEN: usize = 16;
+
+/// Native mode only: set in the packet-type byte (frame offset 16) of a frame the
+/// receiver should act on at once (tiny/small, the last medium fragment, rendezvous,
+/// pull request, the last pull reply of a block, notify, connect, nacks), so that its
+/// wake-up policy can wake a sleeping thread right away and batch the others. Packet
+/// types stay below 0x80, so the bit is free; MX peers never see it.
+pub const LATENCY_FLAG: u8 = 0x80;
+
+/// The packet type of a type byte, without [`LATENCY_FLAG`].
+pub const fn type_of(type_byte: u8) -> u8 {
+    type_byte & !LATENCY_FLAG
+}
+
+/// Whether a frame carries [`LATENCY_FLAG`].
+pub fn is_marked(frame: &[u8]) -> bool {
+    frame
+        .get(COMMON_HEADER_LEN)
+        .is_some_and(|&t| t & LATENCY_FLAG != 0)
+}
 /// Ethernet minimum frame length without FCS; shorter frames are zero-padded.
 pub const MIN_FRAME_LEN: usize = 60;
 /// XOR applied to the puller endpoint index to form a pull magic.

@@ -17,8 +17,8 @@
 
 use crate::bytes::Reader;
 use crate::config::{
-    WireConfig, WireMode, COMMON_HEADER_LEN, COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN, HOSTNAME_MAX,
-    RNDV_DATA_LEN, SMALL_MAX, TINY_MAX, TRUC_DATA_LEN, TRUC_TYPE_ACK,
+    type_of, WireConfig, WireMode, COMMON_HEADER_LEN, COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN,
+    HOSTNAME_MAX, RNDV_DATA_LEN, SMALL_MAX, TINY_MAX, TRUC_DATA_LEN, TRUC_TYPE_ACK,
 };
 use crate::error::DecodeError;
 use crate::packet::{
@@ -59,7 +59,13 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
         return Err(DecodeError::WrongEtherType(header.ethertype));
     }
     let &type_byte = rest.first().ok_or(too_short)?;
-    let ptype = PacketType::from_u8(type_byte).ok_or(DecodeError::UnknownType(type_byte))?;
+    // Native endpoint frames (TRUC..NACK_MCP) may carry the latency flag in the type
+    // byte; board frames never do.
+    let bare = match type_of(type_byte) {
+        t if cfg.mode == WireMode::Native && (35..=45).contains(&t) => t,
+        _ => type_byte,
+    };
+    let ptype = PacketType::from_u8(bare).ok_or(DecodeError::UnknownType(type_byte))?;
 
     let (packet, payload) = match ptype {
         PacketType::Raw => (Packet::Raw, rest),

@@ -640,3 +640,26 @@ fn mutate_and_check(mut frame: Vec<u8>, muts: &[Mutation]) -> Result<(), TestCas
     }
     Ok(())
 }
+
+#[test]
+fn latency_flag_is_transparent_in_native_mode_only() {
+    for cfg in common::configs() {
+        let f = frame(&cfg, tiny(3), &[1, 2, 3]);
+        let mut marked = f.clone();
+        marked[16] |= omx_wire::LATENCY_FLAG;
+        assert!(omx_wire::is_marked(&marked) && !omx_wire::is_marked(&f));
+        if cfg.mode == omx_wire::WireMode::Native {
+            assert_eq!(decode(&marked, &cfg), decode(&f, &cfg));
+        } else {
+            assert_eq!(
+                decode(&marked, &cfg),
+                Err(DecodeError::UnknownType(marked[16]))
+            );
+        }
+    }
+    // Board frames never carry it.
+    let cfg = N9000();
+    let mut raw = frame(&cfg, tiny(0), &[]);
+    raw[16] = 1 | omx_wire::LATENCY_FLAG;
+    assert_eq!(decode(&raw, &cfg), Err(DecodeError::UnknownType(0x81)));
+}

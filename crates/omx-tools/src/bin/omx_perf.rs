@@ -469,9 +469,11 @@ fn client(a: &Args, io: &Io, dest: &str) {
         }
         let reply_len = if a.unidir { 0 } else { len };
         let mut t0 = Instant::now();
+        let mut w0 = io.ep.wake_stats();
         for i in 0..p.warmup + p.iter {
             if i == p.warmup {
                 t0 = Instant::now();
+                w0 = io.ep.wake_stats();
             }
             if a.check {
                 pat.write(&mut bufs.send[bufs.offset..], i);
@@ -498,6 +500,19 @@ fn client(a: &Args, io: &Io, dest: &str) {
         let total = t0.elapsed().as_secs_f64() * 1e6;
         let lat = total / (2 - a.unidir as u32) as f64 / p.iter.max(1) as f64;
         let mbs = if lat > 0.0 { len as f64 / lat } else { 0.0 };
-        println!("{len:9} {lat:9.3} {mbs:9.2} {:9.2}", mbs * 1e6 / 1048576.0);
+        if a.verbose {
+            // This side's sleeps and wake-ups (by a frame, by the timer) per iteration.
+            let w = io.ep.wake_stats();
+            let per = |x: u64, y: u64| (x - y) as f64 / p.iter.max(1) as f64;
+            println!(
+                "{len:9} {lat:9.3} {mbs:9.2} {:9.2} {:7.2} {:7.2} {:7.2}",
+                mbs * 1e6 / 1048576.0,
+                per(w.0, w0.0),
+                per(w.1, w0.1),
+                per(w.2, w0.2)
+            );
+        } else {
+            println!("{len:9} {lat:9.3} {mbs:9.2} {:9.2}", mbs * 1e6 / 1048576.0);
+        }
     }
 }
