@@ -234,3 +234,68 @@ mod tests {
         assert!(parse_iface_list("").is_empty());
     }
 }
+
+/// Receive interrupt coalescing of a NIC (what `ethtool -c` shows), as far as it
+/// matters for latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxCoalescing {
+    pub rx_usecs: u32,
+    pub rx_frames: u32,
+    pub adaptive_rx: bool,
+    pub rx_usecs_low: u32,
+    pub pkt_rate_low: u32,
+}
+
+impl RxCoalescing {
+    /// The delay a lone frame may wait before its interrupt: with adaptive
+    /// coalescing, the low-rate setting applies to a latency test.
+    pub fn effective_usecs(&self) -> u32 {
+        if self.adaptive_rx {
+            self.rx_usecs_low
+        } else {
+            self.rx_usecs
+        }
+    }
+
+    /// The original driver warned at 13 us and more: it costs small messages tens
+    /// of microseconds.
+    pub fn hurts_latency(&self) -> bool {
+        self.effective_usecs() >= 13
+    }
+}
+
+/// Reads `name`'s coalescing settings; `Unsupported` for virtual interfaces.
+pub fn rx_coalescing(name: &str) -> io::Result<RxCoalescing> {
+    let c = sys::IfCtl::new()?.coalesce(name)?;
+    Ok(RxCoalescing {
+        rx_usecs: c[0],
+        rx_frames: c[1],
+        adaptive_rx: c[9] != 0,
+        rx_usecs_low: c[12],
+        pkt_rate_low: c[11],
+    })
+}
+
+#[cfg(test)]
+mod coalescing_tests {
+    use super::RxCoalescing;
+
+    #[test]
+    fn warns_from_13_us_with_the_low_setting_when_adaptive() {
+        let c = RxCoalescing {
+            rx_usecs: 50,
+            rx_frames: 1,
+            adaptive_rx: false,
+            rx_usecs_low: 0,
+            pkt_rate_low: 0,
+        };
+        assert!(c.hurts_latency());
+        let adaptive = RxCoalescing {
+            adaptive_rx: true,
+            ..c
+        };
+        assert!(!adaptive.hurts_latency(), "low-rate setting 0 us");
+        let fast = RxCoalescing { rx_usecs: 12, ..c };
+        assert!(!fast.hurts_latency());
+    }
+}

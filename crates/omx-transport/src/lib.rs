@@ -31,8 +31,8 @@ mod sys;
 pub use cma::{CmaError, RemoteIov};
 pub use filter::EndpointFilter;
 pub use iface::{
-    interface_by_name, list_interfaces, parse_iface_list, select_boards, select_boards_from_env,
-    select_from, Interface,
+    interface_by_name, list_interfaces, parse_iface_list, rx_coalescing, select_boards,
+    select_boards_from_env, select_from, Interface, RxCoalescing,
 };
 pub use ring::RingLayout;
 pub use shm::{Inbox, InboxParams, Outbox, OutboxError, ReceiverInfo, SenderId};

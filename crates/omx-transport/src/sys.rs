@@ -589,6 +589,35 @@ impl IfCtl {
         Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
     }
 
+    /// The interface's interrupt coalescing settings (`ETHTOOL_GCOALESCE`): the 22
+    /// fields of `struct ethtool_coalesce` after its command word, in kernel order.
+    /// Virtual interfaces (veth, lo) answer `EOPNOTSUPP`.
+    pub fn coalesce(&self, name: &str) -> io::Result<[u32; 22]> {
+        const SIOCETHTOOL: libc::c_ulong = 0x8946;
+        const ETHTOOL_GCOALESCE: u32 = 0x0e;
+        let mut ec = [0u32; 23];
+        ec[0] = ETHTOOL_GCOALESCE;
+        // SAFETY: ifreq is plain old data; all-zero is valid.
+        let mut ifr: libc::ifreq = unsafe { zeroed() };
+        let bytes = name.as_bytes();
+        if bytes.len() >= ifr.ifr_name.len() || bytes.contains(&0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bad interface name",
+            ));
+        }
+        for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
+            *d = *s as libc::c_char;
+        }
+        ifr.ifr_ifru.ifru_data = ec.as_mut_ptr() as *mut libc::c_char;
+        // SAFETY: `ifr` names the interface and points at a buffer the size of
+        // `struct ethtool_coalesce`, which the kernel fills.
+        cvt(unsafe { libc::ioctl(self.0.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) })?;
+        let mut out = [0u32; 22];
+        out.copy_from_slice(&ec[1..]);
+        Ok(out)
+    }
+
     /// (ARPHRD_* hardware type, first 6 address bytes).
     pub fn hwaddr(&self, name: &str) -> io::Result<(u16, [u8; 6])> {
         let ifr = self.ioctl(name, libc::SIOCGIFHWADDR as libc::c_ulong)?;

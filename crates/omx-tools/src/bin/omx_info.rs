@@ -86,6 +86,40 @@ fn main() {
                     println!("   attached to numa node {}", n.trim());
                 }
             }
+            match omx_transport::rx_coalescing(&b.iface.name) {
+                Ok(c) => {
+                    println!(
+                        "   interrupt coalescing: rx-usecs {} rx-frames {} adaptive-rx {}{}",
+                        c.rx_usecs,
+                        c.rx_frames,
+                        if c.adaptive_rx { "on" } else { "off" },
+                        if c.adaptive_rx {
+                            format!(
+                                " (rx-usecs-low {} below {} pkt/s)",
+                                c.rx_usecs_low, c.pkt_rate_low
+                            )
+                        } else {
+                            String::new()
+                        }
+                    );
+                    if c.hurts_latency() {
+                        eprintln!(
+                            "omx_info: warning: interface {} delays received frames by {} us \
+                             (interrupt coalescing); for latency: ethtool -C {} rx-usecs 0, or \
+                             adaptive-rx on with rx-usecs-low 0",
+                            b.iface.name,
+                            c.effective_usecs(),
+                            b.iface.name
+                        );
+                    }
+                }
+                Err(_) => println!("   interrupt coalescing: not reported by the interface"),
+            }
+            println!(
+                "   omx wake-up policy: {} ({} us)",
+                rt.cfg.coalescing.name(),
+                rt.cfg.coalescing_delay.as_micros()
+            );
         }
         if !b.iface.up {
             eprintln!("omx_info: warning: interface {} is down", b.iface.name);
