@@ -31,21 +31,21 @@ fn table_lengths(out: &str) -> Vec<u64> {
 /// Ping-pong of every length from 0 to 8 MiB with data checking between h1 (client)
 /// and h0 (server), interfaces at `mtu`, omx configured by `env`.
 fn pingpong_all_sizes(mtu: u32, env: &[(&str, &str)]) {
+    pingpong_sizes_with(mtu, env, &[])
+}
+
+/// As `pingpong_all_sizes`, with extra options for both omx_perf sides (e.g. `-w`).
+fn pingpong_sizes_with(mtu: u32, env: &[(&str, &str)], extra: &[&str]) {
     if skip() {
         return;
     }
     let h = Hosts::up(2, mtu);
-    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &[], env);
-    let client = h.run(
-        1,
-        "omx_perf client",
-        OMX_PERF,
-        &[
-            "-d", "h0:0", "-S", "0", "-E", "8388609", "-N", "3", "-W", "1", "-P", "0", "-c",
-        ],
-        env,
-        3 * MIN,
-    );
+    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, extra, env);
+    let mut args = vec![
+        "-d", "h0:0", "-S", "0", "-E", "8388609", "-N", "3", "-W", "1", "-P", "0", "-c",
+    ];
+    args.extend_from_slice(extra);
+    let client = h.run(1, "omx_perf client", OMX_PERF, &args, env, 3 * MIN);
     server.wait_timeout(MIN);
     let why = reports(&[&client, &server]);
     assert!(client.succeeded(), "client failed:{why}");
@@ -70,6 +70,32 @@ fn pingpong_0_to_8mib_native_mtu1500() {
 #[test]
 fn pingpong_0_to_8mib_mx_wire_compat() {
     pingpong_all_sizes(9000, &[("OMX_WIRE", "mx")]);
+}
+
+/// Receive copies on the copy thread deliver the same bytes as inline copies.
+#[test]
+fn pingpong_0_to_8mib_with_copy_offload() {
+    pingpong_all_sizes(
+        9000,
+        &[("OMX_COPY_OFFLOAD", "1"), ("OMX_COPY_MIN_MSG", "0")],
+    );
+}
+
+/// Blocking waits that sleep at once, under every wake-up policy: nothing is lost or
+/// stalls whichever frames wake the sleeper (unmarked ones only by the timer).
+#[test]
+fn pingpong_sleeping_under_every_wake_up_policy() {
+    for policy in ["off", "timer", "marked", "stream"] {
+        pingpong_sizes_with(
+            1500,
+            &[
+                ("OMX_MTU", "1500"),
+                ("OMX_WAITSPIN_US", "0"),
+                ("OMX_COALESCING", policy),
+            ],
+            &["-w"],
+        );
+    }
 }
 
 /// Tiny, small, medium (one and several fragments) and large (rendezvous) lengths.
