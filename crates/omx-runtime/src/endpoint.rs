@@ -105,6 +105,15 @@ struct Core {
     _index_lock: LockFile,
 }
 
+/// Which wake-up descriptors fired during a sleep.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fired {
+    /// The eventfd (another thread's completion or `wakeup`).
+    event: bool,
+    /// The shared-memory inbox's doorbell FIFO.
+    doorbell: bool,
+}
+
 /// Without frames for this long an endpoint counts as idle (wake-up policies).
 const TRAFFIC_IDLE: Time = 1_000_000;
 
@@ -212,6 +221,35 @@ impl Endpoint {
         // 64 KiB would leave few slots and drop frames of a deep pull pipeline).
         let mut iface = b.iface.clone();
         iface.mtu = iface.mtu.min(rt.cfg.wire.mtu);
+        // Without latency flags on the wire (MX-compat mode), marked frames cannot be
+        // told apart: every frame wakes.
+        let coalescing = match rt.cfg.coalescing {
+            Coalescing::Marked | Coalescing::Stream
+                if rt.cfg.wire.mode != omx_wire::WireMode::Native =>
+            {
+                Coalescing::Off
+            }
+            c => c,
+        };
+        // Bound before the data socket: the kernel hands a frame to the most recently
+        // bound packet socket first, so the data ring holds the frame by the time the
+        // wake socket wakes a sleeper.
+        let wake_sock = if matches!(coalescing, Coalescing::Marked | Coalescing::Stream) {
+            let wf = EndpointFilter {
+                endpoints: vec![index],
+                board_frames: false,
+                marked_only: true,
+            };
+            let wopts = SocketOptions {
+                rx_ring_bytes: 0,
+                socket_buf_bytes: 64 * 1024,
+                ..SocketOptions::default()
+            };
+            let s = PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &wopts, Some(&wf))?;
+            Some(Mutex::new(s))
+        } else {
+            None
+        };
         let sock =
             PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
         let session = random_u32();
@@ -257,32 +295,6 @@ impl Endpoint {
             }
         };
         let shm_fd = shared.as_ref().map(|s| s.wake_fd());
-        // Without latency flags on the wire (MX-compat mode), marked frames cannot be
-        // told apart: every frame wakes.
-        let coalescing = match rt.cfg.coalescing {
-            Coalescing::Marked | Coalescing::Stream
-                if rt.cfg.wire.mode != omx_wire::WireMode::Native =>
-            {
-                Coalescing::Off
-            }
-            c => c,
-        };
-        let wake_sock = if matches!(coalescing, Coalescing::Marked | Coalescing::Stream) {
-            let wf = EndpointFilter {
-                endpoints: vec![index],
-                board_frames: false,
-                marked_only: true,
-            };
-            let wopts = SocketOptions {
-                rx_ring_bytes: 0,
-                socket_buf_bytes: 64 * 1024,
-                ..SocketOptions::default()
-            };
-            let s = PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &wopts, Some(&wf))?;
-            Some(Mutex::new(s))
-        } else {
-            None
-        };
         // Bundles never exceed our frame size: peers' rings are sized for it.
         let bundler = Bundler::new(iface.max_frame_len(), rt.cfg.wire.ethertype);
         let core = Core {
@@ -480,17 +492,20 @@ impl Endpoint {
         sync: bool,
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
-        let (mut core, now) = self.shared.app_lock_now();
+        let mut core = self.shared.app_lock();
         if core.engine.local_direct_ok(dest, len, sync) {
             let Core { engine, shared, .. } = &mut *core;
             if let Some(sh) = shared.as_mut() {
                 if sh.write_eager_direct(dest, match_info, segs, len as usize) {
                     let r = engine.local_direct_sent(dest, match_info, len, context);
+                    // Only the completion comes out: no timer depends on this clock.
+                    let now = self.shared.rt.coarse_now();
                     self.shared.post_drain(&mut core, now, true);
                     return Ok(r);
                 }
             }
         }
+        let now = self.shared.rt.now();
         let (data, handle) = if core.engine.is_eager_to(dest, match_info, len, sync) {
             (
                 SendData::Eager(capture(&mut core.tx_pool, segs, len as usize)),
@@ -1387,7 +1402,9 @@ impl Shared {
         Duration::from_nanos(next.saturating_sub(now)).min(cap)
     }
 
-    fn poll_fds(&self, timeout: Duration) {
+    /// Sleeps until a watched descriptor is ready or `timeout`; returns which of the
+    /// eventfd and the shared-memory doorbell fired (they need draining).
+    fn poll_fds(&self, timeout: Duration) -> Fired {
         let active = self.coalescing != Coalescing::Off
             && self
                 .rt
@@ -1447,12 +1464,20 @@ impl Shared {
         } else {
             self.woken_by_timer.fetch_add(1, Ordering::Relaxed);
         }
+        Fired {
+            event: fds[2].revents != 0,
+            doorbell: fds[3].revents != 0,
+        }
     }
 
     /// Sleeps in `poll_fds` with the shared-memory doorbell armed (unless a record
     /// arrived meanwhile). Called with the core lock held; releases it.
-    fn sleep_unlocked(&self, mut core: MutexGuard<'_, Core>, timeout: Duration) {
+    fn sleep_unlocked(&self, mut core: MutexGuard<'_, Core>, timeout: Duration) -> Fired {
         if let Some(w) = &self.wake_sock {
+            // A frame already waits: no sleep, and no system call.
+            if core.sock.readable().unwrap_or(false) {
+                return Fired::default();
+            }
             // Forget the marks of frames already taken, then make sure none arrived
             // since the last pass (its mark would have been drained with them).
             let _ = w
@@ -1460,25 +1485,26 @@ impl Shared {
                 .unwrap_or_else(|p| p.into_inner())
                 .recv_batch(RX_BATCH, |_| {});
             if core.sock.readable().unwrap_or(false) {
-                return;
+                return Fired::default();
             }
         }
         let armed = match core.shared.as_mut() {
             Some(sh) => {
                 if !sh.prepare_sleep() {
-                    return;
+                    return Fired::default();
                 }
                 true
             }
             None => false,
         };
         drop(core);
-        self.poll_fds(timeout);
+        let fired = self.poll_fds(timeout);
         if armed {
             if let Some(sh) = self.lock().shared.as_mut() {
-                sh.after_sleep();
+                sh.after_sleep(fired.doorbell);
             }
         }
+        fired
     }
 
     /// Adaptive wait: make progress and spin for the configured budget (a reply that
@@ -1533,8 +1559,8 @@ impl Shared {
             let left = Duration::from_nanos(deadline.map_or(1_000_000_000, |d| d - now));
             let budget = self.sleep_budget(&core, left);
             self.sleepers.fetch_add(1, Ordering::SeqCst);
-            self.sleep_unlocked(core, budget);
-            if self.sleepers.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let fired = self.sleep_unlocked(core, budget);
+            if self.sleepers.fetch_sub(1, Ordering::SeqCst) == 1 && fired.event {
                 self.drain_signal();
             }
         };
@@ -1565,8 +1591,8 @@ impl Shared {
             nap = APP_QUIET;
             let core = self.lock();
             let budget = self.sleep_budget(&core, Duration::from_millis(100));
-            self.sleep_unlocked(core, budget);
-            if self.sleepers.load(Ordering::SeqCst) == 0 {
+            let fired = self.sleep_unlocked(core, budget);
+            if self.sleepers.load(Ordering::SeqCst) == 0 && fired.event {
                 self.drain_signal();
             }
             if self.closing.load(Ordering::SeqCst) {

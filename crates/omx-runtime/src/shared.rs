@@ -219,16 +219,19 @@ impl SharedChannel {
             self.inbox.set_sleeping(true);
         }
         if self.inbox.has_pending() {
-            self.after_sleep();
+            self.after_sleep(false);
             return false;
         }
         true
     }
 
-    pub fn after_sleep(&mut self) {
+    /// After a sleep; `rang`: the doorbell fired (its FIFO needs draining).
+    pub fn after_sleep(&mut self, rang: bool) {
         self.sleepers = self.sleepers.saturating_sub(1);
         if self.sleepers == 0 {
             self.inbox.set_sleeping(false);
+        }
+        if rang {
             self.inbox.drain_wake();
         }
     }
