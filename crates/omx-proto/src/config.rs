@@ -32,6 +32,10 @@ pub struct EngineConfig {
     /// Local (self and shared-memory) messages longer than this use a one-copy
     /// rendezvous (`OMX_SHARED_RNDV_THRESHOLD`).
     pub shared_rndv_threshold: u32,
+    /// Pull blocks requested at once across all pulls: the runtime sizes it to its
+    /// receive ring, so replies to every outstanding request fit in it (more would be
+    /// dropped by the kernel and re-requested a resend delay later).
+    pub pull_blocks_max: u32,
     /// Serve messages to oneself inside the engine (`OMX_DISABLE_SELF=1` turns it off:
     /// they then loop through the network path).
     pub self_enabled: bool,
@@ -53,6 +57,7 @@ impl EngineConfig {
             early_max_bytes: 64 << 20,
             early_window: 255,
             shared_rndv_threshold: 4096,
+            pull_blocks_max: u32::MAX,
             self_enabled: true,
         }
     }

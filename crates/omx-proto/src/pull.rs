@@ -138,13 +138,19 @@ impl Engine {
     fn refill_blocks(&mut self, now: Time, pk: Key) {
         let per_block = self.cfg.wire.pull_block_replies;
         let want = self.cfg.pull_blocks_outstanding.max(1) as usize;
+        let cap = self.cfg.pull_blocks_max.max(1) as usize;
+        let mut total = self.blocks_outstanding();
         loop {
+            if total >= cap {
+                return;
+            }
             let Some(pull) = self.pulls.get_mut(pk) else {
                 return;
             };
             if pull.blocks.len() >= want || pull.next_frame >= pull.frames_total {
                 return;
             }
+            total += 1;
             let start = pull.next_frame;
             let end = (start + per_block).min(pull.frames_total);
             pull.next_frame = end;
@@ -155,6 +161,24 @@ impl Engine {
                 requested_at: now,
             });
             self.request_frames(pk, start, end);
+        }
+    }
+
+    /// Pull blocks requested and not complete, across all pulls.
+    fn blocks_outstanding(&self) -> usize {
+        self.pulls
+            .keys()
+            .filter_map(|k| self.pulls.get(k))
+            .map(|p| p.blocks.len())
+            .sum()
+    }
+
+    /// Tops up every pull (in order) up to the per-pull and global block limits: a
+    /// pull held back by the global limit starts when others complete blocks.
+    fn refill_all(&mut self, now: Time) {
+        let keys: Vec<Key> = self.pulls.keys().collect();
+        for k in keys {
+            self.refill_blocks(now, k);
         }
     }
 
@@ -243,6 +267,9 @@ impl Engine {
             self.finish_pull(now, pk, None);
         } else if block_done {
             self.refill_blocks(now, pk);
+            if self.cfg.pull_blocks_max != u32::MAX {
+                self.refill_all(now);
+            }
         }
     }
 
@@ -268,7 +295,12 @@ impl Engine {
         self.start_waiting_pulls(now);
     }
 
+    /// After a pull ended: waiting receives start, and pulls held back by the global
+    /// block limit get the freed blocks.
     fn start_waiting_pulls(&mut self, now: Time) {
+        if self.cfg.pull_blocks_max != u32::MAX {
+            self.refill_all(now);
+        }
         while self.pulls.len() < MAX_PULLS {
             let Some(k) = self.pull_waitq.pop_front() else {
                 return;

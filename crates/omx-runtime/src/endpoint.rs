@@ -161,7 +161,7 @@ const TIGHT_SPIN: Duration = Duration::from_micros(5);
 const YIELD_EVERY: Time = 3_000;
 
 /// Longest nap of the progress thread while the application drives progress itself.
-const APP_NAP_MAX: Duration = Duration::from_millis(8);
+const APP_NAP_MAX: Duration = Duration::from_millis(1);
 
 /// How long after the application's last call the progress thread takes over.
 const APP_QUIET: Duration = Duration::from_micros(500);
@@ -260,7 +260,14 @@ impl Endpoint {
             key,
         };
         let peers = b.peers.lock().expect("peer lock").table.clone();
-        let engine = Engine::new(rt.cfg.engine_config(), params, peers);
+        let mut ecfg = rt.cfg.engine_config();
+        if let Some(l) = sock.ring_layout() {
+            // Replies to every outstanding pull request must fit in the receive ring
+            // (with room for other traffic): the kernel drops what does not.
+            let per_block = ecfg.wire.pull_block_replies.max(1) as usize;
+            ecfg.pull_blocks_max = ((l.frame_nr() * 3 / 4) / per_block).max(1) as u32;
+        }
+        let engine = Engine::new(ecfg, params, peers);
         let discovery = board_lock
             .as_ref()
             .map(|_| Discovery::new(b.nic_id, b.name.clone(), random_u32()));

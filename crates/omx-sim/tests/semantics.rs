@@ -622,3 +622,37 @@ fn one_sided_get_and_put_within_exposed_regions_only() {
         assert_eq!((st.requests, st.regions, st.pulls), (0, 0, 0), "{st:?}");
     }
 }
+
+/// Many large receives at once with a global limit on outstanding pull blocks (the
+/// runtime sizes it to its receive ring): every pull progresses, none starves.
+#[test]
+fn global_pull_block_limit_serves_every_pull() {
+    for cap in [1u32, 3, 10] {
+        let mut cfg = EngineConfig::new(WireConfig::native_9000());
+        cfg.pull_blocks_max = cap;
+        let mut w = World::new(2, 1, cfg, LinkConfig::default(), 21);
+        let to = w.connect(0, 0, 1, 0);
+        let n = 12u64;
+        let len = |i: u64| 300_000 + i as usize * 70_001;
+        let recvs: Vec<_> = (0..n)
+            .map(|i| w.recv(1, 0, i, u64::MAX, len(i), &[]))
+            .collect();
+        for i in 0..n {
+            w.send(0, 0, to, i, pattern(len(i), i), false);
+        }
+        for (i, (r, h)) in recvs.into_iter().enumerate() {
+            let s = w
+                .wait(1, 0, r, w.now + 60 * SEC)
+                .unwrap_or_else(|| panic!("cap {cap}: receive {i} starved"));
+            assert_eq!(s.code, StatusCode::Success);
+            assert_eq!(
+                w.hosts[1].mem.get(h).to_vec(),
+                pattern(len(i as u64), i as u64)
+            );
+        }
+        assert_eq!(
+            w.hosts[1].engines[0].counters.pull_rerequests, 0,
+            "cap {cap}"
+        );
+    }
+}

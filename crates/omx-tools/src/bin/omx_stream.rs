@@ -44,6 +44,10 @@
 //!   include the peer process on a one-machine setup and the kernel's packet
 //!   processing, which is charged to whatever thread was interrupted or to ksoftirqd.
 //!
+//! `pull_rerequests` / `resends` (engine counters over the pass): loss recovery. A pull
+//! frame lost (for instance to a full receive ring) is re-requested only after the
+//! pull resend delay, so a run with any of them measured a stall, not a stream.
+//!
 //! `--csv`: a header and one line per timed pass (a stream run has one, an overlap run
 //! two: `base` and `overlap`); human-readable output then goes to stderr.
 
@@ -178,6 +182,8 @@ mod cpu {
         /// utime, stime (clock ticks).
         pub user: u64,
         pub sys: u64,
+        /// Context switches, voluntary plus involuntary (/proc/.../status).
+        pub csw: u64,
     }
 
     /// Every thread of this process, by tid.
@@ -201,6 +207,12 @@ mod cpu {
             let f: Vec<&str> = rest.split_whitespace().collect();
             let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
             let (user, sys) = (get(11), get(12));
+            let status = std::fs::read_to_string(base.join("status")).unwrap_or_default();
+            let csw = status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum();
             let cpu_ns =
                 tid_ns(tid).unwrap_or_else(|| ((user + sys) as f64 * 1e9 / CLK_TCK) as u64);
             out.insert(
@@ -210,6 +222,7 @@ mod cpu {
                     cpu_ns,
                     user,
                     sys,
+                    csw,
                 },
             );
         }
@@ -276,6 +289,8 @@ mod cpu {
         pub elapsed: f64,
         /// Seconds of CPU and the system share of it, per role.
         pub cpu: HashMap<Role, (f64, f64)>,
+        /// Context switches per role.
+        pub csw: HashMap<Role, u64>,
         pub copy_thread: bool,
         /// Machine-wide, in CPUs (busy, softirq) averaged over the interval.
         pub machine_busy: f64,
@@ -288,6 +303,9 @@ mod cpu {
         }
         pub fn sys_secs(&self, r: Role) -> f64 {
             self.cpu.get(&r).map_or(0.0, |x| x.1)
+        }
+        pub fn csw(&self, r: Role) -> u64 {
+            self.csw.get(&r).copied().unwrap_or(0)
         }
         pub fn pct(&self, r: Role) -> f64 {
             if self.elapsed > 0.0 {
@@ -313,10 +331,11 @@ mod cpu {
         for (tid, t) in &b.threads {
             let r = role(*tid, &t.name);
             u.copy_thread |= r == Role::Copy;
-            let (c0, u0, s0) = a
+            let (c0, u0, s0, w0) = a
                 .threads
                 .get(tid)
-                .map_or((0, 0, 0), |o| (o.cpu_ns, o.user, o.sys));
+                .map_or((0, 0, 0, 0), |o| (o.cpu_ns, o.user, o.sys, o.csw));
+            *u.csw.entry(r).or_default() += t.csw.saturating_sub(w0);
             let cpu = t.cpu_ns.saturating_sub(c0) as f64 / 1e9;
             let (du, ds) = (t.user.saturating_sub(u0), t.sys.saturating_sub(s0));
             let sys = if du + ds > 0 {
@@ -498,6 +517,13 @@ impl Params {
     }
 }
 
+/// Engine counters of loss recovery: (pull frames re-requested, resends).
+fn losses(ep: &Endpoint) -> (u64, u64) {
+    let c = ep.counters();
+    let get = |name: &str| c.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| v);
+    (get("pull_rerequests"), get("resends"))
+}
+
 fn data_match(pass: usize, i: u32) -> u64 {
     DATA_BASE | (pass as u64) << 32 | i as u64
 }
@@ -537,6 +563,9 @@ struct PassResult {
     window: u32,
     usage: cpu::Usage,
     app_lib_s: f64,
+    /// Engine counters over the pass: pull frames re-requested, messages resent.
+    rerequests: u64,
+    resends: u64,
     /// Overlap figures, ms per message.
     compute_ms: Option<f64>,
     transfer_alone_ms: Option<f64>,
@@ -569,6 +598,7 @@ impl PassResult {
     const HEADER: &'static str = "side,pass,size,count,window,offload,copy_thread,ncpus,\
 elapsed_s,MBps,app_pct,app_lib_pct,progress_pct,copy_pct,other_pct,free_pct,\
 app_sys_pct,progress_sys_pct,copy_sys_pct,machine_busy_pct,machine_softirq_pct,\
+app_csw,progress_csw,copy_csw,pull_rerequests,resends,\
 compute_ms,compute_wall_ms,transfer_alone_ms,total_ms,overlap_ratio";
 
     fn csv(&self) -> String {
@@ -576,7 +606,7 @@ compute_ms,compute_wall_ms,transfer_alone_ms,total_ms,overlap_ratio";
         let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.3}"));
         format!(
             "{},{},{},{},{},{},{},{},{:.4},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},\
-             {:.1},{:.1},{:.1},{:.1},{:.1},{},{},{},{},{}",
+             {:.1},{:.1},{:.1},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{}",
             self.side,
             self.pass,
             self.size,
@@ -598,6 +628,11 @@ compute_ms,compute_wall_ms,transfer_alone_ms,total_ms,overlap_ratio";
             u.sys_pct(Role::Copy),
             u.machine_busy * 100.0,
             u.machine_softirq * 100.0,
+            u.csw(Role::App),
+            u.csw(Role::Progress),
+            u.csw(Role::Copy),
+            self.rerequests,
+            self.resends,
             opt(self.compute_ms),
             opt(self.compute_wall_ms),
             opt(self.transfer_alone_ms),
@@ -613,7 +648,8 @@ compute_ms,compute_wall_ms,transfer_alone_ms,total_ms,overlap_ratio";
             "{} {:>8}: {} x {} B (window {}) in {:.3} s = {:.1} MB/s\n  \
              CPU % of one CPU: app {:.1} (in library {:.1}), progress {:.1}, copy {:.1}{}, \
              other {:.1}; free for the application {:.1}\n  \
-             system share: app {:.1}, progress {:.1}, copy {:.1}; machine ({} CPUs): busy {:.1}, softirq {:.1}",
+             system share: app {:.1}, progress {:.1}, copy {:.1}; machine ({} CPUs): busy {:.1}, softirq {:.1}\n  \
+             context switches: app {}, progress {}, copy {}",
             self.side,
             self.pass,
             self.count,
@@ -634,7 +670,16 @@ compute_ms,compute_wall_ms,transfer_alone_ms,total_ms,overlap_ratio";
             cpu::ncpus(),
             u.machine_busy * 100.0,
             u.machine_softirq * 100.0,
+            u.csw(Role::App),
+            u.csw(Role::Progress),
+            u.csw(Role::Copy),
         );
+        if self.rerequests + self.resends > 0 {
+            s += &format!(
+                "\n  loss recovery: {} pull re-requests, {} resends (stalls: not a clean stream)",
+                self.rerequests, self.resends
+            );
+        }
         if let Some(t) = self.total_ms {
             s += &format!("\n  per message: total {t:.3} ms");
         }
@@ -885,6 +930,7 @@ fn recv_stream(
         let slot = (i % window) as usize;
         reqs.push_back((i, io.recv(slots.ptr(slot), len, data_match(pass, i))));
     }
+    let loss0 = losses(io.ep);
     let lib0 = io.lib_ns;
     let s0 = cpu::snapshot();
     if count > 0 {
@@ -912,9 +958,12 @@ fn recv_stream(
         }
     }
     let s1 = cpu::snapshot();
+    let loss1 = losses(io.ep);
     PassResult {
         side: "recv",
         pass: "warmup",
+        rerequests: loss1.0 - loss0.0,
+        resends: loss1.1 - loss0.1,
         size,
         count,
         window,
@@ -947,6 +996,7 @@ fn recv_overlap(
         }
         best
     });
+    let loss0 = losses(io.ep);
     let lib0 = io.lib_ns;
     let s0 = cpu::snapshot();
     io.send0(back, GO_BASE | pass as u64, "go");
@@ -977,10 +1027,13 @@ fn recv_overlap(
         }
     }
     let s1 = cpu::snapshot();
+    let loss1 = losses(io.ep);
     let n = count.max(1) as f64;
     PassResult {
         side: "recv",
         pass: "overlap",
+        rerequests: loss1.0 - loss0.0,
+        resends: loss1.1 - loss0.1,
         size,
         count,
         window: 1,
@@ -1027,6 +1080,7 @@ fn sender(a: &Args, io: &mut Io, dest: &str) -> Vec<PassResult> {
             continue;
         }
         io.finish(gos.remove(&pass).expect("posted"), "go");
+        let loss0 = losses(io.ep);
         let lib0 = io.lib_ns;
         let s0 = cpu::snapshot();
         let mut inflight: VecDeque<ReqId> = VecDeque::new();
@@ -1046,6 +1100,7 @@ fn sender(a: &Args, io: &mut Io, dest: &str) -> Vec<PassResult> {
             io.finish(r, "send");
         }
         let s1 = cpu::snapshot();
+        let loss1 = losses(io.ep);
         if pass > 0 {
             results.push(PassResult {
                 side: "send",
@@ -1059,6 +1114,8 @@ fn sender(a: &Args, io: &mut Io, dest: &str) -> Vec<PassResult> {
                 window,
                 usage: cpu::usage(&s0, &s1),
                 app_lib_s: (io.lib_ns - lib0) as f64 / 1e9,
+                rerequests: loss1.0 - loss0.0,
+                resends: loss1.1 - loss0.1,
                 ..Default::default()
             });
         }
