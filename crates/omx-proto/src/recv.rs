@@ -815,7 +815,15 @@ impl Engine {
             return;
         }
         let p = &self.partners[pid.0 as usize];
-        if p.unacked.iter().any(|r| r.seq.0 == n.lib_seqnum) {
+        // An unacked packet, or the announcement of a rendezvous that waits for its
+        // notify (re-sent as a liveness probe after its ack): the endpoint is gone.
+        let probed = || {
+            self.regions.iter().flatten().any(|r| {
+                matches!(self.requests.get(r.req), Some(Request::Send(s))
+                    if s.partner == pid && s.rndv.is_some_and(|(q, _)| q.0 == n.lib_seqnum))
+            })
+        };
+        if p.unacked.iter().any(|r| r.seq.0 == n.lib_seqnum) || probed() {
             self.reset_partner(now, pid, code);
         } else {
             self.counters.drop_bad_ack += 1;

@@ -1391,12 +1391,14 @@ impl Shared {
 
     /// Earliest deadline of the engine or discovery, as a poll timeout from now.
     fn sleep_budget(&self, core: &Core, cap: Duration) -> Duration {
-        // Copies in flight finish within microseconds: check back soon.
-        let cap = if core.copier.pending() > 0 {
-            cap.min(Duration::from_micros(50))
-        } else {
-            cap
-        };
+        // Copies in flight finish within microseconds, and a peer frees ring space for
+        // messages that wait for it without telling us: check back soon.
+        let cap =
+            if core.copier.pending() > 0 || core.shared.as_ref().is_some_and(|s| s.has_backlog()) {
+                cap.min(Duration::from_micros(50))
+            } else {
+                cap
+            };
         let now = self.rt.now();
         let mut next = core
             .engine

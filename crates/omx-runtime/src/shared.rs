@@ -185,13 +185,13 @@ impl SharedChannel {
                     // Open but without an inbox (shared memory disabled there).
                     return Ok(LocalConnect::UseNetwork);
                 }
-                let req = engine.connect_local(
-                    nic,
-                    endpoint,
-                    Err(StatusCode::EndpointClosed),
-                    false,
-                    context,
-                )?;
+                // As the board would nack it: beyond the endpoint range, or not open.
+                let code = if endpoint >= crate::runtime::MAX_ENDPOINTS {
+                    StatusCode::BadEndpoint
+                } else {
+                    StatusCode::EndpointClosed
+                };
+                let req = engine.connect_local(nic, endpoint, Err(code), false, context)?;
                 Ok(LocalConnect::Done(req))
             }
             Err(_) => Ok(LocalConnect::UseNetwork),
@@ -246,6 +246,8 @@ impl SharedChannel {
         copy_in: &mut dyn FnMut(&[u8]) -> Bytes,
     ) -> usize {
         let slots = &mut self.slots;
+        let outboxes = &mut self.outboxes;
+        let backlog = &mut self.backlog;
         self.inbox.poll(RX_BUDGET, |slot, sender, rec| {
             let pid = match slots.get(slot).copied().flatten() {
                 Some((s, p)) if s == *sender => p,
@@ -253,6 +255,15 @@ impl SharedChannel {
                     let p = engine.local_partner(sender.nic_id, sender.endpoint, sender.session);
                     if let Some(x) = slots.get_mut(slot) {
                         *x = Some((*sender, p));
+                    }
+                    // A reopened endpoint: our ring into its previous incarnation's
+                    // inbox is read by nobody any more.
+                    if outboxes
+                        .get(&p)
+                        .is_some_and(|o| o.receiver().session != sender.session)
+                    {
+                        outboxes.remove(&p);
+                        backlog.remove(&p);
                     }
                     p
                 }
@@ -472,9 +483,14 @@ impl SharedChannel {
             .map(|(p, _)| *p)
             .collect();
         for pid in dead {
-            self.outboxes.remove(&pid);
+            let o = self.outboxes.remove(&pid).expect("listed above");
             self.backlog.remove(&pid);
-            engine.local_partner_gone(now, pid);
+            // Only if the partner is still that incarnation (it may have reopened and
+            // talked to us already: then only the old ring goes).
+            let current = engine.partner_addr(pid).and_then(|(_, _, s)| s);
+            if current == Some(o.receiver().session) {
+                engine.local_partner_gone(now, pid);
+            }
         }
         for (slot, _) in self.inbox.reap() {
             if let Some(x) = self.slots.get_mut(slot) {

@@ -656,3 +656,41 @@ fn global_pull_block_limit_serves_every_pull() {
         );
     }
 }
+
+/// A rendezvous whose announcement was acked, then whose receiver closed: the liveness
+/// probe (the announcement again, with its old sequence number) is nacked by the
+/// receiver's board as for a closed endpoint, and that fails the send at once.
+#[test]
+fn nacked_liveness_probe_fails_the_waiting_rendezvous() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let mut w = w2();
+    let to = w.connect(0, 0, 1, 0);
+    let s = w.send(0, 0, to, 9, pattern(100_000, 1), false);
+    // Announced and acked (unexpected at the receiver), then the receiver goes away.
+    w.run_idle(w.now + 100 * NS_PER_MS);
+    assert!(w.take(0, 0, s).is_none());
+    let probes = Rc::new(RefCell::new(Vec::new()));
+    let p = probes.clone();
+    w.filter = Some(Box::new(move |f: &[u8]| {
+        if omx_wire::type_of(f[16]) == PacketType::Rndv as u8 {
+            p.borrow_mut().push(f.to_vec());
+        }
+        false
+    }));
+    w.run_until(w.now + 5 * SEC, |_| !probes.borrow().is_empty());
+    let probe = probes.borrow().first().cloned().expect("a liveness probe");
+    w.filter = None;
+    let mac = omx_proto::mac_from_nic_id(w.hosts[1].nic_id);
+    let nack = omx_proto::demux::closed_endpoint_nack(
+        &probe,
+        &WireConfig::native_9000(),
+        mac,
+        omx_wire::NackType::EndpointClosed,
+    )
+    .expect("a nack");
+    let now = w.now;
+    w.engine(0, 0).handle_frame(now, bytes::Bytes::from(nack));
+    w.pump();
+    assert_eq!(w.take(0, 0, s).unwrap().code, StatusCode::EndpointClosed);
+}

@@ -9,6 +9,9 @@
 # the host on the loopback interface, board name "localhost"); two-host tests
 # (twohost, pingpong2) run a server in h0 and a client in h1, joined by veth.
 # self_veth runs in h0 on its veth interface instead of lo.
+# intranode_fallback, intranode_network, intranode_veth, intranode_kill_fallback
+# and intranode_kill_network rerun intranode_sizes / intranode_kill in h0
+# under other settings (see below).
 # abi_compat runs a program built without rpath through LD_LIBRARY_PATH,
 # abi_static the same program linked with libmyriexpress.a, symbols checks
 # the library's exported symbols (symbols.sh).
@@ -93,13 +96,14 @@ compile() {
 }
 
 # Single-host tests: every NAME.c but the special ones below.
-special=" pingpong twohost abi_compat self_veth raw "
+special=" pingpong twohost abi_compat self_veth raw intranode_kill "
 single=()
 for f in "$here"/*.c; do
   n=$(basename "$f" .c)
   [[ "$special" == *" $n "* ]] || single+=("$n")
 done
-all=("${single[@]}" self_veth abi_compat abi_static symbols pingpong_lo pingpong2 twohost raw)
+all=("${single[@]}" self_veth intranode_kill intranode_fallback intranode_network intranode_veth
+  intranode_kill_fallback intranode_kill_network abi_compat abi_static symbols pingpong_lo pingpong2 twohost raw)
 if [ $# -gt 0 ]; then
   known=" ${all[*]} "
   for x in "$@"; do
@@ -152,6 +156,73 @@ if want self_veth; then
   else
     report self_veth 1 "$tmp/log/self_veth.cc"
   fi
+fi
+
+# Intra-node tests. intranode_kill runs four scenarios in a row, each bounded
+# on its own (a hung request is reported after 30 s), so it gets three times
+# TEST_TIMEOUT. Variants (the other intranode_* programs run above, on lo):
+# intranode_sizes on the pipelined two-copy fallback (OMX_SHARED_CMA=0; with
+# OMX_VERBOSE=1 its stderr must mention "two-copy"), on the network path
+# between processes of one host (OMX_DISABLE_SHARED=1), and on h0's veth
+# interface (no OMX_IFACES), where two processes of one host can only meet
+# through shared memory (frames to one's own MAC never come back); and
+# intranode_kill on the two-copy fallback and on the network path. The "two-copy" check and
+# intranode_veth apply once the runtime has the intra-node channel
+# (OMX_SHARED_CMA in crates/omx-runtime/src/config.rs); before that the first
+# is not enforced and intranode_veth is skipped (reported as passed).
+shared_rt=0
+grep -q OMX_SHARED_CMA "$root/crates/omx-runtime/src/config.rs" 2>/dev/null && shared_rt=1
+stale_lib_note() {
+  if [ "$shared_rt" = 1 ] && ! grep -q OMX_SHARED_CMA "$libdir/libmyriexpress.so.0"; then
+    echo "note: $libdir/libmyriexpress.so.0 predates the intra-node runtime (make lib)"
+  fi
+}
+# intranode_variant NAME PROGRAM ENV... : PROGRAM in h0 under env ENV...
+intranode_variant() {
+  local name=$1 prog=$2 st=0
+  shift 2
+  if [ ! -x "$tmp/bin/$prog" ] && ! compile "$prog"; then
+    report "$name" 1 "$tmp/log/$prog.cc"
+    return 0
+  fi
+  in_host 0 env "$@" "$tmp/bin/$prog" >"$tmp/log/$name" 2>"$tmp/log/$name.err" || st=$?
+  [ "$st" -eq 124 ] && echo "timed out after ${TEST_TIMEOUT}s" >>"$tmp/log/$name.err"
+  if [ "$name" = intranode_fallback ] && ! grep -qi 'two-copy' "$tmp/log/$name.err"; then
+    if [ "$shared_rt" = 1 ]; then
+      {
+        echo "OMX_SHARED_CMA=0 OMX_VERBOSE=1: no line mentioning \"two-copy\" on stderr"
+        stale_lib_note
+      } >>"$tmp/log/$name.err"
+      [ "$st" -eq 0 ] && st=1
+    fi
+  fi
+  [ "$st" -ne 0 ] && stale_lib_note >>"$tmp/log/$name.err"
+  report "$name" "$st" "$tmp/log/$name" "$tmp/log/$name.err"
+}
+if want intranode_kill; then
+  TEST_TIMEOUT=$((TEST_TIMEOUT * 3)) intranode_variant intranode_kill intranode_kill OMX_IFACES=lo
+fi
+if want intranode_fallback; then
+  intranode_variant intranode_fallback intranode_sizes OMX_IFACES=lo OMX_SHARED_CMA=0 OMX_VERBOSE=1
+fi
+if want intranode_network; then
+  intranode_variant intranode_network intranode_sizes OMX_IFACES=lo OMX_DISABLE_SHARED=1
+fi
+if want intranode_veth; then
+  if [ "$shared_rt" = 1 ]; then
+    intranode_variant intranode_veth intranode_sizes OMX_HOSTNAME=h0
+  else
+    echo "PASS intranode_veth (skipped: expected to fail before shared memory exists)"
+    passed=$((passed + 1))
+  fi
+fi
+if want intranode_kill_fallback; then
+  TEST_TIMEOUT=$((TEST_TIMEOUT * 3)) intranode_variant intranode_kill_fallback intranode_kill \
+    OMX_IFACES=lo OMX_SHARED_CMA=0
+fi
+if want intranode_kill_network; then
+  TEST_TIMEOUT=$((TEST_TIMEOUT * 3)) intranode_variant intranode_kill_network intranode_kill \
+    OMX_IFACES=lo OMX_DISABLE_SHARED=1
 fi
 
 # Binary compatibility: compiled once without rpath, run through LD_LIBRARY_PATH
