@@ -6,7 +6,7 @@ use omx_wire::WireConfig;
 use std::time::Duration;
 
 /// Default wake-up policy (see `docs/PERFORMANCE.md` for the measurements behind it).
-pub const DEFAULT_COALESCING: Coalescing = Coalescing::Marked;
+pub const DEFAULT_COALESCING: Coalescing = Coalescing::Stream;
 
 /// Pull blocks in flight in native mode (MX-wire-compatible mode keeps the original 4).
 pub const NATIVE_PULL_BLOCKS: u32 = 8;
