@@ -1038,7 +1038,9 @@ impl Shared {
             && !local_work
             && board_rx.is_empty()
             && !engine.has_output()
-            && self.rt.coarse_now() < *timer_at
+            // The caller's precise clock when it has one: the coarse clock lags up to a
+            // tick, and a sleeper whose deadline passed would otherwise spin until then.
+            && now.unwrap_or_else(|| self.rt.coarse_now()) < *timer_at
         {
             if flush {
                 bundler.emit(sock);
@@ -1613,7 +1615,10 @@ impl Shared {
                 continue;
             }
             let core = self.lock();
-            drop(self.progress_guard(core));
+            let mut core = core;
+            let now = self.rt.now();
+            self.progress_at(&mut core, Some(now), true);
+            drop(self.run_handlers(core));
         }
     }
 }
