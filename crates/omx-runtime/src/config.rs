@@ -61,6 +61,8 @@ pub struct RuntimeConfig {
     /// Cross-process copies (`process_vm_readv`) may be used (`OMX_SHARED_CMA=0` forces
     /// the two-copy path through the rings, as when the kernel refuses them).
     pub shared_cma: bool,
+    /// Faults injected on the packet path (`OMX_FAULTS`, testing only).
+    pub faults: Option<omx_transport::FaultConfig>,
     /// Wake-up policy of sleeping threads (`OMX_COALESCING`).
     pub coalescing: Coalescing,
     /// Its timer (`OMX_COALESCING_US`).
@@ -169,6 +171,16 @@ impl RuntimeConfig {
             shared_ring_bytes: (num("OMX_SHARED_RING_KB", None, 256).clamp(64, 16384) as usize
                 * 1024)
                 .next_power_of_two(),
+            faults: var("OMX_FAULTS", None).and_then(|s| {
+                match omx_transport::FaultConfig::parse(&s) {
+                    Ok(c) if c.is_active() => Some(c),
+                    Ok(_) => None,
+                    Err(e) => {
+                        eprintln!("omx: OMX_FAULTS ignored: {e}");
+                        None
+                    }
+                }
+            }),
             coalescing: match var("OMX_COALESCING", None).as_deref().map(str::trim) {
                 Some("off") => Coalescing::Off,
                 Some("timer") => Coalescing::Timer,
@@ -215,6 +227,9 @@ impl RuntimeConfig {
         }
         if let Some(v) = var("OMX_RESEND_DELAY_MS", None) {
             e.resend_delay = atoi(&v).max(1) as u64 * NS_PER_MS;
+        }
+        if let Some(v) = var("OMX_PULL_RESEND_DELAY_MS", None) {
+            e.pull_resend_delay = atoi(&v).max(1) as u64 * NS_PER_MS;
         }
         e
     }

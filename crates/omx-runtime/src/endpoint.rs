@@ -13,7 +13,7 @@ use crate::shared::{run_local_pull, LocalConnect, SharedChannel};
 use bytes::{Bytes, BytesMut};
 use omx_proto::demux::{closed_endpoint_nack, route, Route};
 use omx_proto::*;
-use omx_transport::{EndpointFilter, PacketSocket, SocketOptions};
+use omx_transport::{EndpointFilter, FaultInjector, PacketSocket, SocketOptions};
 use omx_wire::NackType;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
@@ -100,6 +100,8 @@ struct Core {
     shared: Option<SharedChannel>,
     /// Receive copies handed to the copy engine.
     copier: Copier,
+    /// `OMX_FAULTS`: faults injected on this endpoint's packet path.
+    faults: Option<FaultInjector>,
     /// An unexpected handler is running: progression is paused (MX semantics).
     in_handler: bool,
     _index_lock: LockFile,
@@ -327,6 +329,11 @@ impl Endpoint {
             unexp_handler: None,
             shared,
             copier: Copier::new(rt.cfg.copy.clone()),
+            faults: rt.cfg.faults.clone().map(|mut c| {
+                // A distinct stream per endpoint and process.
+                c.seed = c.seed ^ ((index as u64) << 32) ^ std::process::id() as u64;
+                FaultInjector::new(c)
+            }),
             in_handler: false,
             _index_lock: lock,
         };
@@ -998,6 +1005,7 @@ impl Shared {
             shared,
             mem,
             copier,
+            faults,
             ..
         } = core;
         rx.append(self_rx);
@@ -1021,7 +1029,7 @@ impl Shared {
             }
             local_work |= sh.has_backlog();
         }
-        let _ = sock.recv_batch(RX_BATCH, |f| {
+        let mut take = |f: &[u8]| {
             if is_board_frame(f) {
                 board_rx.push(f.to_vec());
             } else {
@@ -1031,7 +1039,16 @@ impl Shared {
                 }
                 rx.push(rx_pool.carve(f));
             }
-        });
+        };
+        match faults.as_mut() {
+            None => {
+                let _ = sock.recv_batch(RX_BATCH, take);
+            }
+            Some(inj) => {
+                let _ = sock.recv_batch(RX_BATCH, |f| inj.on_receive(f, &mut take));
+                inj.release(&mut take);
+            }
+        }
         // Nothing arrived, nothing to send, no timer due: the common case of a polling
         // loop, kept free of clock reads and deadline scans.
         if rx.is_empty()
@@ -1197,6 +1214,7 @@ impl Shared {
             self_rx,
             shared,
             copier,
+            faults,
             ..
         } = core;
         if let Some(sh) = shared.as_mut().filter(|s| s.has_backlog()) {
@@ -1243,6 +1261,9 @@ impl Shared {
                     let m = &*mem;
                     t.assemble(&mut f, |h, off, out| m.read(h, off as usize, out));
                     self_rx.push(Bytes::from(f));
+                    continue;
+                }
+                if faults.as_mut().is_some_and(|f| f.drop_send()) {
                     continue;
                 }
                 if bundle && Bundler::eligible(&t) {
@@ -1376,7 +1397,18 @@ impl Shared {
 
     /// Counters kept by the runtime itself (sleeps and wake-ups, copy offload).
     fn runtime_counters(&self, core: &Core) -> Vec<(String, u64)> {
-        vec![
+        let mut v = Vec::new();
+        if let Some(f) = &core.faults {
+            let s = f.stats;
+            v.extend([
+                ("faults_dropped_rx".to_string(), s.dropped_rx),
+                ("faults_dropped_tx".to_string(), s.dropped_tx),
+                ("faults_duplicated".to_string(), s.duplicated),
+                ("faults_reordered".to_string(), s.reordered),
+                ("faults_corrupted".to_string(), s.corrupted),
+            ]);
+        }
+        v.extend(vec![
             ("sleeps".into(), self.sleeps.load(Ordering::Relaxed)),
             (
                 "wakeups_io".into(),
@@ -1388,19 +1420,22 @@ impl Shared {
             ),
             ("copy_offloaded".into(), core.copier.offloaded),
             ("copy_inline_full".into(), core.copier.inline_full),
-        ]
+        ]);
+        v
     }
 
     /// Earliest deadline of the engine or discovery, as a poll timeout from now.
     fn sleep_budget(&self, core: &Core, cap: Duration) -> Duration {
         // Copies in flight finish within microseconds, and a peer frees ring space for
         // messages that wait for it without telling us: check back soon.
-        let cap =
-            if core.copier.pending() > 0 || core.shared.as_ref().is_some_and(|s| s.has_backlog()) {
-                cap.min(Duration::from_micros(50))
-            } else {
-                cap
-            };
+        let cap = if core.copier.pending() > 0
+            || core.shared.as_ref().is_some_and(|s| s.has_backlog())
+            || core.faults.as_ref().is_some_and(|f| f.has_held())
+        {
+            cap.min(Duration::from_micros(50))
+        } else {
+            cap
+        };
         let now = self.rt.now();
         let mut next = core
             .engine

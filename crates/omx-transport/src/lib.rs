@@ -18,6 +18,7 @@
 
 #[allow(unsafe_code)]
 pub mod cma;
+pub mod faults;
 mod filter;
 mod iface;
 pub mod netns;
@@ -29,6 +30,7 @@ mod socket;
 mod sys;
 
 pub use cma::{CmaError, RemoteIov};
+pub use faults::{FaultConfig, FaultInjector, FaultStats};
 pub use filter::EndpointFilter;
 pub use iface::{
     interface_by_name, list_interfaces, parse_iface_list, rx_coalescing, select_boards,
