@@ -78,6 +78,64 @@ pub enum LocalMsg {
     },
 }
 
+impl LocalMsg {
+    /// The message as its receiver sees it, with `remote` describing a rendezvous's
+    /// memory; `None` for a push (streamed as chunks, not one message).
+    pub fn into_local_in(self, remote: Bytes) -> Option<LocalIn> {
+        Some(match self {
+            LocalMsg::Eager {
+                match_info,
+                flags,
+                data,
+            } => LocalIn::Eager {
+                match_info,
+                flags,
+                data,
+            },
+            LocalMsg::Rndv {
+                match_info,
+                flags,
+                len,
+                region,
+                use_seq,
+                ..
+            } => LocalIn::Rndv {
+                match_info,
+                flags,
+                len,
+                region,
+                use_seq,
+                remote,
+            },
+            LocalMsg::Notify {
+                region,
+                use_seq,
+                xfer,
+                flags,
+            } => LocalIn::Notify {
+                region,
+                use_seq,
+                xfer,
+                flags,
+            },
+            LocalMsg::PullReq {
+                region,
+                use_seq,
+                offset,
+                len,
+                cookie,
+            } => LocalIn::PullReq {
+                region,
+                use_seq,
+                offset,
+                len,
+                cookie,
+            },
+            LocalMsg::Push { .. } => return None,
+        })
+    }
+}
+
 /// Messages of the local channel, inbound side (decoded by the runtime from a ring).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LocalIn {
@@ -326,44 +384,9 @@ impl Engine {
             self.local_out.push_back(LocalSend { partner: pid, msg });
             return;
         }
-        let m = match msg {
-            LocalMsg::Eager {
-                match_info,
-                flags,
-                data,
-            } => LocalIn::Eager {
-                match_info,
-                flags,
-                data,
-            },
-            LocalMsg::Rndv {
-                match_info,
-                flags,
-                len,
-                region,
-                use_seq,
-                ..
-            } => LocalIn::Rndv {
-                match_info,
-                flags,
-                len,
-                region,
-                use_seq,
-                remote: Bytes::new(),
-            },
-            LocalMsg::Notify {
-                region,
-                use_seq,
-                xfer,
-                flags,
-            } => LocalIn::Notify {
-                region,
-                use_seq,
-                xfer,
-                flags,
-            },
-            // The self partner never refuses its own memory.
-            LocalMsg::PullReq { .. } | LocalMsg::Push { .. } => return,
+        // The self partner never refuses its own memory: no pushes.
+        let Some(m) = msg.into_local_in(Bytes::new()) else {
+            return;
         };
         self.self_delivery = true;
         let taken = self.handle_local(now, pid, m);

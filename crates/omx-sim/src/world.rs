@@ -297,60 +297,6 @@ impl World {
         let q = self.local_q.entry((h, e as u8, to)).or_default();
         let mem = &self.hosts[h].mem;
         let item = match s.msg {
-            LocalMsg::Eager {
-                match_info,
-                flags,
-                data,
-            } => LocalIn::Eager {
-                match_info,
-                flags,
-                data,
-            },
-            LocalMsg::Rndv {
-                match_info,
-                flags,
-                len,
-                region,
-                use_seq,
-                mem: handle,
-                offset,
-            } => {
-                let mut remote = Vec::with_capacity(16);
-                remote.extend_from_slice(&handle.0.to_le_bytes());
-                remote.extend_from_slice(&offset.to_le_bytes());
-                LocalIn::Rndv {
-                    match_info,
-                    flags,
-                    len,
-                    region,
-                    use_seq,
-                    remote: Bytes::from(remote),
-                }
-            }
-            LocalMsg::Notify {
-                region,
-                use_seq,
-                xfer,
-                flags,
-            } => LocalIn::Notify {
-                region,
-                use_seq,
-                xfer,
-                flags,
-            },
-            LocalMsg::PullReq {
-                region,
-                use_seq,
-                offset,
-                len,
-                cookie,
-            } => LocalIn::PullReq {
-                region,
-                use_seq,
-                offset,
-                len,
-                cookie,
-            },
             LocalMsg::Push {
                 cookie,
                 mem: handle,
@@ -371,6 +317,20 @@ impl World {
                 }
                 return;
             }
+            // A rendezvous's memory, as the simulator describes it: handle and offset.
+            LocalMsg::Rndv {
+                mem: handle,
+                offset,
+                ..
+            } => {
+                let mut remote = Vec::with_capacity(16);
+                remote.extend_from_slice(&handle.0.to_le_bytes());
+                remote.extend_from_slice(&offset.to_le_bytes());
+                s.msg
+                    .into_local_in(Bytes::from(remote))
+                    .expect("not a push")
+            }
+            m => m.into_local_in(Bytes::new()).expect("not a push"),
         };
         q.push_back(LocalItem::Msg(item));
     }
