@@ -574,7 +574,10 @@ impl Endpoint {
         segs: &[Segment],
         post: impl FnOnce(&mut Engine, Time, MemHandle) -> Result<ReqId, EngineError>,
     ) -> Result<ReqId, Error> {
-        let (mut core, now) = self.shared.app_lock_now();
+        // The coarse clock is enough here: posting arms no timer finer than its tick
+        // (resend and pull delays are hundreds of ms), and it costs no clock read.
+        let mut core = self.shared.app_lock();
+        let now = self.shared.rt.coarse_now();
         let h = core.mem.register(segs);
         match post(&mut core.engine, now, h) {
             Ok(r) => {
@@ -1018,7 +1021,7 @@ impl Shared {
         }
         if let Some(sh) = shared.as_mut() {
             if sh.has_pending() {
-                let t = *now.get_or_insert_with(|| self.rt.now());
+                let t = now.unwrap_or_else(|| self.rt.coarse_now());
                 sh.receive(engine, mem, t, &mut |d| {
                     if rx_pool.capacity() < d.len() {
                         rx_pool.refill(d.len());
@@ -1065,7 +1068,15 @@ impl Shared {
             }
             return;
         }
-        let now = now.unwrap_or_else(|| self.rt.now());
+        // Frames from the wire start timers that need the precise clock; a pass that
+        // only took shared-memory records or copies does with the coarse one.
+        let now = now.unwrap_or_else(|| {
+            if rx.is_empty() && board_rx.is_empty() {
+                self.rt.coarse_now()
+            } else {
+                self.rt.now()
+            }
+        });
         if !rx.is_empty() {
             self.last_rx.store(now, Ordering::Relaxed);
         }
