@@ -512,9 +512,23 @@ impl Endpoint {
             if let Some(sh) = shared.as_mut() {
                 if sh.write_eager_direct(dest, match_info, segs, len as usize) {
                     let r = engine.local_direct_sent(dest, match_info, len, context);
-                    // Only the completion comes out: no timer depends on this clock.
+                    // Only the send's completion comes out (other queued output waits
+                    // for the next pass, as between streamed sends).
+                    let Core {
+                        engine,
+                        mem,
+                        done,
+                        done_order,
+                        forgotten,
+                        copier,
+                        ..
+                    } = &mut *core;
                     let now = self.shared.rt.coarse_now();
-                    self.shared.post_drain(&mut core, now, true);
+                    let completed =
+                        collect_completions(engine, mem, done, done_order, forgotten, copier, now);
+                    if completed && self.shared.sleepers.load(Ordering::SeqCst) > 0 {
+                        self.shared.signal();
+                    }
                     return Ok(r);
                 }
             }
@@ -824,6 +838,40 @@ impl Drop for Endpoint {
         let _ = self.shared.board.dir.accumulate_closed(&counters);
         self.shared.board.dir.unpublish_endpoint(self.shared.index);
     }
+}
+
+/// Moves the engine's completions to the done table (releasing lent memory); true if
+/// any is for the application.
+fn collect_completions(
+    engine: &mut Engine,
+    mem: &mut MemRegistry,
+    done: &mut HashMap<ReqId, Completion>,
+    done_order: &mut VecDeque<ReqId>,
+    forgotten: &mut HashSet<ReqId>,
+    copier: &mut Copier,
+    now: Time,
+) -> bool {
+    let mut completed = false;
+    while let Some(c) = engine.poll_completion() {
+        if c.kind == RequestKind::Recv
+            && copier.pending() > 0
+            && !matches!(c.status.code, StatusCode::Success | StatusCode::Truncated)
+        {
+            // A failed receive may still have copies in flight into its buffer: the
+            // application gets it back only after they land.
+            copier.wait_all(|id| engine.copy_done(now, id));
+        }
+        if let Some(h) = c.mem {
+            mem.release(h);
+        }
+        if forgotten.remove(&c.req) {
+            continue;
+        }
+        done.insert(c.req, c);
+        done_order.push_back(c.req);
+        completed = true;
+    }
+    completed
 }
 
 fn take_done(core: &mut Core, req: ReqId) -> Option<Completion> {
@@ -1287,25 +1335,7 @@ impl Shared {
                     t.write_to(buf, |h, off, out| m.read(h, off as usize, out))
                 });
             }
-            while let Some(c) = engine.poll_completion() {
-                if c.kind == RequestKind::Recv
-                    && copier.pending() > 0
-                    && !matches!(c.status.code, StatusCode::Success | StatusCode::Truncated)
-                {
-                    // A failed receive may still have copies in flight into its
-                    // buffer: the application gets it back only after they land.
-                    copier.wait_all(|id| engine.copy_done(now, id));
-                }
-                if let Some(h) = c.mem {
-                    mem.release(h);
-                }
-                if forgotten.remove(&c.req) {
-                    continue;
-                }
-                done.insert(c.req, c);
-                done_order.push_back(c.req);
-                completed = true;
-            }
+            completed |= collect_completions(engine, mem, done, done_order, forgotten, copier, now);
         }
         if flush {
             bundler.emit(sock);
