@@ -387,9 +387,12 @@ impl Copier {
         self.backend.is_some() && len >= self.cfg.min_frag && msg_length >= self.cfg.min_msg
     }
 
-    /// Hands a copy to the backend; `Err(job)` when it is full (copy inline).
+    /// Hands a copy to the backend; `Err(job)` when it is full or there is none (copy
+    /// inline then).
     pub fn submit(&mut self, id: omx_proto::CopyId, job: CopyJob) -> Result<(), CopyJob> {
-        let b = self.backend.as_ref().expect("offloads() checked");
+        let Some(b) = self.backend.as_ref() else {
+            return Err(job);
+        };
         match b.submit(&self.done, job) {
             Ok(()) => {
                 self.submitted += 1;
