@@ -231,19 +231,18 @@ impl Engine {
     /// message that a posted receive matches is copied once, straight from the send
     /// buffer; only one that would wait in the unexpected queue is captured.
     pub fn is_eager_to(&self, partner: PartnerId, match_info: u64, len: u32, sync: bool) -> bool {
-        match self.reach(partner) {
-            Reach::Network => self.is_eager(len, sync),
-            Reach::Shared => !sync && len <= self.cfg.shared_rndv_threshold,
-            Reach::SelfEndpoint => {
-                !sync && len <= self.cfg.shared_rndv_threshold && !self.posted_match(match_info)
-            }
-        }
+        let reach = self.reach(partner);
+        !sync
+            && len <= self.eager_limit(reach)
+            && !(reach == Reach::SelfEndpoint && self.posted_position(match_info).is_some())
     }
 
-    fn posted_match(&self, match_info: u64) -> bool {
-        self.posted.iter().any(|&k| {
-            matches!(self.requests.get(k), Some(Request::Recv(r)) if match_info & r.mask == r.match_info)
-        })
+    /// Largest eager message to a partner reached this way.
+    pub(crate) fn eager_limit(&self, reach: Reach) -> u32 {
+        match reach {
+            Reach::Network => self.cfg.effective_rndv_threshold(),
+            Reach::Shared | Reach::SelfEndpoint => self.cfg.shared_rndv_threshold,
+        }
     }
 
     /// Connects to an endpoint of this host reached through shared memory. The runtime
@@ -499,7 +498,7 @@ impl Engine {
     /// size, and no local message queued before it.
     pub fn local_direct_ok(&self, partner: PartnerId, len: u32, sync: bool) -> bool {
         !sync
-            && len <= self.cfg.shared_rndv_threshold
+            && len <= self.eager_limit(Reach::Shared)
             && self.local_out.is_empty()
             && self.region_waitq.is_empty()
             && self

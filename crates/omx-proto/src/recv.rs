@@ -301,10 +301,15 @@ impl Engine {
 
     /// Finds the first posted receive matching `match_info` and removes it from the queue.
     pub(crate) fn match_posted(&mut self, match_info: u64) -> Option<Key> {
-        let pos = self.posted.iter().position(|&k| {
-            matches!(self.requests.get(k), Some(Request::Recv(r)) if match_info & r.mask == r.match_info)
-        })?;
+        let pos = self.posted_position(match_info)?;
         self.posted.remove(pos)
+    }
+
+    /// Where the first posted receive matching `match_info` is in the queue.
+    pub(crate) fn posted_position(&self, match_info: u64) -> Option<usize> {
+        self.posted.iter().position(|&k| {
+            matches!(self.requests.get(k), Some(Request::Recv(r)) if match_info & r.mask == r.match_info)
+        })
     }
 
     /// Matches a new in-order message or stores it as unexpected; `None` when the

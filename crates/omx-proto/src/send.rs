@@ -37,7 +37,7 @@ impl Engine {
     /// Whether a send of `len` bytes to `partner` (synchronous or not) goes eager, i.e.
     /// whether the caller must capture the data as [`SendData::Eager`].
     pub fn is_eager(&self, len: u32, sync: bool) -> bool {
-        !sync && len <= self.cfg.effective_rndv_threshold()
+        !sync && len <= self.eager_limit(crate::local::Reach::Network)
     }
 
     fn post_send(
@@ -53,11 +53,7 @@ impl Engine {
             .partners
             .get(partner.0 as usize)
             .ok_or(EngineError::UnknownPartner)?;
-        let len = data.len();
-        let eager = match p.reach {
-            crate::local::Reach::Network => self.is_eager(len, sync),
-            _ => !sync && len <= self.cfg.shared_rndv_threshold,
-        };
+        let eager = !sync && data.len() <= self.eager_limit(p.reach);
         // To oneself a small message may also be passed as a region (copied straight
         // into a posted receive).
         let region_ok = p.reach == crate::local::Reach::SelfEndpoint;
@@ -75,7 +71,6 @@ impl Engine {
             }
             _ => {}
         }
-        let _ = p;
         let k = self.post_flagged(now, partner, match_info, data, context, 0, 0, false)?;
         Ok(ReqId(k.0))
     }
