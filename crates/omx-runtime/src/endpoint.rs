@@ -874,6 +874,18 @@ fn collect_completions(
     completed
 }
 
+impl Core {
+    /// Work that finishes or becomes possible without any descriptor waking a sleeper:
+    /// copies on the copy thread (microseconds), messages waiting for ring space (the
+    /// peer frees it silently), frames held back by the fault injector. Sleeps stay
+    /// short while there is some.
+    fn work_without_wakeup(&self) -> bool {
+        self.copier.pending() > 0
+            || self.shared.as_ref().is_some_and(|s| s.has_backlog())
+            || self.faults.as_ref().is_some_and(|f| f.has_held())
+    }
+}
+
 fn take_done(core: &mut Core, req: ReqId) -> Option<Completion> {
     if core.done.is_empty() {
         return None;
@@ -1467,12 +1479,7 @@ impl Shared {
 
     /// Earliest deadline of the engine or discovery, as a poll timeout from now.
     fn sleep_budget(&self, core: &Core, cap: Duration) -> Duration {
-        // Copies in flight finish within microseconds, and a peer frees ring space for
-        // messages that wait for it without telling us: check back soon.
-        let cap = if core.copier.pending() > 0
-            || core.shared.as_ref().is_some_and(|s| s.has_backlog())
-            || core.faults.as_ref().is_some_and(|f| f.has_held())
-        {
+        let cap = if core.work_without_wakeup() {
             cap.min(Duration::from_micros(50))
         } else {
             cap
