@@ -22,3 +22,49 @@ pub fn runtime_or_exit(tool: &str) -> Arc<Runtime> {
         }
     }
 }
+
+/// A remote participant of a multi-host run: its board name, nic id, and its index
+/// among all participants (nic ids sorted, so every process computes the same one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Participant {
+    pub name: String,
+    pub nic: NicId,
+    pub id: u8,
+}
+
+/// Resolves the participants' board names (waiting for discovery until `deadline`;
+/// our own board's name and duplicates are skipped) and returns this process's index
+/// and the remote participants.
+pub fn resolve_participants(
+    rt: &Arc<Runtime>,
+    board: u32,
+    names: &[String],
+    deadline: std::time::Instant,
+) -> Result<(u8, Vec<Participant>), String> {
+    let own = rt.board(board).ok_or(format!("no board #{board}"))?;
+    let mut hosts: Vec<(String, NicId)> = Vec::new();
+    for n in names.iter().filter(|n| **n != own.name) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let nic = rt
+            .hostname_to_nic_id(n, left)
+            .ok_or(format!("cannot resolve peer name {n}"))?;
+        if nic != own.nic_id && !hosts.iter().any(|(_, x)| *x == nic) {
+            hosts.push((n.clone(), nic));
+        }
+    }
+    let mut all: Vec<NicId> = hosts.iter().map(|h| h.1).chain([own.nic_id]).collect();
+    all.sort_unstable();
+    if all.len() > 255 {
+        return Err("at most 255 participants".into());
+    }
+    let index = |nic: NicId| all.iter().position(|&x| x == nic).expect("listed") as u8;
+    let remotes = hosts
+        .into_iter()
+        .map(|(name, nic)| Participant {
+            id: index(nic),
+            name,
+            nic,
+        })
+        .collect();
+    Ok((index(own.nic_id), remotes))
+}

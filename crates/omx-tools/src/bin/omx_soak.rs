@@ -31,7 +31,7 @@
 //! `done` never came) and exits 0 only if every count after `bytes`/`seconds` is zero.
 
 use clap::Parser;
-use omx_proto::{EngineError, NicId, PartnerId, ReqId, StatusCode};
+use omx_proto::{EngineError, PartnerId, ReqId, StatusCode};
 use omx_runtime::{Endpoint, Error, Runtime, Segment};
 use omx_tools::runtime_or_exit;
 use std::collections::{BTreeMap, HashMap};
@@ -268,43 +268,12 @@ fn note(what: &str, first: &mut Option<String>) {
 }
 
 /// A remote participant.
-struct Peer {
-    name: String,
-    nic: NicId,
-    id: u8,
-}
+type Peer = omx_tools::Participant;
 
 /// Resolves the peers' names (waiting for discovery) and returns this process's id and
 /// the remote participants.
 fn resolve(rt: &Arc<Runtime>, a: &Args, deadline: Instant) -> (u8, Vec<Peer>) {
-    let own = rt
-        .board(a.board)
-        .unwrap_or_else(|| die(&format!("no board #{}", a.board)));
-    let mut hosts: Vec<(String, NicId)> = Vec::new();
-    for n in a.peers.iter().filter(|n| **n != own.name) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let nic = rt
-            .hostname_to_nic_id(n, left)
-            .unwrap_or_else(|| die(&format!("cannot resolve peer name {n}")));
-        if nic != own.nic_id && !hosts.iter().any(|(_, x)| *x == nic) {
-            hosts.push((n.clone(), nic));
-        }
-    }
-    let mut all: Vec<NicId> = hosts.iter().map(|h| h.1).chain([own.nic_id]).collect();
-    all.sort_unstable();
-    if all.len() > 256 {
-        die("at most 256 participants");
-    }
-    let index = |nic: NicId| all.iter().position(|&x| x == nic).expect("listed") as u8;
-    let peers = hosts
-        .into_iter()
-        .map(|(name, nic)| Peer {
-            name,
-            nic,
-            id: index(nic),
-        })
-        .collect();
-    (index(own.nic_id), peers)
+    omx_tools::resolve_participants(rt, a.board, &a.peers, deadline).unwrap_or_else(|e| die(&e))
 }
 
 /// Connects to `p`, retrying (its process may not be up yet) until `deadline`.

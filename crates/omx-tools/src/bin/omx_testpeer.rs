@@ -199,41 +199,20 @@ struct World {
 }
 
 fn resolve(rt: &Arc<Runtime>, board: u32, names: &[String], eps: u8, deadline: Instant) -> World {
-    let own = rt
-        .board(board)
-        .unwrap_or_else(|| fail(&format!("no board #{board}")));
-    let own_nic = own.nic_id;
-    let mut hosts: Vec<(String, NicId)> = Vec::new();
-    for n in names.iter().filter(|n| **n != own.name) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let nic = rt
-            .hostname_to_nic_id(n, left)
-            .unwrap_or_else(|| fail(&format!("cannot resolve peer name {n}")));
-        if nic != own_nic && !hosts.iter().any(|(_, x)| *x == nic) {
-            hosts.push((n.clone(), nic));
-        }
-    }
-    let mut all: Vec<NicId> = hosts.iter().map(|h| h.1).chain([own_nic]).collect();
-    all.sort_unstable();
-    if all.len() > 255 {
-        fail("at most 255 participants");
-    }
-    let index = |nic: NicId| all.iter().position(|&x| x == nic).expect("listed") as u8;
+    let (me, hosts) =
+        omx_tools::resolve_participants(rt, board, names, deadline).unwrap_or_else(|e| fail(&e));
     let mut remotes = Vec::new();
-    for (name, nic) in &hosts {
+    for h in &hosts {
         for ep in 0..eps {
             remotes.push(Remote {
-                name: name.clone(),
-                nic: *nic,
-                host: index(*nic),
+                name: h.name.clone(),
+                nic: h.nic,
+                host: h.id,
                 ep,
             });
         }
     }
-    World {
-        me: index(own_nic),
-        remotes,
-    }
+    World { me, remotes }
 }
 
 /// The endpoint's non-zero counters and queue state, for failure messages.
