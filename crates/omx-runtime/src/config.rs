@@ -77,6 +77,17 @@ pub struct RuntimeConfig {
     pub rx_ring_bytes: usize,
     /// Pack small frames for one endpoint into one Ethernet frame (native mode only).
     pub bundle: bool,
+    /// When endpoints go through `omxd` instead of their own packet socket (`OMX_DAEMON`).
+    pub daemon: DaemonUse,
+}
+
+/// Whether endpoints are opened through the privileged `omxd` (see `daemon`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DaemonUse {
+    /// Only when this process may not open packet sockets (no CAP_NET_RAW).
+    Auto,
+    Always,
+    Never,
 }
 
 fn var(name: &str, mx_alias: Option<&str>) -> Option<String> {
@@ -206,6 +217,11 @@ impl RuntimeConfig {
             unexp_max_bytes: num("OMX_UNEXP_MAX", None, 256 << 20).max(0) as usize,
             rx_ring_bytes: num("OMX_RX_RING_KB", None, 16384).max(0) as usize * 1024,
             bundle: wire.mode == omx_wire::WireMode::Native && flag("OMX_BUNDLE", None, true),
+            daemon: match var("OMX_DAEMON", None).as_deref().map(str::trim) {
+                Some("1") | Some("always") => DaemonUse::Always,
+                Some("0") | Some("never") => DaemonUse::Never,
+                _ => DaemonUse::Auto,
+            },
         }
     }
 

@@ -3,7 +3,7 @@
 //! thread), so retransmissions, acks and pulls move while the application computes.
 
 use crate::bundler::Bundler;
-use crate::config::Coalescing;
+use crate::config::{Coalescing, DaemonUse};
 use crate::copy::{run_job, Copier, CopyJob};
 use crate::discovery::Discovery;
 use crate::memory::{MemRegistry, Segment, MAX_SEGMENTS};
@@ -104,7 +104,8 @@ struct Core {
     faults: Option<FaultInjector>,
     /// An unexpected handler is running: progression is paused (MX semantics).
     in_handler: bool,
-    _index_lock: LockFile,
+    /// The endpoint index lock (`None` when `omxd` holds it for us).
+    _index_lock: Option<LockFile>,
 }
 
 /// Which wake-up descriptors fired during a sleep.
@@ -205,24 +206,32 @@ impl Endpoint {
         if index.is_some_and(|i| i >= MAX_ENDPOINTS) {
             return Err(Error::BadArgument("endpoint index out of range"));
         }
-        let (index, lock) = b
-            .dir
-            .lock_endpoint(index, MAX_ENDPOINTS)?
-            .ok_or(Error::Busy)?;
+        let relayed = match rt.cfg.daemon {
+            DaemonUse::Always => true,
+            DaemonUse::Never => false,
+            DaemonUse::Auto => !omx_transport::relay::can_open_packet_socket(),
+        };
         let opts = SocketOptions {
             rx_ring_bytes: rt.cfg.rx_ring_bytes,
             ..SocketOptions::default()
         };
+        // Size the receive ring for our frames, not for a larger interface MTU (lo's
+        // 64 KiB would leave few slots and drop frames of a deep pull pipeline).
+        let mut iface = b.iface.clone();
+        iface.mtu = iface.mtu.min(rt.cfg.wire.mtu);
+        if relayed {
+            return Self::open_relayed(rt, &b, index, key, iface);
+        }
+        let (index, lock) = b
+            .dir
+            .lock_endpoint(index, MAX_ENDPOINTS)?
+            .ok_or(Error::Busy)?;
         let board_lock = b.dir.try_lock_board()?;
         let filter = EndpointFilter {
             endpoints: vec![index],
             board_frames: board_lock.is_some(),
             marked_only: false,
         };
-        // Size the receive ring for our frames, not for a larger interface MTU (lo's
-        // 64 KiB would leave few slots and drop frames of a deep pull pipeline).
-        let mut iface = b.iface.clone();
-        iface.mtu = iface.mtu.min(rt.cfg.wire.mtu);
         // Without latency flags on the wire (MX-compat mode), marked frames cannot be
         // told apart: every frame wakes.
         let coalescing = match rt.cfg.coalescing {
@@ -254,6 +263,85 @@ impl Endpoint {
         };
         let sock =
             PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
+        Self::assemble(
+            rt,
+            b,
+            index,
+            key,
+            iface,
+            sock,
+            wake_sock,
+            coalescing,
+            board_lock,
+            Some(lock),
+        )
+    }
+
+    /// Opens an endpoint through `omxd` (no CAP_NET_RAW here): the daemon owns the
+    /// endpoint index and the packet socket, and relays our frames; no board service,
+    /// no wake socket (every relayed frame wakes) and no bundles (the daemon checks
+    /// frames one by one).
+    fn open_relayed(
+        rt: &Arc<Runtime>,
+        b: &Arc<Board>,
+        index: Option<u8>,
+        key: u32,
+        iface: omx_transport::Interface,
+    ) -> Result<Endpoint, Error> {
+        use omx_transport::relay::{self, OpenRequest, Refusal, RelayError};
+        let path = crate::daemon::socket_path();
+        let req = OpenRequest {
+            nic_id: b.nic_id,
+            endpoint: index,
+        };
+        let (fd, index) = relay::open_endpoint(&path, req).map_err(|e| match e {
+            RelayError::Refused(Refusal::Busy) => Error::Busy,
+            RelayError::Refused(Refusal::NoSuchBoard) => Error::NoSuchBoard,
+            RelayError::Refused(Refusal::BadEndpoint) => {
+                Error::BadArgument("endpoint index out of range or reserved by omxd")
+            }
+            e => Error::Io(std::io::Error::other(format!(
+                "no packet-socket privilege (CAP_NET_RAW), and {e} (socket {})",
+                path.display()
+            ))),
+        })?;
+        relay::set_send_buffer(fd.as_raw_fd(), 4 << 20, false);
+        let opts = SocketOptions::default();
+        let sock = PacketSocket::from_relay(fd, &iface, rt.cfg.wire.ethertype, &opts)?;
+        if rt.cfg.verbose {
+            eprintln!(
+                "omx: endpoint {index} opened through omxd ({})",
+                path.display()
+            );
+        }
+        Self::assemble(
+            rt,
+            b.clone(),
+            index,
+            key,
+            iface,
+            sock,
+            None,
+            Coalescing::Off,
+            None,
+            None,
+        )
+    }
+
+    /// Builds the endpoint around its socket(s) once the index is ours.
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        rt: &Arc<Runtime>,
+        b: Arc<Board>,
+        index: u8,
+        key: u32,
+        iface: omx_transport::Interface,
+        sock: PacketSocket,
+        wake_sock: Option<Mutex<PacketSocket>>,
+        coalescing: Coalescing,
+        board_lock: Option<LockFile>,
+        lock: Option<LockFile>,
+    ) -> Result<Endpoint, Error> {
         let session = random_u32();
         let params = EndpointParams {
             nic_id: b.nic_id,
@@ -1273,7 +1361,8 @@ impl Shared {
     /// Executes copies, sends frames and collects completions until the engine is idle.
     fn drain(&self, core: &mut Core, now: Time, flush: bool) -> bool {
         let mut completed = false;
-        let bundle = self.rt.cfg.bundle;
+        // omxd checks relayed frames one by one and refuses bundles.
+        let bundle = self.rt.cfg.bundle && !core.sock.is_relay();
         let Core {
             engine,
             sock,
@@ -1431,7 +1520,8 @@ impl Shared {
         }
         if core.discovery.is_none() {
             self.board.merge_peers(&self.board.dir.load_peers());
-            if now >= core.next_board_try {
+            // A relayed endpoint never sees board frames: omxd serves the board.
+            if now >= core.next_board_try && !core.sock.is_relay() {
                 core.next_board_try = now + SEC;
                 if let Ok(Some(l)) = self.board.dir.try_lock_board() {
                     let filter = self.owner_filter();

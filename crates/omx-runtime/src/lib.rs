@@ -5,6 +5,7 @@
 pub mod bundler;
 pub mod config;
 pub mod copy;
+pub mod daemon;
 pub mod discovery;
 pub mod endpoint;
 pub mod memory;
@@ -13,7 +14,7 @@ pub mod registry;
 pub mod runtime;
 mod shared;
 
-pub use config::RuntimeConfig;
+pub use config::{DaemonUse, RuntimeConfig};
 pub use endpoint::{Endpoint, Error, UnexpectedHandler};
 pub use memory::{Segment, MAX_SEGMENTS};
 pub use raw::{RawEndpoint, RawEvent};

@@ -9,6 +9,8 @@
 //! * [`netns`]: run code inside a named network namespace (tests, tools).
 //! * [`shm`]: intra-node transport: per-endpoint [`Inbox`] of single-producer
 //!   / single-consumer rings in a shared file, one [`Outbox`] slot per sender.
+//! * [`relay`]: frames relayed through the privileged `omxd` for processes
+//!   without CAP_NET_RAW.
 //! * [`cma`]: one-copy transfers between processes (`process_vm_readv`).
 //!
 //! The `unsafe` code is in the private `sys` module and in `shm` / `cma`
@@ -22,12 +24,15 @@ pub mod faults;
 mod filter;
 mod iface;
 pub mod netns;
+pub mod relay;
 mod ring;
 #[allow(unsafe_code)]
 pub mod shm;
 mod socket;
 #[allow(unsafe_code)]
 mod sys;
+
+pub use relay::{OpenReply, OpenRequest, Refusal, RelayError};
 
 pub use cma::{CmaError, RemoteIov};
 pub use faults::{FaultConfig, FaultInjector, FaultStats};

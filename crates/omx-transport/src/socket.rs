@@ -97,6 +97,9 @@ pub struct PacketSocket {
     send_errors: u64,
     kernel_packets: u64,
     kernel_drops: u64,
+    /// A relay connection to or from `omxd` (see [`crate::relay`]), not a packet
+    /// socket: every message is a wanted frame and there are no kernel statistics.
+    relay: bool,
 }
 
 /// Give up a flush after this long without the kernel taking a single frame;
@@ -161,7 +164,41 @@ impl PacketSocket {
             send_errors: 0,
             kernel_packets: 0,
             kernel_drops: 0,
+            relay: false,
         })
+    }
+
+    /// Wraps a connected `SOCK_SEQPACKET` relay connection (one message per
+    /// Ethernet frame, see [`crate::relay`]) as a socket of `iface`, so that the
+    /// daemon and its clients batch, flush and wait exactly as on a packet socket.
+    pub fn from_relay(
+        fd: OwnedFd,
+        iface: &Interface,
+        ethertype: u16,
+        opts: &SocketOptions,
+    ) -> io::Result<PacketSocket> {
+        sys::set_nonblocking(fd.as_raw_fd(), true)?;
+        let slot = iface.max_frame_len() + RX_SLACK;
+        Ok(PacketSocket {
+            fd,
+            iface: iface.clone(),
+            ethertype,
+            rx: Rx::Mmsg(RecvBatch::new(opts.recv_batch.max(1), slot)),
+            tx: SendBatch::new(opts.send_batch.max(1), iface.max_frame_len()),
+            rxc: RxCounters::default(),
+            accept_other_host: true,
+            sent: 0,
+            send_retries: 0,
+            send_errors: 0,
+            kernel_packets: 0,
+            kernel_drops: 0,
+            relay: true,
+        })
+    }
+
+    /// Whether this is a relay connection rather than a packet socket.
+    pub fn is_relay(&self) -> bool {
+        self.relay
     }
 
     fn configured_fd(
@@ -209,6 +246,13 @@ impl PacketSocket {
     /// frames already queued were judged by the previous filter
     /// ([`EndpointFilter::accepts`] can re-check them).
     pub fn set_filter(&self, filter: Option<&EndpointFilter>) -> io::Result<()> {
+        if self.relay {
+            // The daemon filters for its clients; they cannot change it.
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the filter of a relayed endpoint belongs to omxd",
+            ));
+        }
         match filter {
             Some(f) => sys::attach_filter(self.fd.as_raw_fd(), &f.compile(self.ethertype)),
             None => sys::detach_filter(self.fd.as_raw_fd()),
@@ -221,6 +265,7 @@ impl PacketSocket {
     #[inline]
     pub fn recv_batch(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> io::Result<usize> {
         let aoh = self.accept_other_host;
+        let relay = self.relay;
         match &mut self.rx {
             Rx::Ring(r) => Ok(r.drain(max, aoh, &mut self.rxc, f)),
             Rx::Mmsg(b) => {
@@ -231,9 +276,17 @@ impl PacketSocket {
                     let got = b.recv(fd, want)?;
                     for i in 0..got {
                         let (frame, pkttype, truncated) = b.frame(i);
+                        if relay && frame.is_empty() {
+                            // End of stream: the other side of the relay is gone.
+                            self.rxc.received += n as u64;
+                            return Err(io::Error::new(
+                                io::ErrorKind::ConnectionAborted,
+                                "relay connection closed",
+                            ));
+                        }
                         if truncated {
                             self.rxc.truncated += 1;
-                        } else if !ring::wanted(pkttype, aoh) {
+                        } else if !relay && !ring::wanted(pkttype, aoh) {
                             self.rxc.skipped += 1;
                         } else {
                             f(frame);
@@ -366,6 +419,12 @@ impl PacketSocket {
                 if let Some(e) = sys::take_socket_error(self.fd())? {
                     return Err(e);
                 }
+                if self.relay && ev & libc::POLLIN == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "omxd closed the relay connection",
+                    ));
+                }
             }
             match &self.rx {
                 Rx::Mmsg(_) => return Ok(ev & libc::POLLIN != 0),
@@ -382,7 +441,11 @@ impl PacketSocket {
     /// Kernel `PACKET_STATISTICS` (which the kernel resets on every read, so
     /// they are accumulated here) plus this socket's own counters.
     pub fn stats(&mut self) -> io::Result<SocketStats> {
-        let (packets, drops) = sys::packet_stats(self.fd())?;
+        let (packets, drops) = if self.relay {
+            (0, 0)
+        } else {
+            sys::packet_stats(self.fd())?
+        };
         self.kernel_packets += packets as u64;
         self.kernel_drops += drops as u64;
         Ok(SocketStats {

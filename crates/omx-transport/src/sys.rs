@@ -655,3 +655,189 @@ pub fn page_size() -> usize {
         4096
     }
 }
+
+/// A `sockaddr_un` for `path`; paths that do not fit (107 bytes) are refused.
+fn unix_addr(path: &std::path::Path) -> io::Result<libc::sockaddr_un> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+    let mut a: libc::sockaddr_un = unsafe { zeroed() };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.is_empty() || bytes.len() >= a.sun_path.len() || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("unix socket path {} is empty or too long", path.display()),
+        ));
+    }
+    for (d, s) in a.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    Ok(a)
+}
+
+fn seqpacket_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall, no pointers.
+    let fd =
+        cvt(unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A listening `AF_UNIX`/`SOCK_SEQPACKET` socket bound at `path` (blocking).
+pub fn seqpacket_listen(path: &std::path::Path, backlog: i32) -> io::Result<OwnedFd> {
+    let fd = seqpacket_socket()?;
+    let a = unix_addr(path)?;
+    // SAFETY: `a` is a valid sockaddr_un and its exact size is passed.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&a as *const libc::sockaddr_un).cast(),
+            size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        )
+    })?;
+    // SAFETY: plain syscall on a socket we own.
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), backlog) })?;
+    Ok(fd)
+}
+
+/// Accepts one connection (blocking; the new descriptor is close-on-exec).
+pub fn seqpacket_accept(listener: RawFd) -> io::Result<OwnedFd> {
+    loop {
+        // SAFETY: null address pointers are allowed by accept4(2).
+        let r = unsafe {
+            libc::accept4(
+                listener,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC,
+            )
+        };
+        match cvt(r) {
+            // SAFETY: accept4 returned a new descriptor owned by nobody else.
+            Ok(fd) => return Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Connects a blocking `SOCK_SEQPACKET` socket to `path`.
+pub fn seqpacket_connect(path: &std::path::Path) -> io::Result<OwnedFd> {
+    let fd = seqpacket_socket()?;
+    let a = unix_addr(path)?;
+    // SAFETY: `a` is a valid sockaddr_un and its exact size is passed.
+    cvt(unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&a as *const libc::sockaddr_un).cast(),
+            size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        )
+    })?;
+    Ok(fd)
+}
+
+/// The pid, uid and gid of the process at the other end of a unix socket, as
+/// the kernel recorded them at `connect` time (`SO_PEERCRED`: not forgeable).
+pub fn peer_cred(fd: RawFd) -> io::Result<(u32, u32, u32)> {
+    // SAFETY: ucred is plain old data.
+    let mut c: libc::ucred = unsafe { zeroed() };
+    let mut len = size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `c` is writable and `len` is its size.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    })?;
+    Ok((c.pid as u32, c.uid, c.gid))
+}
+
+/// Sends one message on a connected socket (blocking unless the socket is not).
+pub fn send_message(fd: RawFd, msg: &[u8]) -> io::Result<()> {
+    loop {
+        // SAFETY: `msg` is readable for its length.
+        let r = unsafe { libc::send(fd, msg.as_ptr().cast(), msg.len(), libc::MSG_NOSIGNAL) };
+        if r >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Receives one message into `buf` (blocking); `Ok(0)` at end of stream.
+pub fn recv_message(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is writable for its length.
+        let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Sets or clears `O_NONBLOCK`.
+pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the caller owns; no pointers.
+    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    let new = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, new) }).map(drop)
+}
+
+/// Waits on several descriptors at once; returns their `revents` (all 0 on timeout).
+pub fn poll_many(
+    fds: &[(RawFd, libc::c_short)],
+    timeout: Option<Duration>,
+) -> io::Result<Vec<libc::c_short>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&(fd, events)| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        })
+        .collect();
+    let ts = timeout.map(|left| libc::timespec {
+        tv_sec: left.as_secs() as libc::time_t,
+        tv_nsec: left.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `pfds` holds `len` valid pollfds; `ts_ptr` is null or a live timespec.
+    let r = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            ts_ptr,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![0; fds.len()]);
+        }
+        return Err(e);
+    }
+    Ok(pfds.iter().map(|p| p.revents).collect())
+}
+
+/// Whether this process may open packet sockets (CAP_NET_RAW in its network namespace).
+pub fn can_open_packet_socket() -> bool {
+    packet_socket().is_ok()
+}

@@ -1,0 +1,538 @@
+//! `omxd`: the privileged per-host service for processes without CAP_NET_RAW.
+//!
+//! It attaches the boards, runs their board service (discovery, name queries,
+//! nacks for closed endpoints) on a reserved endpoint, and opens endpoints for
+//! unprivileged processes: each gets a relay connection (see
+//! `omx_transport::relay`) behind which the daemon keeps a packet socket whose
+//! kernel filter passes only frames addressed to that endpoint. Every frame a
+//! client sends is checked before it reaches the wire: our EtherType, our
+//! board's MAC as source, an endpoint packet type (never RAW, host queries or
+//! bundles), and the client's own endpoint as source endpoint. So a client
+//! receives only its endpoint's frames and cannot speak as another endpoint.
+//! Endpoint indexes are owned through the daemon's locks, released when the
+//! client's connection closes (including when it is killed).
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use omx_transport::relay::{self, OpenReply, OpenRequest, Refusal};
+use omx_transport::{EndpointFilter, PacketSocket, SocketOptions, ETH_HEADER_LEN};
+use omx_wire::{type_of, PacketType, COMMON_HEADER_LEN};
+
+use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
+use crate::Endpoint;
+
+/// Endpoint index the daemon's board service holds on every board; clients
+/// get the others.
+pub const SERVICE_ENDPOINT: u8 = MAX_ENDPOINTS - 1;
+/// Default path of the daemon's socket.
+pub const DEFAULT_SOCKET: &str = "/run/omxd.sock";
+/// Key of the service endpoints (they never receive application messages).
+const SERVICE_KEY: u32 = 0x6f6d_7864;
+/// Frames moved per direction per relay pass.
+const RELAY_BATCH: usize = 64;
+
+/// Where the daemon listens, or where clients find it (`OMX_DAEMON_SOCKET`).
+pub fn socket_path() -> PathBuf {
+    std::env::var_os("OMX_DAEMON_SOCKET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
+}
+
+/// Daemon settings (`omxd` command line).
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    pub socket: PathBuf,
+    /// Keep polling a relay this long after it moved a frame before sleeping
+    /// (lower latency, one CPU per busy client); zero sleeps at once.
+    pub spin: Duration,
+    pub verbose: bool,
+}
+
+/// Why a client frame was not sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameRefusal {
+    Short,
+    EtherType,
+    /// Source MAC other than the board's.
+    SourceMac,
+    /// RAW, host query/reply, bundle or undefined type.
+    Type,
+    /// Source endpoint other than the client's.
+    SourceEndpoint,
+}
+
+/// Checks a frame an unprivileged client asks to send as endpoint `endpoint`
+/// of the board whose MAC is `mac`. Offsets are those of the common header
+/// (type at 16) and of the packet bodies: the source endpoint is body byte 2,
+/// or byte 1 in nacks; a PULL_REPLY names no source (the puller checks its
+/// handle and magic, which only the pull's real target was told).
+pub fn check_client_frame(
+    frame: &[u8],
+    mac: [u8; 6],
+    ethertype: u16,
+    endpoint: u8,
+) -> Result<(), FrameRefusal> {
+    if frame.len() < COMMON_HEADER_LEN + 3 {
+        return Err(FrameRefusal::Short);
+    }
+    if u16::from_be_bytes([frame[12], frame[13]]) != ethertype {
+        return Err(FrameRefusal::EtherType);
+    }
+    if frame[6..12] != mac {
+        return Err(FrameRefusal::SourceMac);
+    }
+    let src_at = match PacketType::from_u8(type_of(frame[COMMON_HEADER_LEN])) {
+        Some(PacketType::PullReply) => None,
+        Some(PacketType::NackLib | PacketType::NackMcp) => Some(COMMON_HEADER_LEN + 1),
+        Some(
+            PacketType::Truc
+            | PacketType::Connect
+            | PacketType::Tiny
+            | PacketType::Small
+            | PacketType::Medium
+            | PacketType::Rndv
+            | PacketType::Pull
+            | PacketType::Notify,
+        ) => Some(COMMON_HEADER_LEN + 2),
+        _ => return Err(FrameRefusal::Type),
+    };
+    match src_at {
+        Some(at) if frame[at] != endpoint => Err(FrameRefusal::SourceEndpoint),
+        _ => Ok(()),
+    }
+}
+
+/// What the daemon did, for `omxd.stats` and the tests.
+#[derive(Default, Debug)]
+pub struct DaemonStats {
+    pub opens: AtomicU64,
+    pub open_refusals: AtomicU64,
+    pub frames_to_wire: AtomicU64,
+    pub frames_to_clients: AtomicU64,
+    pub refused_short: AtomicU64,
+    pub refused_ethertype: AtomicU64,
+    pub refused_source_mac: AtomicU64,
+    pub refused_type: AtomicU64,
+    pub refused_source_endpoint: AtomicU64,
+}
+
+impl DaemonStats {
+    fn refuse(&self, r: FrameRefusal) {
+        let c = match r {
+            FrameRefusal::Short => &self.refused_short,
+            FrameRefusal::EtherType => &self.refused_ethertype,
+            FrameRefusal::SourceMac => &self.refused_source_mac,
+            FrameRefusal::Type => &self.refused_type,
+            FrameRefusal::SourceEndpoint => &self.refused_source_endpoint,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `name value` lines.
+    pub fn render(&self) -> String {
+        let rows = [
+            ("opens", &self.opens),
+            ("open_refusals", &self.open_refusals),
+            ("frames_to_wire", &self.frames_to_wire),
+            ("frames_to_clients", &self.frames_to_clients),
+            ("refused_short", &self.refused_short),
+            ("refused_ethertype", &self.refused_ethertype),
+            ("refused_source_mac", &self.refused_source_mac),
+            ("refused_type", &self.refused_type),
+            ("refused_source_endpoint", &self.refused_source_endpoint),
+        ];
+        rows.iter()
+            .map(|(n, v)| format!("{n} {}\n", v.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
+/// Makes the board's state directory root-owned and not writable by others,
+/// with every lock file created owner-only in advance: an unprivileged user
+/// can neither take an endpoint lock nor squat a lock file to block one.
+fn secure_board_dir(board: &Board) -> io::Result<()> {
+    let dir = board.dir.path();
+    std::os::unix::fs::chown(dir, Some(0), Some(0))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+    let locks = (0..MAX_ENDPOINTS)
+        .map(|i| format!("ep{i}.lock"))
+        .chain(["board.lock".to_string(), "raw.lock".to_string()]);
+    for name in locks {
+        let p = dir.join(name);
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)?;
+        std::os::unix::fs::fchown(&f, Some(0), Some(0))?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+/// The per-user shared-memory directory of `uid` under the board directory,
+/// created for the user (0700) since users cannot create files in the
+/// daemon's board directory.
+fn user_shm_dir(board: &Board, uid: u32, gid: u32) -> io::Result<()> {
+    let d = board.dir.path().join(format!("shm-{uid}"));
+    match std::fs::create_dir(&d) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    std::os::unix::fs::chown(&d, Some(uid), Some(gid))?;
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Runs the daemon: prepares the boards, opens their service endpoints and
+/// serves clients until the process is killed. Needs root.
+pub fn run(rt: Arc<Runtime>, cfg: DaemonConfig) -> io::Result<()> {
+    if !relay::can_open_packet_socket() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "omxd needs CAP_NET_RAW (run it as root)",
+        ));
+    }
+    if rt.cfg.daemon == crate::DaemonUse::Always {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "OMX_DAEMON=always would make omxd its own client",
+        ));
+    }
+    if rt.boards.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::NotFound, "no board attached"));
+    }
+    let mut services = Vec::new();
+    for b in &rt.boards {
+        secure_board_dir(b)?;
+        let ep = Endpoint::open(&rt, b.index, Some(SERVICE_ENDPOINT), SERVICE_KEY)
+            .map_err(|e| io::Error::other(format!("board {}: service endpoint: {e}", b.name)))?;
+        if cfg.verbose {
+            eprintln!(
+                "omxd: board {} ({}) on {}, service endpoint {SERVICE_ENDPOINT}",
+                b.index, b.name, b.iface.name
+            );
+        }
+        services.push(ep);
+    }
+    let _ = std::fs::remove_file(&cfg.socket);
+    let listener = relay::seqpacket_listen(&cfg.socket, 64)?;
+    // Any local user may ask; credentials are checked per connection.
+    std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o666))?;
+    let stats = Arc::new(DaemonStats::default());
+    spawn_stats_writer(&cfg.socket, stats.clone())?;
+    if cfg.verbose {
+        eprintln!("omxd: listening on {}", cfg.socket.display());
+    }
+    loop {
+        let conn = relay::seqpacket_accept(listener.as_raw_fd())?;
+        let rt = rt.clone();
+        let stats = stats.clone();
+        let cfg = cfg.clone();
+        std::thread::Builder::new()
+            .name("omxd-client".into())
+            .spawn(move || serve(conn, &rt, &cfg, &stats))?;
+    }
+}
+
+/// Writes `<socket>.stats` once a second (atomically, by rename).
+fn spawn_stats_writer(socket: &Path, stats: Arc<DaemonStats>) -> io::Result<()> {
+    let path = PathBuf::from(format!("{}.stats", socket.display()));
+    let tmp = PathBuf::from(format!("{}.stats.tmp", socket.display()));
+    std::thread::Builder::new()
+        .name("omxd-stats".into())
+        .spawn(move || loop {
+            if std::fs::write(&tmp, stats.render()).is_ok() {
+                let _ = std::fs::rename(&tmp, &path);
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        })?;
+    Ok(())
+}
+
+/// One client connection: the open exchange, then the relay until either side closes.
+fn serve(conn: OwnedFd, rt: &Runtime, cfg: &DaemonConfig, stats: &DaemonStats) {
+    let fd = conn.as_raw_fd();
+    let refuse = |r: Refusal| {
+        stats.open_refusals.fetch_add(1, Ordering::Relaxed);
+        let _ = relay::send_open_reply(fd, OpenReply::Refused(r));
+    };
+    let Ok((pid, uid, gid)) = relay::peer_cred(fd) else {
+        return refuse(Refusal::Internal);
+    };
+    let req = match relay::read_open_request(fd) {
+        Ok(Some(r)) => r,
+        _ => return refuse(Refusal::BadRequest),
+    };
+    let Some(board) = rt.boards.iter().find(|b| b.nic_id == req.nic_id) else {
+        return refuse(Refusal::NoSuchBoard);
+    };
+    let opened = match open_for_client(rt, board, req, uid, gid) {
+        Ok(o) => o,
+        Err(r) => {
+            if cfg.verbose {
+                eprintln!("omxd: uid {uid} pid {pid}: {r}");
+            }
+            return refuse(r);
+        }
+    };
+    let (index, _lock, wire) = opened;
+    if relay::send_open_reply(fd, OpenReply::Opened { endpoint: index }).is_err() {
+        return;
+    }
+    stats.opens.fetch_add(1, Ordering::Relaxed);
+    if cfg.verbose {
+        eprintln!(
+            "omxd: uid {uid} pid {pid} opened {} endpoint {index}",
+            board.name
+        );
+    }
+    // The daemon's end may hold a deep queue of frames for a slow client.
+    relay::set_send_buffer(fd, 4 << 20, true);
+    let iface = wire.interface().clone();
+    let opts = SocketOptions {
+        rx_ring_bytes: 0,
+        ..SocketOptions::default()
+    };
+    let Ok(client) = PacketSocket::from_relay(conn, &iface, rt.cfg.wire.ethertype, &opts) else {
+        return;
+    };
+    relay_frames(wire, client, board, index, cfg.spin, stats);
+    if cfg.verbose {
+        eprintln!("omxd: uid {uid} pid {pid} closed endpoint {index}");
+    }
+}
+
+type Opened = (u8, crate::registry::LockFile, PacketSocket);
+
+fn open_for_client(
+    rt: &Runtime,
+    board: &Board,
+    req: OpenRequest,
+    uid: u32,
+    gid: u32,
+) -> Result<Opened, Refusal> {
+    let (index, lock) = match req.endpoint {
+        Some(i) if i >= SERVICE_ENDPOINT => return Err(Refusal::BadEndpoint),
+        want => board
+            .dir
+            .lock_endpoint(want, SERVICE_ENDPOINT)
+            .map_err(|_| Refusal::Internal)?
+            .ok_or(Refusal::Busy)?,
+    };
+    user_shm_dir(board, uid, gid).map_err(|_| Refusal::Internal)?;
+    let filter = EndpointFilter {
+        endpoints: vec![index],
+        board_frames: false,
+        marked_only: false,
+    };
+    let mut iface = board.iface.clone();
+    iface.mtu = iface.mtu.min(rt.cfg.wire.mtu);
+    let opts = SocketOptions {
+        rx_ring_bytes: rt.cfg.rx_ring_bytes,
+        ..SocketOptions::default()
+    };
+    let wire = PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &opts, Some(&filter))
+        .map_err(|_| Refusal::Internal)?;
+    Ok((index, lock, wire))
+}
+
+/// Moves frames both ways until the client goes away.
+fn relay_frames(
+    mut wire: PacketSocket,
+    mut client: PacketSocket,
+    board: &Board,
+    index: u8,
+    spin: Duration,
+    stats: &DaemonStats,
+) {
+    let mac = board.iface.mac;
+    let ethertype = wire.ethertype();
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        let mut moved = 0usize;
+        let got = wire
+            .recv_batch(RELAY_BATCH, |f| {
+                let _ = client.queue_send(f.len(), |b| b.copy_from_slice(f));
+            })
+            .unwrap_or(0);
+        moved += got;
+        stats
+            .frames_to_clients
+            .fetch_add(got as u64, Ordering::Relaxed);
+        if client.flush().is_err() {
+            return;
+        }
+        let mut sent = 0u64;
+        let got = client.recv_batch(RELAY_BATCH, |f| {
+            if f.len() < ETH_HEADER_LEN {
+                stats.refuse(FrameRefusal::Short);
+                return;
+            }
+            match check_client_frame(f, mac, ethertype, index) {
+                Ok(()) => {
+                    if wire.queue_send(f.len(), |b| b.copy_from_slice(f)).is_ok() {
+                        sent += 1;
+                    }
+                }
+                Err(r) => stats.refuse(r),
+            }
+        });
+        let Ok(got) = got else { return };
+        moved += got;
+        let _ = wire.flush();
+        stats.frames_to_wire.fetch_add(sent, Ordering::Relaxed);
+        if moved > 0 {
+            idle_since = None;
+            continue;
+        }
+        let since = *idle_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < spin {
+            std::hint::spin_loop();
+            continue;
+        }
+        let ev = relay::poll_many(
+            &[(wire.fd(), libc::POLLIN), (client.fd(), libc::POLLIN)],
+            Some(Duration::from_secs(1)),
+        );
+        match ev {
+            Ok(ev) if ev[1] & (libc::POLLHUP | libc::POLLERR) != 0 && ev[1] & libc::POLLIN == 0 => {
+                return
+            }
+            Ok(_) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use omx_wire::{encode, Header, Msg, Packet, WireConfig};
+
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+    fn frame(p: Packet, src_mac: [u8; 6]) -> Vec<u8> {
+        let cfg = WireConfig::native_9000();
+        let h = Header {
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_mac,
+            ethertype: cfg.ethertype,
+            dst_src_peer_index: 0,
+        };
+        let mut out = Vec::new();
+        encode(&h, &p, &[], &cfg, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn client_frames_must_come_from_the_clients_endpoint() {
+        let et = WireConfig::native_9000().ethertype;
+        let msg = |src| Msg {
+            dst_endpoint: 3,
+            src_endpoint: src,
+            ..Msg::default()
+        };
+        let ok = frame(Packet::Tiny(msg(7)), MAC);
+        assert_eq!(check_client_frame(&ok, MAC, et, 7), Ok(()));
+        assert_eq!(
+            check_client_frame(&ok, MAC, et, 8),
+            Err(FrameRefusal::SourceEndpoint)
+        );
+        let other_mac = frame(Packet::Tiny(msg(7)), [2, 0, 0, 0, 0, 9]);
+        assert_eq!(
+            check_client_frame(&other_mac, MAC, et, 7),
+            Err(FrameRefusal::SourceMac)
+        );
+        let mut marked = ok.clone();
+        marked[COMMON_HEADER_LEN] |= omx_wire::LATENCY_FLAG;
+        assert_eq!(check_client_frame(&marked, MAC, et, 7), Ok(()));
+        let mut raw = ok.clone();
+        raw[COMMON_HEADER_LEN] = PacketType::Raw as u8;
+        assert_eq!(
+            check_client_frame(&raw, MAC, et, 7),
+            Err(FrameRefusal::Type)
+        );
+        let mut bundle = ok.clone();
+        bundle[COMMON_HEADER_LEN] = omx_wire::BUNDLE_TYPE;
+        assert_eq!(
+            check_client_frame(&bundle, MAC, et, 7),
+            Err(FrameRefusal::Type)
+        );
+        let mut host_query = ok.clone();
+        host_query[COMMON_HEADER_LEN] = PacketType::HostQuery as u8;
+        assert_eq!(
+            check_client_frame(&host_query, MAC, et, 7),
+            Err(FrameRefusal::Type)
+        );
+        let mut other_type = ok.clone();
+        other_type[12] = 0x08;
+        assert_eq!(
+            check_client_frame(&other_type, MAC, et, 7),
+            Err(FrameRefusal::EtherType)
+        );
+        assert_eq!(
+            check_client_frame(&ok[..18], MAC, et, 7),
+            Err(FrameRefusal::Short)
+        );
+    }
+
+    #[test]
+    fn source_endpoint_offsets_match_the_codec() {
+        use omx_wire::{Connect, NackLib, NackMcp, Notify, Pull, Rndv, Truc};
+        let et = WireConfig::native_9000().ethertype;
+        let packets = [
+            Packet::Small(Msg {
+                src_endpoint: 7,
+                ..Msg::default()
+            }),
+            Packet::Rndv(Rndv {
+                msg: Msg {
+                    src_endpoint: 7,
+                    length: 8,
+                    ..Msg::default()
+                },
+                ..Rndv::default()
+            }),
+            Packet::Notify(Notify {
+                src_endpoint: 7,
+                ..Notify::default()
+            }),
+            Packet::Pull(Pull {
+                src_endpoint: 7,
+                ..Pull::default()
+            }),
+            Packet::Connect(Connect {
+                src_endpoint: 7,
+                ..Connect::default()
+            }),
+            Packet::Truc(Truc {
+                src_endpoint: 7,
+                ..Truc::default()
+            }),
+            Packet::NackLib(NackLib {
+                src_endpoint: 7,
+                ..NackLib::default()
+            }),
+            Packet::NackMcp(NackMcp {
+                src_endpoint: 7,
+                ..NackMcp::default()
+            }),
+        ];
+        for p in packets {
+            let f = frame(p, MAC);
+            assert_eq!(check_client_frame(&f, MAC, et, 7), Ok(()), "{p:?}");
+            assert_eq!(
+                check_client_frame(&f, MAC, et, 6),
+                Err(FrameRefusal::SourceEndpoint),
+                "{p:?}"
+            );
+        }
+    }
+}
