@@ -83,6 +83,10 @@ install: build
 	for pc in omx myriexpress; do \
 		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' include/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
 	done
+	# omxd, the host service for unprivileged users (docs/SECURITY.md), and its unit.
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 755 $(RELEASE_DIR)/omxd $(DESTDIR)$(PREFIX)/sbin/
+	sed 's|/usr/local|$(PREFIX)|g' dist/omxd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/omxd.service
 
 clean:
 	$(CARGO) clean
