@@ -287,6 +287,7 @@ fn serve(conn: OwnedFd, rt: &Runtime, cfg: &DaemonConfig, stats: &DaemonStats) {
         return;
     }
     stats.opens.fetch_add(1, Ordering::Relaxed);
+    board.dir.set_endpoint_owner(index, Some(uid));
     if cfg.verbose {
         eprintln!(
             "omxd: uid {uid} pid {pid} opened {} endpoint {index}",
@@ -304,6 +305,8 @@ fn serve(conn: OwnedFd, rt: &Runtime, cfg: &DaemonConfig, stats: &DaemonStats) {
         return;
     };
     relay_frames(wire, client, board, index, cfg.spin, stats);
+    board.dir.set_endpoint_owner(index, None);
+    let _ = std::fs::remove_file(board.dir.user_dir(uid).join(format!("ep{index}.info")));
     if cfg.verbose {
         eprintln!("omxd: uid {uid} pid {pid} closed endpoint {index}");
     }

@@ -915,16 +915,21 @@ impl Drop for Endpoint {
         if let Some(t) = self.progress.take() {
             let _ = t.join();
         }
-        let counters: Vec<(String, u64)> = self
-            .shared
-            .lock()
-            .engine
-            .counters
-            .iter()
-            .map(|(n, v)| (n.to_string(), v))
-            .collect();
+        let (counters, relayed) = {
+            let core = self.shared.lock();
+            let c: Vec<(String, u64)> = core
+                .engine
+                .counters
+                .iter()
+                .map(|(n, v)| (n.to_string(), v))
+                .collect();
+            (c, core.sock.is_relay())
+        };
         let _ = self.shared.board.dir.accumulate_closed(&counters);
-        self.shared.board.dir.unpublish_endpoint(self.shared.index);
+        self.shared
+            .board
+            .dir
+            .unpublish_endpoint(self.shared.index, relayed);
     }
 }
 
@@ -1513,7 +1518,7 @@ impl Shared {
                 .chain(self.runtime_counters(core))
                 .collect(),
         };
-        let _ = self.board.dir.publish_endpoint(&info);
+        let _ = self.board.dir.publish_endpoint(&info, core.sock.is_relay());
         if core.discovery.is_some() {
             let filter = self.owner_filter();
             let _ = core.sock.set_filter(Some(&filter));

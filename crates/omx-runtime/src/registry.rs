@@ -105,29 +105,73 @@ impl BoardDir {
         fs::rename(tmp, self.path.join(name))
     }
 
-    pub fn publish_endpoint(&self, info: &EndpointInfo) -> io::Result<()> {
+    /// Publishes an endpoint's info for the tools. An endpoint opened through
+    /// `omxd` (`in_user_dir`) cannot write the board directory: it writes into its
+    /// user's shared-memory directory, which the tools read when the daemon's
+    /// owner record names that user.
+    pub fn publish_endpoint(&self, info: &EndpointInfo, in_user_dir: bool) -> io::Result<()> {
         let mut text = format!("{}\n{}\n", info.pid, info.command);
         for (n, v) in &info.counters {
             text.push_str(&format!("{n} {v}\n"));
         }
-        self.write_atomic(&format!("ep{}.info", info.index), &text)
+        let name = format!("ep{}.info", info.index);
+        if in_user_dir {
+            // SAFETY: getuid cannot fail.
+            let dir = self.user_dir(unsafe { libc::getuid() });
+            let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+            fs::write(&tmp, text)?;
+            return fs::rename(tmp, dir.join(name));
+        }
+        self.write_atomic(&name, &text)
     }
 
-    pub fn unpublish_endpoint(&self, index: u8) {
-        let _ = fs::remove_file(self.path.join(format!("ep{index}.info")));
+    pub fn unpublish_endpoint(&self, index: u8, in_user_dir: bool) {
+        let dir = if in_user_dir {
+            // SAFETY: getuid cannot fail.
+            self.user_dir(unsafe { libc::getuid() })
+        } else {
+            self.path.clone()
+        };
+        let _ = fs::remove_file(dir.join(format!("ep{index}.info")));
+    }
+
+    /// The per-user directory (shared-memory inboxes, relayed endpoints' info).
+    pub fn user_dir(&self, uid: u32) -> PathBuf {
+        self.path.join(format!("shm-{uid}"))
+    }
+
+    /// `omxd` records which user holds a relayed endpoint (root-owned file).
+    pub fn set_endpoint_owner(&self, index: u8, uid: Option<u32>) {
+        let p = self.path.join(format!("ep{index}.owner"));
+        match uid {
+            Some(u) => {
+                let _ = self.write_atomic(&format!("ep{index}.owner"), &format!("{u}\n"));
+            }
+            None => {
+                let _ = fs::remove_file(p);
+            }
+        }
+    }
+
+    fn endpoint_info_text(&self, i: u8) -> Option<String> {
+        if let Ok(t) = fs::read_to_string(self.path.join(format!("ep{i}.info"))) {
+            return Some(t);
+        }
+        let owner = fs::read_to_string(self.path.join(format!("ep{i}.owner"))).ok()?;
+        let uid: u32 = owner.trim().parse().ok()?;
+        fs::read_to_string(self.user_dir(uid).join(format!("ep{i}.info"))).ok()
     }
 
     /// Endpoints whose owner is alive (its lock is held).
     pub fn endpoints(&self) -> Vec<EndpointInfo> {
         let mut out = Vec::new();
         for i in 0..=255u8 {
-            let info = self.path.join(format!("ep{i}.info"));
-            let Ok(text) = fs::read_to_string(&info) else {
+            let Some(text) = self.endpoint_info_text(i) else {
                 continue;
             };
             // If we can take its lock, the owner is gone: a stale file.
             if let Ok(Some(_l)) = try_flock(&self.path.join(format!("ep{i}.lock"))) {
-                let _ = fs::remove_file(&info);
+                let _ = fs::remove_file(self.path.join(format!("ep{i}.info")));
                 continue;
             }
             let mut lines = text.lines();

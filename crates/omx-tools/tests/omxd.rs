@@ -204,6 +204,23 @@ fn two_unprivileged_users_pingpong_through_omxd() {
         assert!(p.stderr().contains("through omxd"), "{}", p.report());
         servers.push(p);
     }
+    // The tools (root) list the relayed endpoints with their owners' pids.
+    let until = Instant::now() + MIN;
+    loop {
+        let out = s.h.tool(0, OMX_ENDPOINT_INFO, &[]);
+        let listed = |p: &Proc| {
+            out.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some(&p.pid().to_string()))
+        };
+        if servers.iter().all(listed) {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "relayed endpoints not listed:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let mut clients = Vec::new();
     for (user, ep) in [(USER_A, "0"), (USER_B, "1")] {
         let args = [
