@@ -52,6 +52,9 @@ pub struct DaemonConfig {
     /// (lower latency, one CPU per busy client); zero sleeps at once.
     pub spin: Duration,
     pub verbose: bool,
+    /// Most endpoints one user may hold at once on this host (0: no limit), so that
+    /// one user cannot take every endpoint of a shared node.
+    pub max_per_user: usize,
 }
 
 /// Why a client frame was not sent.
@@ -111,6 +114,8 @@ pub fn check_client_frame(
 /// What the daemon did, for `omxd.stats` and the tests.
 #[derive(Default, Debug)]
 pub struct DaemonStats {
+    /// Endpoints held per uid.
+    held: std::sync::Mutex<std::collections::HashMap<u32, usize>>,
     pub opens: AtomicU64,
     pub open_refusals: AtomicU64,
     pub frames_to_wire: AtomicU64,
@@ -123,6 +128,27 @@ pub struct DaemonStats {
 }
 
 impl DaemonStats {
+    /// Counts one more endpoint for `uid` unless it already holds `max` (0: no limit).
+    fn take_slot(&self, uid: u32, max: usize) -> bool {
+        let mut held = self.held.lock().expect("held lock");
+        let n = held.entry(uid).or_insert(0);
+        if max > 0 && *n >= max {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    fn release_slot(&self, uid: u32) {
+        let mut held = self.held.lock().expect("held lock");
+        if let Some(n) = held.get_mut(&uid) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&uid);
+            }
+        }
+    }
+
     fn refuse(&self, r: FrameRefusal) {
         let c = match r {
             FrameRefusal::Short => &self.refused_short,
@@ -273,6 +299,23 @@ fn serve(conn: OwnedFd, rt: &Runtime, cfg: &DaemonConfig, stats: &DaemonStats) {
     let Some(board) = rt.boards.iter().find(|b| b.nic_id == req.nic_id) else {
         return refuse(Refusal::NoSuchBoard);
     };
+    if !stats.take_slot(uid, cfg.max_per_user) {
+        if cfg.verbose {
+            eprintln!(
+                "omxd: uid {uid} pid {pid}: at its limit of {} endpoints",
+                cfg.max_per_user
+            );
+        }
+        return refuse(Refusal::Busy);
+    }
+    // Given back however this function returns.
+    struct Slot<'a>(&'a DaemonStats, u32);
+    impl Drop for Slot<'_> {
+        fn drop(&mut self) {
+            self.0.release_slot(self.1);
+        }
+    }
+    let _slot = Slot(stats, uid);
     let opened = match open_for_client(rt, board, req, uid, gid) {
         Ok(o) => o,
         Err(r) => {

@@ -115,7 +115,9 @@ impl Setup {
         for i in 0..n {
             let sock = Self::socket_of(&h, i);
             let s = sock.to_string_lossy().into_owned();
-            let p = h.spawn(i, "omxd", OMXD, &["-v", "-s", &s], &[]);
+            // At most 3 endpoints per user: the attacker's fourth is refused.
+            let args = ["-v", "-s", &s, "--max-per-user", "3"];
+            let p = h.spawn(i, "omxd", OMXD, &args, &[]);
             daemons.push(p);
             let until = Instant::now() + MIN;
             while !sock.exists() {
@@ -290,6 +292,14 @@ fn hostile_user_cannot_take_sniff_read_or_impersonate_an_endpoint() {
     blocked(&s.run_as(0, USER_B, "raw socket", &attack, &["raw-socket"]));
     // The victim's endpoint index cannot be opened.
     blocked(&s.run_as(0, USER_B, "steal", &attack, &["steal", "--endpoint", "0"]));
+    // Nor can every endpoint of the node be hoarded (omxd --max-per-user 3).
+    let hoard = s.run_as(0, USER_B, "hoard", &attack, &["hoard", "--count", "10"]);
+    blocked(&hoard);
+    assert!(
+        hoard.stdout().contains("HELD 3 endpoints"),
+        "{}",
+        hoard.report()
+    );
     // Its shared-memory inbox and its memory (one-copy path) are out of reach.
     let board = std::fs::read_dir(&s.h.state)
         .unwrap()

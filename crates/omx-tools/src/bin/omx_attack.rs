@@ -49,6 +49,11 @@ enum Cmd {
         #[arg(long, default_value_t = 2.0)]
         seconds: f64,
     },
+    /// Through omxd, try to hold `count` endpoints at once (all of a shared node's).
+    Hoard {
+        #[arg(long, default_value_t = 31)]
+        count: usize,
+    },
     /// Read a file (another user's shared-memory inbox).
     ReadFile { path: PathBuf },
     /// Read another process's memory (`process_vm_readv`, as the one-copy path does).
@@ -196,6 +201,23 @@ fn main() {
             }
             println!("RECEIVED {total} frames, {foreign} for other endpoints");
             verdict(foreign == 0, "receiving other endpoints' frames")
+        }
+        Cmd::Hoard { count } => {
+            let rt = runtime_or_exit("omx_attack");
+            let b = rt.board(0).unwrap_or_else(|| fail("no board".into()));
+            let mut held = Vec::new();
+            for _ in 0..count {
+                let req = OpenRequest {
+                    nic_id: b.nic_id,
+                    endpoint: None,
+                };
+                match relay::open_endpoint(&daemon::socket_path(), req) {
+                    Ok(c) => held.push(c),
+                    Err(_) => break,
+                }
+            }
+            println!("HELD {} endpoints", held.len());
+            verdict(held.len() < count, &format!("holding {count} endpoints"))
         }
         Cmd::ReadFile { path } => match std::fs::File::open(&path) {
             Ok(mut f) => {

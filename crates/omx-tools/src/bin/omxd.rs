@@ -18,6 +18,9 @@ struct Args {
     /// (lower latency at the cost of CPU).
     #[arg(long, default_value_t = 0)]
     spin_us: u64,
+    /// Most endpoints one user may hold at once (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    max_per_user: usize,
     /// Stay in the foreground (omxd never forks; accepted for systemd and scripts).
     #[arg(short = 'f', long)]
     foreground: bool,
@@ -34,6 +37,7 @@ fn main() {
         socket: a.socket.unwrap_or_else(daemon::socket_path),
         spin: Duration::from_micros(a.spin_us),
         verbose: a.verbose,
+        max_per_user: a.max_per_user,
     };
     if let Err(e) = daemon::run(rt, cfg) {
         eprintln!("omxd: {e}");
