@@ -437,3 +437,45 @@ fn ring_setup_failure_falls_back_to_recvmmsg() {
     let l = ring.ring_layout().expect("default options use the ring");
     assert!(l.max_frame() >= 9014 && l.frame_nr() >= 64, "{l:?}");
 }
+
+/// The lock-free probe of the receive ring, seen from another thread, follows the
+/// ring: ready while a frame waits, not ready once the owner drained it.
+#[test]
+fn ring_probe_follows_arrivals_across_threads() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(1, 9000);
+    let opts = SocketOptions::default();
+    let mut tx = h.open(0, "lo", &opts, None);
+    let mut rx = h.open(0, "lo", &opts, None);
+    let probe = rx.rx_probe().expect("ring path");
+    assert!(!probe.ready());
+    for round in 0..50u32 {
+        let f = frame(
+            [0; 6],
+            [0; 6],
+            OMX_ETHERTYPE,
+            TINY,
+            60 + round as usize,
+            round,
+        );
+        tx.send(&f).unwrap();
+        let p = probe.clone();
+        let seen = std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(5);
+            while !p.ready() {
+                assert!(Instant::now() < until, "probe never saw frame {round}");
+                std::hint::spin_loop();
+            }
+        });
+        seen.join().unwrap();
+        assert_eq!(recv_frames(&mut rx, 1, Duration::from_millis(500)), vec![f]);
+        assert!(!probe.ready(), "drained ring still ready (round {round})");
+    }
+    let no_ring = SocketOptions {
+        rx_ring_bytes: 0,
+        ..SocketOptions::default()
+    };
+    assert!(h.open(0, "lo", &no_ring, None).rx_probe().is_none());
+}
