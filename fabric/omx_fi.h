@@ -136,6 +136,7 @@ struct ofx_op {
   void *ctx;
   uint64_t flags;  /* FI_SEND/FI_RECV | FI_MSG/FI_TAGGED */
   bool report;     /* write a completion on success */
+  bool quiet;      /* injected: no completion, not even an error */
   void *buf;       /* first user buffer (completion field buf) */
   mx_request_t req;
   struct ofx_hdr hdr;

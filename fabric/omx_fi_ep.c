@@ -125,6 +125,10 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
   struct ofx_cqe e = {.ctx = op->ctx, .flags = op->flags, .src = FI_ADDR_NOTAVAIL};
   e.err = status_errno(st->code);
   e.prov_errno = st->code;
+  /* The receiver truncating a message is its own business, not an error
+   * of the send. */
+  if (op->kind == OFX_OP_SEND && e.err == FI_ETRUNC)
+    e.err = 0;
   struct ofx_cq *cq = op->kind == OFX_OP_SEND ? ep->tx_cq : ep->rx_cq;
   if (op->kind == OFX_OP_RECV) {
     uint32_t xfer = st->xfer_length;
@@ -141,7 +145,7 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
     if (!e.err || e.err == FI_ETRUNC)
       e.src = source_of(ep, st->source);
   }
-  if (cq && (e.err || op->report))
+  if (cq && ((e.err && !op->quiet) || op->report))
     ofx_cq_push(cq, &e);
   free(op);
 }
@@ -195,24 +199,30 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
   struct ofx_hdr hdr = {.data = (uint32_t)data,
                         .flags = (flags & FI_REMOTE_CQ_DATA) ? OFX_HDR_DATA : 0};
   mx_return_t rc;
-  if (flags & FI_INJECT) {
-    /* Eager sizes are copied when posted: the send may be forgotten. */
-    seg[0].segment_ptr = &hdr;
-    seg[0].segment_length = OFX_HDR_LEN;
-    rc = mx_isend(ep->mx, seg, (uint32_t)count + 1, to, match, NULL, NULL);
-    ofx_unlock(ep->dom);
-    return ofx_errno(rc);
-  }
-  struct ofx_op *op = malloc(sizeof *op);
+  /* An injected message is copied behind its op: the caller's buffer is
+   * free at return whatever path (eager, rendezvous, shared memory) MX
+   * takes, and the op produces no completion. */
+  size_t extra = (flags & FI_INJECT) ? total : 0;
+  struct ofx_op *op = malloc(sizeof *op + extra);
   if (!op) {
     ofx_unlock(ep->dom);
     return -FI_EAGAIN;
+  }
+  if (extra) {
+    char *copy = (char *)(op + 1);
+    for (size_t i = 0, off = 0; i < count; off += iov[i].iov_len, i++)
+      memcpy(copy + off, iov[i].iov_base, iov[i].iov_len);
+    seg[1].segment_ptr = copy;
+    seg[1].segment_length = (uint32_t)total;
+    count = 1;
   }
   op->kind = OFX_OP_SEND;
   op->ep = ep;
   op->ctx = ctx;
   op->flags = FI_SEND | kind;
-  op->report = !ep->tx_selective || (flags & FI_COMPLETION);
+  op->report = !(flags & FI_INJECT) &&
+               (!ep->tx_selective || (flags & FI_COMPLETION));
+  op->quiet = (flags & FI_INJECT) != 0;
   op->buf = NULL;
   op->hdr = hdr;
   seg[0].segment_ptr = &op->hdr;
@@ -465,6 +475,7 @@ static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
   op->ctx = ctx;
   op->flags = FI_RECV | kind;
   op->report = report;
+  op->quiet = false;
   op->buf = count ? iov[0].iov_base : NULL;
   op->hdr.flags = 0;
   seg[0].segment_ptr = &op->hdr;
