@@ -58,6 +58,22 @@ int ofx_errno(mx_return_t rc) {
   }
 }
 
+/* A peer's nic id from its board name: "host:board" as MX names boards, or
+ * a bare name (the loopback board is "localhost"), tried as is then as
+ * "name:0". */
+int ofx_lookup_host(const char *node, uint64_t *nic) {
+  char host[MX_MAX_HOSTNAME_LEN];
+  if (!node || strlen(node) + 3 > sizeof host)
+    return -FI_EINVAL;
+  snprintf(host, sizeof host, "%s", node);
+  if (mx_hostname_to_nic_id(host, nic) == MX_SUCCESS)
+    return 0;
+  if (strchr(node, ':'))
+    return -FI_EADDRNOTAVAIL;
+  snprintf(host, sizeof host, "%s:0", node);
+  return mx_hostname_to_nic_id(host, nic) == MX_SUCCESS ? 0 : -FI_EADDRNOTAVAIL;
+}
+
 void ofx_lock(struct ofx_domain *d) { pthread_mutex_lock(&d->lock); }
 void ofx_unlock(struct ofx_domain *d) { pthread_mutex_unlock(&d->lock); }
 
@@ -163,7 +179,7 @@ static int resolve_addr(const char *node, const char *service, uint64_t flags,
     if (node && *node) {
       uint64_t nic;
       uint32_t board;
-      if (mx_hostname_to_nic_id((char *)node, &nic) != MX_SUCCESS ||
+      if (ofx_lookup_host(node, &nic) ||
           mx_nic_id_to_board_number(nic, &board) != MX_SUCCESS)
         return -FI_ENODATA;
       src->nic_id = nic;
@@ -175,10 +191,8 @@ static int resolve_addr(const char *node, const char *service, uint64_t flags,
     *has_src = node || service;
     return 0;
   }
-  char host[MX_MAX_HOSTNAME_LEN];
-  snprintf(host, sizeof host, strchr(node, ':') ? "%s" : "%s:0", node);
   uint64_t nic;
-  if (mx_hostname_to_nic_id(host, &nic) != MX_SUCCESS)
+  if (ofx_lookup_host(node, &nic))
     return -FI_ENODATA;
   if (eid == MX_ANY_ENDPOINT)
     return -FI_ENODATA; /* a destination needs its endpoint index */

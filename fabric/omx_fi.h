@@ -179,6 +179,7 @@ struct ofx_ep {
 extern struct fi_provider ofx_prov;
 int ofx_mx_init(void);
 int ofx_errno(mx_return_t rc);
+int ofx_lookup_host(const char *node, uint64_t *nic);
 void ofx_lock(struct ofx_domain *d);
 void ofx_unlock(struct ofx_domain *d);
 int ofx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,

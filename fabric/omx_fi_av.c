@@ -148,15 +148,14 @@ static int av_insertsvc(struct fid_av *fav, const char *node,
   (void)context;
   if (!node || !service || flags)
     return -FI_EINVAL;
-  char host[MX_MAX_HOSTNAME_LEN];
-  snprintf(host, sizeof host, strchr(node, ':') ? "%s" : "%s:0", node);
   char *end;
   unsigned long eid = strtoul(service, &end, 10);
   if (*end || eid >= 32)
     return -FI_EINVAL;
   struct ofx_name nm = {.eid = (uint32_t)eid, .key = OFX_KEY};
-  if (mx_hostname_to_nic_id(host, &nm.nic_id) != MX_SUCCESS)
-    return -FI_EADDRNOTAVAIL;
+  int ret = ofx_lookup_host(node, &nm.nic_id);
+  if (ret)
+    return ret;
   return av_insert(fav, &nm, 1, fi_addr, 0, NULL);
 }
 
