@@ -10,6 +10,8 @@
 #                the endpoints of the process)
 # ofi_api_net    the same on the network path (OMX_DISABLE_SHARED=1)
 # ofi_control    tests/ofi/ofi_control.c in h0 on lo
+# twoproc_*      tests/ofi/ofi_twoproc.c, a server and a client process that
+#                exchange names through files: both in h0 on lo, and h0/h1
 # pp_*           fi_pingpong -e rdm -c (data checked) server and client: on lo
 #                in h0 (shared memory, and network path), and from h1 to h0 over
 #                the veth link, tagged and msg, every default size plus 0 B,
@@ -92,7 +94,7 @@ report() { # report NAME STATUS [LOG...]
   return 0
 }
 
-all=(fi_info ofi_api ofi_api_net ofi_control pp_lo_tagged pp_lo_msg pp_lo_net_tagged
+all=(fi_info ofi_api ofi_api_net ofi_control twoproc_lo twoproc_2h pp_lo_tagged pp_lo_msg pp_lo_net_tagged
   pp_2h_tagged pp_2h_msg pp_2h_sizes)
 if [ $# -gt 0 ]; then
   known=" ${all[*]} "
@@ -184,6 +186,27 @@ single() { # single NAME PROGRAM ENV...
 want ofi_api && single ofi_api ofi_api OMX_IFACES=lo
 want ofi_api_net && single ofi_api_net ofi_api OMX_IFACES=lo OMX_DISABLE_SHARED=1
 want ofi_control && single ofi_control ofi_control OMX_IFACES=lo
+
+# twoproc NAME SERVER_HOST CLIENT_HOST "ENV...": ofi_twoproc server and client.
+twoproc() {
+  local name=$1 sh=$2 ch=$3 envs=$4 st=0 spid dir="$tmp/$1"
+  if [ ! -x "$tmp/bin/ofi_twoproc" ] && ! compile ofi_twoproc; then
+    report "$name" 1 "$tmp/log/ofi_twoproc.cc"
+    return 0
+  fi
+  mkdir -p "$dir"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$sh" env $envs "$tmp/bin/ofi_twoproc" server "$dir" \
+    >"$tmp/log/$name.server" 2>&1 &
+  spid=$!
+  bgpids+=("$spid")
+  # shellcheck disable=SC2086
+  in_host "$ch" env $envs "$tmp/bin/ofi_twoproc" client "$dir" >"$tmp/log/$name.client" 2>&1 || st=$?
+  wait "$spid" || st=$((st ? st : $?))
+  report "$name" "$st" "$tmp/log/$name.server" "$tmp/log/$name.client"
+}
+want twoproc_lo && twoproc twoproc_lo 0 0 "OMX_IFACES=lo"
+want twoproc_2h && twoproc twoproc_2h 0 1 ""
 
 # pp_run NAME SERVER_HOST CLIENT_HOST SERVER_ADDR "ENV..." ARGS...: an
 # fi_pingpong server and client, data checked (-c); sets pp_st to 0 when both
