@@ -214,7 +214,7 @@ run_case() {
   esac
   case $stack in
   omx)
-    args+=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include omx)
+    args+=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include omx --mca mtl_base_verbose 100)
     menv+=(FI_PROVIDER_PATH="$provdir" OMX_MPI_EXPECT_LIB=libomx-fi.so)
     ;;
   ofitcp)
@@ -228,6 +228,18 @@ run_case() {
   [ "$prog" = p2p ] && pargs=("$P2P_MAX")
   mpirun_h0 "${args[@]}" "$tmp/bin/$prog" "${pargs[@]}" >"$log" 2>&1 || st=$?
   [ "$st" -eq 124 ] && echo "timed out after ${MPI_TEST_TIMEOUT}s" >>"$log"
+  if [ "$st" -eq 0 ] && [ "$stack" = omx ]; then
+    # every rank selected the ofi MTL and opened the provider (Open MPI 4.1
+    # prints the provider's domain name, "omx", at mtl_base_verbose >= 1)
+    local np sel
+    np=$(sed -n 's/.*-np \([0-9]*\).*/\1/p' <<<"${args[*]}")
+    sel=$(grep -c 'select: component ofi selected' "$log" || true)
+    if [ "$sel" != "$np" ] || ! grep -q 'mtl:ofi:provider: omx' "$log"; then
+      echo "the omx path was not used by every rank: $sel of $np ranks report 'select: component ofi selected'," \
+        "$(grep -c 'mtl:ofi:provider: omx' "$log" || true) report 'mtl:ofi:provider: omx'" >>"$log"
+      st=1
+    fi
+  fi
   reap
   return "$st"
 }
