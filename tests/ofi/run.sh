@@ -10,6 +10,7 @@
 #                the endpoints of the process)
 # ofi_api_net    the same on the network path (OMX_DISABLE_SHARED=1)
 # ofi_control    tests/ofi/ofi_control.c in h0 on lo
+# ofi_threads    tests/ofi/ofi_threads.c (FI_THREAD_SAFE) in h0 on lo
 # twoproc_*      tests/ofi/ofi_twoproc.c, a server and a client process that
 #                exchange names through files: both in h0 on lo, and h0/h1
 # pp_*           fi_pingpong -e rdm -c (data checked) server and client: on lo
@@ -94,7 +95,7 @@ report() { # report NAME STATUS [LOG...]
   return 0
 }
 
-all=(fi_info ofi_api ofi_api_net ofi_control twoproc_lo twoproc_2h pp_lo_tagged pp_lo_msg pp_lo_net_tagged
+all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads twoproc_lo twoproc_2h pp_lo_tagged pp_lo_msg pp_lo_net_tagged
   pp_2h_tagged pp_2h_msg pp_2h_sizes)
 if [ $# -gt 0 ]; then
   known=" ${all[*]} "
@@ -170,7 +171,7 @@ fi
 
 # compile NAME: tests/ofi/NAME.c -> $tmp/bin/NAME
 compile() {
-  "$CC" "${cflags[@]}" "$here/$1.c" -o "$tmp/bin/$1" -lfabric >"$tmp/log/$1.cc" 2>&1
+  "$CC" "${cflags[@]}" "$here/$1.c" -o "$tmp/bin/$1" -lfabric -lpthread >"$tmp/log/$1.cc" 2>&1
 }
 single() { # single NAME PROGRAM ENV...
   local name=$1 prog=$2 st=0
@@ -186,6 +187,7 @@ single() { # single NAME PROGRAM ENV...
 want ofi_api && single ofi_api ofi_api OMX_IFACES=lo
 want ofi_api_net && single ofi_api_net ofi_api OMX_IFACES=lo OMX_DISABLE_SHARED=1
 want ofi_control && single ofi_control ofi_control OMX_IFACES=lo
+want ofi_threads && single ofi_threads ofi_threads OMX_IFACES=lo
 
 # twoproc NAME SERVER_HOST CLIENT_HOST "ENV...": ofi_twoproc server and client.
 twoproc() {
