@@ -18,6 +18,10 @@
  * ordering   : 2000 messages of one tag, mostly small with rendezvous-size
  *              ones interleaved, arrive in send order; once with the
  *              receiver keeping up and once with a late receiver
+ * comms      : one tag on MPI_COMM_WORLD, a dup and a split (reversed
+ *              ranks), wildcard receives included: no cross-matching
+ * datatype   : a strided MPI_Type_vector sent and received into another
+ *              layout
  */
 #include "common.h"
 
@@ -328,6 +332,100 @@ static void test_ordering(void)
     free(buf);
 }
 
+/* comms: the same tag on MPI_COMM_WORLD, a duplicate of it and a split
+ * (reversed ranks) must not cross-match, even with MPI_ANY_SOURCE and
+ * MPI_ANY_TAG receives posted on one communicator first. */
+static void test_comms(void)
+{
+    test_begin("comms");
+    int peer = g_rank ^ 1;
+    if (peer >= g_size)
+        return;
+    MPI_Comm dup, rev;
+    MPI_OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+    MPI_OK(MPI_Comm_split(MPI_COMM_WORLD, 0, g_size - g_rank, &rev));
+    int rpeer = g_size - 1 - peer; /* peer's rank in rev */
+    MPI_Comm comms[3] = {MPI_COMM_WORLD, dup, rev};
+    int peers[3] = {peer, peer, rpeer};
+    unsigned char *b[3];
+    MPI_Request rq[3];
+    MPI_Status st[3];
+    for (int c = 0; c < 3; c++)
+        b[c] = xmalloc(50000);
+    for (int round = 0; round < 2; round++) {
+        size_t len = round ? 50000 : 300; /* eager, then rendezvous */
+        if ((g_rank & 1) == 0) {
+            /* send on rev, world, dup in that order, same tag */
+            static const int order[3] = {2, 0, 1};
+            for (int i = 0; i < 3; i++) {
+                int c = order[i];
+                fill(b[c], len, g_rank, peer, 42, c);
+                MPI_OK(MPI_Isend(b[c], (int)len, MPI_BYTE, peers[c], 42, comms[c], &rq[c]));
+            }
+            MPI_OK(MPI_Waitall(3, rq, st));
+        } else {
+            /* wildcards on world and dup, specific on rev */
+            for (int c = 0; c < 3; c++) {
+                memset(b[c], 0xEE, len);
+                MPI_OK(MPI_Irecv(b[c], (int)len, MPI_BYTE, c == 2 ? peers[c] : MPI_ANY_SOURCE,
+                                 c == 1 ? MPI_ANY_TAG : 42, comms[c], &rq[c]));
+            }
+            MPI_OK(MPI_Waitall(3, rq, st));
+            for (int c = 0; c < 3; c++) {
+                char what[64];
+                snprintf(what, sizeof what, "%zu B on communicator %d", len, c);
+                check_status(&st[c], peers[c], 42, (int)len, what);
+                verify(b[c], len, peer, g_rank, 42, c, what);
+            }
+        }
+    }
+    for (int c = 0; c < 3; c++)
+        free(b[c]);
+    MPI_Comm_free(&dup);
+    MPI_Comm_free(&rev);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* datatype: a strided vector (every other int of 2 x 40000) is sent and
+ * received as a vector of another layout; only the selected ints move. */
+static void test_datatype(void)
+{
+    test_begin("datatype");
+    int peer = g_rank ^ 1;
+    if (peer >= g_size)
+        return;
+    const int n = 40000;
+    int *a = xmalloc(sizeof(int) * 2 * (size_t)n), *r = xmalloc(sizeof(int) * 3 * (size_t)n);
+    MPI_Datatype even, third;
+    MPI_OK(MPI_Type_vector(n, 1, 2, MPI_INT, &even));
+    MPI_OK(MPI_Type_vector(n, 1, 3, MPI_INT, &third));
+    MPI_OK(MPI_Type_commit(&even));
+    MPI_OK(MPI_Type_commit(&third));
+    if ((g_rank & 1) == 0) {
+        for (int i = 0; i < 2 * n; i++)
+            a[i] = (i % 2) ? -1 : i / 2 * 7 + g_rank;
+        MPI_OK(MPI_Send(a, 1, even, peer, 43, MPI_COMM_WORLD));
+    } else {
+        for (int i = 0; i < 3 * n; i++)
+            r[i] = -2;
+        MPI_Status st;
+        MPI_OK(MPI_Recv(r, 1, third, peer, 43, MPI_COMM_WORLD, &st));
+        int bad = 0, count = -1;
+        for (int i = 0; i < 3 * n; i++) {
+            int want = (i % 3) ? -2 : i / 3 * 7 + peer;
+            bad += r[i] != want;
+        }
+        MPI_Get_count(&st, MPI_INT, &count);
+        CHECK(bad == 0, "vector datatype: %d of %d ints wrong", bad, 3 * n);
+        CHECK(count == n, "vector datatype: MPI_Get_count(MPI_INT) %d, expected %d", count, n);
+    }
+    MPI_Type_free(&even);
+    MPI_Type_free(&third);
+    free(a);
+    free(r);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
     start(&argc, &argv);
@@ -353,5 +451,9 @@ int main(int argc, char **argv)
     test_ordering();
     if (g_rank == 0)
         printf("ordering done (%.2f s)\n", MPI_Wtime() - t0);
+    test_comms();
+    test_datatype();
+    if (g_rank == 0)
+        printf("comms, datatype done (%.2f s)\n", MPI_Wtime() - t0);
     return finish("p2p");
 }

@@ -35,7 +35,8 @@
 # build/lib/libfabric/libomx-fi.so does not exist (make provider), and then
 # exits 1 if MPI_REQUIRE_PROVIDER=1.
 #
-# Environment: MPI_TEST_TIMEOUT (90 s per case), P2P_MAX (largest p2p
+# Environment: MPI_PROVIDER_DIR (where libomx-fi.so is, build/lib/libfabric),
+# MPI_TEST_TIMEOUT (90 s per case), P2P_MAX (largest p2p
 # message, 8388608), OMX_NS_PREFIX (omxmpi), MPI_KEEP_LOGS=1 (keep the
 # temporary directory with every log and print its path).
 set -euo pipefail
@@ -44,7 +45,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 agent="$root/scripts/mpi-ns-agent"
 hosts="$root/scripts/hosts.sh"
-provdir="$root/build/lib/libfabric"
+provdir="${MPI_PROVIDER_DIR:-$root/build/lib/libfabric}"
 provider="$provdir/libomx-fi.so"
 programs=(p2p probe truncate coll)
 placements=(1h2r 1h4r 2h2r 2h4r 4h4r)
