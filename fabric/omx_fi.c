@@ -211,11 +211,11 @@ static struct fi_info *make_info(const struct fi_info *h) {
   if (h && h->caps) {
     /* Secondary caps only when asked; primaries asked, or all when none is. */
     uint64_t prim = h->caps & (FI_MSG | FI_TAGGED);
+    uint64_t dirs = h->caps & (FI_SEND | FI_RECV);
     caps = (prim ? prim : (FI_MSG | FI_TAGGED)) |
+           (dirs ? dirs : (FI_SEND | FI_RECV)) |
            (h->caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_REMOTE_CQ_DATA)) |
-           FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
-    if ((h->caps & (FI_SEND | FI_RECV)) && !((h->caps & FI_SEND) && (h->caps & FI_RECV)))
-      caps &= ~((h->caps & FI_SEND) ? FI_RECV : FI_SEND);
+           FI_LOCAL_COMM | FI_REMOTE_COMM;
   }
   fi->caps = caps;
   fi->mode = 0;
