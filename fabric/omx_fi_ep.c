@@ -196,9 +196,6 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     ofx_unlock(ep->dom);
     return ret;
   }
-  struct ofx_hdr hdr = {.data = (uint32_t)data,
-                        .flags = (flags & FI_REMOTE_CQ_DATA) ? OFX_HDR_DATA : 0};
-  mx_return_t rc;
   /* An injected message is copied behind its op: the caller's buffer is
    * free at return whatever path (eager, rendezvous, shared memory) MX
    * takes, and the op produces no completion. */
@@ -224,9 +221,11 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
                (!ep->tx_selective || (flags & FI_COMPLETION));
   op->quiet = (flags & FI_INJECT) != 0;
   op->buf = NULL;
-  op->hdr = hdr;
+  op->hdr.data = (uint32_t)data;
+  op->hdr.flags = (flags & FI_REMOTE_CQ_DATA) ? OFX_HDR_DATA : 0;
   seg[0].segment_ptr = &op->hdr;
   seg[0].segment_length = OFX_HDR_LEN;
+  mx_return_t rc;
   if (flags & FI_DELIVERY_COMPLETE)
     rc = mx_issend(ep->mx, seg, (uint32_t)count + 1, to, match, op, &op->req);
   else
