@@ -137,6 +137,7 @@ struct ofx_op {
   uint64_t flags;  /* FI_SEND/FI_RECV | FI_MSG/FI_TAGGED */
   bool report;     /* write a completion on success */
   bool quiet;      /* injected: no completion, not even an error */
+  bool pooled;     /* goes back to the endpoint's free list */
   void *buf;       /* first user buffer (completion field buf) */
   mx_request_t req;
   struct ofx_hdr hdr;
@@ -171,7 +172,8 @@ struct ofx_ep {
   mx_endpoint_addr_t *conn; /* per AV index: connected MX address */
   bool *conn_ok;
   size_t conn_cap;
-  struct ofx_op pending; /* sentinel of the pending receives list */
+  struct ofx_op pending; /* sentinel of the list of pending operations */
+  struct ofx_op *free_ops;
   struct ofx_stash *stash, **stash_tail;
 };
 
@@ -203,7 +205,7 @@ void ofx_cq_detach(struct ofx_cq *cq, struct ofx_ep *ep);
 /* omx_fi_ep.c */
 int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
                  struct fid_ep **ep, void *context);
-void ofx_ep_progress(struct ofx_ep *ep);
+size_t ofx_ep_progress(struct ofx_ep *ep, size_t max);
 void ofx_ep_forget_conn(struct ofx_ep *ep, fi_addr_t addr);
 
 #endif

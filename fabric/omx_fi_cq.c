@@ -113,16 +113,22 @@ static void write_entry(enum fi_cq_format f, void *out,
   }
 }
 
-static void progress(struct ofx_cq *cq) {
-  for (size_t i = 0; i < cq->neps; i++)
-    ofx_ep_progress(cq->eps[i]);
+/* Takes completions from MX until `want` entries wait in the CQ or MX has
+ * no more. */
+static void progress(struct ofx_cq *cq, size_t want) {
+  for (size_t i = 0; i < cq->neps; i++) {
+    size_t have = cq->ok.count + cq->errs.count;
+    if (have >= want)
+      return;
+    ofx_ep_progress(cq->eps[i], want - have);
+  }
 }
 
 /* Under the lock: completions into buf (and their sources), -FI_EAVAIL when
  * an error waits, -FI_EAGAIN when there is nothing. */
 static ssize_t read_locked(struct ofx_cq *cq, void *buf, size_t count,
                            fi_addr_t *src) {
-  progress(cq);
+  progress(cq, count);
   if (cq->errs.count)
     return -FI_EAVAIL;
   size_t sz = entry_size(cq->format), n = 0;
@@ -160,7 +166,7 @@ static ssize_t cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
   if (!fcq || !buf || flags)
     return -FI_EINVAL;
   ofx_lock(cq->dom);
-  progress(cq);
+  progress(cq, SIZE_MAX);
   struct ofx_cqe *e = q_front(&cq->errs);
   if (!e) {
     ofx_unlock(cq->dom);

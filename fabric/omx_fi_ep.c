@@ -28,6 +28,31 @@ static void list_del(struct ofx_op *op) {
   op->next->prev = op->prev;
 }
 
+/* Ops without inline data are recycled through a per-endpoint free list
+ * (under the provider lock): no allocation on the fast path. */
+static struct ofx_op *op_get(struct ofx_ep *ep, size_t extra) {
+  struct ofx_op *op;
+  if (!extra && ep->free_ops) {
+    op = ep->free_ops;
+    ep->free_ops = op->next;
+  } else {
+    op = malloc(sizeof *op + extra);
+    if (!op)
+      return NULL;
+  }
+  op->pooled = !extra;
+  return op;
+}
+
+static void op_put(struct ofx_ep *ep, struct ofx_op *op) {
+  if (op->pooled) {
+    op->next = ep->free_ops;
+    ep->free_ops = op;
+  } else {
+    free(op);
+  }
+}
+
 /* ---- connections ---- */
 
 void ofx_ep_forget_conn(struct ofx_ep *ep, fi_addr_t a) {
@@ -147,20 +172,24 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
   }
   if (cq && ((e.err && !op->quiet) || op->report))
     ofx_cq_push(cq, &e);
-  free(op);
+  op_put(ep, op);
 }
 
-/* Under the lock: move every finished MX request of the endpoint to its CQ. */
-void ofx_ep_progress(struct ofx_ep *ep) {
+/* Under the lock: move up to `max` finished MX requests of the endpoint to
+ * their CQs (a bound, so that a read of one entry asks MX once). */
+size_t ofx_ep_progress(struct ofx_ep *ep, size_t max) {
+  size_t n = 0;
   if (!ep->enabled)
-    return;
-  for (;;) {
+    return 0;
+  while (n < max) {
     mx_status_t st;
     uint32_t result = 0;
     if (mx_test_any(ep->mx, 0, 0, &st, &result) != MX_SUCCESS || !result)
-      return;
+      break;
     complete(ep, &st);
+    n++;
   }
+  return n;
 }
 
 /* ---- sends ---- */
@@ -200,7 +229,7 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
    * free at return whatever path (eager, rendezvous, shared memory) MX
    * takes, and the op produces no completion. */
   size_t extra = (flags & FI_INJECT) ? total : 0;
-  struct ofx_op *op = malloc(sizeof *op + extra);
+  struct ofx_op *op = op_get(ep, extra);
   if (!op) {
     ofx_unlock(ep->dom);
     return -FI_EAGAIN;
@@ -231,7 +260,7 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
   else
     rc = mx_isend(ep->mx, seg, (uint32_t)count + 1, to, match, op, &op->req);
   if (rc != MX_SUCCESS) {
-    free(op);
+    op_put(ep, op);
     ofx_unlock(ep->dom);
     return ofx_errno(rc);
   }
@@ -464,7 +493,7 @@ static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
       goto out;
     }
   }
-  struct ofx_op *op = malloc(sizeof *op);
+  struct ofx_op *op = op_get(ep, 0);
   if (!op) {
     ret = -FI_EAGAIN;
     goto out;
@@ -482,7 +511,7 @@ static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
   mx_return_t rc = mx_irecv(ep->mx, seg, (uint32_t)count + 1, match, mask, op,
                             &op->req);
   if (rc != MX_SUCCESS) {
-    free(op);
+    op_put(ep, op);
     ret = ofx_errno(rc);
     goto out;
   }
@@ -680,7 +709,7 @@ static ssize_t ep_cancel(fid_t fid, void *context) {
       list_del(op);
       if (ep->rx_cq)
         ofx_cq_push(ep->rx_cq, &e);
-      free(op);
+      op_put(ep, op);
     }
     ret = 0; /* matched already: it completes normally */
     break;
@@ -812,6 +841,11 @@ static int ep_close(struct fid *fid) {
   while (ep->pending.next != &ep->pending) {
     struct ofx_op *op = ep->pending.next;
     list_del(op);
+    free(op);
+  }
+  while (ep->free_ops) {
+    struct ofx_op *op = ep->free_ops;
+    ep->free_ops = op->next;
     free(op);
   }
   while (ep->stash)

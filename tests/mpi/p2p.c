@@ -86,6 +86,8 @@ static void exchange(int k, const int *peers, int npeers, int unexpected)
     unsigned char **sb = xmalloc(sizeof(*sb) * npeers), **rb = xmalloc(sizeof(*rb) * npeers);
     MPI_Request *req = xmalloc(sizeof(*req) * 2 * npeers);
     MPI_Status *st = xmalloc(sizeof(*st) * 2 * npeers);
+    for (int i = 0; i < 2 * npeers; i++)
+        req[i] = MPI_REQUEST_NULL; /* a failed post leaves nothing to wait for */
     for (int i = 0; i < npeers; i++) {
         sb[i] = xmalloc(len);
         rb[i] = xmalloc(len);
@@ -212,8 +214,10 @@ static void test_tags(void)
     unsigned char *b[NTAGS];
     MPI_Request req[NTAGS];
     MPI_Status st[NTAGS];
-    for (int t = 0; t < NTAGS; t++)
+    for (int t = 0; t < NTAGS; t++) {
         b[t] = xmalloc(tag_len(t + 1));
+        req[t] = MPI_REQUEST_NULL;
+    }
     /* both directions at once: even ranks send first, odd ranks receive
      * first, then the roles swap */
     for (int phase = 0; phase < 2; phase++) {
@@ -348,7 +352,7 @@ static void test_comms(void)
     MPI_Comm comms[3] = {MPI_COMM_WORLD, dup, rev};
     int peers[3] = {peer, peer, rpeer};
     unsigned char *b[3];
-    MPI_Request rq[3];
+    MPI_Request rq[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     MPI_Status st[3];
     for (int c = 0; c < 3; c++)
         b[c] = xmalloc(50000);

@@ -46,6 +46,7 @@ static void send_all(const size_t *lens, const int *tags, const long *seqs, int 
     MPI_Request rq[8];
     unsigned char *b[8];
     for (int k = 0; k < n && k < 8; k++) {
+        rq[k] = MPI_REQUEST_NULL;
         b[k] = xmalloc(lens[k]);
         fill(b[k], lens[k], g_rank, peer, tags[k], seqs[k]);
         MPI_OK(MPI_Isend(b[k], (int)lens[k], MPI_BYTE, peer, tags[k], MPI_COMM_WORLD, &rq[k]));
@@ -167,7 +168,7 @@ static void test_mprobe(void)
             verify(b, 77, peer, g_rank, 502, 2, "MPI_Mrecv of tag 502");
             CHECK(mc == MPI_MESSAGE_NULL, "MPI_Mrecv left the message handle set");
         }
-        MPI_Request rq;
+        MPI_Request rq = MPI_REQUEST_NULL;
         memset(b, 0xEE, 200000);
         MPI_OK(MPI_Imrecv(b, 200000, MPI_BYTE, &mb, &rq));
         MPI_OK(MPI_Wait(&rq, &st));
@@ -220,7 +221,7 @@ static void test_cancel(void)
 {
     test_begin("cancel");
     unsigned char b[4096];
-    MPI_Request rq;
+    MPI_Request rq = MPI_REQUEST_NULL;
     MPI_Status st;
     int flag = 0;
     /* nobody ever sends tag 700 */
@@ -270,6 +271,8 @@ static void test_cancel(void)
 
     /* many receives posted and cancelled, then traffic goes on */
     MPI_Request many[64];
+    for (int i = 0; i < 64; i++)
+        many[i] = MPI_REQUEST_NULL;
     for (int i = 0; i < 64; i++)
         MPI_OK(MPI_Irecv(b + i, 1, MPI_BYTE, (i & 1) ? peer : MPI_ANY_SOURCE, 710 + i,
                          MPI_COMM_WORLD, &many[i]));
