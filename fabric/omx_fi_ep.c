@@ -325,8 +325,10 @@ static struct ofx_stash *steal_oldest(struct ofx_ep *ep, int *err) {
     uint32_t cancelled = 0;
     mx_cancel(ep->mx, &req, &cancelled);
     if (!cancelled) {
+      /* MX may still write into the header and data: leave them allocated. */
       mx_forget(ep->mx, &req);
-      data = NULL; /* MX may still write into it: leave it allocated */
+      *err = -FI_ETIMEDOUT;
+      return NULL;
     }
     free(data);
     free(s);
