@@ -20,10 +20,12 @@
 static int g_rank = -1, g_size = 0;
 static long g_checks = 0, g_failures = 0;
 static const char *g_test = "init";
+static char g_ctx[128]; /* what the test is doing now, for MPI_OK reports */
 
 static inline void test_begin(const char *name)
 {
     g_test = name;
+    g_ctx[0] = 0;
 }
 
 static inline void failf(const char *fmt, ...)
@@ -57,7 +59,8 @@ static inline void failf(const char *fmt, ...)
             char msg_[MPI_MAX_ERROR_STRING];                                                       \
             int len_ = 0;                                                                          \
             MPI_Error_string(rc_, msg_, &len_);                                                    \
-            failf("%s:%d: %s returned %d (%s)", __FILE__, __LINE__, #call, rc_, msg_);            \
+            failf("%s:%d: %s returned %d (%s)%s%s", __FILE__, __LINE__, #call, rc_, msg_,           \
+                  g_ctx[0] ? " while " : "", g_ctx);                                               \
         }                                                                                          \
     } while (0)
 

@@ -45,6 +45,7 @@ static void test_blocking(void)
         int tag = 10 + k;
         MPI_Status st;
         char what[64];
+        snprintf(g_ctx, sizeof g_ctx, "exchanging %zu B with rank %d (t=%.3f s)", len, peer, MPI_Wtime());
         if ((g_rank & 1) == 0) {
             fill(buf, len, g_rank, peer, tag, k);
             if (k % 3 == 2)
@@ -94,6 +95,7 @@ static void exchange(int k, const int *peers, int npeers, int unexpected)
         fill(sb[i], len, g_rank, peers[i], tag, unexpected);
         memset(rb[i], 0xEE, len);
     }
+    snprintf(g_ctx, sizeof g_ctx, "exchanging %zu B with %d peers", len, npeers);
     if (!unexpected) {
         for (int i = 0; i < npeers; i++)
             MPI_OK(MPI_Irecv(rb[i], (int)len, MPI_BYTE, peers[i], tag, MPI_COMM_WORLD, &req[i]));
