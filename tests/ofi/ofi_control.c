@@ -370,8 +370,48 @@ static void test_errors(void) {
   t_teardown(&t);
 }
 
+/* An endpoint sends to itself; endpoints closed with operations pending
+ * (a rendezvous send nobody receives, a receive, a stashed message). */
+static void test_self_and_close(void) {
+  struct tctx t;
+  t_setup(&t, 2, FI_TAGGED | FI_MSG, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED, 0);
+  uint64_t v = 42, g = 0;
+  struct fi_context c, c2;
+  struct fi_cq_tagged_entry e;
+  CHECK_RET(fi_trecv(t.ep[0], &g, 8, NULL, FI_ADDR_UNSPEC, 3, 0, &c), 0);
+  CHECK_RET(fi_tsend(t.ep[0], &v, 8, NULL, t.addr[0], 3, &c2), 0);
+  int got = 0;
+  for (double end = now_ms() + T; got < 2 && now_ms() < end;)
+    got += fi_cq_read(t.cq[0], &e, 1) == 1;
+  CHECK(got == 2 && g == 42, "send to oneself");
+  size_t bl = 4 << 20;
+  char *big = xmalloc(bl);
+  fill(big, bl, 1);
+  CHECK_RET(fi_tsend(t.ep[0], big, bl, NULL, t.addr[1], 8, &c), 0);
+  CHECK_RET(fi_tinject(t.ep[0], &v, 8, t.addr[1], 9), 0);
+  CHECK_RET(fi_trecv(t.ep[1], &g, 8, NULL, FI_ADDR_UNSPEC, 7, 0, &c2), 0);
+  sleep_ms(50);
+  struct iovec iov = {&g, 8};
+  struct fi_msg_tagged m = {.msg_iov = &iov, .iov_count = 1,
+                            .addr = FI_ADDR_UNSPEC, .tag = 9, .context = &c2};
+  CHECK_RET(fi_trecvmsg(t.ep[1], &m, FI_PEEK | FI_CLAIM), 0);
+  CHECK_RET(fi_close(&t.ep[1]->fid), 0);
+  /* The big send is still pending (MX retries a while): closed with it. */
+  CHECK(t_wait(t.cq[0], &e, NULL, 100) == -FI_EAGAIN, "big send completed");
+  CHECK_RET(fi_close(&t.ep[0]->fid), 0);
+  t.n = 0;
+  CHECK_RET(fi_close(&t.cq[0]->fid), 0);
+  CHECK_RET(fi_close(&t.cq[1]->fid), 0);
+  CHECK_RET(fi_close(&t.av->fid), 0);
+  CHECK_RET(fi_close(&t.dom->fid), 0);
+  CHECK_RET(fi_close(&t.fab->fid), 0);
+  fi_freeinfo(t.info);
+  free(big);
+}
+
 int main(void) {
   test_getinfo();
+  test_self_and_close();
   test_av(FI_AV_TABLE);
   test_av(FI_AV_MAP);
   test_selective();
