@@ -260,6 +260,24 @@ static ssize_t peek(int ep, uint64_t tag, uint64_t flags, void *buf, size_t len,
   return fi_trecvmsg(t.ep[ep], &m, flags);
 }
 
+/* Peeks (with flags) until the message is there: 1 and its completion, or
+ * -FI_EAGAIN after T. FI_ENOMSG answers in between are consumed. */
+static ssize_t peek_until(int ep, uint64_t tag, uint64_t flags,
+                          struct fi_context *c, struct fi_cq_tagged_entry *e) {
+  for (double end = now_ms() + T; now_ms() < end;) {
+    if (peek(ep, tag, flags | FI_PEEK, NULL, 0, c))
+      return -FI_EINVAL;
+    ssize_t r = t_wait(t.cq[ep], e, NULL, T);
+    if (r == 1)
+      return 1;
+    struct fi_cq_err_entry err;
+    if (r != -FI_EAVAIL || t_wait_err(t.cq[ep], &err, T) != 1 || err.err != FI_ENOMSG)
+      return -FI_EIO;
+    usleep(1000);
+  }
+  return -FI_EAGAIN;
+}
+
 static void test_peek(void) {
   struct fi_context c, c2;
   struct fi_cq_tagged_entry e;
@@ -272,14 +290,7 @@ static void test_peek(void) {
         "peek without message: err %d", err.err);
   /* Peek reports length, tag and CQ data; the message stays. */
   CHECK_RET(fi_tinjectdata(t.ep[0], "peekaboo", 9, 31, t.addr[1], 0x77), 0);
-  ssize_t r = -FI_EAGAIN;
-  for (double end = now_ms() + T; now_ms() < end;) {
-    CHECK_RET(peek(1, 0x77, FI_PEEK, NULL, 0, &c), 0);
-    r = t_wait(t.cq[1], &e, NULL, T);
-    if (r == 1)
-      break;
-    CHECK(t_wait_err(t.cq[1], &err, T) == 1 && err.err == FI_ENOMSG, "enomsg");
-  }
+  ssize_t r = peek_until(1, 0x77, 0, &c, &e);
   CHECK(r == 1 && e.len == 9 && e.tag == 0x77 && e.data == 31 &&
             (e.flags & FI_REMOTE_CQ_DATA) && e.op_context == &c,
         "peek: r %zd len %zu tag %#llx data %llu", r, e.len,
@@ -291,9 +302,7 @@ static void test_peek(void) {
   /* PEEK|CLAIM, then a CLAIM receive with the same context. */
   CHECK_RET(fi_tinject(t.ep[0], "first", 6, t.addr[1], 0x78), 0);
   CHECK_RET(fi_tinject(t.ep[0], "second", 7, t.addr[1], 0x78), 0);
-  usleep(20000);
-  CHECK_RET(peek(1, 0x78, FI_PEEK | FI_CLAIM, NULL, 0, &c), 0);
-  CHECK(t_wait(t.cq[1], &e, NULL, T) == 1 && e.len == 6, "peek claim");
+  CHECK(peek_until(1, 0x78, FI_CLAIM, &c, &e) == 1 && e.len == 6, "peek claim");
   /* An ordinary receive now gets the second message, not the claimed one. */
   memset(rb, 0, sizeof rb);
   CHECK_RET(fi_trecv(t.ep[1], rb, sizeof rb, NULL, FI_ADDR_UNSPEC, 0x78, 0, &c2), 0);
@@ -308,16 +317,12 @@ static void test_peek(void) {
   CHECK_RET(peek(1, 0x78, FI_CLAIM, rb, sizeof rb, &c), -FI_EINVAL);
   /* PEEK|CLAIM then CLAIM|DISCARD. */
   CHECK_RET(fi_tinject(t.ep[0], "drop", 5, t.addr[1], 0x79), 0);
-  usleep(20000);
-  CHECK_RET(peek(1, 0x79, FI_PEEK | FI_CLAIM, NULL, 0, &c), 0);
-  CHECK(t_wait(t.cq[1], &e, NULL, T) == 1 && e.len == 5, "peek claim 2");
+  CHECK(peek_until(1, 0x79, FI_CLAIM, &c, &e) == 1 && e.len == 5, "peek claim 2");
   CHECK_RET(peek(1, 0x79, FI_CLAIM | FI_DISCARD, NULL, 0, &c), 0);
   CHECK(t_wait(t.cq[1], &e, NULL, T) == 1 && e.len == 0, "claim discard");
   /* PEEK|DISCARD drops it at once. */
   CHECK_RET(fi_tinject(t.ep[0], "gone", 5, t.addr[1], 0x7a), 0);
-  usleep(20000);
-  CHECK_RET(peek(1, 0x7a, FI_PEEK | FI_DISCARD, NULL, 0, &c), 0);
-  CHECK(t_wait(t.cq[1], &e, NULL, T) == 1 && e.len == 5, "peek discard");
+  CHECK(peek_until(1, 0x7a, FI_DISCARD, &c, &e) == 1 && e.len == 5, "peek discard");
   CHECK_RET(peek(1, 0x7a, FI_PEEK, NULL, 0, &c), 0);
   CHECK(t_wait_err(t.cq[1], &err, T) == 1 && err.err == FI_ENOMSG, "discarded");
   /* Order survives a peek: A (tag 1), B (tag 2); peek B; a wildcard
@@ -329,13 +334,7 @@ static void test_peek(void) {
   CHECK_RET(fi_tinject(t.ep[0], "A", 2, t.addr[1], 1), 0);
   CHECK_RET(fi_tsend(t.ep[0], big, bl, NULL, t.addr[1], 2, &sc), 0);
   usleep(50000);
-  r = -FI_EAGAIN;
-  for (double end = now_ms() + T; now_ms() < end && r != 1;) {
-    CHECK_RET(peek(1, 2, FI_PEEK, NULL, 0, &c), 0);
-    r = t_wait(t.cq[1], &e, NULL, T);
-    if (r != 1)
-      (void)t_wait_err(t.cq[1], &err, T);
-  }
+  r = peek_until(1, 2, 0, &c, &e);
   CHECK(r == 1 && e.len == bl && e.tag == 2, "peek big: len %zu", e.len);
   CHECK_RET(fi_trecv(t.ep[1], rb, sizeof rb, NULL, FI_ADDR_UNSPEC, 0, ~0ULL, &c2), 0);
   CHECK(t_wait(t.cq[1], &e, NULL, T) == 1 && e.tag == 1 && !strcmp(rb, "A"),
