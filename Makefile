@@ -53,7 +53,9 @@ test-c: lib
 
 ## The libfabric provider: fi_info, fi_pingpong (one host and two) and the C tests
 ## of tests/ofi (skipped when not root or without libfabric).
-test-ofi: provider
+test-ofi:
+	@if echo '#include <rdma/providers/fi_prov.h>' | $(CC) -E - >/dev/null 2>&1; then \
+		$(MAKE) provider; else echo "libfabric headers missing: provider not built"; fi
 	tests/ofi/run.sh
 
 test-rust:

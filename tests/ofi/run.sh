@@ -35,14 +35,14 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "0 passed, 0 failed"
   exit 0
 fi
-if [ ! -e /usr/include/rdma/fabric.h ] || ! command -v fi_info >/dev/null ||
-  ! command -v fi_pingpong >/dev/null; then
+CC=${CC:-gcc}
+if ! echo '#include <rdma/providers/fi_prov.h>' | "$CC" -E - >/dev/null 2>&1 ||
+  ! command -v fi_info >/dev/null || ! command -v fi_pingpong >/dev/null; then
   echo "skipped: libfabric missing (libfabric-dev and libfabric-bin: headers, fi_info, fi_pingpong)"
   echo "0 passed, 0 failed"
   exit 0
 fi
 
-CC=${CC:-gcc}
 TEST_TIMEOUT=${TEST_TIMEOUT:-120}
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxofi}
 hosts="$root/scripts/hosts.sh"
