@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build lib demo demo-sim test test-c test-rust lint soak-sim soak fuzz bench-engine bench install clean
+.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi lint soak-sim soak fuzz bench-engine bench install clean
 
 all: build
 
@@ -24,6 +24,16 @@ lib:
 	ln -sf libmyriexpress.so.0 $(LIBDIR)/libopen-mx.so
 	cp $(RELEASE_DIR)/libmyriexpress.a $(LIBDIR)/libmyriexpress.a
 
+## The libfabric provider "omx" (docs/LIBFABRIC.md): build/lib/libfabric/libomx-fi.so,
+## loaded by libfabric from FI_PROVIDER_PATH; finds libmyriexpress.so.0 in $ORIGIN/..
+PROVIDER_SRC := fabric/omx_fi.c fabric/omx_fi_av.c fabric/omx_fi_cq.c fabric/omx_fi_ep.c
+provider: lib $(LIBDIR)/libfabric/libomx-fi.so
+$(LIBDIR)/libfabric/libomx-fi.so: $(PROVIDER_SRC) fabric/omx_fi.h include/myriexpress.h include/mx_extensions.h $(LIBDIR)/libmyriexpress.so.0
+	mkdir -p $(LIBDIR)/libfabric
+	$(CC) -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden -Iinclude \
+		-o $@ $(PROVIDER_SRC) -L$(LIBDIR) -l:libmyriexpress.so.0 -lfabric -lpthread \
+		'-Wl,-rpath,$$ORIGIN/..' -Wl,-z,defs
+
 ## The main job: two hosts (network namespaces, veth) ping-pong 0 B to 4 MiB with omx_perf.
 demo: build
 	scripts/demo.sh
@@ -33,13 +43,20 @@ demo-sim: build
 	$(RELEASE_DIR)/omx-sim-pingpong -N 100
 
 ## Every test: unit, property, simulation, fault-injection and hostile-input tests.
-test: test-rust test-c
+test: test-rust test-c test-ofi
 
 ## The C headers compile as C99/C11/C++11 and match the spec's ABI layout; the MX C
 ## test suite runs against libmyriexpress on test hosts (skipped when not root).
 test-c: lib
 	tests/c/abi/compile_all.sh
 	tests/c/api/run.sh
+
+## The libfabric provider: fi_info, fi_pingpong (one host and two) and the C tests
+## of tests/ofi (skipped when not root or without libfabric).
+test-ofi:
+	@if echo '#include <rdma/providers/fi_prov.h>' | $(CC) -E - >/dev/null 2>&1; then \
+		$(MAKE) provider; else echo "libfabric headers missing: provider not built"; fi
+	tests/ofi/run.sh
 
 test-rust:
 	$(CARGO) test --workspace --all-targets
@@ -71,8 +88,10 @@ bench-engine:
 
 VERSION := 0.1.0
 
-install: build
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+install: build provider
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(PREFIX)/lib/libfabric
+	install -m 755 $(LIBDIR)/libfabric/libomx-fi.so $(DESTDIR)$(PREFIX)/lib/libfabric/
 	install -m 755 $(RELEASE_DIR)/omx_info $(RELEASE_DIR)/omx_perf $(RELEASE_DIR)/omx_counters \
 		$(RELEASE_DIR)/omx_endpoint_info $(RELEASE_DIR)/omx_hostname \
 		$(RELEASE_DIR)/omx_stream $(RELEASE_DIR)/omx_soak \

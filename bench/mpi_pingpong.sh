@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# mpi_pingpong.sh - MPI over omx against MPI over TCP, side by side, between two
+# test hosts (network namespaces joined by veth, scripts/hosts.sh), plus the
+# libfabric and MX layers underneath for the provider-overhead comparison.
+#
+#   bench/mpi_pingpong.sh [MTU]        (root; MTU default 9000)
+#
+# Stacks, all ping-pong between h0 and h1, 1 B .. 16 MiB:
+#   mpi-omx      Open MPI, --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include omx
+#                (FI_PROVIDER_PATH=build/lib/libfabric)         bench/mpi_pingpong.c
+#   mpi-tcp      Open MPI, --mca pml ob1 --mca btl self,tcp     bench/mpi_pingpong.c
+#   mpi-ofitcp   Open MPI, cm/ofi over libfabric 'tcp;ofi_rxm'  bench/mpi_pingpong.c
+#   fi-omx       fi_pingpong -p omx -e rdm                     (libfabric, no MPI)
+#   fi-tcp       fi_pingpong -p 'tcp;ofi_rxm' -e rdm
+#   omx_perf     the MX API directly (target/release/omx_perf)
+#
+# Results in $OUT (default bench/results/mpi-<date-time>/): mpi_pingpong.csv
+# (tool,transport,size,latency_us,bandwidth_MBps,runs; latency = half a round
+# trip, medians of RUNS runs for the MPI stacks), the raw outputs, machine.txt,
+# summary.md (table and the ratios omx/TCP and omx/libfabric-tcp for 8 B
+# latency and 4 MiB bandwidth, and MPI-over-omx against fi_pingpong and
+# omx_perf) and, when matplotlib is there, mpi_pingpong.png.
+#
+# Environment: RUNS (5), RUN_SECONDS (0.1: length of each timed run per
+# size), MAX (16777216), FI_SIZES (fi_pingpong sizes: "1 8 64 512 4096 32768
+# 262144 1048576 4194304 16777216"), STACKS (all six, space separated),
+# OMX_NS_PREFIX (omxmpib). Stacks whose prerequisites are missing (the omx
+# provider: make provider; fi_pingpong: apt-get install libfabric-bin) are
+# skipped with a note. The CPU may be shared: figures are indicative.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+MTU=${1:-${MTU:-9000}}
+RUNS=${RUNS:-5}
+RUN_SECONDS=${RUN_SECONDS:-0.1}
+MAX=${MAX:-16777216}
+FI_SIZES=${FI_SIZES:-"1 8 64 512 4096 32768 262144 1048576 4194304 16777216"}
+STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp fi-omx fi-tcp omx_perf"}
+export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxmpib}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+OUT=${OUT:-bench/results/mpi-$(date +%Y%m%d-%H%M%S)}
+H=scripts/hosts.sh
+IP0=10.77.2.1
+IP1=10.77.2.2
+provdir="$root/build/lib/libfabric"
+T0=$(date +%s)
+
+say() { echo "mpi_pingpong: $*" >&2; }
+die() {
+  say "$*"
+  exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, raw packet sockets)"
+command -v mpirun >/dev/null && command -v mpicc >/dev/null ||
+  die "Open MPI not installed (mpirun, mpicc; Debian: apt-get install openmpi-bin libopenmpi-dev)"
+
+want() { [[ " $STACKS " == *" $1 "* ]]; }
+skip_note=()
+if [ ! -e "$provdir/libomx-fi.so" ]; then
+  for s in mpi-omx fi-omx; do
+    want "$s" && skip_note+=("$s: skipped, $provdir/libomx-fi.so is missing (make provider)")
+  done
+  STACKS=$(sed -e 's/\bmpi-omx\b//; s/\bfi-omx\b//' <<<"$STACKS")
+fi
+if ! command -v fi_pingpong >/dev/null; then
+  for s in fi-omx fi-tcp; do
+    want "$s" && skip_note+=("$s: skipped, fi_pingpong not found (apt-get install libfabric-bin)")
+  done
+  STACKS=$(sed -e 's/\bfi-omx\b//; s/\bfi-tcp\b//' <<<"$STACKS")
+fi
+for n in "${skip_note[@]}"; do say "$n"; done
+
+mkdir -p "$OUT" target/bench
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/omx-mpibench.XXXXXX")
+export TMPDIR="$tmp" OMX_STATE_DIR="$tmp/state"
+mkdir -p "$OMX_STATE_DIR"
+unset OMX_IFACES OMX_HOSTNAME FI_PROVIDER FI_PROVIDER_PATH || true
+while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(OMPI_MCA_[A-Za-z0-9_]*\)=.*/\1/p')
+
+say "building"
+PP=target/bench/mpi_pingpong
+mpicc -O2 -Wall -Wextra -Werror -o "$PP" bench/mpi_pingpong.c
+if want omx_perf; then
+  cargo build --release -q -p omx-tools
+fi
+
+pids=()
+stop_bg() {
+  local ns p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for ns in "$OMX_NS_PREFIX-h0" "$OMX_NS_PREFIX-h1"; do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
+  done
+  pids=()
+  sleep 0.3
+}
+cleanup() {
+  stop_bg
+  $H down >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+$H up 2 "$MTU" >/dev/null
+ip -n "$OMX_NS_PREFIX-h0" addr add $IP0/24 dev omx0
+ip -n "$OMX_NS_PREFIX-h1" addr add $IP1/24 dev omx0
+[ "$MTU" = 9000 ] || export OMX_MTU=$MTU
+
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+  echo "cores: $(nproc)"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "kernel: $(uname -r)"
+  echo "mtu: $MTU"
+  echo "open mpi: $(mpirun --version 2>/dev/null | head -1)"
+  echo "libfabric: $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: *//p')"
+  echo "runs: $RUNS x ${RUN_SECONDS}s per size (MPI stacks, median)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+} >"$OUT/machine.txt"
+
+CSV="$OUT/mpi_pingpong.csv"
+echo "tool,transport,size,latency_us,bandwidth_MBps,runs" >"$CSV"
+
+# mpi STACK: bench/mpi_pingpong between h0 and h1 (mpirun in h0, the rank on
+# h1 started through scripts/mpi-ns-agent).
+mpi() {
+  local stack=$1 args=() env=()
+  case $stack in
+  mpi-omx)
+    args=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include omx)
+    env=(FI_PROVIDER_PATH="$provdir")
+    ;;
+  mpi-tcp) args=(--mca pml ob1 --mca btl self,tcp) ;;
+  mpi-ofitcp)
+    args=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "tcp;ofi_rxm")
+    env=(FI_TCP_IFACE=omx0)
+    ;;
+  esac
+  timeout 600 ip netns exec "$OMX_NS_PREFIX-h0" unshare --uts -- \
+    env OMX_HOSTNAME=h0 "${env[@]}" sh -c 'hostname h0 && exec "$@"' sh \
+    mpirun --host h0:1,h1:1 -np 2 --map-by node --bind-to none \
+    --mca plm_rsh_agent "$root/scripts/mpi-ns-agent" --mca plm_rsh_no_tree_spawn 1 \
+    --mca oob_tcp_if_include omx0 --mca btl_tcp_if_include omx0 \
+    --mca btl_base_warn_component_unused 0 "${args[@]}" \
+    "$PP" -S 1 -E "$MAX" -r "$RUNS" -t "$RUN_SECONDS" >"$OUT/$stack.txt" 2>"$OUT/$stack.err" || {
+    say "  $stack failed (status $?): see $OUT/$stack.err"
+    tail -n 5 "$OUT/$stack.err" >&2
+    return 0
+  }
+  awk -v t="$stack" -v r="$RUNS" '$1 ~ /^[0-9]+$/ && NF >= 3 {print "mpi_pingpong," t "," $1 "," $2 "," $3 "," r}' \
+    "$OUT/$stack.txt" >>"$CSV"
+}
+
+# fi STACK SIZE: fi_pingpong server in h0, client in h1.
+fi_pp() {
+  local stack=$1 s=$2 prov n=2000 env=() i
+  case $stack in
+  fi-omx)
+    prov=omx
+    env=(FI_PROVIDER_PATH="$provdir")
+    ;;
+  fi-tcp)
+    prov="tcp;ofi_rxm"
+    env=(FI_TCP_IFACE=omx0)
+    ;;
+  esac
+  [ "$s" -le 4096 ] && n=20000
+  [ "$s" -ge 65536 ] && n=500
+  [ "$s" -ge 1048576 ] && n=100
+  timeout 120 $H exec 0 env "${env[@]}" fi_pingpong -p "$prov" -e rdm -I "$n" -S "$s" \
+    >>"$OUT/$stack.server.txt" 2>&1 &
+  pids+=($!)
+  for i in $(seq 100); do
+    ip netns exec "$OMX_NS_PREFIX-h0" ss -ltn 2>/dev/null | grep -q ':47592 ' && break
+    sleep 0.05
+  done
+  # columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec (usec/xfer: one way)
+  timeout 120 $H exec 1 env "${env[@]}" fi_pingpong -p "$prov" -e rdm -I "$n" -S "$s" $IP0 \
+    2>>"$OUT/$stack.err" | tee -a "$OUT/$stack.txt" |
+    awk -v t="$stack" 'NF == 8 && $1 ~ /^[0-9]+$/ {print "fi_pingpong," t "," $1 "," $7 "," $6 ",1"}' >>"$CSV" ||
+    say "  $stack $s B failed"
+  # the server ends with its client; give it a moment, then clear the host
+  for i in $(seq 50); do
+    kill -0 "${pids[@]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  stop_bg
+}
+
+omx_perf_pp() {
+  $H exec 0 target/release/omx_perf -s >/dev/null 2>&1 &
+  pids+=($!)
+  sleep 0.5
+  {
+    # from 0 B: the first size also pays for finding the peer (0 B is not kept)
+    timeout 120 $H exec 1 target/release/omx_perf -d h0:0 -S 0 -E 65537 -M 2 -N 2000 -W 100 -P 0
+    timeout 300 $H exec 1 target/release/omx_perf -d h0:0 -S 131072 -E $((MAX + 1)) -M 2 -N 30 -W 3 -P 0
+  } 2>>"$OUT/omx_perf.err" | tee "$OUT/omx_perf.txt" |
+    awk '$1 ~ /^[0-9]+$/ && $1 > 0 && NF >= 4 {print "omx_perf,omx_perf," $1 "," $2 "," $3 ",1"}' >>"$CSV"
+  stop_bg
+}
+
+for stack in $STACKS; do
+  say "$stack (elapsed $(($(date +%s) - T0)) s)"
+  case $stack in
+  mpi-*) mpi "$stack" ;;
+  fi-*) for s in $FI_SIZES; do [ "$s" -le "$MAX" ] && fi_pp "$stack" "$s"; done ;;
+  omx_perf) omx_perf_pp ;;
+  *) say "unknown stack $stack" ;;
+  esac
+done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
+for n in "${skip_note[@]}"; do echo "$n" >>"$OUT/machine.txt"; done
+
+python3 bench/plot_mpi.py "$OUT" >"$OUT/summary.md"
+cat "$OUT/summary.md"
+say "done in $(($(date +%s) - T0)) s: $OUT"

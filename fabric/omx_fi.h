@@ -1,0 +1,211 @@
+/* omx_fi.h - internal declarations of the libfabric provider "omx".
+ *
+ * The provider maps OFI objects onto the MX API of libmyriexpress: one MX
+ * endpoint per fi_endpoint, one MX request per posted operation, MX match
+ * information for OFI tags. See docs/LIBFABRIC.md for the design.
+ */
+#ifndef OMX_FI_H
+#define OMX_FI_H
+
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <myriexpress.h>
+#include <mx_extensions.h>
+
+#define OFX_NAME "omx"
+#define OFX_PROV_VERSION FI_VERSION(0, 1)
+#define OFX_KEY 0x0fab0fabu        /* MX connection key of every provider endpoint */
+#define OFX_CONNECT_MS 10000u      /* bound of a (lazy) connect to a peer */
+#define OFX_STEAL_MS 30000u        /* bound of the receive of a peeked message */
+
+/* MX match information: bit 63 tells tagged from untagged messages, bits
+ * 47..62 carry the sender's source id (for directed receives), bits 0..46
+ * are the OFI tag. Untagged messages have tag 0. */
+#define OFX_TAGGED_BIT (1ULL << 63)
+#define OFX_SRC_SHIFT 47
+#define OFX_SRC_MASK (0xffffULL << OFX_SRC_SHIFT)
+#define OFX_TAG_MASK ((1ULL << OFX_SRC_SHIFT) - 1)
+
+/* Every message starts with this header, a separate MX segment: the remote CQ
+ * data and whether there is any. Reported lengths never include it. */
+struct ofx_hdr {
+  uint32_t data;
+  uint32_t flags;
+};
+#define OFX_HDR_DATA 1u
+#define OFX_HDR_LEN ((uint32_t)sizeof(struct ofx_hdr))
+
+#define OFX_IOV_LIMIT 255 /* MX takes 256 segments; one is the header */
+#define OFX_INJECT_SIZE 4096
+#define OFX_MAX_MSG ((size_t)UINT32_MAX - OFX_HDR_LEN)
+
+/* The name of an endpoint (fi_getname, fi_av_insert): 16 bytes. */
+struct ofx_name {
+  uint64_t nic_id;
+  uint32_t eid;
+  uint32_t key;
+};
+
+#define OFX_CAPS                                                               \
+  (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM |   \
+   FI_DIRECTED_RECV | FI_SOURCE)
+
+struct ofx_fabric {
+  struct fid_fabric fid;
+};
+
+struct ofx_domain {
+  struct fid_domain fid;
+  pthread_mutex_t lock; /* the provider lock: every object of the domain */
+  int refs;             /* objects opened on it */
+  uint64_t caps;
+  enum fi_av_type av_type;
+  uint64_t mr_key; /* next key handed out by fi_mr_reg */
+};
+
+struct ofx_ep;
+
+struct ofx_av_entry {
+  struct ofx_name name;
+  bool used;
+};
+
+struct ofx_av {
+  struct fid_av fid;
+  struct ofx_domain *dom;
+  enum fi_av_type type;
+  struct ofx_av_entry *tab;
+  size_t n, cap;   /* entries used so far (fi_addr = index), allocated */
+  struct ofx_ep **eps; /* endpoints bound to it (their connection caches) */
+  size_t neps;
+};
+
+/* A completion waiting in a CQ. */
+struct ofx_cqe {
+  void *ctx;
+  uint64_t flags;
+  size_t len;
+  void *buf;
+  uint64_t data;
+  uint64_t tag;
+  fi_addr_t src;
+  int err; /* positive FI_E* errno, 0 = success */
+  size_t olen;
+  int prov_errno;
+};
+
+struct ofx_queue {
+  struct ofx_cqe *e;
+  size_t head, count, cap;
+};
+
+struct ofx_cq {
+  struct fid_cq fid;
+  struct ofx_domain *dom;
+  enum fi_cq_format format;
+  struct ofx_queue ok, errs;
+  struct ofx_ep **eps; /* endpoints bound to it, drained on read */
+  size_t neps;
+};
+
+struct ofx_eq {
+  struct fid_eq fid;
+  struct ofx_domain *dom; /* NULL: opened on the fabric */
+};
+
+enum ofx_op_kind { OFX_OP_SEND, OFX_OP_RECV };
+
+/* One posted operation: the context of its MX request. */
+struct ofx_op {
+  enum ofx_op_kind kind;
+  struct ofx_ep *ep;
+  void *ctx;
+  uint64_t flags;  /* FI_SEND/FI_RECV | FI_MSG/FI_TAGGED */
+  bool report;     /* write a completion on success */
+  bool quiet;      /* injected: no completion, not even an error */
+  bool pooled;     /* goes back to the endpoint's free list */
+  void *buf;       /* first user buffer (completion field buf) */
+  mx_request_t req;
+  struct ofx_hdr hdr;
+  struct ofx_op *prev, *next; /* pending receives of the endpoint */
+};
+
+/* A message taken out of MX by a peek (see omx_fi_ep.c). */
+struct ofx_stash {
+  struct ofx_stash *next;
+  uint64_t match;
+  fi_addr_t src;
+  struct ofx_hdr hdr;
+  size_t len; /* payload bytes held */
+  void *data;
+  void *claim_ctx; /* FI_CLAIM: the context that claimed it */
+  bool claimed;
+};
+
+struct ofx_ep {
+  struct fid_ep fid;
+  struct ofx_domain *dom;
+  uint64_t caps;
+  uint64_t tx_op_flags, rx_op_flags;
+  struct ofx_cq *tx_cq, *rx_cq;
+  bool tx_selective, rx_selective;
+  struct ofx_av *av;
+  mx_endpoint_t mx;
+  bool enabled;
+  uint32_t want_eid; /* MX endpoint index to open (MX_ANY_ENDPOINT) */
+  struct ofx_name name;
+  uint16_t src_id;    /* our source id in the match bits */
+  mx_endpoint_addr_t *conn; /* per AV index: connected MX address */
+  bool *conn_ok;
+  size_t conn_cap;
+  struct ofx_op pending; /* sentinel of the list of pending operations */
+  struct ofx_op *free_ops;
+  struct ofx_stash *stash, **stash_tail;
+};
+
+/* omx_fi.c */
+extern struct fi_provider ofx_prov;
+int ofx_mx_init(void);
+int ofx_errno(mx_return_t rc);
+int ofx_lookup_host(const char *node, uint64_t *nic);
+void ofx_lock(struct ofx_domain *d);
+void ofx_unlock(struct ofx_domain *d);
+int ofx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
+                struct fid_eq **eq, void *context);
+
+/* omx_fi_av.c */
+int ofx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
+                struct fid_av **av, void *context);
+uint16_t ofx_src_id(uint64_t nic_id, uint32_t eid);
+fi_addr_t ofx_av_find(struct ofx_av *av, uint64_t nic_id, uint32_t eid);
+int ofx_av_attach(struct ofx_av *av, struct ofx_ep *ep);
+void ofx_av_detach(struct ofx_av *av, struct ofx_ep *ep);
+
+/* omx_fi_cq.c */
+int ofx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+                struct fid_cq **cq, void *context);
+int ofx_cq_push(struct ofx_cq *cq, const struct ofx_cqe *e);
+int ofx_cq_attach(struct ofx_cq *cq, struct ofx_ep *ep);
+void ofx_cq_detach(struct ofx_cq *cq, struct ofx_ep *ep);
+
+/* omx_fi_ep.c */
+int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
+                 struct fid_ep **ep, void *context);
+size_t ofx_ep_progress(struct ofx_ep *ep, size_t max);
+void ofx_ep_forget_conn(struct ofx_ep *ep, fi_addr_t addr);
+
+#endif

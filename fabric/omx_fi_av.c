@@ -1,0 +1,266 @@
+/* omx_fi_av.c - address vectors. An fi_addr_t is the index of the entry
+ * (FI_AV_TABLE and FI_AV_MAP alike); entries hold the peer's name (nic id,
+ * endpoint index, key). Endpoints connect to a peer lazily, on their first
+ * send to it, and keep the MX address per index. */
+#include "omx_fi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The 16-bit id a sender puts in its match bits: low 11 bits of the nic id
+ * (a MAC; the loopback board is 0) and the 5-bit endpoint index. Two
+ * entries of one AV with the same id make directed receives ambiguous,
+ * which fi_av_insert refuses when the domain has FI_DIRECTED_RECV. */
+uint16_t ofx_src_id(uint64_t nic_id, uint32_t eid) {
+  return (uint16_t)(((nic_id & 0x7ff) << 5) | (eid & 0x1f));
+}
+
+fi_addr_t ofx_av_find(struct ofx_av *av, uint64_t nic_id, uint32_t eid) {
+  if (!av)
+    return FI_ADDR_NOTAVAIL;
+  for (size_t i = 0; i < av->n; i++) {
+    const struct ofx_av_entry *e = &av->tab[i];
+    if (e->used && e->name.nic_id == nic_id && e->name.eid == eid)
+      return (fi_addr_t)i;
+  }
+  return FI_ADDR_NOTAVAIL;
+}
+
+int ofx_av_attach(struct ofx_av *av, struct ofx_ep *ep) {
+  struct ofx_ep **n = realloc(av->eps, (av->neps + 1) * sizeof *n);
+  if (!n)
+    return -FI_ENOMEM;
+  av->eps = n;
+  av->eps[av->neps++] = ep;
+  av->dom->refs++;
+  return 0;
+}
+
+void ofx_av_detach(struct ofx_av *av, struct ofx_ep *ep) {
+  for (size_t i = 0; i < av->neps; i++)
+    if (av->eps[i] == ep) {
+      av->eps[i] = av->eps[--av->neps];
+      av->dom->refs--;
+      return;
+    }
+}
+
+static int av_close(struct fid *fid) {
+  struct ofx_av *av = (struct ofx_av *)fid;
+  struct ofx_domain *d = av->dom;
+  ofx_lock(d);
+  if (av->neps) {
+    ofx_unlock(d);
+    return -FI_EBUSY;
+  }
+  d->refs--;
+  ofx_unlock(d);
+  free(av->tab);
+  free(av->eps);
+  free(av);
+  return 0;
+}
+
+static int av_bind(struct fid *fid, struct fid *bfid, uint64_t flags) {
+  (void)fid, (void)flags;
+  /* An EQ: inserts are synchronous, there is never an event to report. */
+  if (bfid && bfid->fclass == FI_CLASS_EQ)
+    return 0;
+  return -FI_EINVAL;
+}
+
+static int av_control(struct fid *fid, int command, void *arg) {
+  (void)fid, (void)command, (void)arg;
+  return -FI_ENOSYS;
+}
+
+static int av_ops_open(struct fid *fid, const char *name, uint64_t flags,
+                       void **ops, void *context) {
+  (void)fid, (void)name, (void)flags, (void)ops, (void)context;
+  return -FI_ENOSYS;
+}
+
+static struct fi_ops av_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = av_close,
+    .bind = av_bind,
+    .control = av_control,
+    .ops_open = av_ops_open,
+};
+
+/* Checks one name; on a conflict of source ids returns an error. */
+static int insert_one(struct ofx_av *av, const struct ofx_name *nm,
+                      fi_addr_t *out) {
+  if (nm->eid >= 32)
+    return -FI_EINVAL;
+  if (av->dom->caps & FI_DIRECTED_RECV) {
+    uint16_t id = ofx_src_id(nm->nic_id, nm->eid);
+    for (size_t i = 0; i < av->n; i++) {
+      const struct ofx_av_entry *e = &av->tab[i];
+      if (e->used && ofx_src_id(e->name.nic_id, e->name.eid) == id &&
+          (e->name.nic_id != nm->nic_id || e->name.eid != nm->eid))
+        return -FI_EADDRINUSE;
+    }
+  }
+  if (av->n == av->cap) {
+    size_t cap = av->cap ? av->cap * 2 : 64;
+    struct ofx_av_entry *t = realloc(av->tab, cap * sizeof *t);
+    if (!t)
+      return -FI_ENOMEM;
+    av->tab = t;
+    av->cap = cap;
+  }
+  av->tab[av->n].name = *nm;
+  av->tab[av->n].used = true;
+  *out = (fi_addr_t)av->n++;
+  return 0;
+}
+
+static int av_insert(struct fid_av *fav, const void *addr, size_t count,
+                     fi_addr_t *fi_addr, uint64_t flags, void *context) {
+  struct ofx_av *av = (struct ofx_av *)fav;
+  (void)context;
+  if ((count && !addr) || (flags & ~FI_MORE))
+    return -FI_EINVAL;
+  const struct ofx_name *names = addr;
+  int inserted = 0;
+  ofx_lock(av->dom);
+  for (size_t i = 0; i < count; i++) {
+    fi_addr_t a = FI_ADDR_NOTAVAIL;
+    int ret = insert_one(av, &names[i], &a);
+    if (fi_addr)
+      fi_addr[i] = a;
+    if (ret == -FI_ENOMEM) {
+      ofx_unlock(av->dom);
+      return ret;
+    }
+    if (ret == 0)
+      inserted++;
+  }
+  ofx_unlock(av->dom);
+  return inserted;
+}
+
+static int av_insertsvc(struct fid_av *fav, const char *node,
+                        const char *service, fi_addr_t *fi_addr,
+                        uint64_t flags, void *context) {
+  (void)context;
+  if (!node || !service || flags)
+    return -FI_EINVAL;
+  char *end;
+  unsigned long eid = strtoul(service, &end, 10);
+  if (*end || eid >= 32)
+    return -FI_EINVAL;
+  struct ofx_name nm = {.eid = (uint32_t)eid, .key = OFX_KEY};
+  int ret = ofx_lookup_host(node, &nm.nic_id);
+  if (ret)
+    return ret;
+  return av_insert(fav, &nm, 1, fi_addr, 0, NULL);
+}
+
+static int av_insertsym(struct fid_av *av, const char *node, size_t nodecnt,
+                        const char *service, size_t svccnt, fi_addr_t *fi_addr,
+                        uint64_t flags, void *context) {
+  (void)av, (void)node, (void)nodecnt, (void)service, (void)svccnt;
+  (void)fi_addr, (void)flags, (void)context;
+  return -FI_ENOSYS;
+}
+
+static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count,
+                     uint64_t flags) {
+  struct ofx_av *av = (struct ofx_av *)fav;
+  if ((count && !fi_addr) || flags)
+    return -FI_EINVAL;
+  int ret = 0;
+  ofx_lock(av->dom);
+  for (size_t i = 0; i < count; i++) {
+    fi_addr_t a = fi_addr[i];
+    if (a >= av->n || !av->tab[a].used) {
+      ret = -FI_EINVAL;
+      continue;
+    }
+    av->tab[a].used = false;
+    for (size_t k = 0; k < av->neps; k++)
+      ofx_ep_forget_conn(av->eps[k], a);
+  }
+  ofx_unlock(av->dom);
+  return ret;
+}
+
+static int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr,
+                     size_t *addrlen) {
+  struct ofx_av *av = (struct ofx_av *)fav;
+  if (!addrlen || (*addrlen && !addr))
+    return -FI_EINVAL;
+  ofx_lock(av->dom);
+  if (fi_addr >= av->n || !av->tab[fi_addr].used) {
+    ofx_unlock(av->dom);
+    return -FI_ENOENT;
+  }
+  struct ofx_name nm = av->tab[fi_addr].name;
+  ofx_unlock(av->dom);
+  size_t want = sizeof nm;
+  memcpy(addr, &nm, *addrlen < want ? *addrlen : want);
+  *addrlen = want;
+  return 0;
+}
+
+static const char *av_straddr(struct fid_av *av, const void *addr, char *buf,
+                              size_t *len) {
+  (void)av;
+  if (!addr || !buf || !len)
+    return NULL;
+  const struct ofx_name *nm = addr;
+  char tmp[64];
+  int n = snprintf(tmp, sizeof tmp, "omx://%012llx:%u:%08x",
+                   (unsigned long long)nm->nic_id, nm->eid, nm->key);
+  if (*len)
+    snprintf(buf, *len, "%s", tmp);
+  *len = (size_t)n + 1;
+  return buf;
+}
+
+static int av_set(struct fid_av *av, struct fi_av_set_attr *attr,
+                  struct fid_av_set **av_set, void *context) {
+  (void)av, (void)attr, (void)av_set, (void)context;
+  return -FI_ENOSYS;
+}
+
+static struct fi_ops_av av_ops = {
+    .size = sizeof(struct fi_ops_av),
+    .insert = av_insert,
+    .insertsvc = av_insertsvc,
+    .insertsym = av_insertsym,
+    .remove = av_remove,
+    .lookup = av_lookup,
+    .straddr = av_straddr,
+    .av_set = av_set,
+};
+
+int ofx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
+                struct fid_av **fav, void *context) {
+  struct ofx_domain *d = (struct ofx_domain *)domain;
+  if (!domain || !attr || !fav)
+    return -FI_EINVAL;
+  if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP &&
+      attr->type != FI_AV_TABLE)
+    return -FI_EINVAL;
+  if (attr->name || attr->rx_ctx_bits || (attr->flags & ~FI_EVENT) ||
+      (attr->flags & FI_EVENT))
+    return -FI_ENOSYS; /* no shared AVs, no scalable endpoints, no events */
+  struct ofx_av *av = calloc(1, sizeof *av);
+  if (!av)
+    return -FI_ENOMEM;
+  av->fid.fid.fclass = FI_CLASS_AV;
+  av->fid.fid.context = context;
+  av->fid.fid.ops = &av_fi_ops;
+  av->fid.ops = &av_ops;
+  av->dom = d;
+  av->type = attr->type == FI_AV_UNSPEC ? FI_AV_TABLE : attr->type;
+  ofx_lock(d);
+  d->refs++;
+  ofx_unlock(d);
+  *fav = &av->fid;
+  return 0;
+}

@@ -1,0 +1,345 @@
+/* omx_fi_cq.c - completion queues. A CQ holds completions already taken
+ * from MX (a FIFO of successes, one of errors); reading it first drains the
+ * MX completions of every endpoint bound to it. Blocking reads sleep in MX
+ * (mx_peek) without the provider lock. */
+#include "omx_fi.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int q_push(struct ofx_queue *q, const struct ofx_cqe *e) {
+  if (q->count == q->cap) {
+    size_t cap = q->cap ? q->cap * 2 : 256;
+    struct ofx_cqe *n = malloc(cap * sizeof *n);
+    if (!n)
+      return -FI_ENOMEM;
+    for (size_t i = 0; i < q->count; i++)
+      n[i] = q->e[(q->head + i) % q->cap];
+    free(q->e);
+    q->e = n;
+    q->head = 0;
+    q->cap = cap;
+  }
+  q->e[(q->head + q->count) % q->cap] = *e;
+  q->count++;
+  return 0;
+}
+
+static struct ofx_cqe *q_front(struct ofx_queue *q) {
+  return q->count ? &q->e[q->head] : NULL;
+}
+
+static void q_pop(struct ofx_queue *q) {
+  q->head = (q->head + 1) % q->cap;
+  q->count--;
+}
+
+int ofx_cq_push(struct ofx_cq *cq, const struct ofx_cqe *e) {
+  return q_push(e->err ? &cq->errs : &cq->ok, e);
+}
+
+int ofx_cq_attach(struct ofx_cq *cq, struct ofx_ep *ep) {
+  for (size_t i = 0; i < cq->neps; i++)
+    if (cq->eps[i] == ep)
+      return 0; /* bound for both directions */
+  struct ofx_ep **n = realloc(cq->eps, (cq->neps + 1) * sizeof *n);
+  if (!n)
+    return -FI_ENOMEM;
+  cq->eps = n;
+  cq->eps[cq->neps++] = ep;
+  return 0;
+}
+
+void ofx_cq_detach(struct ofx_cq *cq, struct ofx_ep *ep) {
+  for (size_t i = 0; i < cq->neps; i++)
+    if (cq->eps[i] == ep) {
+      cq->eps[i] = cq->eps[--cq->neps];
+      return;
+    }
+}
+
+static size_t entry_size(enum fi_cq_format f) {
+  switch (f) {
+  case FI_CQ_FORMAT_CONTEXT:
+    return sizeof(struct fi_cq_entry);
+  case FI_CQ_FORMAT_MSG:
+    return sizeof(struct fi_cq_msg_entry);
+  case FI_CQ_FORMAT_DATA:
+    return sizeof(struct fi_cq_data_entry);
+  case FI_CQ_FORMAT_TAGGED:
+    return sizeof(struct fi_cq_tagged_entry);
+  default:
+    return 0;
+  }
+}
+
+static void write_entry(enum fi_cq_format f, void *out,
+                        const struct ofx_cqe *e) {
+  switch (f) {
+  case FI_CQ_FORMAT_CONTEXT: {
+    struct fi_cq_entry *c = out;
+    c->op_context = e->ctx;
+    break;
+  }
+  case FI_CQ_FORMAT_MSG: {
+    struct fi_cq_msg_entry *c = out;
+    c->op_context = e->ctx;
+    c->flags = e->flags;
+    c->len = e->len;
+    break;
+  }
+  case FI_CQ_FORMAT_DATA: {
+    struct fi_cq_data_entry *c = out;
+    c->op_context = e->ctx;
+    c->flags = e->flags;
+    c->len = e->len;
+    c->buf = e->buf;
+    c->data = e->data;
+    break;
+  }
+  default: {
+    struct fi_cq_tagged_entry *c = out;
+    c->op_context = e->ctx;
+    c->flags = e->flags;
+    c->len = e->len;
+    c->buf = e->buf;
+    c->data = e->data;
+    c->tag = e->tag;
+    break;
+  }
+  }
+}
+
+/* Takes completions from MX until `want` entries wait in the CQ or MX has
+ * no more. */
+static void progress(struct ofx_cq *cq, size_t want) {
+  for (size_t i = 0; i < cq->neps; i++) {
+    size_t have = cq->ok.count + cq->errs.count;
+    if (have >= want)
+      return;
+    ofx_ep_progress(cq->eps[i], want - have);
+  }
+}
+
+/* Under the lock: completions into buf (and their sources), -FI_EAVAIL when
+ * an error waits, -FI_EAGAIN when there is nothing. */
+static ssize_t read_locked(struct ofx_cq *cq, void *buf, size_t count,
+                           fi_addr_t *src) {
+  progress(cq, count);
+  if (cq->errs.count)
+    return -FI_EAVAIL;
+  size_t sz = entry_size(cq->format), n = 0;
+  struct ofx_cqe *e;
+  while (n < count && (e = q_front(&cq->ok))) {
+    write_entry(cq->format, (char *)buf + n * sz, e);
+    if (src)
+      src[n] = e->src;
+    q_pop(&cq->ok);
+    n++;
+  }
+  return n ? (ssize_t)n : -FI_EAGAIN;
+}
+
+static ssize_t cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
+                           fi_addr_t *src) {
+  struct ofx_cq *cq = (struct ofx_cq *)fcq;
+  if (!fcq || (count && !buf))
+    return -FI_EINVAL;
+  if (!count)
+    return 0;
+  ofx_lock(cq->dom);
+  ssize_t n = read_locked(cq, buf, count, src);
+  ofx_unlock(cq->dom);
+  return n;
+}
+
+static ssize_t cq_read(struct fid_cq *fcq, void *buf, size_t count) {
+  return cq_readfrom(fcq, buf, count, NULL);
+}
+
+static ssize_t cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
+                          uint64_t flags) {
+  struct ofx_cq *cq = (struct ofx_cq *)fcq;
+  if (!fcq || !buf || flags)
+    return -FI_EINVAL;
+  ofx_lock(cq->dom);
+  progress(cq, SIZE_MAX);
+  struct ofx_cqe *e = q_front(&cq->errs);
+  if (!e) {
+    ofx_unlock(cq->dom);
+    return -FI_EAGAIN;
+  }
+  /* err_data_size in: room the caller gives (API >= 1.5); we have none. */
+  buf->op_context = e->ctx;
+  buf->flags = e->flags;
+  buf->len = e->len;
+  buf->buf = e->buf;
+  buf->data = e->data;
+  buf->tag = e->tag;
+  buf->olen = e->olen;
+  buf->err = e->err;
+  buf->prov_errno = e->prov_errno;
+  buf->err_data_size = 0;
+  q_pop(&cq->errs);
+  ofx_unlock(cq->dom);
+  return 1;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
+                            fi_addr_t *src, const void *cond, int timeout) {
+  struct ofx_cq *cq = (struct ofx_cq *)fcq;
+  (void)cond; /* FI_CQ_COND_NONE only: one completion is enough */
+  if (!fcq || (count && !buf))
+    return -FI_EINVAL;
+  if (!count)
+    return 0;
+  double deadline = timeout < 0 ? -1 : now_ms() + timeout;
+  for (;;) {
+    ofx_lock(cq->dom);
+    ssize_t n = read_locked(cq, buf, count, src);
+    /* Wait in MX on the first enabled endpoint; with several endpoints wake
+     * often to look at the others. */
+    mx_endpoint_t mx = NULL;
+    for (size_t i = 0; i < cq->neps && !mx; i++)
+      mx = cq->eps[i]->enabled ? cq->eps[i]->mx : NULL;
+    size_t neps = cq->neps;
+    ofx_unlock(cq->dom);
+    if (n != -FI_EAGAIN)
+      return n;
+    double left = deadline < 0 ? 1e9 : deadline - now_ms();
+    if (left <= 0)
+      return -FI_EAGAIN;
+    uint32_t slice = neps > 1 ? 5 : 100;
+    if (left < slice)
+      slice = left < 1 ? 1 : (uint32_t)left;
+    if (mx) {
+      mx_request_t req;
+      uint32_t result = 0;
+      if (mx_peek(mx, slice, &req, &result) != MX_SUCCESS) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+      }
+    } else {
+      struct timespec ts = {slice / 1000, (long)(slice % 1000) * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+static ssize_t cq_sread(struct fid_cq *fcq, void *buf, size_t count,
+                        const void *cond, int timeout) {
+  return cq_sreadfrom(fcq, buf, count, NULL, cond, timeout);
+}
+
+static int cq_signal(struct fid_cq *fcq) {
+  struct ofx_cq *cq = (struct ofx_cq *)fcq;
+  if (!fcq)
+    return -FI_EINVAL;
+  ofx_lock(cq->dom);
+  for (size_t i = 0; i < cq->neps; i++)
+    if (cq->eps[i]->enabled)
+      mx_wakeup(cq->eps[i]->mx);
+  ofx_unlock(cq->dom);
+  return 0;
+}
+
+static const char *cq_strerror(struct fid_cq *cq, int prov_errno,
+                               const void *err_data, char *buf, size_t len) {
+  (void)cq, (void)err_data;
+  const char *s = mx_strstatus((mx_status_code_t)prov_errno);
+  if (buf && len) {
+    snprintf(buf, len, "%s", s);
+    return buf;
+  }
+  return s;
+}
+
+static struct fi_ops_cq cq_ops = {
+    .size = sizeof(struct fi_ops_cq),
+    .read = cq_read,
+    .readfrom = cq_readfrom,
+    .readerr = cq_readerr,
+    .sread = cq_sread,
+    .sreadfrom = cq_sreadfrom,
+    .signal = cq_signal,
+    .strerror = cq_strerror,
+};
+
+static int cq_close(struct fid *fid) {
+  struct ofx_cq *cq = (struct ofx_cq *)fid;
+  struct ofx_domain *d = cq->dom;
+  ofx_lock(d);
+  if (cq->neps) {
+    ofx_unlock(d);
+    return -FI_EBUSY;
+  }
+  d->refs--;
+  ofx_unlock(d);
+  free(cq->ok.e);
+  free(cq->errs.e);
+  free(cq->eps);
+  free(cq);
+  return 0;
+}
+
+static int cq_bind(struct fid *fid, struct fid *bfid, uint64_t flags) {
+  (void)fid, (void)bfid, (void)flags;
+  return -FI_ENOSYS;
+}
+
+static int cq_control(struct fid *fid, int command, void *arg) {
+  (void)fid, (void)command, (void)arg;
+  return -FI_ENOSYS; /* no wait object to hand out (FI_GETWAIT) */
+}
+
+static int cq_ops_open(struct fid *fid, const char *name, uint64_t flags,
+                       void **ops, void *context) {
+  (void)fid, (void)name, (void)flags, (void)ops, (void)context;
+  return -FI_ENOSYS;
+}
+
+static struct fi_ops cq_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = cq_close,
+    .bind = cq_bind,
+    .control = cq_control,
+    .ops_open = cq_ops_open,
+};
+
+int ofx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+                struct fid_cq **fcq, void *context) {
+  struct ofx_domain *d = (struct ofx_domain *)domain;
+  if (!domain || !attr || !fcq)
+    return -FI_EINVAL;
+  enum fi_cq_format f =
+      attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_TAGGED : attr->format;
+  if (!entry_size(f))
+    return -FI_ENOSYS;
+  if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
+    return -FI_ENOSYS;
+  if (attr->wait_cond != FI_CQ_COND_NONE || attr->flags)
+    return -FI_ENOSYS;
+  struct ofx_cq *cq = calloc(1, sizeof *cq);
+  if (!cq)
+    return -FI_ENOMEM;
+  cq->fid.fid.fclass = FI_CLASS_CQ;
+  cq->fid.fid.context = context;
+  cq->fid.fid.ops = &cq_fi_ops;
+  cq->fid.ops = &cq_ops;
+  cq->dom = d;
+  cq->format = f;
+  ofx_lock(d);
+  d->refs++;
+  ofx_unlock(d);
+  *fcq = &cq->fid;
+  return 0;
+}

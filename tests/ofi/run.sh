@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# run.sh - tests of the libfabric provider "omx" (build/lib/libfabric/libomx-fi.so).
+#
+#   tests/ofi/run.sh            every test
+#   tests/ofi/run.sh NAME...    only these tests
+#
+# fi_info        fi_info -p omx (and -v) lists the provider with exactly the
+#                supported capabilities; hints asking for RMA/atomics find nothing
+# ofi_api        tests/ofi/ofi_api.c in h0 on lo (shared-memory path between
+#                the endpoints of the process)
+# ofi_api_net    the same on the network path (OMX_DISABLE_SHARED=1)
+# ofi_control    tests/ofi/ofi_control.c in h0 on lo
+# ofi_threads    tests/ofi/ofi_threads.c (FI_THREAD_SAFE) in h0 on lo
+# twoproc_*      tests/ofi/ofi_twoproc.c, a server and a client process that
+#                exchange names through files: both in h0 on lo, and h0/h1
+# pp_*           fi_pingpong -e rdm -c (data checked) server and client: on lo
+#                in h0 (shared memory, and network path), and from h1 to h0 over
+#                the veth link, tagged and msg, every default size plus 0 B,
+#                1 B and 8 MiB
+#
+# Hosts are network namespaces from scripts/hosts.sh (prefix $OMX_NS_PREFIX,
+# default omxofi), removed on exit; fi_pingpong's out-of-band TCP socket uses
+# addresses this script gives the veth interfaces. omx's host state goes to a
+# private OMX_STATE_DIR. Prints "PASS name"/"FAIL name" per test (a failed
+# test's log indented), then "N passed, M failed"; exits non-zero on failure.
+# Skipped (exit 0) when not root or when libfabric (headers, fi_info,
+# fi_pingpong) is missing. Environment: CC (gcc), TEST_TIMEOUT (120 s).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "skipped: needs root (network namespaces, raw packet sockets)"
+  echo "0 passed, 0 failed"
+  exit 0
+fi
+CC=${CC:-gcc}
+if ! echo '#include <rdma/providers/fi_prov.h>' | "$CC" -E - >/dev/null 2>&1 ||
+  ! command -v fi_info >/dev/null || ! command -v fi_pingpong >/dev/null; then
+  echo "skipped: libfabric missing (libfabric-dev and libfabric-bin: headers, fi_info, fi_pingpong)"
+  echo "0 passed, 0 failed"
+  exit 0
+fi
+
+TEST_TIMEOUT=${TEST_TIMEOUT:-120}
+export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxofi}
+hosts="$root/scripts/hosts.sh"
+provdir="$root/build/lib/libfabric"
+cflags=(-std=c11 -Wall -Wextra -Werror -O1 -g -I"$here")
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/omx-ofi.XXXXXX")
+bgpids=()
+cleanup() {
+  local p
+  for p in "${bgpids[@]}"; do
+    kill "$p" 2>/dev/null || true
+  done
+  "$hosts" down >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ ! -e "$provdir/libomx-fi.so" ]; then
+  echo "building the provider (make provider)..."
+  make -C "$root" provider >"$tmp/make.log" 2>&1 || {
+    cat "$tmp/make.log"
+    echo "FAIL build"
+    echo "0 passed, 1 failed"
+    exit 1
+  }
+fi
+
+export OMX_STATE_DIR="$tmp/state"
+export FI_PROVIDER_PATH="$provdir"
+mkdir -p "$OMX_STATE_DIR" "$tmp/bin" "$tmp/log"
+unset OMX_IFACES OMX_DISABLE_SHARED OMX_RNDV_THRESHOLD FI_PROVIDER FI_LOG_LEVEL || true
+
+passed=0
+failed=0
+report() { # report NAME STATUS [LOG...]
+  local name=$1 status=$2 log
+  shift 2
+  if [ "$status" -eq 0 ]; then
+    echo "PASS $name"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $name"
+    failed=$((failed + 1))
+    for log in "$@"; do
+      [ -s "$log" ] && sed -e 's/^/    /' "$log" | tail -n 40
+    done
+  fi
+  return 0
+}
+
+all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads twoproc_lo twoproc_2h pp_lo_tagged pp_lo_msg pp_lo_net_tagged
+  pp_2h_tagged pp_2h_msg pp_2h_sizes)
+if [ $# -gt 0 ]; then
+  known=" ${all[*]} "
+  for x in "$@"; do
+    if [[ "$known" != *" $x "* ]]; then
+      echo "FAIL $x"
+      echo "    no such test; known: ${known# }"
+      failed=$((failed + 1))
+    fi
+  done
+  all=("$@")
+fi
+want() {
+  local x
+  for x in "${all[@]}"; do [ "$x" = "$1" ] && return 0; done
+  return 1
+}
+
+"$hosts" up 2 9000 >"$tmp/log/hosts" 2>&1 || {
+  cat "$tmp/log/hosts"
+  echo "FAIL hosts"
+  echo "0 passed, 1 failed"
+  exit 1
+}
+# fi_pingpong exchanges addresses over TCP: give the veth ends addresses.
+ip netns exec "$OMX_NS_PREFIX-h0" ip addr add 10.213.7.1/24 dev omx0
+ip netns exec "$OMX_NS_PREFIX-h1" ip addr add 10.213.7.2/24 dev omx0
+
+in_host() { # in_host I CMD...: run in host I, bounded by TEST_TIMEOUT
+  local i=$1
+  shift
+  timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$i" "$@"
+}
+
+# fi_info: the provider is listed with its capabilities, and only those.
+if want fi_info; then
+  st=0
+  {
+    in_host 0 env OMX_IFACES=lo fi_info -p omx >"$tmp/log/fi_info.out" 2>&1 || st=1
+    cat "$tmp/log/fi_info.out"
+    grep -q '^provider: omx' "$tmp/log/fi_info.out" || { echo "no provider line"; st=1; }
+    grep -q 'type: FI_EP_RDM' "$tmp/log/fi_info.out" || { echo "not RDM"; st=1; }
+    in_host 0 env OMX_IFACES=lo fi_info -p omx -v >"$tmp/log/fi_info.v" 2>&1 || st=1
+    caps=$(grep -m1 '^    caps:' "$tmp/log/fi_info.v" || true)
+    echo "$caps"
+    for c in FI_MSG FI_TAGGED FI_SEND FI_RECV FI_LOCAL_COMM FI_REMOTE_COMM \
+      FI_DIRECTED_RECV FI_SOURCE FI_REMOTE_CQ_DATA; do
+      [[ "$caps" == *"$c,"* || "$caps" == *"$c ]"* ]] || { echo "missing $c"; st=1; }
+    done
+    for c in FI_RMA FI_ATOMIC FI_READ FI_WRITE FI_MULTI_RECV FI_HMEM FI_COLLECTIVE \
+      FI_MULTICAST FI_RMA_EVENT FI_NAMED_RX_CTX FI_TRIGGER FI_FENCE; do
+      [[ "$caps" == *"$c"* ]] && { echo "advertises $c"; st=1; }
+    done
+    for k in 'msg_order: \[ FI_ORDER_SAS \]' 'cq_data_size: 4' \
+      'mem_tag_format: 0x00007fffffffffff' 'threading: FI_THREAD_SAFE' \
+      'mr_mode: \[  \]' 'inject_size: 4096' 'iov_limit: 255'; do
+      grep -q "$k" "$tmp/log/fi_info.v" || { echo "missing '$k'"; st=1; }
+    done
+    # Capabilities we lack find no provider.
+    for c in FI_RMA FI_ATOMIC; do
+      if in_host 0 env OMX_IFACES=lo fi_info -p omx -c "$c" >/dev/null 2>&1; then
+        echo "fi_info -c $c found omx"
+        st=1
+      fi
+    done
+    if in_host 0 env OMX_IFACES=lo fi_info -p omx -t FI_EP_MSG >/dev/null 2>&1; then
+      echo "fi_info -t FI_EP_MSG found omx"
+      st=1
+    fi
+  } >"$tmp/log/fi_info" 2>&1
+  report fi_info "$st" "$tmp/log/fi_info"
+fi
+
+# compile NAME: tests/ofi/NAME.c -> $tmp/bin/NAME
+compile() {
+  "$CC" "${cflags[@]}" "$here/$1.c" -o "$tmp/bin/$1" -lfabric -lpthread >"$tmp/log/$1.cc" 2>&1
+}
+single() { # single NAME PROGRAM ENV...
+  local name=$1 prog=$2 st=0
+  shift 2
+  if [ ! -x "$tmp/bin/$prog" ] && ! compile "$prog"; then
+    report "$name" 1 "$tmp/log/$prog.cc"
+    return 0
+  fi
+  in_host 0 env "$@" "$tmp/bin/$prog" >"$tmp/log/$name" 2>&1 || st=$?
+  [ "$st" -eq 124 ] && echo "timed out after ${TEST_TIMEOUT}s" >>"$tmp/log/$name"
+  report "$name" "$st" "$tmp/log/$name"
+}
+want ofi_api && single ofi_api ofi_api OMX_IFACES=lo
+want ofi_api_net && single ofi_api_net ofi_api OMX_IFACES=lo OMX_DISABLE_SHARED=1
+want ofi_control && single ofi_control ofi_control OMX_IFACES=lo
+want ofi_threads && single ofi_threads ofi_threads OMX_IFACES=lo
+
+# twoproc NAME SERVER_HOST CLIENT_HOST "ENV...": ofi_twoproc server and client.
+twoproc() {
+  local name=$1 sh=$2 ch=$3 envs=$4 st=0 spid dir="$tmp/$1"
+  if [ ! -x "$tmp/bin/ofi_twoproc" ] && ! compile ofi_twoproc; then
+    report "$name" 1 "$tmp/log/ofi_twoproc.cc"
+    return 0
+  fi
+  mkdir -p "$dir"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$sh" env $envs "$tmp/bin/ofi_twoproc" server "$dir" \
+    >"$tmp/log/$name.server" 2>&1 &
+  spid=$!
+  bgpids+=("$spid")
+  # shellcheck disable=SC2086
+  in_host "$ch" env $envs "$tmp/bin/ofi_twoproc" client "$dir" >"$tmp/log/$name.client" 2>&1 || st=$?
+  wait "$spid" || st=$((st ? st : $?))
+  report "$name" "$st" "$tmp/log/$name.server" "$tmp/log/$name.client"
+}
+want twoproc_lo && twoproc twoproc_lo 0 0 "OMX_IFACES=lo"
+want twoproc_2h && twoproc twoproc_2h 0 1 ""
+
+# pp_run NAME SERVER_HOST CLIENT_HOST SERVER_ADDR "ENV..." ARGS...: an
+# fi_pingpong server and client, data checked (-c); sets pp_st to 0 when both
+# succeed and the client printed result rows. Logs in $tmp/log/NAME.*.
+port=47700
+pp_st=0
+pp_run() {
+  local name=$1 sh=$2 ch=$3 addr=$4 envs=$5 st=0 spid rows
+  shift 5
+  port=$((port + 1))
+  # shellcheck disable=SC2086
+  timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$sh" env $envs fi_pingpong -p omx -e rdm -c \
+    -B "$port" "$@" >"$tmp/log/$name.server" 2>&1 &
+  spid=$!
+  bgpids+=("$spid")
+  sleep 1
+  # shellcheck disable=SC2086
+  in_host "$ch" env $envs fi_pingpong -p omx -e rdm -c -P "$port" "$@" "$addr" \
+    >"$tmp/log/$name.client" 2>&1 || st=$?
+  wait "$spid" || st=$((st ? st : $?))
+  rows=$(grep -cE '^[0-9]+[kmg]?[[:space:]]+[0-9]+[kmg]?[[:space:]]+=' "$tmp/log/$name.client" || true)
+  if [ "$st" -eq 0 ] && [ "$rows" -lt 1 ]; then
+    echo "no result rows" >>"$tmp/log/$name.client"
+    st=1
+  fi
+  pp_st=$st
+}
+pingpong() { # pingpong NAME (as pp_run): one test
+  pp_run "$@"
+  report "$1" "$pp_st" "$tmp/log/$1.server" "$tmp/log/$1.client"
+}
+sizes_run() { # sizes_run NAME SH CH ADDR ENVS MODE: 0 B, 1 B and 8 MiB, one test
+  local name=$1 sh=$2 ch=$3 addr=$4 envs=$5 mode=$6 s st=0 logs=()
+  for s in 0 1 8388608; do
+    pp_run "$name-$s" "$sh" "$ch" "$addr" "$envs" -m "$mode" -S "$s" -I 5
+    [ "$pp_st" -ne 0 ] && st=1
+    logs+=("$tmp/log/$name-$s.server" "$tmp/log/$name-$s.client")
+  done
+  report "$name" "$st" "${logs[@]}"
+}
+want pp_lo_tagged && pingpong pp_lo_tagged 0 0 127.0.0.1 "OMX_IFACES=lo" -m tagged -S all
+want pp_lo_msg && pingpong pp_lo_msg 0 0 127.0.0.1 "OMX_IFACES=lo" -m msg -S all
+want pp_lo_net_tagged &&
+  pingpong pp_lo_net_tagged 0 0 127.0.0.1 "OMX_IFACES=lo OMX_DISABLE_SHARED=1" -m tagged -S all
+want pp_2h_tagged && pingpong pp_2h_tagged 0 1 10.213.7.1 "" -m tagged -S all
+want pp_2h_msg && pingpong pp_2h_msg 0 1 10.213.7.1 "" -m msg -S all
+want pp_2h_sizes && sizes_run pp_2h_sizes 0 1 10.213.7.1 "" tagged
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
