@@ -1545,26 +1545,6 @@ mod tests {
     }
 
     #[test]
-    fn watch_sees_new_senders_and_records_until_rearmed() {
-        let d = TempDir::new();
-        let mut inbox = Inbox::create(&d.0, "ep0", &params(4, 8192)).unwrap();
-        let w = inbox.watch();
-        assert!(w.changed(), "never armed");
-        w.arm(&inbox);
-        assert!(!w.changed());
-        let mut out = Outbox::open(&d.0, "ep0", me(1)).unwrap();
-        assert!(w.changed(), "a new sender");
-        assert_eq!(inbox.poll(16, |_, _, _| true), 0);
-        w.arm(&inbox);
-        assert!(!w.changed());
-        assert!(out.try_push(8, |b| b.fill(7)));
-        assert!(w.changed(), "a record");
-        assert_eq!(inbox.poll(16, |_, _, _| true), 1);
-        w.arm(&inbox);
-        assert!(!w.changed());
-    }
-
-    #[test]
     fn create_modes_header_and_receiver_info() {
         let d = TempDir::new();
         let dir = d.0.join("sub");
