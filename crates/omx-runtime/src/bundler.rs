@@ -89,11 +89,6 @@ impl Bundler {
         }
     }
 
-    /// Whether no frame waits to be emitted.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
     /// Queues whatever is pending on the socket.
     pub fn emit(&mut self, sock: &mut PacketSocket) {
         let frame = match self.count {

@@ -156,25 +156,6 @@ struct Shared {
     /// Counts application entries into the library: the progress thread stays out of
     /// the way while this moves (the application is driving progress itself).
     app_calls: AtomicU64,
-    /// Lock-free "nothing to do" test for polling threads (see `quiet_miss`).
-    quiet: Quiet,
-}
-
-/// What lets a thread that polls for a completion skip the lock and the progress
-/// pass while nothing can have changed. A pass that ends with no completion
-/// waiting, no engine output, no copy in flight and no backlog records the lock
-/// epoch; until another lock is taken, a frame lands in the ring, a record in the
-/// inbox, or the next timer is due, another pass would find nothing either.
-struct Quiet {
-    /// Bumped by every lock of the core.
-    epoch: AtomicU64,
-    /// The epoch of the last pass that left nothing to do (`u64::MAX`: none).
-    at: AtomicU64,
-    /// The earliest timer then (runtime ns).
-    timer_at: AtomicU64,
-    /// `None` when the socket has no cheap arrival check: then no fast path.
-    rx: Option<omx_transport::RxProbe>,
-    inbox: Option<omx_transport::InboxWatch>,
 }
 
 /// Busy-poll without yielding for this long at the start of a wait.
@@ -411,13 +392,6 @@ impl Endpoint {
             }
         };
         let shm_fd = shared.as_ref().map(|s| s.wake_fd());
-        let quiet = Quiet {
-            epoch: AtomicU64::new(0),
-            at: AtomicU64::new(u64::MAX),
-            timer_at: AtomicU64::new(0),
-            rx: sock.rx_probe(),
-            inbox: shared.as_ref().map(|s| s.inbox_watch()),
-        };
         // Bundles never exceed our frame size: peers' rings are sized for it.
         let bundler = Bundler::new(iface.max_frame_len(), rt.cfg.wire.ethertype);
         let core = Core {
@@ -475,7 +449,6 @@ impl Endpoint {
             idle: (Mutex::new(()), Condvar::new()),
             wakeups: AtomicU64::new(0),
             app_calls: AtomicU64::new(0),
-            quiet,
         });
         {
             let mut core = shared.lock();
@@ -790,31 +763,23 @@ impl Endpoint {
 
     /// The completion of `req`, if done (removes it).
     pub fn test(&self, req: ReqId) -> Option<Completion> {
-        if self.shared.quiet_miss() {
-            self.shared.app_calls.fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
         let mut core = self.shared.app_lock();
         if let Some(c) = take_done(&mut core, req) {
             return Some(c);
         }
         let mut core = self.shared.progress_guard(core);
         let c = take_done(&mut core, req);
-        if c.is_none() {
-            self.shared.note_quiet(&core);
-            if core.copier.pending() > 0 {
-                // Let the copy thread run if it shares our CPU.
-                drop(core);
-                std::thread::yield_now();
-            }
+        if c.is_none() && core.copier.pending() > 0 {
+            // Let the copy thread run if it shares our CPU.
+            drop(core);
+            std::thread::yield_now();
         }
         c
     }
 
     /// Waits for `req` (None = forever). `None` on timeout or `wakeup()`.
     pub fn wait(&self, req: ReqId, timeout: Option<Duration>) -> Option<Completion> {
-        self.shared
-            .wait_for(timeout, true, |core| take_done(core, req))
+        self.shared.wait_for(timeout, |core| take_done(core, req))
     }
 
     /// Oldest completed request whose match info satisfies the mask (removes it).
@@ -831,7 +796,7 @@ impl Endpoint {
         timeout: Option<Duration>,
     ) -> Option<Completion> {
         self.shared
-            .wait_for(timeout, true, |core| take_any(core, match_info, mask))
+            .wait_for(timeout, |core| take_any(core, match_info, mask))
     }
 
     /// The oldest completed request, left in place.
@@ -842,7 +807,7 @@ impl Endpoint {
     }
 
     pub fn wait_peek(&self, timeout: Option<Duration>) -> Option<ReqId> {
-        self.shared.wait_for(timeout, true, oldest_done)
+        self.shared.wait_for(timeout, oldest_done)
     }
 
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
@@ -853,7 +818,7 @@ impl Endpoint {
 
     pub fn probe(&self, match_info: u64, mask: u64, timeout: Option<Duration>) -> Option<Status> {
         self.shared
-            .wait_for(timeout, false, |core| core.engine.iprobe(match_info, mask))
+            .wait_for(timeout, |core| core.engine.iprobe(match_info, mask))
     }
 
     /// Cancels an unmatched receive; true if it was cancelled (and freed).
@@ -1134,56 +1099,7 @@ fn is_board_frame(f: &[u8]) -> bool {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Core> {
-        let g = self.core.lock().unwrap_or_else(|p| p.into_inner());
-        self.quiet.epoch.fetch_add(1, Ordering::AcqRel);
-        g
-    }
-
-    /// After a pass that found no completion for the caller: record, under the
-    /// lock, whether nothing at all is pending (see [`Quiet`]).
-    fn note_quiet(&self, core: &Core) {
-        let q = &self.quiet;
-        if q.rx.is_none() {
-            return;
-        }
-        let idle = core.done.is_empty()
-            && core.self_rx.is_empty()
-            // Frames held back for a bundle or a batch leave on a later pass.
-            && core.bundler.is_empty()
-            && core.sock.pending_sends() == 0
-            && !core.engine.has_output()
-            && !core.in_handler
-            && !core.work_without_wakeup();
-        if !idle {
-            q.at.store(u64::MAX, Ordering::Release);
-            return;
-        }
-        if let (Some(w), Some(sh)) = (&q.inbox, &core.shared) {
-            sh.arm_watch(w);
-        }
-        q.timer_at.store(core.timer_at, Ordering::Relaxed);
-        q.at.store(q.epoch.load(Ordering::Acquire), Ordering::Release);
-    }
-
-    /// True when a poll would find nothing new: no lock was taken since a pass
-    /// that left nothing pending, no frame or record arrived, no timer is due.
-    /// Polling threads then skip the lock and the pass.
-    #[inline]
-    fn quiet_miss(&self) -> bool {
-        let q = &self.quiet;
-        let Some(rx) = &q.rx else {
-            return false;
-        };
-        let at = q.at.load(Ordering::Acquire);
-        if at != q.epoch.load(Ordering::Acquire)
-            || rx.ready()
-            || q.inbox.as_ref().is_some_and(|w| w.changed())
-            || self.rt.coarse_now() >= q.timer_at.load(Ordering::Relaxed)
-        {
-            return false;
-        }
-        // The watch and timer were read while no lock was taken (same epoch).
-        q.epoch.load(Ordering::Acquire) == at
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Lock taken on behalf of the application: records that it is active.
@@ -1783,12 +1699,9 @@ impl Shared {
     /// Adaptive wait: make progress and spin for the configured budget (a reply that
     /// arrives then costs no wake-up), then sleep in the kernel on the socket, a signal
     /// from another thread, or the next timer.
-    /// `done_based`: `check` looks only at completed requests, so a quiet endpoint
-    /// (see [`Quiet`]) cannot satisfy it and polls may skip the lock.
     fn wait_for<T>(
         &self,
         timeout: Option<Duration>,
-        done_based: bool,
         mut check: impl FnMut(&mut Core) -> Option<T>,
     ) -> Option<T> {
         // Already there: return without a progress pass, so that streams of
@@ -1805,34 +1718,11 @@ impl Shared {
         let mut next_yield = start + TIGHT_SPIN.as_nanos() as u64;
         let wakeups = self.wakeups.load(Ordering::SeqCst);
         let result = loop {
-            if done_based && self.quiet_miss() {
-                let now = self.rt.now();
-                if self.wakeups.load(Ordering::SeqCst) != wakeups
-                    || self.closing.load(Ordering::SeqCst)
-                    || deadline.is_some_and(|d| now >= d)
-                {
-                    break None;
-                }
-                let lingering = now < self.linger_until.load(Ordering::Relaxed);
-                if self.rt.cfg.wait_spin || now < spin_until || lingering {
-                    if now > next_yield {
-                        std::thread::yield_now();
-                        next_yield = now + YIELD_EVERY;
-                    } else {
-                        std::hint::spin_loop();
-                    }
-                    continue;
-                }
-                // Past the spin budget: the slow path below decides how to sleep.
-            }
             let (mut core, now) = self.app_lock_now();
             self.progress_at(&mut core, Some(now), true);
             let mut core = self.run_handlers(core);
             if let Some(x) = check(&mut core) {
                 break Some(x);
-            }
-            if done_based {
-                self.note_quiet(&core);
             }
             if self.wakeups.load(Ordering::SeqCst) != wakeups
                 || self.closing.load(Ordering::SeqCst)

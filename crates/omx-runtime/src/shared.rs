@@ -207,16 +207,6 @@ impl SharedChannel {
         !self.backlog.is_empty()
     }
 
-    /// A lock-free watch on the inbox (see `Shared::quiet`).
-    pub fn inbox_watch(&self) -> omx_transport::InboxWatch {
-        self.inbox.watch()
-    }
-
-    /// Arms `w` with the inbox's current state.
-    pub fn arm_watch(&self, w: &omx_transport::InboxWatch) {
-        w.arm(&self.inbox)
-    }
-
     pub fn wake_fd(&self) -> std::os::fd::RawFd {
         self.inbox.wake_fd()
     }

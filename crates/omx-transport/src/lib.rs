@@ -41,8 +41,8 @@ pub use iface::{
     interface_by_name, list_interfaces, parse_iface_list, rx_coalescing, select_boards,
     select_boards_from_env, select_from, Interface, RxCoalescing,
 };
-pub use ring::{RingLayout, RxProbe};
-pub use shm::{Inbox, InboxParams, InboxWatch, Outbox, OutboxError, ReceiverInfo, SenderId};
+pub use ring::RingLayout;
+pub use shm::{Inbox, InboxParams, Outbox, OutboxError, ReceiverInfo, SenderId};
 pub use socket::{PacketSocket, SocketOptions, SocketStats};
 
 /// EtherType of Open-MX frames.

@@ -11,8 +11,6 @@
 
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use crate::sys::{self, Mmap};
 
@@ -107,27 +105,9 @@ pub fn wanted(pkttype: u8, accept_other_host: bool) -> bool {
 
 /// A mapped V2 RX ring and the index of the next slot to look at.
 pub struct RxRing {
-    map: Arc<Mmap>,
+    map: Mmap,
     layout: RingLayout,
     head: usize,
-    /// Offset of the `head` slot, published for [`RxProbe`]s.
-    head_off: Arc<AtomicUsize>,
-}
-
-/// Lock-free check, from any thread, of whether the ring's next slot holds a
-/// frame: lets a polling thread find "nothing arrived" without the lock that
-/// guards the ring's owner.
-#[derive(Clone)]
-pub struct RxProbe {
-    map: Arc<Mmap>,
-    head_off: Arc<AtomicUsize>,
-}
-
-impl RxProbe {
-    #[inline]
-    pub fn ready(&self) -> bool {
-        self.map.load_acquire(self.head_off.load(Ordering::Acquire)) & TP_STATUS_USER != 0
-    }
 }
 
 impl RxRing {
@@ -140,20 +120,12 @@ impl RxRing {
             layout.block_nr as u32,
             layout.frame_size as u32,
         )?;
-        let map = Arc::new(Mmap::map_ring(fd, layout.total_bytes())?);
+        let map = Mmap::map_ring(fd, layout.total_bytes())?;
         Ok(RxRing {
             map,
             layout,
             head: 0,
-            head_off: Arc::new(AtomicUsize::new(0)),
         })
-    }
-
-    pub fn probe(&self) -> RxProbe {
-        RxProbe {
-            map: self.map.clone(),
-            head_off: self.head_off.clone(),
-        }
     }
 
     pub fn layout(&self) -> RingLayout {
@@ -185,7 +157,6 @@ impl RxRing {
     ) -> usize {
         let frame_nr = self.layout.frame_nr();
         let mut n = 0;
-        let mut moved = false;
         while n < max {
             let off = self.slot_offset(self.head);
             let status = self.map.load_acquire(off);
@@ -205,17 +176,12 @@ impl RxRing {
                 n += 1;
             }
             self.map.store_release(off, TP_STATUS_KERNEL);
-            moved = true;
             self.head += 1;
             if self.head == frame_nr {
                 self.head = 0;
             }
         }
         c.received += n as u64;
-        if moved {
-            self.head_off
-                .store(self.slot_offset(self.head), Ordering::Release);
-        }
         n
     }
 }

@@ -90,7 +90,6 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, FileTypeExt, MetadataExt, OpenOp
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// Largest number of slots (senders) of one inbox: one bitmap word.
 pub const MAX_SLOTS: usize = 64;
@@ -305,62 +304,6 @@ impl Layout {
     }
 }
 
-/// A lock-free "did anything arrive since" check of an [`Inbox`], for threads
-/// that poll without holding the lock that guards the inbox's owner. The owner
-/// `arm`s it (under its lock) with the current tails of the slots it polls;
-/// `changed` then reports any new sender or any record written since.
-pub struct InboxWatch {
-    map: Arc<Mapping>,
-    layout: Layout,
-    /// The shared active-sender bitmap when armed (`u64::MAX`: not armed).
-    active: AtomicU64,
-    /// Slots whose tails were recorded.
-    slots: AtomicU64,
-    tails: [AtomicU64; MAX_SLOTS],
-}
-
-impl InboxWatch {
-    /// Records the current state of `inbox` (which must be the watched one).
-    pub fn arm(&self, inbox: &Inbox) {
-        let active = self.map.u64(H_ACTIVE).load(Ordering::Acquire);
-        let mut bits = (active | inbox.accepted) & inbox.valid & !inbox.broken;
-        self.slots.store(bits, Ordering::Relaxed);
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let tail = self
-                .map
-                .u64(self.layout.ctrl(i) + C_TAIL)
-                .load(Ordering::Acquire);
-            self.tails[i].store(tail, Ordering::Relaxed);
-        }
-        self.active.store(active, Ordering::Release);
-    }
-
-    /// True if a sender came or went, or a record was written, since `arm` (or
-    /// if never armed). Conservative: a true may find nothing to do.
-    #[inline]
-    pub fn changed(&self) -> bool {
-        let armed = self.active.load(Ordering::Acquire);
-        if armed == u64::MAX || self.map.u64(H_ACTIVE).load(Ordering::Acquire) != armed {
-            return true;
-        }
-        let mut bits = self.slots.load(Ordering::Relaxed);
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let tail = self
-                .map
-                .u64(self.layout.ctrl(i) + C_TAIL)
-                .load(Ordering::Acquire);
-            if tail != self.tails[i].load(Ordering::Relaxed) {
-                return true;
-            }
-        }
-        false
-    }
-}
-
 /// A shared mapping of a whole file. All accesses go through the accessors
 /// below, whose offsets the callers derive from a validated [`Layout`].
 struct Mapping {
@@ -534,7 +477,7 @@ fn open_fifo(path: &Path) -> io::Result<File> {
 /// `wake_fd`, `drain_wake`) may be called from any thread; `poll`/`reap` need
 /// `&mut self`.
 pub struct Inbox {
-    map: Arc<Mapping>,
+    map: Mapping,
     layout: Layout,
     wake: File,
     path: PathBuf,
@@ -623,7 +566,7 @@ impl Inbox {
         let wm = wake.metadata().map_err(cleanup)?;
         let wake_id = (wm.dev(), wm.ino());
         let map = match Mapping::map(file.as_raw_fd(), layout.size, true) {
-            Ok(m) => Arc::new(m),
+            Ok(m) => m,
             Err(e) => {
                 unlink_if_same(&wake_path, wake_id);
                 return Err(cleanup(e));
@@ -760,17 +703,6 @@ impl Inbox {
             }
         }
         false
-    }
-
-    /// A watch on this inbox for other threads (see [`InboxWatch`]).
-    pub fn watch(&self) -> InboxWatch {
-        InboxWatch {
-            map: self.map.clone(),
-            layout: self.layout,
-            active: AtomicU64::new(u64::MAX),
-            slots: AtomicU64::new(0),
-            tails: std::array::from_fn(|_| AtomicU64::new(0)),
-        }
     }
 
     /// Visits pending records, in order within each slot, at most `max` in

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::filter::EndpointFilter;
 use crate::iface::Interface;
-use crate::ring::{self, RingLayout, RxCounters, RxProbe, RxRing};
+use crate::ring::{self, RingLayout, RxCounters, RxRing};
 use crate::sys::{self, RecvBatch, SendBatch};
 
 /// Tuning knobs of a [`PacketSocket`].
@@ -479,15 +479,6 @@ impl PacketSocket {
     pub fn ring_layout(&self) -> Option<RingLayout> {
         match &self.rx {
             Rx::Ring(r) => Some(r.layout()),
-            Rx::Mmsg(_) => None,
-        }
-    }
-
-    /// A lock-free "has a frame arrived" check for other threads; `None` on the
-    /// `recvmmsg` path (no cheap check exists there).
-    pub fn rx_probe(&self) -> Option<RxProbe> {
-        match &self.rx {
-            Rx::Ring(r) => Some(r.probe()),
             Rx::Mmsg(_) => None,
         }
     }

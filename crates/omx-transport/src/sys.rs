@@ -262,10 +262,6 @@ pub struct Mmap {
 // SAFETY: the mapping is owned exclusively by this value (no aliasing handles
 // exist in Rust code); moving it to another thread is fine.
 unsafe impl Send for Mmap {}
-// SAFETY: through `&Mmap` other threads only make atomic loads of status words
-// (`RxProbe`); byte reads (`read`, `slice`) happen on slots user space owns, by
-// the single `RxRing` that drains them.
-unsafe impl Sync for Mmap {}
 
 impl Mmap {
     /// Maps `len` bytes of the socket's ring.
