@@ -456,6 +456,7 @@ impl Engine {
             DropReason::UnknownType => c.drop_unknown_type += 1,
             DropReason::InvalidType => c.drop_invalid_type += 1,
             DropReason::BadField | DropReason::WrongEtherType => c.drop_bad_field += 1,
+            DropReason::Checksum => c.drop_checksum += 1,
         }
     }
 
