@@ -428,6 +428,11 @@ impl Endpoint {
         self.shared.app_lock().engine.stats()
     }
 
+    /// Faults injected so far on this endpoint's packet path (`OMX_FAULTS`), if any.
+    pub fn fault_stats(&self) -> Option<omx_transport::FaultStats> {
+        self.shared.app_lock().faults.as_ref().map(|f| f.stats)
+    }
+
     /// Remote nic id, endpoint index and session of a partner.
     pub fn partner_addr(&self, p: PartnerId) -> Option<(NicId, u8, Option<u32>)> {
         self.shared.app_lock().engine.partner_addr(p)
