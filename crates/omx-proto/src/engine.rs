@@ -153,6 +153,7 @@ pub struct QueueStats {
     pub completions: usize,
     pub local_pulls: usize,
     pub local_out: usize,
+    pub partners: usize,
 }
 
 pub struct Engine {
@@ -309,6 +310,7 @@ impl Engine {
             completions: self.completions.len(),
             local_pulls: self.lpulls.len(),
             local_out: self.local_out.len(),
+            partners: self.partners.len(),
         }
     }
 
@@ -322,6 +324,50 @@ impl Engine {
         self.partners
             .push(Partner::new(nic_id, endpoint, peer_index));
         self.partner_by_addr.insert((nic_id, endpoint), id);
+        Some(id)
+    }
+
+    /// The partner for a connect request from a remote endpoint. A new one is created
+    /// evictable; when the table holds `partners_max` partners, the longest-silent
+    /// evictable one gives its slot up (`partner_evicted`), or the request is dropped
+    /// (`drop_partner_full`).
+    pub(crate) fn partner_for_incoming(
+        &mut self,
+        now: Time,
+        nic_id: NicId,
+        endpoint: u8,
+    ) -> Option<PartnerId> {
+        if let Some(&id) = self.partner_by_addr.get(&(nic_id, endpoint)) {
+            return Some(id);
+        }
+        if self.partners.len() < self.cfg.partners_max {
+            let id = self.partner_for(nic_id, endpoint)?;
+            let p = self.partner(id);
+            p.evictable = true;
+            p.last_heard = now;
+            return Some(id);
+        }
+        let peer_index = self.peers.index_of(nic_id)?;
+        let victim = self
+            .partners
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.evictable && p.is_idle())
+            .min_by_key(|(i, p)| (p.last_heard, *i))
+            .map(|(i, _)| i);
+        let Some(i) = victim else {
+            self.counters.drop_partner_full += 1;
+            return None;
+        };
+        let old = &self.partners[i];
+        self.partner_by_addr.remove(&(old.nic_id, old.endpoint));
+        let mut p = Partner::new(nic_id, endpoint, peer_index);
+        p.evictable = true;
+        p.last_heard = now;
+        self.partners[i] = p;
+        let id = PartnerId(i as u32);
+        self.partner_by_addr.insert((nic_id, endpoint), id);
+        self.counters.partner_evicted += 1;
         Some(id)
     }
 
@@ -525,6 +571,7 @@ impl Engine {
                 let p = &mut self.partners[id.0 as usize];
                 p.last_heard = now;
                 p.probes = 0;
+                p.evictable = false;
                 Some(id)
             }
             _ => {

@@ -236,6 +236,9 @@ impl RuntimeConfig {
             // while completed blocks are being copied and re-requested.
             e.pull_blocks_outstanding = NATIVE_PULL_BLOCKS;
         }
+        if let Some(v) = var("OMX_PARTNERS_MAX", None) {
+            e.partners_max = atoi(&v).clamp(1, 1 << 20) as usize;
+        }
         if let Some(v) = var("OMX_RESEND_DELAY_MS", None) {
             e.resend_delay = atoi(&v).max(1) as u64 * NS_PER_MS;
         }
