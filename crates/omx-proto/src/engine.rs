@@ -265,6 +265,16 @@ impl Engine {
         &mut self.peers
     }
 
+    /// Adds (or renames) a peer; a full table gives up a peer that never told its name
+    /// and that no partner uses (see [`PeerTable::add_or_evict`]).
+    pub fn add_peer(&mut self, nic_id: NicId, name: Option<String>) -> Option<u16> {
+        let partners = &self.partners;
+        let in_use = |i: u16| partners.iter().any(|p| p.peer_index == i);
+        self.peers
+            .add_or_evict(nic_id, name, in_use)
+            .map(|(i, _)| i)
+    }
+
     /// Remote board, endpoint index and session of a partner.
     pub fn partner_addr(&self, id: PartnerId) -> Option<(NicId, u8, Option<u32>)> {
         self.partners

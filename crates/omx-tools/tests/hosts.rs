@@ -784,3 +784,175 @@ fn soak_short(faults: &str, env: &[(&str, &str)]) -> Option<(u64, u64)> {
     assert_eq!(delivered, sent, "{why}");
     Some((injected, caught))
 }
+
+/// The value of `key=` in the `flood: received=` line of an omx_flood receiver.
+fn flood_value(p: &Proc, key: &str) -> u64 {
+    let out = p.stdout();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("flood: received="))
+        .unwrap_or_else(|| panic!("no result line:{}", p.report()));
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {key}= in `{line}`"))
+}
+
+/// Floods against one receiver (h0 endpoint 0) that posts nothing for 3 s: a peer (h1)
+/// sends it small, medium and rendezvous messages as fast as a 512-deep window allows,
+/// while a raw socket (also on h1) sends 5000 discovery announcements and 5000 connect
+/// requests from made-up boards (spoofed source MACs). The receiver stays within its
+/// configured bounds (unexpected bytes, partners, pulls) and its peak memory within a
+/// ceiling derived from them; the flooder is slowed (refused messages are resent) but
+/// loses nothing: once the receiver receives, every message arrives once, intact. A
+/// well-behaved ping-pong between h2 and h0 endpoint 1 completes meanwhile.
+#[test]
+fn floods_stay_within_bounds_and_lose_nothing() {
+    if skip() {
+        return;
+    }
+    const OMX_FLOOD: &str = env!("CARGO_BIN_EXE_omx_flood");
+    const UNEXP_MAX: u64 = 256 << 10;
+    const PARTNERS_MAX: u64 = 64;
+    const MESSAGES: &str = "4000";
+    let h = Hosts::up(3, 9000);
+    let sizes = "17,100,5000,20000,100000";
+    let unexp = UNEXP_MAX.to_string();
+    let partners = PARTNERS_MAX.to_string();
+    let mut receiver = h.spawn(
+        0,
+        "omx_flood receiver",
+        OMX_FLOOD,
+        &[
+            "--receive",
+            "--messages",
+            MESSAGES,
+            "--sizes",
+            sizes,
+            "--hold-ms",
+            "3000",
+            "--timeout",
+            "150",
+        ],
+        &[("OMX_UNEXP_MAX", &unexp), ("OMX_PARTNERS_MAX", &partners)],
+    );
+    assert!(
+        receiver.wait_stdout(MIN, |s| s.contains("receiver open")),
+        "receiver did not start:{}",
+        receiver.report()
+    );
+    let mut server = h.spawn(0, "omx_perf server (h0:1)", OMX_PERF, &["-e", "1"], &[]);
+    let mut flooder = h.spawn(
+        1,
+        "omx_flood sender",
+        OMX_FLOOD,
+        &[
+            "--to",
+            "h0:0",
+            "--messages",
+            MESSAGES,
+            "--sizes",
+            sizes,
+            "--window",
+            "512",
+            "--timeout",
+            "150",
+        ],
+        &[("OMX_RESEND_DELAY_MS", "50")],
+    );
+    // Spoofed boards: announcements (the peer table learns up to its bound), then
+    // connect requests from the same MACs to the flooded endpoint.
+    let (mac0, key) = (h.mac(0), 0x0f1d);
+    let spoofed = |i: u64| [0x02, 0x5b, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8];
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    for i in 0..5000u64 {
+        let mut f = vec![0u8; 64];
+        f[..6].copy_from_slice(&[0xff; 6]);
+        f[6..12].copy_from_slice(&spoofed(i));
+        f[12..14].copy_from_slice(&OMX_ETHERTYPE.to_be_bytes());
+        f[16] = 1; // RAW announcement: nic id at 32..40, serial at 40..44
+        f[34..40].copy_from_slice(&spoofed(i));
+        f[40..44].copy_from_slice(&1u32.to_be_bytes());
+        frames.push(f);
+    }
+    let wire = omx_wire::WireConfig::native_9000();
+    for i in 0..5000u64 {
+        let header = omx_wire::Header {
+            dst_mac: mac0,
+            src_mac: spoofed(i),
+            ethertype: OMX_ETHERTYPE,
+            dst_src_peer_index: 0,
+        };
+        let connect = omx_wire::Packet::Connect(omx_wire::Connect {
+            dst_endpoint: 0,
+            src_endpoint: 0,
+            length: omx_wire::CONNECT_DATA_LEN,
+            src_session_id: i as u32 + 1,
+            app_key_or_target_session: key,
+            ..Default::default()
+        });
+        let mut f = Vec::new();
+        omx_wire::encode(&header, &connect, &[], &wire, &mut f).expect("encode connect");
+        frames.push(f);
+    }
+    let stats = netns::run_in(&h.ns(1), move || {
+        let iface = omx_transport::interface_by_name("omx0")?;
+        let mut s = PacketSocket::open(&iface, OMX_ETHERTYPE, &SocketOptions::default())?;
+        for (k, f) in frames.iter().enumerate() {
+            s.send(f)?;
+            if k % 500 == 499 {
+                // Spread over a few seconds so the receive rings are not simply overrun.
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        }
+        s.stats()
+    })
+    .expect("enter h1")
+    .expect("inject frames");
+    assert_eq!(stats.send_errors, 0, "injection failed: {stats:?}");
+    let client = h.run(
+        2,
+        "omx_perf client (h2 -> h0:1)",
+        OMX_PERF,
+        &[
+            "-d", "h0:0", "-r", "1", "-S", "0", "-E", "1048577", "-N", "3", "-W", "1", "-P", "0",
+            "-c",
+        ],
+        &[],
+        3 * MIN,
+    );
+    flooder.finish(3 * MIN);
+    receiver.finish(3 * MIN);
+    server.wait_timeout(MIN);
+    let why = reports(&[&receiver, &flooder, &client, &server]);
+    assert!(
+        client.succeeded() && server.succeeded(),
+        "ping-pong failed:{why}"
+    );
+    assert_eq!(table_lengths(&client.stdout()).len(), 22, "{why}");
+    assert!(flooder.succeeded(), "flooder failed:{why}");
+    assert!(receiver.succeeded(), "receiver failed:{why}");
+    let v = |k: &str| flood_value(&receiver, k);
+    assert_eq!(v("received"), 4000, "{why}");
+    for k in ["duplicates", "corrupted", "failed", "missing"] {
+        assert_eq!(v(k), 0, "{k}:{why}");
+    }
+    assert!(v("max_unexpected_bytes") <= UNEXP_MAX, "{why}");
+    assert!(
+        v("drop_unexp_full") > 0,
+        "the flood never hit the budget:{why}"
+    );
+    assert!(v("max_partners") <= PARTNERS_MAX, "{why}");
+    assert!(v("partner_evicted") > 0, "no partner evicted:{why}");
+    assert!(v("max_pulls") <= 1024, "{why}");
+    // Peak memory: the bounds (unexpected bytes, early packets 64 MiB, the 16 MiB
+    // receive ring) plus a generous allowance for code, threads and allocator slack.
+    let hwm = v("vmhwm_kb");
+    println!(
+        "receiver peak memory (VmHWM) {hwm} kB; {}",
+        receiver.stdout().lines().last().unwrap_or_default()
+    );
+    assert!(
+        hwm < (UNEXP_MAX >> 10) + (64 << 10) + (16 << 10) + (64 << 10),
+        "{why}"
+    );
+}
