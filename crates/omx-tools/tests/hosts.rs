@@ -956,3 +956,129 @@ fn floods_stay_within_bounds_and_lose_nothing() {
         "{why}"
     );
 }
+
+/// Open file descriptors and threads of a process.
+fn fds_and_threads(pid: u32) -> (usize, usize) {
+    let count = |d: &str| std::fs::read_dir(format!("/proc/{pid}/{d}")).map_or(0, |r| r.count());
+    (count("fd"), count("task"))
+}
+
+/// The files of the omx state directory (relative paths, sorted), locks aside: what
+/// endpoints leave behind (info, counters, shared-memory inboxes).
+fn state_files(h: &Hosts) -> Vec<String> {
+    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, base, out);
+            } else if !p.to_string_lossy().ends_with(".lock") {
+                out.push(p.strip_prefix(base).unwrap_or(&p).display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&h.state, &h.state, &mut out);
+    out.sort();
+    out
+}
+
+/// Successful sends a `--stream` survivor reported after its reconnection.
+fn successes_after_reconnect(out: &str) -> usize {
+    out.split("STREAM RECONNECTED")
+        .nth(1)
+        .map_or(0, |s| s.matches("status=Success").count())
+}
+
+/// `kill -9` of a receiver in the middle of large (1 MiB, rendezvous) and eager
+/// (5000 B) transfers from two peers, then a restart on the same endpoint index: both
+/// peers fail what was in flight with a failure status, reconnect to the new process
+/// (new session) and stream to it normally; the survivors leak no file descriptors or
+/// threads, and the state directory holds the same files as before the crash (the new
+/// process replaced the killed one's inbox).
+#[test]
+fn killed_receiver_restarts_on_its_endpoint_and_peers_resume() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(3, 9000);
+    let sink_args = ["--peers", "h1:0", "--sink", "1048576"];
+    let mut sink = h.spawn(1, "omx_testpeer sink (h1:0)", OMX_TESTPEER, &sink_args, &[]);
+    let survivors_env = [("OMX_RESENDS_MAX", "8")];
+    let mut survivors: Vec<Proc> = [(0, "1048576"), (2, "5000")]
+        .into_iter()
+        .map(|(i, size)| {
+            h.spawn(
+                i,
+                &format!("omx_testpeer h{i} (stream {size} B to h1)"),
+                OMX_TESTPEER,
+                &[
+                    "--peers",
+                    "h1:0",
+                    "--stream",
+                    size,
+                    "--window",
+                    "4",
+                    "--timeout",
+                    "120",
+                ],
+                &survivors_env,
+            )
+        })
+        .collect();
+    let successes = |s: &str| s.matches("status=Success").count();
+    for s in survivors.iter_mut() {
+        assert!(
+            s.wait_stdout(2 * MIN, |o| successes(o) >= 20),
+            "stream did not get going:{}",
+            s.report()
+        );
+    }
+    let before: Vec<(usize, usize)> = survivors.iter().map(|s| fds_and_threads(s.pid())).collect();
+    let files_before = state_files(&h);
+    sink.kill();
+    // Restarted at once on the same endpoint index: the survivors meet a new session.
+    let mut sink2 = h.spawn(
+        1,
+        "omx_testpeer sink restarted (h1:0)",
+        OMX_TESTPEER,
+        &sink_args,
+        &[],
+    );
+    for s in survivors.iter_mut() {
+        let ok = s.wait_stdout(MIN, |o| o.contains("STREAM FAILED"));
+        assert!(ok, "no failure within 60 s of the kill:{}", s.report());
+        let out = s.stdout();
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("STREAM FAILED"))
+            .unwrap_or_default();
+        assert!(!line.contains("status=Success"), "{line}");
+        println!("{}: {line}", s.label);
+        let resumed = s.wait_stdout(2 * MIN, |o| successes_after_reconnect(o) >= 20);
+        assert!(
+            resumed,
+            "did not resume with the new process:{}{}",
+            s.report(),
+            sink2.report()
+        );
+    }
+    assert!(
+        sink2.try_status().is_none(),
+        "restarted sink died:{}",
+        sink2.report()
+    );
+    let after: Vec<(usize, usize)> = survivors.iter().map(|s| fds_and_threads(s.pid())).collect();
+    assert_eq!(
+        before, after,
+        "survivors' (fds, threads) before the crash and after"
+    );
+    let files_after = state_files(&h);
+    assert_eq!(
+        files_before, files_after,
+        "state directory before the crash and after"
+    );
+    for s in survivors.iter_mut() {
+        s.kill();
+    }
+    sink2.kill();
+}
