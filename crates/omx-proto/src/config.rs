@@ -40,7 +40,7 @@ pub struct EngineConfig {
     /// they then loop through the network path).
     pub self_enabled: bool,
     /// Partners (remote endpoints) beyond which a connect request from a new one evicts
-    /// the longest-silent partner that only ever sent connect requests, or is refused
+    /// the oldest partner that only ever sent connect requests, or is refused
     /// when there is none. The application's own connects are never refused.
     pub partners_max: usize,
 }

@@ -163,6 +163,9 @@ pub struct Engine {
     pub(crate) peers: PeerTable,
     pub(crate) partners: Vec<Partner>,
     pub(crate) partner_by_addr: HashMap<(NicId, u8), PartnerId>,
+    /// Evictable partners, oldest first (entries that stopped being evictable are
+    /// skipped when met): eviction costs O(1) amortized under a connect flood.
+    pub(crate) evict_queue: VecDeque<u32>,
     pub(crate) requests: Slab<Request>,
     pub(crate) posted: VecDeque<Key>,
     pub(crate) unexp: Slab<Unexpected>,
@@ -212,6 +215,7 @@ impl Engine {
             peers,
             partners: Vec::new(),
             partner_by_addr: HashMap::default(),
+            evict_queue: VecDeque::new(),
             requests: Slab::default(),
             posted: VecDeque::new(),
             unexp: Slab::default(),
@@ -268,10 +272,12 @@ impl Engine {
     /// Adds (or renames) a peer; a full table gives up a peer that never told its name
     /// and that no partner uses (see [`PeerTable::add_or_evict`]).
     pub fn add_peer(&mut self, nic_id: NicId, name: Option<String>) -> Option<u16> {
-        let partners = &self.partners;
-        let in_use = |i: u16| partners.iter().any(|p| p.peer_index == i);
+        if self.peers.index_of(nic_id).is_some() || !self.peers.is_full() {
+            return self.peers.add(nic_id, name);
+        }
+        let used: rustc_hash::FxHashSet<u16> = self.partners.iter().map(|p| p.peer_index).collect();
         self.peers
-            .add_or_evict(nic_id, name, in_use)
+            .add_or_evict(nic_id, name, |i| used.contains(&i))
             .map(|(i, _)| i)
     }
 
@@ -338,9 +344,9 @@ impl Engine {
     }
 
     /// The partner for a connect request from a remote endpoint. A new one is created
-    /// evictable; when the table holds `partners_max` partners, the longest-silent
-    /// evictable one gives its slot up (`partner_evicted`), or the request is dropped
-    /// (`drop_partner_full`).
+    /// evictable; when the table holds `partners_max` partners, the oldest one still
+    /// evictable (it only ever sent connect requests) gives its slot up
+    /// (`partner_evicted`), or the request is dropped (`drop_partner_full`).
     pub(crate) fn partner_for_incoming(
         &mut self,
         now: Time,
@@ -355,16 +361,26 @@ impl Engine {
             let p = self.partner(id);
             p.evictable = true;
             p.last_heard = now;
+            self.evict_queue.push_back(id.0);
             return Some(id);
         }
         let peer_index = self.peers.index_of(nic_id)?;
-        let victim = self
-            .partners
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.evictable && p.is_idle())
-            .min_by_key(|(i, p)| (p.last_heard, *i))
-            .map(|(i, _)| i);
+        // The oldest partner that is still evictable; the others leave the queue.
+        let mut victim = None;
+        for _ in 0..self.evict_queue.len() {
+            let Some(i) = self.evict_queue.pop_front() else {
+                break;
+            };
+            let p = &self.partners[i as usize];
+            if !p.evictable {
+                continue;
+            }
+            if p.is_idle() {
+                victim = Some(i as usize);
+                break;
+            }
+            self.evict_queue.push_back(i);
+        }
         let Some(i) = victim else {
             self.counters.drop_partner_full += 1;
             return None;
@@ -377,6 +393,7 @@ impl Engine {
         self.partners[i] = p;
         let id = PartnerId(i as u32);
         self.partner_by_addr.insert((nic_id, endpoint), id);
+        self.evict_queue.push_back(id.0);
         self.counters.partner_evicted += 1;
         Some(id)
     }

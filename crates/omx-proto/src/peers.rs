@@ -71,7 +71,7 @@ impl PeerTable {
         name: Option<String>,
         in_use: impl Fn(u16) -> bool,
     ) -> Option<(u16, Option<NicId>)> {
-        if self.by_nic.contains_key(&nic_id) || self.len() < self.max || !self.free.is_empty() {
+        if self.by_nic.contains_key(&nic_id) || !self.is_full() {
             return self.add(nic_id, name).map(|i| (i, None));
         }
         let n = self.entries.len();
@@ -98,6 +98,11 @@ impl PeerTable {
             }
             None => false,
         }
+    }
+
+    /// No new peer fits without an eviction.
+    pub fn is_full(&self) -> bool {
+        self.len() >= self.max && self.free.is_empty()
     }
 
     pub fn index_of(&self, nic_id: NicId) -> Option<u16> {

@@ -181,7 +181,7 @@ proptest! {
 }
 
 /// Connect requests from many sources (peers the board knows, e.g. from spoofed
-/// announcements) never grow the partner table past `partners_max`: the longest-silent
+/// announcements) never grow the partner table past `partners_max`: the oldest
 /// partner that only ever sent connect requests gives its slot up (`partner_evicted`);
 /// partners with traffic stay, and keep talking.
 #[test]
