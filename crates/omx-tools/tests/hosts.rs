@@ -713,8 +713,9 @@ fn soak_short_under_corruption_with_checksums() {
     };
     println!("corrupted frames injected {injected}, dropped by checksum {caught}");
     assert!(injected > 0, "no corruption injected");
-    // A flip in a frame's padding changes nothing and is not counted; one before it is.
-    assert!(caught > 0 && caught <= injected, "{caught} checksum drops");
+    // A flip in a frame's padding changes nothing and is not counted; one before it is,
+    // twice when the injector also duplicates the corrupted frame.
+    assert!(caught > 0 && caught <= 2 * injected, "{caught} checksum drops");
 }
 
 /// Runs omx_soak on two hosts under `faults` (plus `env`), asserts every message arrived
