@@ -715,7 +715,10 @@ fn soak_short_under_corruption_with_checksums() {
     assert!(injected > 0, "no corruption injected");
     // A flip in a frame's padding changes nothing and is not counted; one before it is,
     // twice when the injector also duplicates the corrupted frame.
-    assert!(caught > 0 && caught <= 2 * injected, "{caught} checksum drops");
+    assert!(
+        caught > 0 && caught <= 2 * injected,
+        "{caught} checksum drops"
+    );
 }
 
 /// Runs omx_soak on two hosts under `faults` (plus `env`), asserts every message arrived
