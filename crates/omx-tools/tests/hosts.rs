@@ -1086,3 +1086,102 @@ fn killed_receiver_restarts_on_its_endpoint_and_peers_resume() {
     }
     sink2.kill();
 }
+
+/// The largest `length=LEN count=N` a sink printed for `len`.
+fn sink_count(out: &str, len: u64) -> u64 {
+    let prefix = format!("length={len} count=");
+    out.lines()
+        .filter_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// `kill -9` of a sender in the middle of its 1 MiB rendezvous stream (the receiver is
+/// pulling), then a restart on the same endpoint index: the receiver fails what it was
+/// pulling from the dead process, if anything, with a failure status, takes the new
+/// process's stream normally, and leaks no file descriptor, thread or state file; a
+/// second sender's eager stream to the same receiver never notices.
+#[test]
+fn killed_sender_restarts_on_its_endpoint_and_receiver_resumes() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(3, 9000);
+    let mut sink = h.spawn(
+        1,
+        "omx_testpeer sink (h1:0)",
+        OMX_TESTPEER,
+        &["--peers", "h1:0", "--sink", "1048576", "--sink-failures-ok"],
+        &[],
+    );
+    let stream = |size: &'static str| {
+        [
+            "--peers",
+            "h1:0",
+            "--stream",
+            size,
+            "--window",
+            "4",
+            "--timeout",
+            "120",
+        ]
+    };
+    let mut large = h.spawn(
+        0,
+        "omx_testpeer h0 (stream 1 MiB to h1)",
+        OMX_TESTPEER,
+        &stream("1048576"),
+        &[],
+    );
+    let mut eager = h.spawn(
+        2,
+        "omx_testpeer h2 (stream 5000 B to h1)",
+        OMX_TESTPEER,
+        &stream("5000"),
+        &[],
+    );
+    let going = sink.wait_stdout(2 * MIN, |o| {
+        sink_count(o, 1 << 20) >= 20 && sink_count(o, 5000) >= 20
+    });
+    assert!(
+        going,
+        "streams did not get going:{}",
+        reports(&[&sink, &large, &eager])
+    );
+    let before = fds_and_threads(sink.pid());
+    let files_before = state_files(&h);
+    large.kill();
+    let at_kill = sink_count(&sink.stdout(), 1 << 20);
+    let mut large2 = h.spawn(
+        0,
+        "omx_testpeer h0 restarted (stream 1 MiB to h1)",
+        OMX_TESTPEER,
+        &stream("1048576"),
+        &[],
+    );
+    let resumed = sink.wait_stdout(2 * MIN, |o| sink_count(o, 1 << 20) >= at_kill + 20);
+    let why = reports(&[&sink, &large, &large2, &eager]);
+    assert!(
+        resumed,
+        "the restarted sender's stream did not arrive:{why}"
+    );
+    let out = sink.stdout();
+    for l in out.lines().filter(|l| l.starts_with("RECV FAILED")) {
+        println!("sink: {l}");
+        assert!(!l.contains("status=Success"), "{l}");
+    }
+    assert!(sink.try_status().is_none(), "sink died:{why}");
+    assert!(
+        large2.try_status().is_none() && !large2.stdout().contains("STREAM FAILED"),
+        "restarted sender failed:{why}"
+    );
+    assert!(
+        !eager.stdout().contains("STREAM FAILED"),
+        "the eager stream noticed the other sender's crash:{why}"
+    );
+    assert_eq!(before, fds_and_threads(sink.pid()), "sink (fds, threads)");
+    assert_eq!(files_before, state_files(&h), "state directory");
+    for p in [&mut large2, &mut eager, &mut sink] {
+        p.kill();
+    }
+}
