@@ -736,7 +736,7 @@ fn sink(rt: &Arc<Runtime>, a: &Args, size: u32) {
                     }
                     let k = by_length.entry(st.msg_length).or_insert(0u64);
                     *k += 1;
-                    if *k % 10 == 0 {
+                    if *k % 10 == 1 {
                         say(&format!("length={} count={k}", st.msg_length));
                     }
                 }
