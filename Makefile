@@ -72,7 +72,8 @@ soak-sim: build
 	$(RELEASE_DIR)/omx-sim-soak --seeds $(SOAK_SEEDS) --messages 10000
 
 ## Soak on real frames (root): omx_soak on 2 and 4 namespace hosts, native MTU 9000 and
-## 1500 and MX wire, under injected loss, duplication, reordering; every message checked.
+## 1500 and MX wire, under injected loss, duplication, reordering, and bit flips where
+## OMX_CHECKSUM=1 catches them (native runs); every message checked.
 ## SOAK_MESSAGES in total (default 1000000); see scripts/soak.sh for the other knobs.
 soak: build
 	scripts/soak.sh

@@ -11,6 +11,7 @@ fuzz_target!(|data: &[u8]| {
         WireConfig::native_9000(),
         WireConfig::native_1500(),
         WireConfig::mx_compat(),
+        WireConfig::native_checksummed(9000, true),
     ];
     for cfg in &configs {
         let Ok(first) = decode(data, cfg) else {

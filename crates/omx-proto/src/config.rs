@@ -39,6 +39,10 @@ pub struct EngineConfig {
     /// Serve messages to oneself inside the engine (`OMX_DISABLE_SELF=1` turns it off:
     /// they then loop through the network path).
     pub self_enabled: bool,
+    /// Partners (remote endpoints) beyond which a connect request from a new one evicts
+    /// the oldest partner that only ever sent connect requests, or is refused
+    /// when there is none. The application's own connects are never refused.
+    pub partners_max: usize,
 }
 
 impl EngineConfig {
@@ -59,6 +63,7 @@ impl EngineConfig {
             shared_rndv_threshold: 4096,
             pull_blocks_max: u32::MAX,
             self_enabled: true,
+            partners_max: 4096,
         }
     }
 

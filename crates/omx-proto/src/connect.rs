@@ -21,6 +21,8 @@ impl Engine {
         let pid = self
             .partner_for(nic_id, endpoint)
             .ok_or(EngineError::UnknownPeer)?;
+        // The application knows this partner from now on.
+        self.partner(pid).evictable = false;
         if nic_id == self.me.nic_id && endpoint == self.me.endpoint {
             // Connecting to oneself needs no packets, only the key check.
             let code = if key == self.me.key {
@@ -99,7 +101,7 @@ impl Engine {
     }
 
     fn on_connect_request(&mut self, now: Time, src: NicId, _peer_index: u16, c: Connect) {
-        let Some(pid) = self.partner_for(src, c.src_endpoint) else {
+        let Some(pid) = self.partner_for_incoming(now, src, c.src_endpoint) else {
             return;
         };
         let good_key = c.app_key_or_target_session == self.me.key;

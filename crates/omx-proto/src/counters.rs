@@ -40,4 +40,5 @@ counters! {
     send_bundle, recv_bundle, drop_bad_bundle,
     send_local_eager, send_local_rndv, send_local_notify, send_local_pull_req, send_local_push,
     recv_local_eager, recv_local_rndv, recv_local_pushed, local_copy_refused,
+    drop_checksum, partner_evicted, drop_partner_full,
 }

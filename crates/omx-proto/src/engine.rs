@@ -153,6 +153,7 @@ pub struct QueueStats {
     pub completions: usize,
     pub local_pulls: usize,
     pub local_out: usize,
+    pub partners: usize,
 }
 
 pub struct Engine {
@@ -162,6 +163,9 @@ pub struct Engine {
     pub(crate) peers: PeerTable,
     pub(crate) partners: Vec<Partner>,
     pub(crate) partner_by_addr: HashMap<(NicId, u8), PartnerId>,
+    /// Evictable partners, oldest first (entries that stopped being evictable are
+    /// skipped when met): eviction costs O(1) amortized under a connect flood.
+    pub(crate) evict_queue: VecDeque<u32>,
     pub(crate) requests: Slab<Request>,
     pub(crate) posted: VecDeque<Key>,
     pub(crate) unexp: Slab<Unexpected>,
@@ -211,6 +215,7 @@ impl Engine {
             peers,
             partners: Vec::new(),
             partner_by_addr: HashMap::default(),
+            evict_queue: VecDeque::new(),
             requests: Slab::default(),
             posted: VecDeque::new(),
             unexp: Slab::default(),
@@ -264,6 +269,18 @@ impl Engine {
         &mut self.peers
     }
 
+    /// Adds (or renames) a peer; a full table gives up a peer that never told its name
+    /// and that no partner uses (see [`PeerTable::add_or_evict`]).
+    pub fn add_peer(&mut self, nic_id: NicId, name: Option<String>) -> Option<u16> {
+        if self.peers.index_of(nic_id).is_some() || !self.peers.is_full() {
+            return self.peers.add(nic_id, name);
+        }
+        let used: rustc_hash::FxHashSet<u16> = self.partners.iter().map(|p| p.peer_index).collect();
+        self.peers
+            .add_or_evict(nic_id, name, |i| used.contains(&i))
+            .map(|(i, _)| i)
+    }
+
     /// Remote board, endpoint index and session of a partner.
     pub fn partner_addr(&self, id: PartnerId) -> Option<(NicId, u8, Option<u32>)> {
         self.partners
@@ -309,6 +326,7 @@ impl Engine {
             completions: self.completions.len(),
             local_pulls: self.lpulls.len(),
             local_out: self.local_out.len(),
+            partners: self.partners.len(),
         }
     }
 
@@ -322,6 +340,61 @@ impl Engine {
         self.partners
             .push(Partner::new(nic_id, endpoint, peer_index));
         self.partner_by_addr.insert((nic_id, endpoint), id);
+        Some(id)
+    }
+
+    /// The partner for a connect request from a remote endpoint. A new one is created
+    /// evictable; when the table holds `partners_max` partners, the oldest one still
+    /// evictable (it only ever sent connect requests) gives its slot up
+    /// (`partner_evicted`), or the request is dropped (`drop_partner_full`).
+    pub(crate) fn partner_for_incoming(
+        &mut self,
+        now: Time,
+        nic_id: NicId,
+        endpoint: u8,
+    ) -> Option<PartnerId> {
+        if let Some(&id) = self.partner_by_addr.get(&(nic_id, endpoint)) {
+            return Some(id);
+        }
+        if self.partners.len() < self.cfg.partners_max {
+            let id = self.partner_for(nic_id, endpoint)?;
+            let p = self.partner(id);
+            p.evictable = true;
+            p.last_heard = now;
+            self.evict_queue.push_back(id.0);
+            return Some(id);
+        }
+        let peer_index = self.peers.index_of(nic_id)?;
+        // The oldest partner that is still evictable; the others leave the queue.
+        let mut victim = None;
+        for _ in 0..self.evict_queue.len() {
+            let Some(i) = self.evict_queue.pop_front() else {
+                break;
+            };
+            let p = &self.partners[i as usize];
+            if !p.evictable {
+                continue;
+            }
+            if p.is_idle() {
+                victim = Some(i as usize);
+                break;
+            }
+            self.evict_queue.push_back(i);
+        }
+        let Some(i) = victim else {
+            self.counters.drop_partner_full += 1;
+            return None;
+        };
+        let old = &self.partners[i];
+        self.partner_by_addr.remove(&(old.nic_id, old.endpoint));
+        let mut p = Partner::new(nic_id, endpoint, peer_index);
+        p.evictable = true;
+        p.last_heard = now;
+        self.partners[i] = p;
+        let id = PartnerId(i as u32);
+        self.partner_by_addr.insert((nic_id, endpoint), id);
+        self.evict_queue.push_back(id.0);
+        self.counters.partner_evicted += 1;
         Some(id)
     }
 
@@ -456,6 +529,7 @@ impl Engine {
             DropReason::UnknownType => c.drop_unknown_type += 1,
             DropReason::InvalidType => c.drop_invalid_type += 1,
             DropReason::BadField | DropReason::WrongEtherType => c.drop_bad_field += 1,
+            DropReason::Checksum => c.drop_checksum += 1,
         }
     }
 
@@ -524,6 +598,7 @@ impl Engine {
                 let p = &mut self.partners[id.0 as usize];
                 p.last_heard = now;
                 p.probes = 0;
+                p.evictable = false;
                 Some(id)
             }
             _ => {

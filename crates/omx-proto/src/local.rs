@@ -297,6 +297,7 @@ impl Engine {
         }
         let me = (self.me.nic_id, self.me.endpoint);
         let p = self.partner(pid);
+        p.evictable = false;
         p.reach = if (nic_id, endpoint) == me {
             Reach::SelfEndpoint
         } else {

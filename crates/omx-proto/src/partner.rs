@@ -103,6 +103,10 @@ pub(crate) struct Partner {
     pub no_cma: bool,
     /// Memory descriptions of its local rendezvous announcements, by (region, use).
     pub local_regions: HashMap<(u8, u8), Bytes>,
+    /// Created by a connect request and nothing else since: the application cannot
+    /// know this partner, and it holds no state, so it may be evicted when the table is
+    /// full (a flood of connect requests from many sources).
+    pub evictable: bool,
 }
 
 impl Partner {
@@ -134,6 +138,7 @@ impl Partner {
             reach: crate::local::Reach::Network,
             no_cma: false,
             local_regions: HashMap::default(),
+            evictable: false,
         }
     }
 
@@ -156,6 +161,17 @@ impl Partner {
                 .map(|r| r.seq)
                 .unwrap_or(self.next_send),
         )
+    }
+
+    /// Holds nothing in flight in either direction.
+    pub fn is_idle(&self) -> bool {
+        self.unacked.is_empty()
+            && self.throttled.is_empty()
+            && self.connects.is_empty()
+            && self.partials.is_empty()
+            && self.early.is_empty()
+            && self.local_regions.is_empty()
+            && self.reach == crate::local::Reach::Network
     }
 
     pub fn arm_resend(&mut self, at: Time) {

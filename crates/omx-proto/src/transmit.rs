@@ -4,7 +4,9 @@
 
 use crate::types::MemHandle;
 use bytes::Bytes;
-use omx_wire::{PacketType, MIN_FRAME_LEN};
+use omx_wire::{
+    checksum_of, PacketType, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN, MIN_FRAME_LEN,
+};
 
 /// Largest header any packet type needs (16-byte common header + 44-byte pull body).
 pub const MAX_HEADER_LEN: usize = 64;
@@ -71,13 +73,34 @@ impl Transmit {
         m
     }
 
-    /// Length on the wire, including padding to the Ethernet minimum.
-    pub fn frame_len(&self) -> usize {
-        (self.header_len as usize + self.payload.len()).max(MIN_FRAME_LEN)
+    /// Whether the frame ends with a checksum trailer (the header says so).
+    pub fn checksummed(&self) -> bool {
+        self.header
+            .get(COMMON_HEADER_LEN)
+            .is_some_and(|&t| t & CHECKSUM_FLAG != 0)
     }
 
-    /// Appends the complete frame to `out`. `read_user` fills a slice from user memory
-    /// (handle, byte offset, destination) for pull-reply payloads.
+    fn trailer_len(&self) -> usize {
+        if self.checksummed() {
+            CHECKSUM_LEN
+        } else {
+            0
+        }
+    }
+
+    /// Header, payload and checksum trailer, without padding.
+    pub fn content_len(&self) -> usize {
+        self.header_len as usize + self.payload.len() + self.trailer_len()
+    }
+
+    /// Length on the wire, including padding to the Ethernet minimum.
+    pub fn frame_len(&self) -> usize {
+        self.content_len().max(MIN_FRAME_LEN)
+    }
+
+    /// Appends the complete frame to `out` (with its checksum trailer when the header
+    /// has [`CHECKSUM_FLAG`]). `read_user` fills a slice from user memory (handle, byte
+    /// offset, destination) for pull-reply payloads.
     pub fn assemble(&self, out: &mut Vec<u8>, read_user: impl FnOnce(MemHandle, u64, &mut [u8])) {
         let start = out.len();
         out.extend_from_slice(self.header());
@@ -93,6 +116,10 @@ impl Transmit {
                 out.resize(at + *len as usize, 0);
                 read_user(*handle, *offset, &mut out[at..]);
             }
+        }
+        if self.checksummed() {
+            let sum = checksum_of(&out[start..]);
+            out.extend_from_slice(&sum);
         }
         if out.len() - start < MIN_FRAME_LEN {
             out.resize(start + MIN_FRAME_LEN, 0);
@@ -110,6 +137,13 @@ impl Transmit {
             Payload::Bytes(b) => out[h..end].copy_from_slice(b),
             Payload::User { handle, offset, .. } => read_user(*handle, *offset, &mut out[h..end]),
         }
+        let end = if self.checksummed() {
+            let sum = checksum_of(&out[..end]);
+            out[end..end + CHECKSUM_LEN].copy_from_slice(&sum);
+            end + CHECKSUM_LEN
+        } else {
+            end
+        };
         out[end..].fill(0);
     }
 }

@@ -35,8 +35,7 @@ impl Bundler {
 
     /// Whether `t` may travel in a bundle.
     pub fn eligible(t: &Transmit) -> bool {
-        !matches!(t.payload, Payload::User { .. })
-            && t.header().len() + t.payload.len() <= BUNDLE_ITEM_MAX
+        !matches!(t.payload, Payload::User { .. }) && t.content_len() <= BUNDLE_ITEM_MAX
     }
 
     /// Adds an eligible frame, sending what was pending first when it cannot join it.
@@ -52,7 +51,13 @@ impl Bundler {
             return;
         };
         let dst = (t.dst_mac(), ep);
-        let len = header.len() + payload.len();
+        // Each inner frame keeps its own checksum trailer (the bundle header has none:
+        // a corrupted item length shifts the items, which then fail their checksums).
+        let trailer = t
+            .checksummed()
+            .then(|| omx_wire::checksum_of_parts(&[header, payload]));
+        let trailer: &[u8] = trailer.as_ref().map_or(&[], |c| &c[..]);
+        let len = t.content_len();
         if self.dst != Some(dst) || self.bundle_len_with(len) > self.max_frame {
             self.emit(sock);
         }
@@ -62,18 +67,19 @@ impl Bundler {
                 self.first.clear();
                 self.first.extend_from_slice(header);
                 self.first.extend_from_slice(payload);
+                self.first.extend_from_slice(trailer);
             }
             1 => {
                 let mut src = [0u8; 6];
                 src.copy_from_slice(&self.first[6..12]);
                 bundle_start(&mut self.bundle, dst.0, src, self.ethertype, ep);
                 bundle_push(&mut self.bundle, &self.first);
-                bundle_push_parts(&mut self.bundle, &[header, payload]);
+                bundle_push_parts(&mut self.bundle, &[header, payload, trailer]);
                 if omx_wire::is_marked(&self.first) {
                     self.bundle[16] |= omx_wire::LATENCY_FLAG;
                 }
             }
-            _ => bundle_push_parts(&mut self.bundle, &[header, payload]),
+            _ => bundle_push_parts(&mut self.bundle, &[header, payload, trailer]),
         }
         if self.count >= 1 && omx_wire::is_marked(header) {
             self.bundle[16] |= omx_wire::LATENCY_FLAG;

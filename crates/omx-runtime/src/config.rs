@@ -141,9 +141,20 @@ pub fn system_hostname() -> String {
 
 impl RuntimeConfig {
     pub fn from_env() -> Self {
+        let checksum = flag("OMX_CHECKSUM", None, false);
         let wire = match var("OMX_WIRE", None).as_deref() {
-            Some("mx") | Some("mx-compat") => WireConfig::mx_compat(),
-            _ => WireConfig::native(num("OMX_MTU", None, 9000).clamp(1500, 65535) as u32),
+            Some("mx") | Some("mx-compat") => {
+                if checksum && flag("OMX_VERBOSE", None, false) {
+                    eprintln!(
+                        "omx: OMX_CHECKSUM ignored: MX-wire-compatible frames have no room for a checksum"
+                    );
+                }
+                WireConfig::mx_compat()
+            }
+            _ => WireConfig::native_checksummed(
+                num("OMX_MTU", None, 9000).clamp(1500, 65535) as u32,
+                checksum,
+            ),
         };
         let mut wire = wire;
         if let Some(t) = var("OMX_ETHERTYPE", None) {
@@ -240,6 +251,9 @@ impl RuntimeConfig {
             // The native mode's deeper pipeline: more blocks in flight keep the link busy
             // while completed blocks are being copied and re-requested.
             e.pull_blocks_outstanding = NATIVE_PULL_BLOCKS;
+        }
+        if let Some(v) = var("OMX_PARTNERS_MAX", None) {
+            e.partners_max = atoi(&v).clamp(1, 1 << 20) as usize;
         }
         if let Some(v) = var("OMX_RESEND_DELAY_MS", None) {
             e.resend_delay = atoi(&v).max(1) as u64 * NS_PER_MS;

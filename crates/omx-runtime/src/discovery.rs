@@ -130,15 +130,25 @@ impl Discovery {
         if nic == self.nic || nic == 0 {
             return o;
         }
+        // Learn a new peer first: when the table is full (a flood of announcements from
+        // made-up boards), nothing is recorded or answered, so this state stays bounded
+        // by the peer table.
+        if peers.index_of(nic).is_none() {
+            // A full table gives up a peer that never told its name (one such board per
+            // new announcement, round robin), so a flood of made-up boards cannot lock
+            // real ones out: those answer the name query at once and are kept.
+            let Some((_, evicted)) = peers.add_or_evict(nic, None, |_| false) else {
+                return o;
+            };
+            if let Some(old) = evicted {
+                self.serials.remove(&old);
+                self.queried.remove(&old);
+            }
+            o.changed = true;
+        }
         let known = self.serials.insert(nic, serial);
         if known != Some(serial) {
-            // New or restarted peer: learn it, answer it directly, speed announcements up.
-            if peers.index_of(nic).is_none() {
-                if peers.add(nic, None).is_none() {
-                    return o;
-                }
-                o.changed = true;
-            }
+            // New or restarted peer: answer it directly, speed announcements up.
             if known.is_some() {
                 // A restarted peer may have a new name.
                 self.queried.remove(&nic);
@@ -202,5 +212,42 @@ impl Discovery {
             _ => {}
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcement_flood_stays_within_the_peer_table_and_locks_no_one_out() {
+        let wire = WireConfig::native_9000();
+        let mut d = Discovery::new(1, "me".into(), 7);
+        let mut peers = PeerTable::new(64);
+        let mut answered = 0;
+        for i in 0..5000u64 {
+            let other = Discovery::new(0x0A00_0000_0000 | i, String::new(), i as u32);
+            let f = other.announcement(mac_from_nic_id(1));
+            answered += d.on_frame(i, &f, &mut peers, &wire).frames.len();
+        }
+        assert_eq!(peers.len(), 64);
+        assert!(d.serials.len() <= 64 && d.queried.len() <= 64);
+        // Unnamed boards take turns in the table; each got an announcement and a query.
+        assert_eq!(peers.evicted, 5000 - 64);
+        assert_eq!(answered, 2 * 5000);
+        // A named peer is kept; a real board arriving after the flood gets in.
+        let named = peers.iter().next().map(|(_, p)| p.nic_id).unwrap();
+        peers.add(named, Some("real".into()));
+        for i in 5000..6000u64 {
+            let other = Discovery::new(0x0A00_0000_0000 | i, String::new(), i as u32);
+            d.on_frame(
+                i,
+                &other.announcement(mac_from_nic_id(1)),
+                &mut peers,
+                &wire,
+            );
+        }
+        assert!(peers.index_of(named).is_some());
+        assert!(peers.index_of(0x0A00_0000_0000 | 5999).is_some());
     }
 }

@@ -508,12 +508,21 @@ impl Endpoint {
         &self.shared.rt
     }
 
+    // Read-only accessors make no progress, so they do not count as application calls
+    // (which hold the progress thread back): an application that only polls its
+    // counters still has its frames processed.
+
     pub fn counters(&self) -> Counters {
-        self.shared.app_lock().engine.counters.clone()
+        self.shared.lock().engine.counters.clone()
     }
 
     pub fn stats(&self) -> QueueStats {
-        self.shared.app_lock().engine.stats()
+        self.shared.lock().engine.stats()
+    }
+
+    /// Faults injected so far on this endpoint's packet path (`OMX_FAULTS`), if any.
+    pub fn fault_stats(&self) -> Option<omx_transport::FaultStats> {
+        self.shared.lock().faults.as_ref().map(|f| f.stats)
     }
 
     /// Remote nic id, endpoint index and session of a partner.
@@ -1461,7 +1470,7 @@ impl Shared {
             return;
         }
         for (_, p) in st.table.iter() {
-            core.engine.peers_mut().add(p.nic_id, p.name.clone());
+            core.engine.add_peer(p.nic_id, p.name.clone());
         }
         core.peers_version = st.version;
     }

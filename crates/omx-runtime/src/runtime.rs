@@ -58,7 +58,8 @@ impl Board {
             {
                 continue;
             }
-            if st.table.add(*nic, name.clone()).is_some() && before != Some(name.clone()) {
+            let added = st.table.add_or_evict(*nic, name.clone(), |_| false);
+            if added.is_some() && before != Some(name.clone()) {
                 changed = true;
             }
         }

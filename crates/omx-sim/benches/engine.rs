@@ -7,12 +7,13 @@ use omx_proto::{EngineConfig, StatusCode};
 use omx_sim::{LinkConfig, World};
 use omx_wire::WireConfig;
 
-fn setup(len: usize) -> (World, omx_proto::PartnerId, Vec<u8>) {
+fn setup(len: usize, checksum: bool) -> (World, omx_proto::PartnerId, Vec<u8>) {
     let link = LinkConfig {
         latency: 0,
         ..Default::default()
     };
-    let mut w = World::new(2, 1, EngineConfig::new(WireConfig::native_9000()), link, 1);
+    let wire = WireConfig::native_checksummed(9000, checksum);
+    let mut w = World::new(2, 1, EngineConfig::new(wire), link, 1);
     let to = w.connect(0, 0, 1, 0);
     (w, to, vec![7u8; len])
 }
@@ -31,11 +32,17 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine");
     g.sample_size(20)
         .measurement_time(std::time::Duration::from_secs(3));
-    for len in [8usize, 8 << 10, 1 << 20] {
+    // `_checksum`: with OMX_CHECKSUM's CRC32C trailer on every frame (computed as the
+    // frame is assembled, verified as it is decoded).
+    let cases = [8usize, 8 << 10, 1 << 20]
+        .into_iter()
+        .flat_map(|len| [(len, false), (len, true)]);
+    for (len, checksum) in cases {
         g.throughput(Throughput::Bytes(16 * len as u64));
-        g.bench_function(format!("message_{len}B"), |b| {
+        let suffix = if checksum { "_checksum" } else { "" };
+        g.bench_function(format!("message_{len}B{suffix}"), |b| {
             b.iter_batched_ref(
-                || setup(len),
+                || setup(len, checksum),
                 |(w, to, data)| {
                     for _ in 0..16 {
                         one_message(w, *to, data)

@@ -36,6 +36,10 @@ pub struct SoakReport {
     pub bytes: u64,
     pub sim_time: Time,
     pub frames: u64,
+    /// Frames the link corrupted.
+    pub frames_corrupted: u64,
+    /// Frames the engines dropped on a checksum mismatch (`drop_checksum`).
+    pub drop_checksum: u64,
     pub final_stats: Vec<QueueStats>,
 }
 
@@ -242,6 +246,12 @@ pub fn run(cfg: &SoakConfig) -> SoakReport {
     report.lost = report.sent.saturating_sub(seen.len());
     report.sim_time = w.now;
     report.frames = w.stats.frames;
+    report.frames_corrupted = w.stats.corrupted;
+    report.drop_checksum = w
+        .hosts
+        .iter()
+        .map(|h| h.engines[0].counters.drop_checksum)
+        .sum();
     report.final_stats = w.hosts.iter().map(|h| h.engines[0].stats()).collect();
     report
 }

@@ -179,3 +179,66 @@ proptest! {
         }
     }
 }
+
+/// Connect requests from many sources (peers the board knows, e.g. from spoofed
+/// announcements) never grow the partner table past `partners_max`: the oldest
+/// partner that only ever sent connect requests gives its slot up (`partner_evicted`);
+/// partners with traffic stay, and keep talking.
+#[test]
+fn connect_flood_is_bounded_by_partner_eviction() {
+    let mut cfg = EngineConfig::new(WireConfig::native_9000());
+    cfg.partners_max = 8;
+    let mut w = World::new(2, 1, cfg, LinkConfig::default(), 3);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let l = log.clone();
+    w.filter = Some(Box::new(move |f: &[u8]| {
+        l.borrow_mut().push(f.to_vec());
+        true
+    }));
+    // A real partner with traffic (not evictable), and the connect request it sent.
+    check_traffic_still_flows(&mut w, 1);
+    w.filter = None;
+    let request = log
+        .borrow()
+        .iter()
+        .find(|f| omx_wire::type_of(f[16]) == PacketType::Connect as u8 && f[42] == 0)
+        .expect("a connect request")
+        .clone();
+    // 5000 sources, added to the peer table (as spoofed announcements would, up to its
+    // bound), each sending a connect request.
+    for i in 0..5000u64 {
+        let nic = 0x0A00_0000_0000 | i;
+        w.engine(1, 0).peers_mut().add(nic, None);
+        let mut f = request.clone();
+        f[6..12].copy_from_slice(&omx_proto::mac_from_nic_id(nic));
+        let now = w.now;
+        w.engine(1, 0).handle_frame(now, Bytes::from(f));
+        w.pump();
+        assert!(w.engine(1, 0).stats().partners <= 8);
+    }
+    let c = w.engine(1, 0).counters.clone();
+    // The peer table (1024 boards) is the first bound: sources beyond it are unknown.
+    assert_eq!(w.engine(1, 0).peers().len(), 1024);
+    assert_eq!(c.recv_connect_request + c.drop_bad_peer_addr, 5001, "{c:?}");
+    let accepted = c.recv_connect_request - 1;
+    assert_eq!(accepted, 1022, "{c:?}");
+    // The real partner's slot is kept: 7 slots turn over for the flood's sources.
+    assert_eq!(c.partner_evicted, accepted - 7, "{c:?}");
+    assert_eq!(c.drop_partner_full, 0, "{c:?}");
+    check_traffic_still_flows(&mut w, 2);
+
+    // When every partner holds traffic, a new source is refused.
+    let mut cfg = EngineConfig::new(WireConfig::native_9000());
+    cfg.partners_max = 1;
+    let mut w = World::new(2, 1, cfg, LinkConfig::default(), 4);
+    check_traffic_still_flows(&mut w, 3);
+    let nic = 0x0B00_0000_0000;
+    w.engine(1, 0).peers_mut().add(nic, None);
+    let mut f = request.clone();
+    f[6..12].copy_from_slice(&omx_proto::mac_from_nic_id(nic));
+    let now = w.now;
+    w.engine(1, 0).handle_frame(now, Bytes::from(f));
+    assert_eq!(w.engine(1, 0).counters.drop_partner_full, 1);
+    assert_eq!(w.engine(1, 0).stats().partners, 1);
+    check_traffic_still_flows(&mut w, 4);
+}

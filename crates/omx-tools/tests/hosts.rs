@@ -111,6 +111,31 @@ fn pingpong_under_injected_faults_with_and_without_copy_offload() {
     }
 }
 
+/// `OMX_CHECKSUM=1` at MTU 1500 (fragments and pull replies 4 bytes shorter for the
+/// trailer) with bits flipped in received frames: every length arrives intact (omx_perf
+/// -c); in MX-wire mode the variable is ignored and nothing changes.
+#[test]
+fn pingpong_with_checksums_under_corruption() {
+    pingpong_sizes_upto(
+        1500,
+        &[
+            ("OMX_MTU", "1500"),
+            ("OMX_CHECKSUM", "1"),
+            ("OMX_FAULTS", "loss:0.01,corrupt:0.01,seed:9"),
+            ("OMX_RESEND_DELAY_MS", "20"),
+            ("OMX_PULL_RESEND_DELAY_MS", "40"),
+        ],
+        &[],
+        2 << 20,
+    );
+    pingpong_sizes_upto(
+        9000,
+        &[("OMX_WIRE", "mx"), ("OMX_CHECKSUM", "1")],
+        &[],
+        1 << 20,
+    );
+}
+
 /// Blocking waits that sleep at once, under every wake-up policy: nothing is lost or
 /// stalls whichever frames wake the sleeper (unmarked ones only by the timer).
 #[test]
@@ -668,22 +693,49 @@ fn static_peers_file_names_peers() {
 /// The soak of `make soak`, short: two hosts exchange a few thousand messages of random
 /// sizes (0 B to 1 MiB) under injected loss, duplication and reordering of real frames;
 /// omx_soak checks every message (checksum, length, per-sender order, duplicates) and
-/// that none is lost. Corruption is not injected: the library does not catch it yet.
+/// that none is lost.
 #[test]
 fn soak_short_under_faults() {
-    if skip() {
+    soak_short("loss:0.02,dup:0.02,reorder:0.05,corrupt:0,seed:11", &[]);
+}
+
+/// The short soak with bits flipped in received frames as well (`corrupt:`, one frame
+/// in 100) and `OMX_CHECKSUM=1`: every corrupted frame is dropped by its checksum
+/// (`drop_checksum`) and recovered like a lost one, so not one message arrives
+/// corrupted.
+#[test]
+fn soak_short_under_corruption_with_checksums() {
+    let Some((injected, caught)) = soak_short(
+        "loss:0.01,dup:0.01,reorder:0.02,corrupt:0.01,seed:13",
+        &[("OMX_CHECKSUM", "1")],
+    ) else {
         return;
+    };
+    println!("corrupted frames injected {injected}, dropped by checksum {caught}");
+    assert!(injected > 0, "no corruption injected");
+    // A flip in a frame's padding changes nothing and is not counted; one before it is,
+    // twice when the injector also duplicates the corrupted frame.
+    assert!(
+        caught > 0 && caught <= 2 * injected,
+        "{caught} checksum drops"
+    );
+}
+
+/// Runs omx_soak on two hosts under `faults` (plus `env`), asserts every message arrived
+/// once, intact and in order, and returns the frames corrupted by the fault injector and
+/// those dropped on a checksum mismatch, summed over both hosts (`None`: skipped).
+fn soak_short(faults: &str, env: &[(&str, &str)]) -> Option<(u64, u64)> {
+    if skip() {
+        return None;
     }
     const OMX_SOAK: &str = env!("CARGO_BIN_EXE_omx_soak");
     let h = Hosts::up(2, 9000);
-    let env = [
-        (
-            "OMX_FAULTS",
-            "loss:0.02,dup:0.02,reorder:0.05,corrupt:0,seed:11",
-        ),
+    let mut env: Vec<(&str, &str)> = env.to_vec();
+    env.extend([
+        ("OMX_FAULTS", faults),
         ("OMX_RESEND_DELAY_MS", "20"),
         ("OMX_PULL_RESEND_DELAY_MS", "40"),
-    ];
+    ]);
     let args = [
         "-p",
         "h0:0,h1:0",
@@ -703,7 +755,7 @@ fn soak_short_under_faults() {
         p.finish(MIN);
     }
     let why = reports(&procs.iter().collect::<Vec<_>>());
-    let (mut sent, mut delivered) = (0u64, 0u64);
+    let (mut sent, mut delivered, mut injected, mut caught) = (0u64, 0u64, 0u64, 0u64);
     for p in &procs {
         let out = p.stdout();
         let line = out
@@ -729,7 +781,407 @@ fn soak_short_under_faults() {
         assert_eq!(get("sent"), 2000, "{}:{why}", p.label);
         sent += get("sent");
         delivered += get("delivered");
+        injected += get("frames_corrupted");
+        caught += get("drop_checksum");
         assert!(p.succeeded(), "{} failed:{why}", p.label);
     }
     assert_eq!(delivered, sent, "{why}");
+    Some((injected, caught))
+}
+
+/// The value of `key=` in the `flood: received=` line of an omx_flood receiver.
+fn flood_value(p: &Proc, key: &str) -> u64 {
+    let out = p.stdout();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("flood: received="))
+        .unwrap_or_else(|| panic!("no result line:{}", p.report()));
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {key}= in `{line}`"))
+}
+
+/// Floods against one receiver (h0 endpoint 0) that posts nothing for 3 s: a peer (h1)
+/// sends it small, medium and rendezvous messages as fast as a 512-deep window allows,
+/// while a raw socket (also on h1) sends 5000 discovery announcements and 5000 connect
+/// requests from made-up boards (spoofed source MACs). The receiver stays within its
+/// configured bounds (unexpected bytes, partners, pulls) and its peak memory within a
+/// ceiling derived from them; the flooder is slowed (refused messages are resent) but
+/// loses nothing: once the receiver receives, every message arrives once, intact. A
+/// well-behaved ping-pong between h2 and h0 endpoint 1 completes meanwhile.
+#[test]
+fn floods_stay_within_bounds_and_lose_nothing() {
+    if skip() {
+        return;
+    }
+    const OMX_FLOOD: &str = env!("CARGO_BIN_EXE_omx_flood");
+    const UNEXP_MAX: u64 = 256 << 10;
+    const PARTNERS_MAX: u64 = 64;
+    const MESSAGES: &str = "4000";
+    let h = Hosts::up(3, 9000);
+    let sizes = "17,100,5000,20000,100000";
+    let unexp = UNEXP_MAX.to_string();
+    let partners = PARTNERS_MAX.to_string();
+    let mut receiver = h.spawn(
+        0,
+        "omx_flood receiver",
+        OMX_FLOOD,
+        &[
+            "--receive",
+            "--messages",
+            MESSAGES,
+            "--sizes",
+            sizes,
+            "--hold-ms",
+            "3000",
+            "--timeout",
+            "150",
+        ],
+        &[("OMX_UNEXP_MAX", &unexp), ("OMX_PARTNERS_MAX", &partners)],
+    );
+    assert!(
+        receiver.wait_stdout(MIN, |s| s.contains("receiver open")),
+        "receiver did not start:{}",
+        receiver.report()
+    );
+    let mut server = h.spawn(0, "omx_perf server (h0:1)", OMX_PERF, &["-e", "1"], &[]);
+    let mut flooder = h.spawn(
+        1,
+        "omx_flood sender",
+        OMX_FLOOD,
+        &[
+            "--to",
+            "h0:0",
+            "--messages",
+            MESSAGES,
+            "--sizes",
+            sizes,
+            "--window",
+            "512",
+            "--timeout",
+            "150",
+        ],
+        &[("OMX_RESEND_DELAY_MS", "50")],
+    );
+    // Spoofed boards: announcements (the peer table learns up to its bound), then
+    // connect requests from the same MACs to the flooded endpoint.
+    let (mac0, key) = (h.mac(0), 0x0f1d);
+    let spoofed = |i: u64| [0x02, 0x5b, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8];
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    for i in 0..5000u64 {
+        let mut f = vec![0u8; 64];
+        f[..6].copy_from_slice(&[0xff; 6]);
+        f[6..12].copy_from_slice(&spoofed(i));
+        f[12..14].copy_from_slice(&OMX_ETHERTYPE.to_be_bytes());
+        f[16] = 1; // RAW announcement: nic id at 32..40, serial at 40..44
+        f[34..40].copy_from_slice(&spoofed(i));
+        f[40..44].copy_from_slice(&1u32.to_be_bytes());
+        frames.push(f);
+    }
+    let wire = omx_wire::WireConfig::native_9000();
+    for i in 0..5000u64 {
+        let header = omx_wire::Header {
+            dst_mac: mac0,
+            src_mac: spoofed(i),
+            ethertype: OMX_ETHERTYPE,
+            dst_src_peer_index: 0,
+        };
+        let connect = omx_wire::Packet::Connect(omx_wire::Connect {
+            dst_endpoint: 0,
+            src_endpoint: 0,
+            length: omx_wire::CONNECT_DATA_LEN,
+            src_session_id: i as u32 + 1,
+            app_key_or_target_session: key,
+            ..Default::default()
+        });
+        let mut f = Vec::new();
+        omx_wire::encode(&header, &connect, &[], &wire, &mut f).expect("encode connect");
+        frames.push(f);
+    }
+    let stats = netns::run_in(&h.ns(1), move || {
+        let iface = omx_transport::interface_by_name("omx0")?;
+        let mut s = PacketSocket::open(&iface, OMX_ETHERTYPE, &SocketOptions::default())?;
+        for (k, f) in frames.iter().enumerate() {
+            s.send(f)?;
+            if k % 500 == 499 {
+                // Spread over a few seconds so the receive rings are not simply overrun.
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        }
+        s.stats()
+    })
+    .expect("enter h1")
+    .expect("inject frames");
+    assert_eq!(stats.send_errors, 0, "injection failed: {stats:?}");
+    let client = h.run(
+        2,
+        "omx_perf client (h2 -> h0:1)",
+        OMX_PERF,
+        &[
+            "-d", "h0:0", "-r", "1", "-S", "0", "-E", "1048577", "-N", "3", "-W", "1", "-P", "0",
+            "-c",
+        ],
+        &[],
+        3 * MIN,
+    );
+    flooder.finish(3 * MIN);
+    receiver.finish(3 * MIN);
+    server.wait_timeout(MIN);
+    let why = reports(&[&receiver, &flooder, &client, &server]);
+    assert!(
+        client.succeeded() && server.succeeded(),
+        "ping-pong failed:{why}"
+    );
+    assert_eq!(table_lengths(&client.stdout()).len(), 22, "{why}");
+    assert!(flooder.succeeded(), "flooder failed:{why}");
+    assert!(receiver.succeeded(), "receiver failed:{why}");
+    let v = |k: &str| flood_value(&receiver, k);
+    assert_eq!(v("received"), 4000, "{why}");
+    for k in ["duplicates", "corrupted", "failed", "missing"] {
+        assert_eq!(v(k), 0, "{k}:{why}");
+    }
+    assert!(v("max_unexpected_bytes") <= UNEXP_MAX, "{why}");
+    assert!(
+        v("drop_unexp_full") > 0,
+        "the flood never hit the budget:{why}"
+    );
+    assert!(v("max_partners") <= PARTNERS_MAX, "{why}");
+    assert!(v("partner_evicted") > 0, "no partner evicted:{why}");
+    assert!(v("max_pulls") <= 1024, "{why}");
+    // Peak memory: the bounds (unexpected bytes, early packets 64 MiB, the 16 MiB
+    // receive ring) plus a generous allowance for code, threads and allocator slack.
+    let hwm = v("vmhwm_kb");
+    println!(
+        "receiver peak memory (VmHWM) {hwm} kB; {}",
+        receiver.stdout().lines().last().unwrap_or_default()
+    );
+    assert!(
+        hwm < (UNEXP_MAX >> 10) + (64 << 10) + (16 << 10) + (64 << 10),
+        "{why}"
+    );
+}
+
+/// Open file descriptors and threads of a process.
+fn fds_and_threads(pid: u32) -> (usize, usize) {
+    let count = |d: &str| std::fs::read_dir(format!("/proc/{pid}/{d}")).map_or(0, |r| r.count());
+    (count("fd"), count("task"))
+}
+
+/// The files of the omx state directory (relative paths, sorted), locks aside: what
+/// endpoints leave behind (info, counters, shared-memory inboxes).
+fn state_files(h: &Hosts) -> Vec<String> {
+    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, base, out);
+            } else if !p.to_string_lossy().ends_with(".lock") {
+                out.push(p.strip_prefix(base).unwrap_or(&p).display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&h.state, &h.state, &mut out);
+    out.sort();
+    out
+}
+
+/// Successful sends a `--stream` survivor reported after its reconnection.
+fn successes_after_reconnect(out: &str) -> usize {
+    out.split("STREAM RECONNECTED")
+        .nth(1)
+        .map_or(0, |s| s.matches("status=Success").count())
+}
+
+/// `kill -9` of a receiver in the middle of large (1 MiB, rendezvous) and eager
+/// (5000 B) transfers from two peers, then a restart on the same endpoint index: both
+/// peers fail what was in flight with a failure status, reconnect to the new process
+/// (new session) and stream to it normally; the survivors leak no file descriptors or
+/// threads, and the state directory holds the same files as before the crash (the new
+/// process replaced the killed one's inbox).
+#[test]
+fn killed_receiver_restarts_on_its_endpoint_and_peers_resume() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(3, 9000);
+    let sink_args = ["--peers", "h1:0", "--sink", "1048576"];
+    let mut sink = h.spawn(1, "omx_testpeer sink (h1:0)", OMX_TESTPEER, &sink_args, &[]);
+    let survivors_env = [("OMX_RESENDS_MAX", "8")];
+    let mut survivors: Vec<Proc> = [(0, "1048576"), (2, "5000")]
+        .into_iter()
+        .map(|(i, size)| {
+            h.spawn(
+                i,
+                &format!("omx_testpeer h{i} (stream {size} B to h1)"),
+                OMX_TESTPEER,
+                &[
+                    "--peers",
+                    "h1:0",
+                    "--stream",
+                    size,
+                    "--window",
+                    "4",
+                    "--timeout",
+                    "120",
+                ],
+                &survivors_env,
+            )
+        })
+        .collect();
+    let successes = |s: &str| s.matches("status=Success").count();
+    for s in survivors.iter_mut() {
+        assert!(
+            s.wait_stdout(2 * MIN, |o| successes(o) >= 20),
+            "stream did not get going:{}",
+            s.report()
+        );
+    }
+    let before: Vec<(usize, usize)> = survivors.iter().map(|s| fds_and_threads(s.pid())).collect();
+    let files_before = state_files(&h);
+    sink.kill();
+    // Restarted at once on the same endpoint index: the survivors meet a new session.
+    let mut sink2 = h.spawn(
+        1,
+        "omx_testpeer sink restarted (h1:0)",
+        OMX_TESTPEER,
+        &sink_args,
+        &[],
+    );
+    for s in survivors.iter_mut() {
+        let ok = s.wait_stdout(MIN, |o| o.contains("STREAM FAILED"));
+        assert!(ok, "no failure within 60 s of the kill:{}", s.report());
+        let out = s.stdout();
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("STREAM FAILED"))
+            .unwrap_or_default();
+        assert!(!line.contains("status=Success"), "{line}");
+        println!("{}: {line}", s.label);
+        let resumed = s.wait_stdout(2 * MIN, |o| successes_after_reconnect(o) >= 20);
+        assert!(
+            resumed,
+            "did not resume with the new process:{}{}",
+            s.report(),
+            sink2.report()
+        );
+    }
+    assert!(
+        sink2.try_status().is_none(),
+        "restarted sink died:{}",
+        sink2.report()
+    );
+    let after: Vec<(usize, usize)> = survivors.iter().map(|s| fds_and_threads(s.pid())).collect();
+    assert_eq!(
+        before, after,
+        "survivors' (fds, threads) before the crash and after"
+    );
+    let files_after = state_files(&h);
+    assert_eq!(
+        files_before, files_after,
+        "state directory before the crash and after"
+    );
+    for s in survivors.iter_mut() {
+        s.kill();
+    }
+    sink2.kill();
+}
+
+/// The largest `length=LEN count=N` a sink printed for `len`.
+fn sink_count(out: &str, len: u64) -> u64 {
+    let prefix = format!("length={len} count=");
+    out.lines()
+        .filter_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// `kill -9` of a sender in the middle of its 1 MiB rendezvous stream (the receiver is
+/// pulling), then a restart on the same endpoint index: the receiver fails what it was
+/// pulling from the dead process, if anything, with a failure status, takes the new
+/// process's stream normally, and leaks no file descriptor, thread or state file; a
+/// second sender's eager stream to the same receiver never notices.
+#[test]
+fn killed_sender_restarts_on_its_endpoint_and_receiver_resumes() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(3, 9000);
+    let mut sink = h.spawn(
+        1,
+        "omx_testpeer sink (h1:0)",
+        OMX_TESTPEER,
+        &["--peers", "h1:0", "--sink", "1048576", "--sink-failures-ok"],
+        &[],
+    );
+    let stream = |size: &'static str| {
+        [
+            "--peers",
+            "h1:0",
+            "--stream",
+            size,
+            "--window",
+            "4",
+            "--timeout",
+            "120",
+        ]
+    };
+    let mut large = h.spawn(
+        0,
+        "omx_testpeer h0 (stream 1 MiB to h1)",
+        OMX_TESTPEER,
+        &stream("1048576"),
+        &[],
+    );
+    let mut eager = h.spawn(
+        2,
+        "omx_testpeer h2 (stream 5000 B to h1)",
+        OMX_TESTPEER,
+        &stream("5000"),
+        &[],
+    );
+    let going = sink.wait_stdout(2 * MIN, |o| {
+        sink_count(o, 1 << 20) >= 20 && sink_count(o, 5000) >= 20
+    });
+    assert!(
+        going,
+        "streams did not get going:{}",
+        reports(&[&sink, &large, &eager])
+    );
+    let before = fds_and_threads(sink.pid());
+    let files_before = state_files(&h);
+    large.kill();
+    let at_kill = sink_count(&sink.stdout(), 1 << 20);
+    let mut large2 = h.spawn(
+        0,
+        "omx_testpeer h0 restarted (stream 1 MiB to h1)",
+        OMX_TESTPEER,
+        &stream("1048576"),
+        &[],
+    );
+    let resumed = sink.wait_stdout(2 * MIN, |o| sink_count(o, 1 << 20) >= at_kill + 20);
+    let why = reports(&[&sink, &large, &large2, &eager]);
+    assert!(
+        resumed,
+        "the restarted sender's stream did not arrive:{why}"
+    );
+    let out = sink.stdout();
+    for l in out.lines().filter(|l| l.starts_with("RECV FAILED")) {
+        println!("sink: {l}");
+        assert!(!l.contains("status=Success"), "{l}");
+    }
+    assert!(sink.try_status().is_none(), "sink died:{why}");
+    assert!(
+        large2.try_status().is_none() && !large2.stdout().contains("STREAM FAILED"),
+        "restarted sender failed:{why}"
+    );
+    assert!(
+        !eager.stdout().contains("STREAM FAILED"),
+        "the eager stream noticed the other sender's crash:{why}"
+    );
+    assert_eq!(before, fds_and_threads(sink.pid()), "sink (fds, threads)");
+    assert_eq!(files_before, state_files(&h), "state directory");
+    for p in [&mut large2, &mut eager, &mut sink] {
+        p.kill();
+    }
 }

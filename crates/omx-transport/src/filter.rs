@@ -44,6 +44,10 @@ pub struct EndpointFilter {
 
 /// Latency flag in the type byte (native mode).
 pub const LATENCY_FLAG: u8 = 0x80;
+/// Checksum-trailer flag in the type byte (native mode, `omx_wire::CHECKSUM_FLAG`).
+pub const CHECKSUM_FLAG: u8 = 0x40;
+/// Both flags: the type is the rest of the byte.
+const TYPE_FLAGS: u8 = LATENCY_FLAG | CHECKSUM_FLAG;
 
 impl EndpointFilter {
     pub fn new(endpoints: impl IntoIterator<Item = u8>, board_frames: bool) -> EndpointFilter {
@@ -57,7 +61,7 @@ impl EndpointFilter {
     /// The endpoint a frame is addressed to, per its packet type, or `None` for
     /// board frames, unknown types and frames too short to carry it.
     pub fn frame_endpoint(frame: &[u8]) -> Option<u8> {
-        let t = *frame.get(TYPE_OFFSET as usize)? & !LATENCY_FLAG;
+        let t = *frame.get(TYPE_OFFSET as usize)? & !TYPE_FLAGS;
         match t {
             TYPE_PULL_REPLY | TYPE_NACK_MCP => frame
                 .get(PULL_ENDPOINT_OFFSET as usize)
@@ -82,7 +86,7 @@ impl EndpointFilter {
         if self.marked_only && t & LATENCY_FLAG == 0 {
             return false;
         }
-        let t = t & !LATENCY_FLAG;
+        let t = t & !TYPE_FLAGS;
         if self.board_frames && BOARD_TYPES.contains(&t) {
             return true;
         }
@@ -111,7 +115,7 @@ impl EndpointFilter {
             code: BPF_ALU | BPF_AND | BPF_K,
             jt: 0,
             jf: 0,
-            k: (!LATENCY_FLAG) as u32 & 0xff,
+            k: (!TYPE_FLAGS) as u32 & 0xff,
         });
         if self.board_frames {
             for t in BOARD_TYPES {
@@ -445,6 +449,25 @@ mod tests {
     }
 
     #[test]
+    fn checksum_flag_is_ignored_for_routing() {
+        let data = EndpointFilter::new([3], false);
+        let d = data.compile(ET);
+        for t in [37u8, 42, 44, 45] {
+            let f = frame(t | CHECKSUM_FLAG, 3, 3, 3 ^ PULL_ENDPOINT_XOR);
+            assert!(run(&d, &f) > 0, "type {t} with the checksum flag");
+            assert!(data.accepts(ET, &f));
+            let mut both = f.clone();
+            both[TYPE_OFFSET as usize] |= LATENCY_FLAG;
+            assert!(run(&d, &both) > 0, "type {t} with both flags");
+        }
+        assert_eq!(
+            run(&d, &frame(37 | CHECKSUM_FLAG, 4, 0, 0)),
+            0,
+            "other endpoint"
+        );
+    }
+
+    #[test]
     fn board_only_and_empty() {
         let b = EndpointFilter::new([], true).compile(ET);
         for t in BOARD_TYPES {
@@ -482,8 +505,12 @@ mod tests {
                 };
                 let p = f.compile(ET);
                 assert!(p.len() <= 4096);
-                // Every type with and without the latency flag.
-                for t in (0..=50u8).chain(0x80..=0x80 + 50) {
+                // Every type with and without the latency and checksum flags.
+                for t in (0..=50u8)
+                    .chain(0x40..=0x40 + 50)
+                    .chain(0x80..=0x80 + 50)
+                    .chain(0xC0..=0xC0 + 50)
+                {
                     for e in 0..=255u8 {
                         let fr = frame(t, e, e, e);
                         assert_eq!(

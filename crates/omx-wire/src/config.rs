@@ -18,9 +18,33 @@ pub const COMMON_HEADER_LEN: usize = 16;
 /// types stay below 0x80, so the bit is free; MX peers never see it.
 pub const LATENCY_FLAG: u8 = 0x80;
 
-/// The packet type of a type byte, without [`LATENCY_FLAG`].
+/// Native mode only: set in the packet-type byte of an endpoint frame (TRUC to NACK_MCP)
+/// that ends with a [`CHECKSUM_LEN`]-byte trailer right after its payload (before any
+/// padding): the CRC32C (Castagnoli), big-endian, of every frame byte before it, from
+/// the destination MAC on, flag bits included. A receiver verifies every frame that
+/// carries the flag, whatever its own setting, and drops it on a mismatch (see
+/// [`crate::DecodeError::BadChecksum`]); a receiver with checksums on also drops
+/// endpoint frames without it. Packet types stay below 0x40.
+pub const CHECKSUM_FLAG: u8 = 0x40;
+/// Bytes of the checksum trailer.
+pub const CHECKSUM_LEN: usize = 4;
+
+/// The packet type of a type byte, without [`LATENCY_FLAG`] and [`CHECKSUM_FLAG`].
 pub const fn type_of(type_byte: u8) -> u8 {
-    type_byte & !LATENCY_FLAG
+    type_byte & !(LATENCY_FLAG | CHECKSUM_FLAG)
+}
+
+/// The checksum trailer of `covered` (a frame's bytes up to the end of its payload).
+pub fn checksum_of(covered: &[u8]) -> [u8; CHECKSUM_LEN] {
+    crc32c::crc32c(covered).to_be_bytes()
+}
+
+/// The checksum trailer of a frame given in pieces (header, then payload).
+pub fn checksum_of_parts(parts: &[&[u8]]) -> [u8; CHECKSUM_LEN] {
+    parts
+        .iter()
+        .fold(0, |crc, p| crc32c::crc32c_append(crc, p))
+        .to_be_bytes()
 }
 
 /// Whether a frame carries [`LATENCY_FLAG`].
@@ -92,6 +116,10 @@ pub struct WireConfig {
     pub pull_block_replies: u32,
     /// Pull blocks a puller keeps outstanding at once.
     pub pull_blocks_outstanding: u32,
+    /// Native mode: every endpoint frame sent carries a checksum trailer
+    /// ([`CHECKSUM_FLAG`]); fragment and pull-reply payloads are 4 bytes smaller where
+    /// the MTU would not fit the trailer. Both peers must agree, as on the MTU.
+    pub checksum: bool,
 }
 
 impl WireConfig {
@@ -105,8 +133,20 @@ impl WireConfig {
     ///
     /// MTUs below 48 are meaningless; arithmetic saturates instead of panicking.
     pub fn native(mtu: u32) -> WireConfig {
-        let headers_medium = (COMMON_HEADER_LEN + 32) as u32;
-        let headers_pull_reply = (COMMON_HEADER_LEN + 16) as u32;
+        Self::native_sized(mtu, false)
+    }
+
+    /// Native configuration whose frames carry a checksum trailer when `checksum` is
+    /// set: as [`WireConfig::native`], with the trailer counted as header bytes (pull
+    /// replies MTU − 36, medium fragments MTU − 52 up to 4096, 8192 when 8244 bytes fit).
+    pub fn native_checksummed(mtu: u32, checksum: bool) -> WireConfig {
+        Self::native_sized(mtu, checksum)
+    }
+
+    fn native_sized(mtu: u32, checksum: bool) -> WireConfig {
+        let trailer = if checksum { CHECKSUM_LEN as u32 } else { 0 };
+        let headers_medium = (COMMON_HEADER_LEN + 32) as u32 + trailer;
+        let headers_pull_reply = (COMMON_HEADER_LEN + 16) as u32 + trailer;
         let small_frag = mtu.saturating_sub(headers_medium);
         let medium_frag_max = if small_frag <= 4096 {
             small_frag
@@ -125,6 +165,7 @@ impl WireConfig {
             pull_reply_max,
             pull_block_replies: 32,
             pull_blocks_outstanding: 4,
+            checksum,
         }
     }
 
@@ -150,7 +191,14 @@ impl WireConfig {
             pull_reply_max: 4096,
             pull_block_replies: 8,
             pull_blocks_outstanding: 4,
+            checksum: false,
         }
+    }
+
+    /// Whether frames of this type byte get a checksum trailer when sent with this
+    /// configuration (native endpoint frames, TRUC to NACK_MCP).
+    pub fn checksums(&self, type_byte: u8) -> bool {
+        self.checksum && self.mode == WireMode::Native && (35..=45).contains(&type_of(type_byte))
     }
 
     /// True for the MX-wire-compatible layouts.
@@ -276,6 +324,44 @@ mod tests {
         // Degenerate MTUs do not panic.
         assert_eq!(WireConfig::native(0).medium_frag_max, 0);
         assert_eq!(WireConfig::native(0).pull_reply_max, 0);
+    }
+
+    #[test]
+    fn checksummed_sizes_leave_room_for_the_trailer() {
+        let c = WireConfig::native_checksummed(9000, true);
+        assert!(c.checksum);
+        assert_eq!(c.medium_frag_max, 8192);
+        assert_eq!(c.pull_reply_max, 8964);
+        assert_eq!(
+            WireConfig::native_checksummed(9000, false),
+            WireConfig::native(9000)
+        );
+        let c = WireConfig::native_checksummed(1500, true);
+        assert_eq!(c.medium_frag_max, 1448);
+        assert_eq!(c.pull_reply_max, 1464);
+        // 8192 + 48 fits 8240 but not with the trailer.
+        assert_eq!(
+            WireConfig::native_checksummed(8240, true).medium_frag_max,
+            4096
+        );
+        assert_eq!(
+            WireConfig::native_checksummed(8244, true).medium_frag_max,
+            8192
+        );
+        assert_eq!(
+            WireConfig::native_checksummed(65535, true).pull_reply_max,
+            65499
+        );
+        for mtu in [1500u32, 4144, 8240, 9000, 65535] {
+            let c = WireConfig::native_checksummed(mtu, true);
+            assert!(16 + 32 + c.medium_frag_max + 4 <= mtu);
+            assert!(16 + 16 + c.pull_reply_max + 4 <= mtu.min(65535));
+        }
+        assert!(!WireConfig::mx_compat().checksums(37));
+        assert!(c_checks(true, 42) && !c_checks(true, 3) && !c_checks(false, 37));
+        fn c_checks(on: bool, t: u8) -> bool {
+            WireConfig::native_checksummed(9000, on).checksums(t | LATENCY_FLAG)
+        }
     }
 
     #[test]

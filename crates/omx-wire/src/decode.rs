@@ -17,8 +17,9 @@
 
 use crate::bytes::Reader;
 use crate::config::{
-    type_of, WireConfig, WireMode, COMMON_HEADER_LEN, COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN,
-    HOSTNAME_MAX, RNDV_DATA_LEN, SMALL_MAX, TINY_MAX, TRUC_DATA_LEN, TRUC_TYPE_ACK,
+    checksum_of, type_of, WireConfig, WireMode, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN,
+    COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN, HOSTNAME_MAX, RNDV_DATA_LEN, SMALL_MAX, TINY_MAX,
+    TRUC_DATA_LEN, TRUC_TYPE_ACK,
 };
 use crate::error::DecodeError;
 use crate::packet::{
@@ -33,6 +34,8 @@ pub struct Decoded<'a> {
     pub header: Header,
     pub packet: Packet,
     pub payload: &'a [u8],
+    /// The frame carried a checksum trailer (verified).
+    pub checksummed: bool,
 }
 
 /// Parses and validates one received Ethernet frame (FCS excluded).
@@ -59,8 +62,8 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
         return Err(DecodeError::WrongEtherType(header.ethertype));
     }
     let &type_byte = rest.first().ok_or(too_short)?;
-    // Native endpoint frames (TRUC..NACK_MCP) may carry the latency flag in the type
-    // byte; board frames never do.
+    // Native endpoint frames (TRUC..NACK_MCP) may carry the latency and checksum flags
+    // in the type byte; board frames never do.
     let bare = match type_of(type_byte) {
         t if cfg.mode == WireMode::Native && (35..=45).contains(&t) => t,
         _ => type_byte,
@@ -160,11 +163,42 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
         | PacketType::EtherMulticast
         | PacketType::EtherNative => return Err(DecodeError::UnsupportedType(ptype)),
     };
+    // Only native endpoint types get past the type check with the flag set. A receiver
+    // with checksums on requires them on every endpoint frame: otherwise a corruption
+    // that clears the flag would let another one in the payload through.
+    let checksummed = type_byte & CHECKSUM_FLAG != 0;
+    if checksummed {
+        verify_checksum(frame, &packet, payload, cfg)?;
+    } else if cfg.checksums(type_byte) {
+        return Err(DecodeError::BadChecksum);
+    }
     Ok(Decoded {
         header,
         packet,
         payload,
+        checksummed,
     })
+}
+
+/// Checks the trailer that follows the payload (or the body header, for types without
+/// payload) against the frame's bytes before it.
+fn verify_checksum(
+    frame: &[u8],
+    packet: &Packet,
+    payload: &[u8],
+    cfg: &WireConfig,
+) -> Result<(), DecodeError> {
+    let end = packet.header_len(cfg).saturating_add(payload.len());
+    let (Some(covered), Some(trailer)) = (
+        frame.get(..end),
+        frame.get(end..end.saturating_add(CHECKSUM_LEN)),
+    ) else {
+        return Err(DecodeError::BadChecksum);
+    };
+    if checksum_of(covered) != trailer {
+        return Err(DecodeError::BadChecksum);
+    }
+    Ok(())
 }
 
 /// The first `N` body bytes (type byte included), or `TooShort`.

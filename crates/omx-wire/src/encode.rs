@@ -7,7 +7,10 @@
 //! as zero.
 
 use crate::bytes::Writer;
-use crate::config::{WireConfig, WireMode, COMMON_HEADER_LEN, MIN_FRAME_LEN};
+use crate::config::{
+    checksum_of, WireConfig, WireMode, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN,
+    MIN_FRAME_LEN,
+};
 use crate::error::EncodeError;
 use crate::packet::{
     Connect, Header, HostQuery, HostReply, Medium, Msg, NackLib, NackMcp, Notify, Packet,
@@ -18,7 +21,9 @@ use crate::packet::{
 /// `out` and returns the number of bytes written ([`Packet::header_len`]).
 ///
 /// The payload is not written; the caller places it at the returned offset
-/// (e.g. straight into a send ring slot). `header.ethertype` is written as
+/// (e.g. straight into a send ring slot). When `cfg` has checksums on and the type
+/// gets one ([`WireConfig::checksums`]), [`CHECKSUM_FLAG`] is set in the type byte and
+/// the caller appends the trailer ([`crate::checksum_of`]) after the payload. `header.ethertype` is written as
 /// given, so RAW frames can use the fixed discovery EtherType.
 pub fn encode_header(
     header: &Header,
@@ -57,13 +62,16 @@ pub fn encode_header(
         Packet::NackLib(p) => put(body, nack_lib(ptype, p)),
         Packet::NackMcp(p) => put(body, nack_mcp(ptype, p)),
     }
+    if cfg.checksums(ptype) {
+        body[0] |= CHECKSUM_FLAG;
+    }
     // Written last so that a layout error leaves `out` untouched.
     *common = common_header(header).0;
     Ok(need)
 }
 
-/// Appends a complete frame (headers + payload, zero-padded to
-/// [`MIN_FRAME_LEN`]) to `out`. On error `out` is left unchanged.
+/// Appends a complete frame (headers + payload, the checksum trailer when `cfg` has
+/// checksums on, zero-padded to [`MIN_FRAME_LEN`]) to `out`. On error `out` is left unchanged.
 ///
 /// `payload.len()` must equal the packet's declared length field (TINY/SMALL
 /// `length`, MEDIUM `frag_length`, PULL_REPLY `frame_length`, HOST_REPLY
@@ -95,7 +103,12 @@ pub fn encode(
     }
     let start = out.len();
     let header_len = packet.header_len(cfg);
-    let frame_len = (header_len + payload.len()).max(MIN_FRAME_LEN);
+    let trailer = if cfg.checksums(packet.packet_type() as u8) {
+        CHECKSUM_LEN
+    } else {
+        0
+    };
+    let frame_len = (header_len + payload.len() + trailer).max(MIN_FRAME_LEN);
     out.reserve(frame_len);
     out.resize(start + header_len, 0);
     if let Err(e) = encode_header(header, packet, cfg, &mut out[start..]) {
@@ -103,6 +116,10 @@ pub fn encode(
         return Err(e);
     }
     out.extend_from_slice(payload);
+    if trailer > 0 {
+        let sum = checksum_of(&out[start..]);
+        out.extend_from_slice(&sum);
+    }
     out.resize(start + frame_len, 0);
     Ok(())
 }

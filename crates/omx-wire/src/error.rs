@@ -25,6 +25,9 @@ pub enum DecodeError {
     PayloadTruncated { need: usize, have: usize },
     /// Any other out-of-range field; the string names the rule.
     BadField(&'static str),
+    /// The frame carries [`crate::CHECKSUM_FLAG`] and its trailer does not match its
+    /// bytes (or is missing): corrupted on the way.
+    BadChecksum,
 }
 
 /// Drop counter a rejected frame is accounted under.
@@ -37,6 +40,7 @@ pub enum DropReason {
     InvalidType,
     BadField,
     WrongEtherType,
+    Checksum,
 }
 
 impl DecodeError {
@@ -50,6 +54,7 @@ impl DecodeError {
             DecodeError::BadDataLength => DropReason::BadDataLen,
             DecodeError::PayloadTruncated { .. } => DropReason::BadSkbLen,
             DecodeError::BadField(_) => DropReason::BadField,
+            DecodeError::BadChecksum => DropReason::Checksum,
         }
     }
 }
@@ -71,6 +76,7 @@ impl fmt::Display for DecodeError {
                 write!(f, "payload truncated: need {need} bytes, have {have}")
             }
             DecodeError::BadField(what) => write!(f, "invalid field: {what}"),
+            DecodeError::BadChecksum => f.write_str("checksum mismatch"),
         }
     }
 }
@@ -87,6 +93,7 @@ impl fmt::Display for DropReason {
             DropReason::InvalidType => "invalid type",
             DropReason::BadField => "bad field",
             DropReason::WrongEtherType => "wrong ethertype",
+            DropReason::Checksum => "checksum mismatch",
         })
     }
 }

@@ -35,7 +35,8 @@ fn check(cfg: &WireConfig, frame: &[u8], header: Header, packet: Packet, payload
         Decoded {
             header,
             packet,
-            payload
+            payload,
+            checksummed: false,
         },
         "{cfg:?}"
     );

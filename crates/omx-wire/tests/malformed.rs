@@ -162,10 +162,73 @@ fn wrong_ethertype() {
 fn unknown_types() {
     let cfg = N9000();
     let mut f = frame(&cfg, tiny(0), &[]);
-    for t in [0u8, 5, 31, 46, 100, 254, 255] {
+    for t in [0u8, 5, 31, 46, 120, 254, 255] {
         f[16] = t;
         assert_eq!(decode(&f, &cfg), Err(DecodeError::UnknownType(t)));
     }
+}
+
+#[test]
+fn checksum_flag_without_a_valid_trailer() {
+    let cfg = N9000();
+    // A frame sent without checksum whose flag bit gets set: its "trailer" is the
+    // padding, which does not match.
+    let mut f = frame(&cfg, tiny(0), &[]);
+    f[16] |= CHECKSUM_FLAG;
+    assert_eq!(decode(&f, &cfg), Err(DecodeError::BadChecksum));
+    assert_eq!(DecodeError::BadChecksum.drop_reason(), DropReason::Checksum);
+    // A checksummed frame cut before its trailer ends.
+    let on = WireConfig::native_checksummed(9000, true);
+    let mut out = Vec::new();
+    let payload = [7u8; 100];
+    let small = Packet::Small(Msg {
+        length: 100,
+        ..Msg::default()
+    });
+    encode(
+        &Header {
+            ethertype: on.ethertype,
+            ..Header::default()
+        },
+        &small,
+        &payload,
+        &on,
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(out.len(), 16 + 24 + 100 + 4);
+    assert!(decode(&out, &on).unwrap().checksummed);
+    for cut in 16 + 24 + 100..out.len() {
+        assert_eq!(
+            decode(&out[..cut], &on),
+            Err(DecodeError::BadChecksum),
+            "cut {cut}"
+        );
+    }
+    // A receiver with checksums on requires them on endpoint frames...
+    let plain = frame(&cfg, tiny(0), &[]);
+    assert_eq!(decode(&plain, &on), Err(DecodeError::BadChecksum));
+    // ...and one without verifies those that carry one.
+    let off_reader = WireConfig {
+        pull_reply_max: on.pull_reply_max,
+        ..cfg
+    };
+    assert!(decode(&out, &off_reader).unwrap().checksummed);
+    let mut bad = out.clone();
+    bad[16 + 24 + 50] ^= 4;
+    assert_eq!(decode(&bad, &off_reader), Err(DecodeError::BadChecksum));
+    // MX-wire-compatible mode knows no flag: the type is unknown.
+    let compat = WireConfig::mx_compat();
+    let mut f = frame(&compat, tiny(0), &[]);
+    f[16] |= CHECKSUM_FLAG;
+    assert_eq!(
+        decode(&f, &compat),
+        Err(DecodeError::UnknownType(37 | CHECKSUM_FLAG))
+    );
+    // Board frames never carry it.
+    let mut f = frame(&cfg, tiny(0), &[]);
+    f[16] = PacketType::HostQuery as u8 | CHECKSUM_FLAG;
+    assert!(matches!(decode(&f, &cfg), Err(DecodeError::UnknownType(_))));
 }
 
 #[test]

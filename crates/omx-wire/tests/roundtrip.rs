@@ -10,11 +10,15 @@ fn roundtrip(cfg: &WireConfig, h: Header, p: Packet, payload: &[u8]) -> Result<(
     let mut out = Vec::new();
     encode(&h, &p, payload, cfg, &mut out).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert!(out.len() >= MIN_FRAME_LEN);
-    prop_assert_eq!(
-        out.len(),
-        (p.header_len(cfg) + payload.len()).max(MIN_FRAME_LEN)
-    );
+    let trailer = if cfg.checksums(p.packet_type() as u8) {
+        CHECKSUM_LEN
+    } else {
+        0
+    };
+    let covered = p.header_len(cfg) + payload.len();
+    prop_assert_eq!(out.len(), (covered + trailer).max(MIN_FRAME_LEN));
     let d = decode(&out, cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(d.checksummed, trailer > 0);
     prop_assert_eq!(d.header, h);
     prop_assert_eq!(d.packet, p);
     if p == Packet::Raw {
@@ -29,8 +33,63 @@ fn roundtrip(cfg: &WireConfig, h: Header, p: Packet, payload: &[u8]) -> Result<(
     let mut buf = vec![0u8; out.len()];
     let n = encode_header(&h, &p, cfg, &mut buf).map_err(|e| TestCaseError::fail(e.to_string()))?;
     buf[n..n + payload.len()].copy_from_slice(payload);
+    if trailer > 0 {
+        let sum = checksum_of_parts(&[&buf[..n], payload]);
+        buf[covered..covered + CHECKSUM_LEN].copy_from_slice(&sum);
+    }
     prop_assert_eq!(buf, out);
     Ok(())
+}
+
+/// Every single-bit flip of a checksummed frame before its padding is rejected by a
+/// receiver with checksums on; flips inside the payload by the checksum itself.
+fn flips_are_caught(
+    cfg: &WireConfig,
+    h: Header,
+    p: Packet,
+    payload: &[u8],
+) -> Result<(), TestCaseError> {
+    let mut out = Vec::new();
+    encode(&h, &p, payload, cfg, &mut out).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let original = decode(&out, cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let checked = original.checksummed;
+    let header_len = p.header_len(cfg);
+    // Every byte outside the payload, and 32 bytes spread over it.
+    let payload_at = header_len..header_len + payload.len();
+    let step = payload.len().div_ceil(32).max(1);
+    let bytes = (0..out.len()).filter(|i| !payload_at.contains(i) || (i - header_len) % step == 0);
+    let mut bad = out.clone();
+    for bit in bytes.flat_map(|i| (0..8).map(move |b| i * 8 + b)) {
+        let at = bit / 8;
+        bad[at] ^= 1 << (bit % 8);
+        let result = decode(&bad, cfg).map(|d| (d.header, d.packet, d.payload.to_vec()));
+        bad[at] ^= 1 << (bit % 8);
+        match result {
+            Err(e) => {
+                if checked && (header_len..header_len + payload.len()).contains(&at) {
+                    prop_assert_eq!(e, DecodeError::BadChecksum, "flip at byte {}", at);
+                }
+            }
+            Ok(d) => {
+                if checked {
+                    // The receiver has checksums on: clearing the flag is caught too.
+                    let padding = at >= header_len + payload.len() + CHECKSUM_LEN;
+                    prop_assert!(padding, "flip at byte {} accepted", at);
+                    prop_assert_eq!(d.0, original.header);
+                    prop_assert_eq!(d.1, original.packet);
+                    prop_assert_eq!(&d.2[..], original.payload);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Endpoint packets (the ones that can carry a checksum), with their payloads.
+fn endpoint_packet(cfg: WireConfig) -> impl Strategy<Value = (Packet, Vec<u8>)> {
+    common::packet(cfg).prop_filter("endpoint types only", move |(p, _)| {
+        cfg.checksums(p.packet_type() as u8)
+    })
 }
 
 proptest! {
@@ -53,6 +112,76 @@ proptest! {
                            (p, payload) in common::packet(WireConfig::mx_compat())) {
         roundtrip(&WireConfig::mx_compat(), h, p, &payload)?;
     }
+
+    #[test]
+    fn roundtrip_native_9000_checksummed(h in common::header(WireConfig::native_9000()),
+                             (p, payload) in common::packet(WireConfig::native_checksummed(9000, true))) {
+        roundtrip(&WireConfig::native_checksummed(9000, true), h, p, &payload)?;
+    }
+
+    #[test]
+    fn roundtrip_native_1500_checksummed(h in common::header(WireConfig::native_1500()),
+                             (p, payload) in common::packet(WireConfig::native_checksummed(1500, true))) {
+        roundtrip(&WireConfig::native_checksummed(1500, true), h, p, &payload)?;
+    }
+
+    /// A receiver without checksums of its own still verifies checksummed frames.
+    #[test]
+    fn checksummed_frames_decode_under_any_native_config(h in common::header(WireConfig::native_9000()),
+                             (p, payload) in endpoint_packet(WireConfig::native_checksummed(9000, true))) {
+        let on = WireConfig::native_checksummed(9000, true);
+        let mut out = Vec::new();
+        encode(&h, &p, &payload, &on, &mut out).unwrap();
+        // Pull replies are sized by the sender's configuration; the rest decode alike.
+        let off = WireConfig { pull_reply_max: on.pull_reply_max, ..WireConfig::native_9000() };
+        let d = decode(&out, &off).unwrap();
+        prop_assert!(d.checksummed);
+        prop_assert_eq!(d.packet, p);
+        prop_assert_eq!(d.payload, &payload[..]);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn single_bit_flips_are_caught_native_9000(h in common::header(WireConfig::native_9000()),
+                             (p, payload) in endpoint_packet(WireConfig::native_checksummed(9000, true))) {
+        flips_are_caught(&WireConfig::native_checksummed(9000, true), h, p, &payload)?;
+    }
+
+    #[test]
+    fn single_bit_flips_are_caught_native_1500(h in common::header(WireConfig::native_1500()),
+                             (p, payload) in endpoint_packet(WireConfig::native_checksummed(1500, true))) {
+        flips_are_caught(&WireConfig::native_checksummed(1500, true), h, p, &payload)?;
+    }
+}
+
+/// One frame of each endpoint type, every bit flipped in turn: a checksummed frame
+/// never decodes to something else.
+#[test]
+fn corrupted_bit_is_caught_in_every_frame_type() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let cfg = WireConfig::native_checksummed(9000, true);
+    let mut runner = TestRunner::deterministic();
+    let mut seen = std::collections::HashSet::new();
+    let strategy = (common::header(cfg), endpoint_packet(cfg));
+    for _ in 0..100_000 {
+        let (h, (p, payload)) = strategy.new_tree(&mut runner).unwrap().current();
+        if seen.insert(p.packet_type()) {
+            flips_are_caught(&cfg, h, p, &payload).unwrap();
+        }
+        if seen.len() == 11 {
+            break;
+        }
+    }
+    // TRUC, CONNECT, TINY, SMALL, MEDIUM, RNDV, PULL, PULL_REPLY, NOTIFY, NACK_LIB, NACK_MCP
+    assert_eq!(seen.len(), 11, "{seen:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
 
     /// Appending to a non-empty buffer leaves the existing bytes alone and
     /// pads only what this call appended.

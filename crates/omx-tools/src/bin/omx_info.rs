@@ -47,6 +47,9 @@ fn main() {
             env!("CARGO_PKG_VERSION")
         );
         let mode = match rt.cfg.wire.mode {
+            omx_wire::WireMode::Native if rt.cfg.wire.checksum => {
+                format!("native, MTU {}, CRC32C frame checksums", rt.cfg.wire.mtu)
+            }
             omx_wire::WireMode::Native => format!("native, MTU {}", rt.cfg.wire.mtu),
             omx_wire::WireMode::MxCompat => "MX-wire-compatible".to_string(),
         };

@@ -695,9 +695,12 @@ fn main() {
         ep.progress();
         std::thread::sleep(Duration::from_millis(1));
     }
+    let counters = ep.counters();
+    let injected = ep.fault_stats().map_or(0, |f| f.corrupted);
     say(&format!(
         "soak: sent={} delivered={} lost={} duplicated={} corrupted={} misordered={} bytes={} \
-         seconds={seconds:.2} truncated={} errors={} stalled={}",
+         seconds={seconds:.2} truncated={} errors={} stalled={} frames_corrupted={injected} \
+         drop_checksum={}",
         t.sent,
         t.delivered,
         t.lost,
@@ -707,7 +710,8 @@ fn main() {
         t.bytes,
         t.truncated,
         t.errors,
-        t.stalled
+        t.stalled,
+        counters.drop_checksum
     ));
     let clean =
         t.lost + t.duplicated + t.corrupted + t.misordered + t.truncated + t.errors + t.stalled

@@ -15,7 +15,9 @@
 //! reconnects to the peer (waiting for it to come back) and streams on.
 //!
 //! `--sink SIZE`: receive any message of up to SIZE bytes forever on every local
-//! endpoint, checking each against its match info's pattern.
+//! endpoint, checking each against its match info's pattern, and printing every 10th
+//! message of each length (`length=L count=N`); with `--sink-failures-ok` a failed
+//! receive (its sender died) prints `RECV FAILED ...` instead of ending the process.
 
 use clap::Parser;
 use omx_proto::{EngineError, NicId, PartnerId, ReqId, Status, StatusCode};
@@ -87,6 +89,10 @@ struct Args {
     /// Receive anything up to SIZE bytes forever.
     #[arg(long)]
     sink: Option<u32>,
+    /// Sink: a receive that fails (its sender died) is reported (`RECV FAILED`) instead
+    /// of ending the process.
+    #[arg(long, requires = "sink")]
+    sink_failures_ok: bool,
 }
 
 /// Match info: sender host (index among the participants' sorted nic ids), sender
@@ -679,6 +685,7 @@ fn sink(rt: &Arc<Runtime>, a: &Args, size: u32) {
             s.spawn(move || {
                 let mut ops: HashMap<ReqId, Vec<u8>> = HashMap::new();
                 let mut n = 0u64;
+                let mut by_length: HashMap<u32, u64> = HashMap::new();
                 loop {
                     while ops.len() < a.recv_window.max(1) {
                         let mut buf = vec![0u8; size as usize];
@@ -698,6 +705,14 @@ fn sink(rt: &Arc<Runtime>, a: &Args, size: u32) {
                         continue;
                     };
                     let st = c.status;
+                    if a.sink_failures_ok && st.code != StatusCode::Success {
+                        say(&format!(
+                            "RECV FAILED {} status={:?}",
+                            describe(st.match_info),
+                            st.code
+                        ));
+                        continue;
+                    }
                     if st.code != StatusCode::Success || st.xfer_length != st.msg_length {
                         fail(&format!(
                             "sink receive of {}: status {:?}, msg_length {} xfer_length {}",
@@ -718,6 +733,11 @@ fn sink(rt: &Arc<Runtime>, a: &Args, size: u32) {
                     n += 1;
                     if n % 100 == 1 {
                         say(&format!("endpoint {} received {n}", ep.index()));
+                    }
+                    let k = by_length.entry(st.msg_length).or_insert(0u64);
+                    *k += 1;
+                    if *k % 10 == 1 {
+                        say(&format!("length={} count={k}", st.msg_length));
                     }
                 }
             });
