@@ -3,7 +3,9 @@
 #
 #   tests/mpi/run.sh              every case
 #   tests/mpi/run.sh PATTERN...   only cases whose name matches a shell
-#                                 pattern, e.g. 'omx.2h*' or '*.p2p'
+#                                 pattern, e.g. 'omx.2h*' or '*.p2p'; a full
+#                                 name runs even when not in the default
+#                                 list (ob1.4h4r.p2p, ofitcp.2h4r.coll)
 #   tests/mpi/run.sh -l           list the cases
 #
 # Builds the MPI programs of tests/mpi (p2p, probe, truncate, coll; mpicc
@@ -19,6 +21,8 @@
 #                      also checks that libomx-fi.so is mapped into it
 #               ob1    --mca pml ob1 --mca btl self,vader,tcp (sanity: tells an
 #                      Open MPI setup problem from an omx one)
+#               ofitcp --mca pml cm --mca mtl ofi over libfabric 'tcp;ofi_rxm'
+#                      (not in the default list; see below)
 #   placements  1h2r, 1h4r   2 or 4 ranks in h0 (omx on lo: OMX_IFACES=lo)
 #               2h2r, 2h4r   2 or 4 ranks over h0 and h1 (--map-by node, so
 #                            partners r, r^1 sit on different hosts)
@@ -72,6 +76,15 @@ if [ $# -gt 0 ]; then
         break
       fi
     done
+  done
+  # Any STACK.PLACEMENT.PROGRAM named in full also runs, default list or
+  # not (stacks omx, ob1, ofitcp), e.g. ob1.2h4r.p2p or ofitcp.4h4r.truncate.
+  for pat in "$@"; do
+    IFS=. read -r s p g <<<"$pat"
+    if [[ " omx ob1 ofitcp " == *" $s "* && " ${placements[*]} " == *" $p "* &&
+      " ${programs[*]} " == *" $g "* && " ${sel[*]} " != *" $pat "* ]]; then
+      sel+=("$pat")
+    fi
   done
   if [ ${#sel[@]} -eq 0 ]; then
     echo "FAIL selection"
