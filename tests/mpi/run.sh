@@ -8,7 +8,7 @@
 #                                 list (ob1.4h4r.p2p, ofitcp.2h4r.coll)
 #   tests/mpi/run.sh -l           list the cases
 #
-# Builds the MPI programs of tests/mpi (p2p, probe, truncate, coll; mpicc
+# Builds the MPI programs of tests/mpi (p2p, probe, truncate, coll, threads; mpicc
 # -Wall -Wextra -Werror) and runs each with mpirun, inside test hosts made by
 # scripts/hosts.sh (4 network namespaces on a bridge, MTU 9000, prefix
 # $OMX_NS_PREFIX, default omxmpi, with addresses 10.77.1.(i+1)/24 on omx0 for
@@ -51,7 +51,7 @@ agent="$root/scripts/mpi-ns-agent"
 hosts="$root/scripts/hosts.sh"
 provdir="${MPI_PROVIDER_DIR:-$root/build/lib/libfabric}"
 provider="$provdir/libomx-fi.so"
-programs=(p2p probe truncate coll)
+programs=(p2p probe truncate coll threads)
 placements=(1h2r 1h4r 2h2r 2h4r 4h4r)
 
 cases=()
@@ -162,7 +162,7 @@ report() { # report NAME STATUS SECONDS LOG
 # ---- build ----
 built=" "
 for p in "${programs[@]}"; do
-  if mpicc -O2 -g -Wall -Wextra -Werror -o "$tmp/bin/$p" "$here/$p.c" >"$tmp/log/$p.cc" 2>&1; then
+  if mpicc -O2 -g -Wall -Wextra -Werror -pthread -o "$tmp/bin/$p" "$here/$p.c" >"$tmp/log/$p.cc" 2>&1; then
     built+="$p "
   else
     report "build.$p" 1 0 "$tmp/log/$p.cc"
