@@ -176,10 +176,11 @@ fi_pp() {
     ip netns exec "$OMX_NS_PREFIX-h0" ss -ltn 2>/dev/null | grep -q ':47592 ' && break
     sleep 0.05
   done
-  # columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec (usec/xfer: one way)
+  # columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec (usec/xfer: one way;
+  # bytes are written 4k, 1m, ...: the row takes the size asked for)
   timeout 120 $H exec 1 env "${env[@]}" fi_pingpong -p "$prov" -e rdm -I "$n" -S "$s" $IP0 \
     2>>"$OUT/$stack.err" | tee -a "$OUT/$stack.txt" |
-    awk -v t="$stack" 'NF == 8 && $1 ~ /^[0-9]+$/ {print "fi_pingpong," t "," $1 "," $7 "," $6 ",1"}' >>"$CSV" ||
+    awk -v t="$stack" -v s="$s" 'NF == 8 && $1 ~ /^[0-9]+[kmg]?$/ {print "fi_pingpong," t "," s "," $7 "," $6 ",1"}' >>"$CSV" ||
     say "  $stack $s B failed"
   # the server ends with its client; give it a moment, then clear the host
   for i in $(seq 50); do
