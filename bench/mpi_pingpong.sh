@@ -23,7 +23,7 @@
 #
 # Environment: RUNS (5), RUN_SECONDS (0.1: length of each timed run per
 # size), MAX (16777216), FI_SIZES (fi_pingpong sizes: "1 8 64 512 4096 32768
-# 262144 1048576 4194304 16777216"), STACKS (all six, space separated),
+# 65536 262144 1048576 4194304 16777216"), STACKS (all six, space separated),
 # OMX_NS_PREFIX (omxmpib). Stacks whose prerequisites are missing (the omx
 # provider: make provider; fi_pingpong: apt-get install libfabric-bin) are
 # skipped with a note. The CPU may be shared: figures are indicative.
@@ -34,7 +34,7 @@ MTU=${1:-${MTU:-9000}}
 RUNS=${RUNS:-5}
 RUN_SECONDS=${RUN_SECONDS:-0.1}
 MAX=${MAX:-16777216}
-FI_SIZES=${FI_SIZES:-"1 8 64 512 4096 32768 262144 1048576 4194304 16777216"}
+FI_SIZES=${FI_SIZES:-"1 8 64 512 4096 32768 65536 262144 1048576 4194304 16777216"}
 STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp fi-omx fi-tcp omx_perf"}
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxmpib}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
