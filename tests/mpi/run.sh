@@ -39,6 +39,11 @@
 # build/lib/libfabric/libomx-fi.so does not exist (make provider), and then
 # exits 1 if MPI_REQUIRE_PROVIDER=1.
 #
+# The caller's OMX_* settings reach every rank, so variants run as, e.g.,
+#   OMX_WIRE=mx tests/mpi/run.sh 'omx.2h*'
+#   OMX_FAULTS=loss:0.01,dup:0.01,reorder:0.03 OMX_RESEND_DELAY_MS=20 tests/mpi/run.sh 'omx.2h2r.*'
+# (OMX_IFACES, OMX_HOSTNAME and OMX_RNDV_THRESHOLD are reset; OMPI_MCA_* too).
+#
 # Environment: MPI_PROVIDER_DIR (where libomx-fi.so is, build/lib/libfabric),
 # MPI_TEST_TIMEOUT (90 s per case), P2P_MAX (largest p2p
 # message, 8388608), OMX_NS_PREFIX (omxmpi), MPI_KEEP_LOGS=1 (keep the
