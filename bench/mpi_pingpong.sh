@@ -23,7 +23,7 @@
 #
 # Environment: RUNS (5), RUN_SECONDS (0.1: length of each timed run per
 # size), MAX (16777216), FI_SIZES (fi_pingpong sizes: "1 8 64 512 4096 32768
-# 262144 1048576 4194304 16777216"), STACKS (all six, space separated),
+# 65536 262144 1048576 4194304 16777216"), STACKS (all six, space separated),
 # OMX_NS_PREFIX (omxmpib). Stacks whose prerequisites are missing (the omx
 # provider: make provider; fi_pingpong: apt-get install libfabric-bin) are
 # skipped with a note. The CPU may be shared: figures are indicative.
@@ -34,7 +34,7 @@ MTU=${1:-${MTU:-9000}}
 RUNS=${RUNS:-5}
 RUN_SECONDS=${RUN_SECONDS:-0.1}
 MAX=${MAX:-16777216}
-FI_SIZES=${FI_SIZES:-"1 8 64 512 4096 32768 262144 1048576 4194304 16777216"}
+FI_SIZES=${FI_SIZES:-"1 8 64 512 4096 32768 65536 262144 1048576 4194304 16777216"}
 STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp fi-omx fi-tcp omx_perf"}
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxmpib}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -176,10 +176,11 @@ fi_pp() {
     ip netns exec "$OMX_NS_PREFIX-h0" ss -ltn 2>/dev/null | grep -q ':47592 ' && break
     sleep 0.05
   done
-  # columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec (usec/xfer: one way)
+  # columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec (usec/xfer: one way;
+  # bytes are written 4k, 1m, ...: the row takes the size asked for)
   timeout 120 $H exec 1 env "${env[@]}" fi_pingpong -p "$prov" -e rdm -I "$n" -S "$s" $IP0 \
     2>>"$OUT/$stack.err" | tee -a "$OUT/$stack.txt" |
-    awk -v t="$stack" 'NF == 8 && $1 ~ /^[0-9]+$/ {print "fi_pingpong," t "," $1 "," $7 "," $6 ",1"}' >>"$CSV" ||
+    awk -v t="$stack" -v s="$s" 'NF == 8 && $1 ~ /^[0-9]+[kmg]?$/ {print "fi_pingpong," t "," s "," $7 "," $6 ",1"}' >>"$CSV" ||
     say "  $stack $s B failed"
   # the server ends with its client; give it a moment, then clear the host
   for i in $(seq 50); do

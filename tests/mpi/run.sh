@@ -3,10 +3,12 @@
 #
 #   tests/mpi/run.sh              every case
 #   tests/mpi/run.sh PATTERN...   only cases whose name matches a shell
-#                                 pattern, e.g. 'omx.2h*' or '*.p2p'
+#                                 pattern, e.g. 'omx.2h*' or '*.p2p'; a full
+#                                 name runs even when not in the default
+#                                 list (ob1.4h4r.p2p, ofitcp.2h4r.coll)
 #   tests/mpi/run.sh -l           list the cases
 #
-# Builds the MPI programs of tests/mpi (p2p, probe, truncate, coll; mpicc
+# Builds the MPI programs of tests/mpi (p2p, probe, truncate, coll, threads; mpicc
 # -Wall -Wextra -Werror) and runs each with mpirun, inside test hosts made by
 # scripts/hosts.sh (4 network namespaces on a bridge, MTU 9000, prefix
 # $OMX_NS_PREFIX, default omxmpi, with addresses 10.77.1.(i+1)/24 on omx0 for
@@ -19,6 +21,8 @@
 #                      also checks that libomx-fi.so is mapped into it
 #               ob1    --mca pml ob1 --mca btl self,vader,tcp (sanity: tells an
 #                      Open MPI setup problem from an omx one)
+#               ofitcp --mca pml cm --mca mtl ofi over libfabric 'tcp;ofi_rxm'
+#                      (not in the default list; see below)
 #   placements  1h2r, 1h4r   2 or 4 ranks in h0 (omx on lo: OMX_IFACES=lo)
 #               2h2r, 2h4r   2 or 4 ranks over h0 and h1 (--map-by node, so
 #                            partners r, r^1 sit on different hosts)
@@ -35,6 +39,11 @@
 # build/lib/libfabric/libomx-fi.so does not exist (make provider), and then
 # exits 1 if MPI_REQUIRE_PROVIDER=1.
 #
+# The caller's OMX_* settings reach every rank, so variants run as, e.g.,
+#   OMX_WIRE=mx tests/mpi/run.sh 'omx.2h*'
+#   OMX_FAULTS=loss:0.01,dup:0.01,reorder:0.03 OMX_RESEND_DELAY_MS=20 tests/mpi/run.sh 'omx.2h2r.*'
+# (OMX_IFACES, OMX_HOSTNAME and OMX_RNDV_THRESHOLD are reset; OMPI_MCA_* too).
+#
 # Environment: MPI_PROVIDER_DIR (where libomx-fi.so is, build/lib/libfabric),
 # MPI_TEST_TIMEOUT (90 s per case), P2P_MAX (largest p2p
 # message, 8388608), OMX_NS_PREFIX (omxmpi), MPI_KEEP_LOGS=1 (keep the
@@ -47,7 +56,7 @@ agent="$root/scripts/mpi-ns-agent"
 hosts="$root/scripts/hosts.sh"
 provdir="${MPI_PROVIDER_DIR:-$root/build/lib/libfabric}"
 provider="$provdir/libomx-fi.so"
-programs=(p2p probe truncate coll)
+programs=(p2p probe truncate coll threads)
 placements=(1h2r 1h4r 2h2r 2h4r 4h4r)
 
 cases=()
@@ -72,6 +81,15 @@ if [ $# -gt 0 ]; then
         break
       fi
     done
+  done
+  # Any STACK.PLACEMENT.PROGRAM named in full also runs, default list or
+  # not (stacks omx, ob1, ofitcp), e.g. ob1.2h4r.p2p or ofitcp.4h4r.truncate.
+  for pat in "$@"; do
+    IFS=. read -r s p g <<<"$pat"
+    if [[ " omx ob1 ofitcp " == *" $s "* && " ${placements[*]} " == *" $p "* &&
+      " ${programs[*]} " == *" $g "* && " ${sel[*]} " != *" $pat "* ]]; then
+      sel+=("$pat")
+    fi
   done
   if [ ${#sel[@]} -eq 0 ]; then
     echo "FAIL selection"
@@ -149,7 +167,7 @@ report() { # report NAME STATUS SECONDS LOG
 # ---- build ----
 built=" "
 for p in "${programs[@]}"; do
-  if mpicc -O2 -g -Wall -Wextra -Werror -o "$tmp/bin/$p" "$here/$p.c" >"$tmp/log/$p.cc" 2>&1; then
+  if mpicc -O2 -g -Wall -Wextra -Werror -pthread -o "$tmp/bin/$p" "$here/$p.c" >"$tmp/log/$p.cc" 2>&1; then
     built+="$p "
   else
     report "build.$p" 1 0 "$tmp/log/$p.cc"
