@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi lint soak-sim soak fuzz bench-engine bench install clean
+.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi bench-mpi lint soak-sim soak fuzz bench-engine bench install clean
 
 all: build
 
@@ -43,7 +43,7 @@ demo-sim: build
 	$(RELEASE_DIR)/omx-sim-pingpong -N 100
 
 ## Every test: unit, property, simulation, fault-injection and hostile-input tests.
-test: test-rust test-c test-ofi
+test: test-rust test-c test-ofi test-mpi
 
 ## The C headers compile as C99/C11/C++11 and match the spec's ABI layout; the MX C
 ## test suite runs against libmyriexpress on test hosts (skipped when not root).
@@ -60,6 +60,19 @@ test-ofi:
 
 test-rust:
 	$(CARGO) test --workspace --all-targets
+
+## Open MPI 4.1 over the omx provider (tests/mpi): p2p 0 B-8 MiB, probe/mprobe/cancel,
+## truncation, collectives, MPI_THREAD_MULTIPLE on 1, 2 and 4 namespace hosts, plus an
+## ob1 sanity run (root; skipped without Open MPI). With libfabric's headers present the
+## provider is built and its absence is a failure, not a skip.
+test-mpi:
+	@if echo '#include <rdma/providers/fi_prov.h>' | $(CC) -E - >/dev/null 2>&1; then \
+		$(MAKE) provider && MPI_REQUIRE_PROVIDER=1 tests/mpi/run.sh; \
+	else echo "libfabric headers missing: provider not built"; tests/mpi/run.sh; fi
+
+## MPI ping-pong: Open MPI over omx vs TCP vs libfabric tcp, fi_pingpong, omx_perf (root).
+bench-mpi: build provider
+	bench/mpi_pingpong.sh $(MTU)
 
 ## Formatter and linter, as CI runs them.
 lint:

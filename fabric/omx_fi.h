@@ -30,6 +30,7 @@
 #define OFX_PROV_VERSION FI_VERSION(0, 1)
 #define OFX_KEY 0x0fab0fabu        /* MX connection key of every provider endpoint */
 #define OFX_CONNECT_MS 10000u      /* bound of a (lazy) connect to a peer */
+#define OFX_NIC_RETRY_MS 20u       /* retry period while a peer board is not known yet */
 #define OFX_STEAL_MS 30000u        /* bound of the receive of a peeked message */
 
 /* MX match information: bit 63 tells tagged from untagged messages, bits

@@ -15,6 +15,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void list_add(struct ofx_ep *ep, struct ofx_op *op) {
   op->next = ep->pending.next;
@@ -85,8 +86,18 @@ static int get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out) 
   }
   if (!ep->conn_ok[dest]) {
     const struct ofx_name *nm = &av->tab[dest].name;
-    mx_return_t rc = mx_connect(ep->mx, nm->nic_id, nm->eid, nm->key,
-                                OFX_CONNECT_MS, &ep->conn[dest]);
+    /* An address that came out of band (an MPI modex) may name a board that this
+     * host's discovery has not met yet: MX says NIC_NOT_FOUND at once, so retry
+     * within the connect budget while discovery catches up. */
+    mx_return_t rc;
+    for (uint32_t waited = 0;; waited += OFX_NIC_RETRY_MS) {
+      rc = mx_connect(ep->mx, nm->nic_id, nm->eid, nm->key, OFX_CONNECT_MS,
+                      &ep->conn[dest]);
+      if (rc != MX_NIC_NOT_FOUND || waited >= OFX_CONNECT_MS)
+        break;
+      struct timespec ts = {0, OFX_NIC_RETRY_MS * 1000000L};
+      nanosleep(&ts, NULL);
+    }
     if (rc != MX_SUCCESS)
       return ofx_errno(rc);
     ep->conn_ok[dest] = true;

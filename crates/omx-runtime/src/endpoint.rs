@@ -549,7 +549,23 @@ impl Endpoint {
                 return Ok(r);
             }
         }
-        let r = core.engine.connect(now, nic, endpoint, key, context)?;
+        let r = match core.engine.connect(now, nic, endpoint, key, context) {
+            Err(EngineError::UnknownPeer) => {
+                // The host may know the board already (another process's discovery wrote
+                // the shared peer file) while this process has not reloaded it yet; an
+                // application that only retries connects would otherwise never reload it.
+                let board = &self.shared.board;
+                board.merge_peers(&board.dir.load_peers());
+                self.shared.sync_peers(&mut core);
+                let r = core.engine.connect(now, nic, endpoint, key, context);
+                if r.is_err() {
+                    // Still unknown (MX's NIC_NOT_FOUND): let discovery move meanwhile.
+                    self.shared.progress_at(&mut core, Some(now), true);
+                }
+                r?
+            }
+            r => r?,
+        };
         self.shared.progress_at(&mut core, Some(now), true);
         Ok(r)
     }
