@@ -1098,23 +1098,6 @@ fn capture(pool: &mut BytesMut, segs: &[Segment], len: usize) -> Bytes {
 }
 
 /// Feeds the inner frames of a bundle to the engine (zero-copy slices of the bundle).
-fn unbundle(engine: &mut Engine, now: Time, f: Bytes) {
-    let Ok(items) = omx_wire::bundle_items(&f) else {
-        engine.counters.drop_bad_bundle += 1;
-        return;
-    };
-    engine.counters.recv_bundle += 1;
-    for r in items {
-        let inner = f.slice(r);
-        // The inner frame must come from the bundle's sender.
-        if inner.get(6..12) != f.get(6..12) {
-            engine.counters.drop_bad_bundle += 1;
-            continue;
-        }
-        engine.handle_frame(now, inner);
-    }
-}
-
 fn is_board_frame(f: &[u8]) -> bool {
     matches!(
         f.get(16).map(|&t| omx_wire::type_of(t)),
@@ -1260,6 +1243,31 @@ impl Shared {
         }
         let me = self.index;
         for f in rx.drain(..) {
+            if f.get(16).map(|&t| omx_wire::type_of(t)) == Some(omx_wire::BUNDLE_TYPE)
+                && self.rt.cfg.bundle
+            {
+                // Each inner frame is routed by its own (checksummed) header: the
+                // bundle's header has no checksum, and a corrupted endpoint byte there
+                // must not make us nack frames that are ours.
+                let Ok(items) = omx_wire::bundle_items(&f) else {
+                    engine.counters.drop_bad_bundle += 1;
+                    continue;
+                };
+                engine.counters.recv_bundle += 1;
+                for r in items {
+                    let inner = f.slice(r);
+                    // The inner frame must come from the bundle's sender.
+                    if inner.get(6..12) != f.get(6..12) {
+                        engine.counters.drop_bad_bundle += 1;
+                        continue;
+                    }
+                    match route(&inner) {
+                        Route::Endpoint(e) if e != me => self.nack_closed(engine, sock, e, &inner),
+                        _ => engine.handle_frame(now, inner),
+                    }
+                }
+                continue;
+            }
             if let Route::Endpoint(e) = route(&f) {
                 if e != me {
                     // Only the board-service owner sees these: frames for endpoints
@@ -1268,13 +1276,7 @@ impl Shared {
                     continue;
                 }
             }
-            if f.get(16).map(|&t| omx_wire::type_of(t)) == Some(omx_wire::BUNDLE_TYPE)
-                && self.rt.cfg.bundle
-            {
-                unbundle(engine, now, f);
-            } else {
-                engine.handle_frame(now, f);
-            }
+            engine.handle_frame(now, f);
         }
         if !core.board_rx.is_empty() || core.discovery.as_ref().is_some_and(|d| d.deadline() <= now)
         {

@@ -1185,3 +1185,83 @@ fn killed_sender_restarts_on_its_endpoint_and_receiver_resumes() {
         p.kill();
     }
 }
+
+/// A bundle is routed by its inner frames, not by its own header (which carries no
+/// checksum): a bundle whose endpoint byte names a closed endpoint but whose inner
+/// frames are for the open one must not be nacked as closed (the board-service owner
+/// would otherwise fail the sender's requests on a single flipped bit), while a bundle
+/// really addressed to a closed endpoint still is.
+#[test]
+fn bundles_are_routed_by_their_inner_frames() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &[], &[]);
+    let pid = server.pid().to_string();
+    let until = Instant::now() + MIN;
+    while !h
+        .tool(0, OMX_ENDPOINT_INFO, &[])
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some(&pid))
+    {
+        assert!(
+            Instant::now() < until,
+            "server never listed:{}",
+            server.report()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (mac0, mac1) = (h.mac(0), h.mac(1));
+    let bundle = |outer: u8, inner: u8| {
+        let mut t = tiny(8, 8);
+        t[1] = inner;
+        let item = frame(mac0, mac1, &t);
+        let mut b = Vec::new();
+        omx_wire::bundle_start(&mut b, mac0, mac1, OMX_ETHERTYPE, outer);
+        omx_wire::bundle_push(&mut b, &item);
+        omx_wire::bundle_push(&mut b, &item);
+        b.resize(b.len().max(60), 0);
+        b
+    };
+    let nacks = |h: &Hosts| {
+        counter(
+            &parse_counters(&h.tool(0, OMX_COUNTERS, &[])),
+            "send_nack_lib",
+        )
+    };
+    let before = nacks(&h);
+    // Outer endpoint 5 (closed), inner frames for endpoint 0 (the server): no nack; the
+    // server's engine drops them (their sender is not a known peer).
+    let send = |frames: Vec<Vec<u8>>| {
+        netns::run_in(&h.ns(1), move || {
+            let iface = omx_transport::interface_by_name("omx0")?;
+            let mut s = PacketSocket::open(&iface, OMX_ETHERTYPE, &SocketOptions::default())?;
+            for f in &frames {
+                s.send(f)?;
+            }
+            Ok::<_, std::io::Error>(())
+        })
+        .expect("enter h1")
+        .expect("send");
+    };
+    send(vec![bundle(5, 0); 3]);
+    // Then a bundle really for endpoint 5: its two frames are nacked.
+    send(vec![bundle(5, 5)]);
+    let until = Instant::now() + MIN;
+    let mut after = nacks(&h);
+    while after < before + 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+        after = nacks(&h);
+    }
+    // Counters are published once a second: give a wrong nack time to show.
+    std::thread::sleep(Duration::from_millis(1500));
+    after = nacks(&h);
+    assert_eq!(after - before, 2, "nacks sent:{}", server.report());
+    assert!(
+        server.try_status().is_none(),
+        "server died:{}",
+        server.report()
+    );
+    server.kill();
+}
