@@ -794,8 +794,8 @@ impl Endpoint {
         }
         let mut core = self.shared.progress_guard(core);
         let c = take_done(&mut core, req);
-        if c.is_none() && core.copier.pending() > 0 {
-            // Let the copy thread run if it shares our CPU.
+        if c.is_none() && (core.copier.pending() > 0 || core.sock.is_relay()) {
+            // Let the copy thread, or omxd relaying our frames, run if it shares our CPU.
             drop(core);
             std::thread::yield_now();
         }
@@ -1757,7 +1757,8 @@ impl Shared {
             {
                 break None;
             }
-            let core_copies = core.copier.pending() > 0;
+            // Work another thread does for us on this CPU: the copy thread, or omxd.
+            let core_copies = core.copier.pending() > 0 || core.sock.is_relay();
             let lingering = now < self.linger_until.load(Ordering::Relaxed);
             if self.rt.cfg.wait_spin || now < spin_until || core_copies || lingering {
                 drop(core);
