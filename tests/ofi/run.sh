@@ -49,18 +49,9 @@ hosts="$root/scripts/hosts.sh"
 provdir="$root/build/lib/libfabric"
 cflags=(-std=c11 -Wall -Wextra -Werror -O1 -g -I"$here")
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/omx-ofi.XXXXXX")
-bgpids=()
-cleanup() {
-  local p
-  for p in "${bgpids[@]}"; do
-    kill "$p" 2>/dev/null || true
-  done
-  "$hosts" down >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=tests/runner.sh
+. "$root/tests/runner.sh"
+runner_start ofi
 
 if [ ! -e "$provdir/libomx-fi.so" ]; then
   echo "building the provider (make provider)..."
@@ -74,61 +65,18 @@ fi
 
 export OMX_STATE_DIR="$tmp/state"
 export FI_PROVIDER_PATH="$provdir"
-mkdir -p "$OMX_STATE_DIR" "$tmp/bin" "$tmp/log"
+mkdir -p "$OMX_STATE_DIR"
 unset OMX_IFACES OMX_DISABLE_SHARED OMX_RNDV_THRESHOLD FI_PROVIDER FI_LOG_LEVEL || true
-
-passed=0
-failed=0
-report() { # report NAME STATUS [LOG...]
-  local name=$1 status=$2 log
-  shift 2
-  if [ "$status" -eq 0 ]; then
-    echo "PASS $name"
-    passed=$((passed + 1))
-  else
-    echo "FAIL $name"
-    failed=$((failed + 1))
-    for log in "$@"; do
-      [ -s "$log" ] && sed -e 's/^/    /' "$log" | tail -n 40
-    done
-  fi
-  return 0
-}
 
 all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads twoproc_lo twoproc_2h pp_lo_tagged pp_lo_msg pp_lo_net_tagged
   pp_2h_tagged pp_2h_msg pp_2h_sizes)
-if [ $# -gt 0 ]; then
-  known=" ${all[*]} "
-  for x in "$@"; do
-    if [[ "$known" != *" $x "* ]]; then
-      echo "FAIL $x"
-      echo "    no such test; known: ${known# }"
-      failed=$((failed + 1))
-    fi
-  done
-  all=("$@")
-fi
-want() {
-  local x
-  for x in "${all[@]}"; do [ "$x" = "$1" ] && return 0; done
-  return 1
-}
+select_tests "$@"
 
-"$hosts" up 2 9000 >"$tmp/log/hosts" 2>&1 || {
-  cat "$tmp/log/hosts"
-  echo "FAIL hosts"
-  echo "0 passed, 1 failed"
-  exit 1
-}
+hosts_up 2 9000
 # fi_pingpong exchanges addresses over TCP: give the veth ends addresses.
 ip netns exec "$OMX_NS_PREFIX-h0" ip addr add 10.213.7.1/24 dev omx0
 ip netns exec "$OMX_NS_PREFIX-h1" ip addr add 10.213.7.2/24 dev omx0
 
-in_host() { # in_host I CMD...: run in host I, bounded by TEST_TIMEOUT
-  local i=$1
-  shift
-  timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$i" "$@"
-}
 
 # fi_info: the provider is listed with its capabilities, and only those.
 if want fi_info; then
@@ -257,5 +205,4 @@ want pp_2h_tagged && pingpong pp_2h_tagged 0 1 10.213.7.1 "" -m tagged -S all
 want pp_2h_msg && pingpong pp_2h_msg 0 1 10.213.7.1 "" -m msg -S all
 want pp_2h_sizes && sizes_run pp_2h_sizes 0 1 10.213.7.1 "" tagged
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

@@ -41,18 +41,9 @@ libdir="$root/build/lib"
 hosts="$root/scripts/hosts.sh"
 cflags=(-std=c99 -Wall -Wextra -Werror -pedantic -O1 -g -I"$root/include" -I"$here")
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/omx-capi.XXXXXX")
-bgpids=()
-cleanup() {
-  local p
-  for p in "${bgpids[@]}"; do
-    kill "$p" 2>/dev/null || true
-  done
-  "$hosts" down >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=tests/runner.sh
+. "$root/tests/runner.sh"
+runner_start capi
 
 if [ ! -e "$libdir/libmyriexpress.so.0" ]; then
   echo "building the library (make lib)..."
@@ -65,27 +56,8 @@ if [ ! -e "$libdir/libmyriexpress.so.0" ]; then
 fi
 
 export OMX_STATE_DIR="$tmp/state"
-mkdir -p "$OMX_STATE_DIR" "$tmp/bin" "$tmp/log"
+mkdir -p "$OMX_STATE_DIR"
 unset OMX_IFACES OMX_RNDV_THRESHOLD OMX_RESENDS_MAX OMX_FATAL_ERRORS MX_ERRORS_ARE_FATAL || true
-
-passed=0
-failed=0
-
-report() { # report NAME STATUS [LOG...]
-  local name=$1 status=$2 log
-  shift 2
-  if [ "$status" -eq 0 ]; then
-    echo "PASS $name"
-    passed=$((passed + 1))
-  else
-    echo "FAIL $name"
-    failed=$((failed + 1))
-    for log in "$@"; do
-      [ -s "$log" ] && sed -e 's/^/    /' "$log" | tail -n 40
-    done
-  fi
-  return 0
-}
 
 # compile NAME [EXTRA ARGS...]: tests/c/api/NAME.c -> $tmp/bin/NAME (rpath to build/lib).
 compile() {
@@ -104,36 +76,9 @@ for f in "$here"/*.c; do
 done
 all=("${single[@]}" self_veth intranode_kill intranode_fallback intranode_network intranode_veth
   intranode_kill_fallback intranode_kill_network abi_compat abi_static symbols pingpong_lo pingpong2 twohost raw)
-if [ $# -gt 0 ]; then
-  known=" ${all[*]} "
-  for x in "$@"; do
-    if [[ "$known" != *" $x "* ]]; then
-      echo "FAIL $x"
-      echo "    no such test; known: ${known# }"
-      failed=$((failed + 1))
-    fi
-  done
-  all=("$@")
-fi
-want() {
-  local x
-  for x in "${all[@]}"; do [ "$x" = "$1" ] && return 0; done
-  return 1
-}
+select_tests "$@"
 
-"$hosts" up 2 9000 >"$tmp/log/hosts" 2>&1 || {
-  cat "$tmp/log/hosts"
-  echo "FAIL hosts"
-  echo "0 passed, 1 failed"
-  exit 1
-}
-
-# in_host I CMD...: run in host I, bounded by TEST_TIMEOUT.
-in_host() {
-  local i=$1
-  shift
-  timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$i" "$@"
-}
+hosts_up 2 9000
 
 for n in "${single[@]}"; do
   want "$n" || continue
@@ -334,5 +279,4 @@ if want raw; then
   fi
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary
