@@ -1253,9 +1253,15 @@ impl Shared {
         // fewer); with copy offload they take the owned path, as the copy thread needs
         // a frame that outlives the slot.
         let in_place = copier.backend().is_none();
+        let me = self.index;
         let mut placed = false;
         let mut take = |f: &[u8]| {
-            if in_place && f.get(16).map(|&t| omx_wire::type_of(t)) == Some(PULL_REPLY_TYPE) {
+            // (Pull replies for another endpoint, which only the board-service owner
+            // sees, take the owned path to be counted as for a closed endpoint.)
+            if in_place
+                && f.get(16).map(|&t| omx_wire::type_of(t)) == Some(PULL_REPLY_TYPE)
+                && route(f) == Route::Endpoint(me)
+            {
                 let t = *now.get_or_insert_with(|| self.rt.now());
                 let m = &*mem;
                 if engine
@@ -1313,7 +1319,6 @@ impl Shared {
         if !rx.is_empty() || placed {
             self.last_rx.store(now, Ordering::Relaxed);
         }
-        let me = self.index;
         for f in rx.drain(..) {
             if f.get(16).map(|&t| omx_wire::type_of(t)) == Some(omx_wire::BUNDLE_TYPE)
                 && self.rt.cfg.bundle
