@@ -520,6 +520,42 @@ impl Engine {
         }
     }
 
+    /// Processes a received frame the caller only lends (a receive-ring slot) when its
+    /// payload goes straight to user memory: pull replies. `place(destination, byte
+    /// offset, payload)` is called during the call to copy the payload; the engine
+    /// keeps no reference to the frame, and the receive needs no copy action. Returns
+    /// `false`, having done nothing, for every other frame, which must go through
+    /// [`Engine::handle_frame`].
+    pub fn handle_frame_in_place(
+        &mut self,
+        now: Time,
+        frame: &[u8],
+        place: &mut dyn FnMut(MemHandle, u64, &[u8]),
+    ) -> bool {
+        let decoded = match omx_wire::decode(frame, &self.cfg.wire) {
+            Ok(d) => d,
+            Err(e) => {
+                self.count_decode_error(e);
+                return true;
+            }
+        };
+        let Packet::PullReply(r) = decoded.packet else {
+            return false;
+        };
+        // As in `handle_frame`: the sender must be a known peer (pull replies are
+        // resolved by handle, not by peer index).
+        if self
+            .peers
+            .index_of(nic_id_from_mac(decoded.header.src_mac))
+            .is_none()
+        {
+            self.counters.drop_bad_peer_addr += 1;
+            return true;
+        }
+        self.on_pull_reply_in_place(now, r, decoded.payload, place);
+        true
+    }
+
     fn count_decode_error(&mut self, e: DecodeError) {
         let c = &mut self.counters;
         match e.drop_reason() {

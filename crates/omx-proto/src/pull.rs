@@ -221,15 +221,47 @@ impl Engine {
         (key.generation() & HANDLE_GEN_MASK == handle & HANDLE_GEN_MASK).then_some(key)
     }
 
+    /// A pull reply whose frame the engine keeps: its payload becomes a copy action.
     pub(crate) fn on_pull_reply(&mut self, now: Time, r: PullReply, payload: bytes::Bytes) {
+        let Some(a) = self.accept_pull_reply(now, &r, payload.len()) else {
+            return;
+        };
+        if let Some(Request::Recv(rr)) = self.requests.get_mut(a.req) {
+            if let Some(act) = rr.active.as_mut() {
+                act.copies_pending += 1;
+            }
+        }
+        self.new_copy(a.req, payload, a.dst, a.dst_offset);
+        self.after_pull_reply(now, a);
+    }
+
+    /// A pull reply in a frame the caller only lends: `place` copies its payload into
+    /// the destination during the call, so the receive needs no copy action.
+    pub(crate) fn on_pull_reply_in_place(
+        &mut self,
+        now: Time,
+        r: PullReply,
+        payload: &[u8],
+        place: &mut dyn FnMut(MemHandle, u64, &[u8]),
+    ) {
+        let Some(a) = self.accept_pull_reply(now, &r, payload.len()) else {
+            return;
+        };
+        place(a.dst, a.dst_offset, payload);
+        self.after_pull_reply(now, a);
+    }
+
+    /// Validates a pull reply against its pull and records the frame as received;
+    /// `None` if it is dropped (counted).
+    fn accept_pull_reply(&mut self, now: Time, r: &PullReply, len: usize) -> Option<AcceptedReply> {
         self.counters.recv_pull_reply += 1;
         if r.dst_magic ^ PULL_MAGIC_XOR != self.me.endpoint as u32 {
             self.counters.drop_pull_reply_bad_magic += 1;
-            return;
+            return None;
         }
         let Some(pk) = self.pull_by_wire_handle(r.dst_pull_handle) else {
             self.counters.drop_pull_reply_bad_handle += 1;
-            return;
+            return None;
         };
         let pull = self.pulls.get_mut(pk).expect("handle resolved");
         let k = ((r.msg_offset as u64 + pull.off0 as u64) / pull.reply_max as u64) as u32;
@@ -240,11 +272,11 @@ impl Engine {
         let block = pull.blocks.iter().position(|b| b.start <= k && k < b.end);
         let Some(bi) = block.filter(|_| valid) else {
             self.counters.drop_pull_reply_bad_seqnum += 1;
-            return;
+            return None;
         };
         if pull.has(k) {
             self.counters.drop_pull_reply_duplicate += 1;
-            return;
+            return None;
         }
         pull.received[(k / 64) as usize] |= 1 << (k % 64);
         pull.frames_received += 1;
@@ -255,18 +287,29 @@ impl Engine {
             pull.blocks.remove(bi);
         }
         let all_done = pull.frames_received == pull.frames_total;
-        let (req, handle, base) = (pull.req, pull.handle, pull.base);
+        let (req, dst, base) = (pull.req, pull.handle, pull.base);
         if let Some(Request::Recv(rr)) = self.requests.get_mut(req) {
             if let Some(a) = rr.active.as_mut() {
-                a.received += payload.len() as u32;
-                a.copies_pending += 1;
+                a.received += len as u32;
             }
         }
-        self.new_copy(req, payload, handle, base + r.msg_offset as u64);
-        if all_done {
-            self.finish_pull(now, pk, None);
-        } else if block_done {
-            self.refill_blocks(now, pk);
+        Some(AcceptedReply {
+            pull: pk,
+            req,
+            dst,
+            dst_offset: base + r.msg_offset as u64,
+            block_done,
+            all_done,
+        })
+    }
+
+    /// Once the reply's payload is placed (or its copy queued): ends the pull, or
+    /// requests the next blocks.
+    fn after_pull_reply(&mut self, now: Time, a: AcceptedReply) {
+        if a.all_done {
+            self.finish_pull(now, a.pull, None);
+        } else if a.block_done {
+            self.refill_blocks(now, a.pull);
             if self.cfg.pull_blocks_max != u32::MAX {
                 self.refill_all(now);
             }
@@ -528,4 +571,15 @@ impl Engine {
             i += 1;
         }
     }
+}
+
+/// A pull reply accepted by [`Engine::accept_pull_reply`]: where its payload goes and
+/// what the pull does next.
+struct AcceptedReply {
+    pull: Key,
+    req: Key,
+    dst: MemHandle,
+    dst_offset: u64,
+    block_done: bool,
+    all_done: bool,
 }

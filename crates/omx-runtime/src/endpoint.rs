@@ -63,6 +63,8 @@ impl From<std::io::Error> for Error {
 
 const SEC: Time = 1_000_000_000;
 const RX_BATCH: usize = 64;
+/// Packet type byte of pull replies (flags masked), taken in place from the ring.
+const PULL_REPLY_TYPE: u8 = omx_wire::PacketType::PullReply as u8;
 /// Received frames are copied into chunks of this size (a retained frame keeps at most
 /// one chunk alive).
 const RX_POOL_CHUNK: usize = 256 * 1024;
@@ -1085,6 +1087,60 @@ impl FramePool {
     }
 }
 
+/// Smallest payload read by the kernel straight from user memory (a pull reply),
+/// rather than copied into the send batch: below it the copy costs less than the extra
+/// iovecs.
+const GATHER_MIN: usize = 1024;
+
+/// Queues one engine frame. A large pull reply is gathered: its payload goes from the
+/// sender's memory to the kernel without a copy into the batch.
+fn queue_transmit(sock: &mut PacketSocket, mem: &MemRegistry, t: &Transmit) {
+    if let Payload::User {
+        handle,
+        offset,
+        len,
+    } = t.payload
+    {
+        let mut parts: [&[u8]; omx_transport::MAX_GATHER] = [&[]; omx_transport::MAX_GATHER];
+        let gathered = (len as usize >= GATHER_MIN && t.frame_len() == t.content_len())
+            .then(|| mem.gather(handle, offset as usize, len as usize, &mut parts))
+            .flatten();
+        if let Some(n) = gathered {
+            let parts = &parts[..n];
+            let pieces: [(*const u8, usize); omx_transport::MAX_GATHER] =
+                std::array::from_fn(|i| {
+                    parts
+                        .get(i)
+                        .map_or((std::ptr::null(), 0), |p| (p.as_ptr(), p.len()))
+                });
+            let tail = if t.checksummed() {
+                omx_wire::CHECKSUM_LEN
+            } else {
+                0
+            };
+            // SAFETY: the pieces lie in memory a send request lent to the engine, which
+            // it holds until that request completes; completions reach the application
+            // only after `drain` returns, and `drain` flushes every frame that reads
+            // lent memory before returning (a flush sends or drops them all).
+            let _ = unsafe {
+                sock.queue_send_gathered(t.header().len(), &pieces[..n], tail, |head, trailer| {
+                    head.copy_from_slice(t.header());
+                    if !trailer.is_empty() {
+                        let mut covered = [&[][..]; omx_transport::MAX_GATHER + 1];
+                        covered[0] = t.header();
+                        covered[1..=n].copy_from_slice(parts);
+                        trailer.copy_from_slice(&omx_wire::checksum_of_parts(&covered[..=n]));
+                    }
+                })
+            };
+            return;
+        }
+    }
+    let _ = sock.queue_send(t.frame_len(), |buf| {
+        t.write_to(buf, |h, off, out| mem.read(h, off as usize, out))
+    });
+}
+
 /// Copies a send's segments into the pool and returns them as shared bytes.
 fn capture(pool: &mut BytesMut, segs: &[Segment], len: usize) -> Bytes {
     if pool.capacity() < len {
@@ -1193,7 +1249,28 @@ impl Shared {
             }
             local_work |= sh.has_backlog();
         }
+        // Pull replies go from the ring slot straight into the receive buffer (one copy
+        // fewer); with copy offload they take the owned path, as the copy thread needs
+        // a frame that outlives the slot.
+        let in_place = copier.backend().is_none();
+        let me = self.index;
+        let mut placed = false;
         let mut take = |f: &[u8]| {
+            // (Pull replies for another endpoint, which only the board-service owner
+            // sees, take the owned path to be counted as for a closed endpoint.)
+            if in_place
+                && f.get(16).map(|&t| omx_wire::type_of(t)) == Some(PULL_REPLY_TYPE)
+                && route(f) == Route::Endpoint(me)
+            {
+                let t = *now.get_or_insert_with(|| self.rt.now());
+                let m = &*mem;
+                if engine
+                    .handle_frame_in_place(t, f, &mut |h, off, data| m.write(h, off as usize, data))
+                {
+                    placed = true;
+                    return;
+                }
+            }
             if is_board_frame(f) {
                 board_rx.push(f.to_vec());
             } else {
@@ -1216,6 +1293,7 @@ impl Shared {
         // Nothing arrived, nothing to send, no timer due: the common case of a polling
         // loop, kept free of clock reads and deadline scans.
         if rx.is_empty()
+            && !placed
             && !local_work
             && board_rx.is_empty()
             && !engine.has_output()
@@ -1238,10 +1316,9 @@ impl Shared {
                 self.rt.now()
             }
         });
-        if !rx.is_empty() {
+        if !rx.is_empty() || placed {
             self.last_rx.store(now, Ordering::Relaxed);
         }
-        let me = self.index;
         for f in rx.drain(..) {
             if f.get(16).map(|&t| omx_wire::type_of(t)) == Some(omx_wire::BUNDLE_TYPE)
                 && self.rt.cfg.bundle
@@ -1463,15 +1540,17 @@ impl Shared {
                     continue;
                 }
                 bundler.emit(sock);
-                let m = &*mem;
-                let _ = sock.queue_send(t.frame_len(), |buf| {
-                    t.write_to(buf, |h, off, out| m.read(h, off as usize, out))
-                });
+                queue_transmit(sock, mem, &t);
             }
             completed |= collect_completions(engine, mem, done, done_order, forgotten, copier, now);
         }
         if flush {
             bundler.emit(sock);
+            let _ = sock.flush();
+        } else if sock.holds_lent() {
+            // Frames that read user memory leave before the lock is released, so the
+            // memory cannot be handed back to the application (a completion, a
+            // cancel, a failed send) while the kernel may still read it.
             let _ = sock.flush();
         }
         let sent = std::mem::take(&mut bundler.bundles_sent);

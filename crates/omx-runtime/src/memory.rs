@@ -99,6 +99,32 @@ impl MemRegistry {
         v
     }
 
+    /// The parts of `[offset, offset + len)` of a buffer as slices, in order, into
+    /// `out`; returns how many, or `None` if the buffer is unknown, the range is not
+    /// entirely inside it, or it spans more than `out.len()` segments.
+    pub fn gather<'a>(
+        &'a self,
+        h: MemHandle,
+        offset: usize,
+        len: usize,
+        out: &mut [&'a [u8]],
+    ) -> Option<usize> {
+        let (mut n, mut covered, mut fits) = (0, 0, true);
+        self.for_range(h, offset, len, |p, part, _| {
+            if n == out.len() {
+                fits = false;
+                return;
+            }
+            // SAFETY: p..p+part lies inside a segment lent to us, which stays valid
+            // (and unwritten by the application) while its request holds the handle,
+            // at least as long as `&self`.
+            out[n] = unsafe { std::slice::from_raw_parts(p, part) };
+            n += 1;
+            covered += part;
+        });
+        (fits && covered == len).then_some(n)
+    }
+
     /// Copies `len` bytes between two buffers of this process (a message to oneself);
     /// the application may have lent overlapping memory, so this is a move.
     pub fn copy(

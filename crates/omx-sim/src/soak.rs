@@ -102,6 +102,9 @@ struct PendingRecv {
 pub fn run(cfg: &SoakConfig) -> SoakReport {
     let mut w = World::new(cfg.hosts, 1, cfg.engine.clone(), cfg.link.clone(), cfg.seed);
     w.copy_mode = cfg.copy_mode;
+    // Half the seeds with immediate copies place pull replies in place, as the runtime
+    // does without copy offload.
+    w.in_place = matches!(cfg.copy_mode, CopyMode::Immediate) && cfg.seed % 2 == 1;
     let mut rng = Rng::new(cfg.seed ^ 0xABCD);
     let n = cfg.hosts;
     let to: Vec<PartnerId> = (0..n).map(|i| w.connect(i, 0, (i + 1) % n, 0)).collect();

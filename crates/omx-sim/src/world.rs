@@ -118,6 +118,9 @@ pub struct World {
     pub refuse_local_copy: bool,
     /// Bytes per pushed chunk on the fallback path.
     pub push_chunk: usize,
+    /// Deliver pull replies as the runtime does without copy offload: lent, with the
+    /// payload placed during the call (`Engine::handle_frame_in_place`).
+    pub in_place: bool,
 }
 
 /// What travels on a simulated shared-memory channel.
@@ -192,6 +195,7 @@ impl World {
             local_q: BTreeMap::new(),
             refuse_local_copy: false,
             push_chunk: 16 * 1024,
+            in_place: false,
         }
     }
 
@@ -518,8 +522,18 @@ impl World {
 
     fn deliver(&mut self, host: usize, frame: Bytes) {
         let now = self.now;
+        let in_place = self.in_place;
+        let Host { engines, mem, .. } = &mut self.hosts[host];
         match route(&frame) {
-            Route::Endpoint(ep) => match self.hosts[host].engines.get_mut(ep as usize) {
+            Route::Endpoint(ep) => match engines.get_mut(ep as usize) {
+                Some(engine) if in_place => {
+                    let placed = engine.handle_frame_in_place(now, &frame, &mut |h, off, data| {
+                        mem.get_mut(h).write_at(off as usize, data)
+                    });
+                    if !placed {
+                        engine.handle_frame(now, frame);
+                    }
+                }
                 Some(engine) => engine.handle_frame(now, frame),
                 None => self.stats.undeliverable += 1,
             },

@@ -81,6 +81,19 @@ fn pingpong_0_to_8mib_mx_wire_compat() {
     pingpong_all_sizes(9000, &[("OMX_WIRE", "mx")]);
 }
 
+/// The recvmmsg fallback (no ring): pull replies are placed from its buffers, and,
+/// with checksums, gathered pull replies carry a trailer computed over the user memory.
+#[test]
+fn pingpong_0_to_8mib_recvmmsg_with_checksums() {
+    pingpong_all_sizes(9000, &[("OMX_RX_RING_KB", "0"), ("OMX_CHECKSUM", "1")]);
+}
+
+/// Largest frames: pull replies of 64 KiB gathered from user memory and placed in place.
+#[test]
+fn pingpong_0_to_8mib_native_mtu65535() {
+    pingpong_all_sizes(65535, &[("OMX_MTU", "65535")]);
+}
+
 /// Receive copies on the copy thread deliver the same bytes as inline copies.
 #[test]
 fn pingpong_0_to_8mib_with_copy_offload() {

@@ -14,7 +14,9 @@
 //! * [`cma`]: one-copy transfers between processes (`process_vm_readv`).
 //!
 //! The `unsafe` code is in the private `sys` module and in `shm` / `cma`
-//! (mappings and syscalls), everything else is `deny(unsafe_code)`.
+//! (mappings and syscalls), plus the contract of
+//! [`PacketSocket::queue_send_gathered`] (frames whose payload the kernel reads from
+//! memory the caller lent); everything else is `deny(unsafe_code)`.
 
 #![deny(unsafe_code)]
 
@@ -44,6 +46,7 @@ pub use iface::{
 pub use ring::RingLayout;
 pub use shm::{Inbox, InboxParams, Outbox, OutboxError, ReceiverInfo, SenderId};
 pub use socket::{PacketSocket, SocketOptions, SocketStats};
+pub use sys::MAX_GATHER;
 
 /// EtherType of Open-MX frames.
 pub const OMX_ETHERTYPE: u16 = 0x86DF;

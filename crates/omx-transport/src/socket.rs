@@ -328,14 +328,64 @@ impl PacketSocket {
         Ok(())
     }
 
+    /// Queues one frame made of a `head_len`-byte header, the `payload` pieces
+    /// (address, length), which the kernel reads where they are (no copy into the
+    /// batch), and a `tail_len`-byte trailer; `fill` writes header and trailer.
+    /// Flushes first if the batch is full. Fails without queuing if the frame exceeds
+    /// MTU + 14 or has more than [`crate::sys::MAX_GATHER`] pieces.
+    ///
+    /// # Safety
+    /// Every piece must stay readable until the next [`PacketSocket::flush`] returns
+    /// (or the socket is dropped): a flush never returns with such a frame queued.
+    #[inline]
+    #[allow(unsafe_code)] // Passes on the contract of `SendBatch::push_gathered`.
+    pub unsafe fn queue_send_gathered(
+        &mut self,
+        head_len: usize,
+        payload: &[(*const u8, usize)],
+        tail_len: usize,
+        fill: impl FnOnce(&mut [u8], &mut [u8]),
+    ) -> io::Result<()> {
+        let len = head_len + tail_len + payload.iter().map(|p| p.1).sum::<usize>();
+        if len > self.tx.slot_size() || payload.len() > sys::MAX_GATHER {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("gathered frame of {len} bytes in {} pieces", payload.len()),
+            ));
+        }
+        if self.tx.is_full() {
+            self.flush()?;
+        }
+        // SAFETY: the caller keeps the pieces readable until the next flush returns,
+        // and `flush` sends or discards every pending frame before returning.
+        let (head, tail) = unsafe { self.tx.push_gathered(head_len, payload, tail_len) };
+        fill(head, tail);
+        if self.tx.is_full() {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Sends every queued frame with as few `sendmmsg` calls as possible.
     ///
-    /// `EAGAIN`/`ENOBUFS` (socket buffer or device queue full) are waited out
+    /// Frames that read lent memory ([`PacketSocket::queue_send_gathered`]) never
+    /// stay queued past the return: if the kernel stalls, they are dropped (the
+    /// protocol resends them), as are the frames queued with them.
+    pub fn flush(&mut self) -> io::Result<()> {
+        let r = self.flush_queued();
+        if self.tx.holds_lent() {
+            self.send_errors += self.tx.pending() as u64;
+            self.tx.discard();
+        }
+        r
+    }
+
+    /// The sending part of [`PacketSocket::flush`]: `EAGAIN`/`ENOBUFS` (socket buffer or device queue full) are waited out
     /// and retried, so frames are not lost to transient congestion. A frame
     /// the kernel rejects outright is dropped (counted in `send_errors`), the
     /// rest still go out, and the first such error is returned. If no frame
     /// is accepted for 5 s, returns `TimedOut` with the frames still queued.
-    pub fn flush(&mut self) -> io::Result<()> {
+    fn flush_queued(&mut self) -> io::Result<()> {
         let fd = self.fd.as_raw_fd();
         let mut first_err = None;
         let mut stalled_since: Option<Instant> = None;
@@ -481,6 +531,12 @@ impl PacketSocket {
             Rx::Ring(r) => Some(r.layout()),
             Rx::Mmsg(_) => None,
         }
+    }
+
+    /// Whether a queued frame reads memory lent by the caller
+    /// ([`PacketSocket::queue_send_gathered`]): the next flush must not wait.
+    pub fn holds_lent(&self) -> bool {
+        self.tx.holds_lent()
     }
 
     /// Frames queued and not yet flushed.

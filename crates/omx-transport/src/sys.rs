@@ -425,9 +425,20 @@ impl RecvBatch {
     }
 }
 
+/// Most pieces of user memory one gathered frame may name (see
+/// [`SendBatch::push_gathered`]); a payload in more pieces is copied instead.
+pub const MAX_GATHER: usize = 6;
+/// iovecs per frame: the header from the slot, up to [`MAX_GATHER`] payload pieces,
+/// and a trailer from the slot.
+const IOVS_PER_FRAME: usize = MAX_GATHER + 2;
+
 /// Preallocated `sendmmsg` state: up to `n` queued frames of at most `slot`
 /// bytes. Frames `done..queued` are still to be sent, so a flush interrupted
 /// by an error can resume without losing or repeating any frame.
+///
+/// A frame is either whole in its slot, or gathered: header and trailer in the
+/// slot, payload read by the kernel straight from memory the caller lent
+/// ([`SendBatch::push_gathered`]), which saves one copy of every large payload.
 pub struct SendBatch {
     bufs: Vec<u8>,
     slot: usize,
@@ -435,9 +446,13 @@ pub struct SendBatch {
     hdrs: Vec<libc::mmsghdr>,
     queued: usize,
     done: usize,
+    /// Some pending frame points at lent memory (cleared when the batch empties).
+    lent: bool,
 }
 
-// SAFETY: as for RecvBatch, all pointers target this value's own heap memory.
+// SAFETY: as for RecvBatch, all pointers target this value's own heap memory, except
+// the payload pieces of gathered frames, whose validity `push_gathered`'s caller
+// guarantees whatever thread sends them.
 unsafe impl Send for SendBatch {}
 
 impl SendBatch {
@@ -446,15 +461,16 @@ impl SendBatch {
             bufs: vec![0u8; n * slot],
             slot,
             // SAFETY (zeroed): see RecvBatch::new.
-            iovs: vec![unsafe { zeroed() }; n],
+            iovs: vec![unsafe { zeroed() }; n * IOVS_PER_FRAME],
             hdrs: vec![unsafe { zeroed() }; n],
             queued: 0,
             done: 0,
+            lent: false,
         };
         let base = b.bufs.as_mut_ptr();
         for i in 0..n {
-            b.iovs[i].iov_base = base.wrapping_add(i * slot).cast();
-            b.hdrs[i].msg_hdr.msg_iov = &mut b.iovs[i];
+            b.iovs[i * IOVS_PER_FRAME].iov_base = base.wrapping_add(i * slot).cast();
+            b.hdrs[i].msg_hdr.msg_iov = &mut b.iovs[i * IOVS_PER_FRAME];
             b.hdrs[i].msg_hdr.msg_iovlen = 1;
         }
         b
@@ -470,15 +486,70 @@ impl SendBatch {
     pub fn is_full(&self) -> bool {
         self.queued == self.hdrs.len()
     }
+    /// Whether a pending frame reads lent memory ([`SendBatch::push_gathered`]).
+    pub fn holds_lent(&self) -> bool {
+        self.lent
+    }
 
     /// Reserves the next slot with length `len` and returns it for filling.
     /// Caller checks `!is_full()` and `len <= slot_size()`.
     pub fn push(&mut self, len: usize) -> &mut [u8] {
         let i = self.queued;
         assert!(i < self.hdrs.len() && len <= self.slot);
-        self.iovs[i].iov_len = len;
+        self.iovs[i * IOVS_PER_FRAME].iov_len = len;
+        self.hdrs[i].msg_hdr.msg_iovlen = 1;
         self.queued += 1;
         &mut self.bufs[i * self.slot..i * self.slot + len]
+    }
+
+    /// Reserves the next slot for a frame made of `head_len` bytes from the slot, the
+    /// `payload` pieces (address, length) in order, then `tail_len` bytes from the slot;
+    /// returns the head and the tail for filling. Caller checks `!is_full()`,
+    /// `head_len + tail_len + payload bytes <= slot_size()` and
+    /// `payload.len() <= MAX_GATHER`.
+    ///
+    /// # Safety
+    /// Every piece must stay readable until the frame is sent or dropped: until
+    /// [`SendBatch::pending`] is 0 or [`SendBatch::discard`] ran.
+    pub unsafe fn push_gathered(
+        &mut self,
+        head_len: usize,
+        payload: &[(*const u8, usize)],
+        tail_len: usize,
+    ) -> (&mut [u8], &mut [u8]) {
+        let i = self.queued;
+        assert!(i < self.hdrs.len() && payload.len() <= MAX_GATHER);
+        assert!(head_len + tail_len <= self.slot);
+        let slot_start = i * self.slot;
+        let iovs = &mut self.iovs[i * IOVS_PER_FRAME..(i + 1) * IOVS_PER_FRAME];
+        iovs[0].iov_len = head_len;
+        let mut n = 1;
+        for &(p, len) in payload.iter().filter(|(_, len)| *len > 0) {
+            // The kernel only reads through iov_base on send.
+            iovs[n] = libc::iovec {
+                iov_base: p as *mut libc::c_void,
+                iov_len: len,
+            };
+            n += 1;
+        }
+        if tail_len > 0 {
+            iovs[n] = libc::iovec {
+                // Pointer arithmetic only; stays within this frame's slot.
+                iov_base: self
+                    .bufs
+                    .as_mut_ptr()
+                    .wrapping_add(slot_start + head_len)
+                    .cast(),
+                iov_len: tail_len,
+            };
+            n += 1;
+        }
+        self.hdrs[i].msg_hdr.msg_iovlen = n;
+        self.queued += 1;
+        self.lent = true;
+        let (head, rest) =
+            self.bufs[slot_start..slot_start + head_len + tail_len].split_at_mut(head_len);
+        (head, rest)
     }
 
     /// One `sendmmsg` of the pending frames. Returns how many the kernel took
@@ -488,8 +559,9 @@ impl SendBatch {
         if n == 0 {
             return Ok(0);
         }
-        // SAFETY: headers `done..queued` point at live iovecs whose lengths
-        // were set by `push` and lie within `bufs`.
+        // SAFETY: headers `done..queued` point at live iovecs whose lengths were set
+        // by `push` and lie within `bufs`, or (gathered frames) at lent memory that
+        // `push_gathered`'s caller keeps readable while the frame is pending.
         let r = unsafe {
             libc::sendmmsg(
                 fd,
@@ -512,7 +584,13 @@ impl SendBatch {
         if self.done == self.queued {
             self.done = 0;
             self.queued = 0;
+            self.lent = false;
         }
+    }
+
+    /// Drops every pending frame unsent.
+    pub fn discard(&mut self) {
+        self.advance(self.pending());
     }
 }
 
