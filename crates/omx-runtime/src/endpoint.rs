@@ -1174,11 +1174,14 @@ impl Shared {
         } = core;
         rx.append(self_rx);
         let mut local_work = false;
+        // Only shared-memory records were taken (no copy, no backlog): see below.
+        let mut records_only = true;
         let mut now = now;
         if copier.pending() > 0 {
             let t = *now.get_or_insert_with(|| self.rt.now());
             copier.reap(|id| engine.copy_done(t, id));
             local_work = true;
+            records_only = false;
         }
         if let Some(sh) = shared.as_mut() {
             if sh.has_pending() {
@@ -1191,7 +1194,10 @@ impl Shared {
                 });
                 local_work = true;
             }
-            local_work |= sh.has_backlog();
+            if sh.has_backlog() {
+                local_work = true;
+                records_only = false;
+            }
         }
         let mut take = |f: &[u8]| {
             if is_board_frame(f) {
@@ -1214,15 +1220,42 @@ impl Shared {
             }
         }
         // Nothing arrived, nothing to send, no timer due: the common case of a polling
-        // loop, kept free of clock reads and deadline scans.
+        // loop, kept free of clock reads and deadline scans. Also when shared-memory
+        // records arrived that only completed requests (a local ping-pong): local
+        // messages arm no timer, so the deadlines cannot have moved, and only the
+        // completions need collecting.
         if rx.is_empty()
-            && !local_work
             && board_rx.is_empty()
-            && !engine.has_output()
+            && (!local_work || records_only)
+            && !engine.has_output_besides_completions()
             // The caller's precise clock when it has one: the coarse clock lags up to a
             // tick, and a sleeper whose deadline passed would otherwise spin until then.
             && now.unwrap_or_else(|| self.rt.coarse_now()) < *timer_at
         {
+            if engine.has_output() {
+                let Core {
+                    engine,
+                    mem,
+                    done,
+                    done_order,
+                    forgotten,
+                    copier,
+                    ..
+                } = core;
+                let t = now.unwrap_or_else(|| self.rt.coarse_now());
+                let completed =
+                    collect_completions(engine, mem, done, done_order, forgotten, copier, t);
+                if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
+                    self.signal();
+                }
+                if !flush {
+                    return;
+                }
+                let Core { bundler, sock, .. } = core;
+                bundler.emit(sock);
+                let _ = sock.flush();
+                return;
+            }
             if flush {
                 bundler.emit(sock);
                 let _ = sock.flush();
