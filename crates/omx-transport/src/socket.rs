@@ -335,7 +335,16 @@ impl PacketSocket {
     /// the kernel rejects outright is dropped (counted in `send_errors`), the
     /// rest still go out, and the first such error is returned. If no frame
     /// is accepted for 5 s, returns `TimedOut` with the frames still queued.
+    #[inline]
     pub fn flush(&mut self) -> io::Result<()> {
+        // Called on every poll of a busy-polling wait: nothing queued is the rule.
+        if self.tx.pending() == 0 {
+            return Ok(());
+        }
+        self.flush_queued()
+    }
+
+    fn flush_queued(&mut self) -> io::Result<()> {
         let fd = self.fd.as_raw_fd();
         let mut first_err = None;
         let mut stalled_since: Option<Instant> = None;
