@@ -76,6 +76,11 @@ struct Core {
     done: HashMap<ReqId, Completion>,
     done_order: VecDeque<ReqId>,
     forgotten: HashSet<ReqId>,
+    /// The request a `test` or `wait` is looking for during its progress pass: its
+    /// completion goes straight to `wanted` for that call, not through `done`.
+    /// Set and cleared within one hold of the lock.
+    want: Option<ReqId>,
+    wanted: Option<Completion>,
     peers_version: u64,
     board_lock: Option<LockFile>,
     discovery: Option<Discovery>,
@@ -401,6 +406,8 @@ impl Endpoint {
             done: HashMap::default(),
             done_order: VecDeque::new(),
             forgotten: HashSet::default(),
+            want: None,
+            wanted: None,
             peers_version: 0,
             board_lock,
             discovery,
@@ -624,9 +631,7 @@ impl Endpoint {
             let Core { engine, shared, .. } = &mut *core;
             if let Some(sh) = shared.as_mut() {
                 if sh.write_eager_direct(dest, match_info, segs, len as usize) {
-                    let r = engine.local_direct_sent(dest, match_info, len, context);
-                    // Only the send's completion comes out (other queued output waits
-                    // for the next pass, as between streamed sends).
+                    let c = engine.local_direct_sent(dest, match_info, len, context);
                     let Core {
                         engine,
                         mem,
@@ -634,12 +639,22 @@ impl Endpoint {
                         done_order,
                         forgotten,
                         copier,
+                        want,
+                        wanted,
                         ..
                     } = &mut *core;
-                    let now = self.shared.rt.coarse_now();
-                    let completed =
-                        collect_completions(engine, mem, done, done_order, forgotten, copier, now);
-                    if completed && self.shared.sleepers.load(Ordering::SeqCst) > 0 {
+                    if engine.has_output() {
+                        // Completions already queued go first (completion order); other
+                        // output waits for the next pass, as between streamed sends.
+                        let now = self.shared.rt.coarse_now();
+                        collect_completions(
+                            engine, mem, done, done_order, forgotten, *want, wanted, copier, now,
+                        );
+                    }
+                    let r = c.req;
+                    done.insert(r, c);
+                    done_order.push_back(r);
+                    if self.shared.sleepers.load(Ordering::SeqCst) > 0 {
                         self.shared.signal();
                     }
                     return Ok(r);
@@ -708,7 +723,15 @@ impl Endpoint {
         let h = core.mem.register(segs);
         match post(&mut core.engine, now, h) {
             Ok(r) => {
-                self.shared.post_drain(&mut core, now, true);
+                if core.engine.has_output() {
+                    self.shared.post_drain(&mut core, now, true);
+                } else {
+                    // A receive that matched nothing yet: no output, no timer armed;
+                    // only frames earlier streamed sends left queued go out.
+                    let Core { bundler, sock, .. } = &mut *core;
+                    bundler.emit(sock);
+                    let _ = sock.flush();
+                }
                 Ok(r)
             }
             Err(e) => {
@@ -792,8 +815,9 @@ impl Endpoint {
         if let Some(c) = take_done(&mut core, req) {
             return Some(c);
         }
-        let mut core = self.shared.progress_guard(core);
-        let c = take_done(&mut core, req);
+        let got = self.shared.progress_for(&mut core, None, req);
+        let mut core = self.shared.run_handlers(core);
+        let c = got.or_else(|| take_done(&mut core, req));
         if c.is_none() && (core.copier.pending() > 0 || core.sock.is_relay()) {
             // Let the copy thread, or omxd relaying our frames, run if it shares our CPU.
             drop(core);
@@ -804,7 +828,9 @@ impl Endpoint {
 
     /// Waits for `req` (None = forever). `None` on timeout or `wakeup()`.
     pub fn wait(&self, req: ReqId, timeout: Option<Duration>) -> Option<Completion> {
-        self.shared.wait_for(timeout, |core| take_done(core, req))
+        self.shared.wait_for(timeout, Some(req), |core, got| {
+            got.or_else(|| take_done(core, req))
+        })
     }
 
     /// Oldest completed request whose match info satisfies the mask (removes it).
@@ -821,7 +847,7 @@ impl Endpoint {
         timeout: Option<Duration>,
     ) -> Option<Completion> {
         self.shared
-            .wait_for(timeout, |core| take_any(core, match_info, mask))
+            .wait_for(timeout, None, |core, _| take_any(core, match_info, mask))
     }
 
     /// The oldest completed request, left in place.
@@ -832,7 +858,8 @@ impl Endpoint {
     }
 
     pub fn wait_peek(&self, timeout: Option<Duration>) -> Option<ReqId> {
-        self.shared.wait_for(timeout, oldest_done)
+        self.shared
+            .wait_for(timeout, None, |core, _| oldest_done(core))
     }
 
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
@@ -842,8 +869,9 @@ impl Endpoint {
     }
 
     pub fn probe(&self, match_info: u64, mask: u64, timeout: Option<Duration>) -> Option<Status> {
-        self.shared
-            .wait_for(timeout, |core| core.engine.iprobe(match_info, mask))
+        self.shared.wait_for(timeout, None, |core, _| {
+            core.engine.iprobe(match_info, mask)
+        })
     }
 
     /// Cancels an unmatched receive; true if it was cancelled (and freed).
@@ -958,14 +986,17 @@ impl Drop for Endpoint {
     }
 }
 
-/// Moves the engine's completions to the done table (releasing lent memory); true if
-/// any is for the application.
+/// Moves the engine's completions to the done table (releasing lent memory), or the
+/// one of `want` to `wanted`; true if any is for the application.
+#[allow(clippy::too_many_arguments)]
 fn collect_completions(
     engine: &mut Engine,
     mem: &mut MemRegistry,
     done: &mut HashMap<ReqId, Completion>,
     done_order: &mut VecDeque<ReqId>,
     forgotten: &mut HashSet<ReqId>,
+    want: Option<ReqId>,
+    wanted: &mut Option<Completion>,
     copier: &mut Copier,
     now: Time,
 ) -> bool {
@@ -982,12 +1013,16 @@ fn collect_completions(
         if let Some(h) = c.mem {
             mem.release(h);
         }
-        if forgotten.remove(&c.req) {
+        if !forgotten.is_empty() && forgotten.remove(&c.req) {
+            continue;
+        }
+        completed = true;
+        if want == Some(c.req) && wanted.is_none() {
+            *wanted = Some(c);
             continue;
         }
         done.insert(c.req, c);
         done_order.push_back(c.req);
-        completed = true;
     }
     completed
 }
@@ -1240,11 +1275,14 @@ impl Shared {
                     done_order,
                     forgotten,
                     copier,
+                    want,
+                    wanted,
                     ..
                 } = core;
                 let t = now.unwrap_or_else(|| self.rt.coarse_now());
-                let completed =
-                    collect_completions(engine, mem, done, done_order, forgotten, copier, t);
+                let completed = collect_completions(
+                    engine, mem, done, done_order, forgotten, *want, wanted, copier, t,
+                );
                 if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
                     self.signal();
                 }
@@ -1380,6 +1418,15 @@ impl Shared {
         }
     }
 
+    /// A progress pass that hands the completion of `req`, if it produces it, straight
+    /// to the caller (never seen by other threads: as if taken at once).
+    fn progress_for(&self, core: &mut Core, now: Option<Time>, req: ReqId) -> Option<Completion> {
+        core.want = Some(req);
+        self.progress_at(core, now, true);
+        core.want = None;
+        core.wanted.take()
+    }
+
     /// A progress pass, then the unexpected handler for whatever it left pending.
     fn progress_guard<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
         self.progress(&mut core);
@@ -1388,10 +1435,15 @@ impl Shared {
 
     /// Calls the unexpected handler for each pending message with the endpoint
     /// unlocked (it may post receives), then applies its verdict.
-    fn run_handlers<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    #[inline]
+    fn run_handlers<'a>(&'a self, core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
         if core.in_handler || core.unexp_handler.is_none() {
             return core;
         }
+        self.run_installed_handler(core)
+    }
+
+    fn run_installed_handler<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
         while let Some(ev) = core.engine.poll_unexpected() {
             let Some(mut h) = core.unexp_handler.take() else {
                 break;
@@ -1435,6 +1487,8 @@ impl Shared {
             done,
             done_order,
             forgotten,
+            want,
+            wanted,
             bundler,
             self_rx,
             shared,
@@ -1501,7 +1555,9 @@ impl Shared {
                     t.write_to(buf, |h, off, out| m.read(h, off as usize, out))
                 });
             }
-            completed |= collect_completions(engine, mem, done, done_order, forgotten, copier, now);
+            completed |= collect_completions(
+                engine, mem, done, done_order, forgotten, *want, wanted, copier, now,
+            );
         }
         if flush {
             bundler.emit(sock);
@@ -1759,15 +1815,17 @@ impl Shared {
     /// Adaptive wait: make progress and spin for the configured budget (a reply that
     /// arrives then costs no wake-up), then sleep in the kernel on the socket, a signal
     /// from another thread, or the next timer.
+    /// `check(core, completion of want if this pass produced it)`.
     fn wait_for<T>(
         &self,
         timeout: Option<Duration>,
-        mut check: impl FnMut(&mut Core) -> Option<T>,
+        want: Option<ReqId>,
+        mut check: impl FnMut(&mut Core, Option<Completion>) -> Option<T>,
     ) -> Option<T> {
         // Already there: return without a progress pass, so that streams of
         // early-completed sends keep accumulating into shared frames.
         let mut core = self.app_lock();
-        if let Some(x) = check(&mut core) {
+        if let Some(x) = check(&mut core, None) {
             return Some(x);
         }
         drop(core);
@@ -1779,9 +1837,15 @@ impl Shared {
         let wakeups = self.wakeups.load(Ordering::SeqCst);
         let result = loop {
             let (mut core, now) = self.app_lock_now();
-            self.progress_at(&mut core, Some(now), true);
+            let got = match want {
+                Some(req) => self.progress_for(&mut core, Some(now), req),
+                None => {
+                    self.progress_at(&mut core, Some(now), true);
+                    None
+                }
+            };
             let mut core = self.run_handlers(core);
-            if let Some(x) = check(&mut core) {
+            if let Some(x) = check(&mut core, got) {
                 break Some(x);
             }
             if self.wakeups.load(Ordering::SeqCst) != wakeups
