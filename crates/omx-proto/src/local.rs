@@ -552,13 +552,15 @@ impl Engine {
             return None;
         }
         let k = self.match_posted(match_info)?;
-        let Some(Request::Recv(r)) = self.requests.remove(k) else {
+        let Some(Request::Recv(r)) = self.requests.get(k) else {
             debug_assert!(false, "the posted queue holds receives");
             return None;
         };
+        let (handle, base, xfer, context, internal) =
+            (r.handle, r.base, r.len.min(len), r.context, r.internal);
+        self.requests.discard(k);
         self.counters.recv_local_eager += 1;
-        let xfer = r.len.min(len);
-        if !r.internal {
+        if !internal {
             let status = Status {
                 code: if xfer < len {
                     StatusCode::Truncated
@@ -569,11 +571,11 @@ impl Engine {
                 match_info,
                 msg_length: len,
                 xfer_length: xfer,
-                context: r.context,
+                context,
             };
-            self.complete_with(k, RequestKind::Recv, status, Some(r.handle));
+            self.complete_with(k, RequestKind::Recv, status, Some(handle));
         }
-        Some((r.handle, r.base, xfer))
+        Some((handle, base, xfer))
     }
 
     /// Fallback, sender side: validates the request against the region and streams it.

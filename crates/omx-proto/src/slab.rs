@@ -80,6 +80,22 @@ impl<T> Slab<T> {
         Some(value)
     }
 
+    /// Drops the entry of `key` in place (no move out, unlike `remove`); false when
+    /// the key is stale.
+    pub fn discard(&mut self, key: Key) -> bool {
+        let Some(slot) = self.slots.get_mut(key.index() as usize) else {
+            return false;
+        };
+        if slot.generation != key.generation() || slot.value.is_none() {
+            return false;
+        }
+        slot.value = None;
+        slot.generation = slot.generation.wrapping_add(1).max(1);
+        self.free.push(key.index());
+        self.len -= 1;
+        true
+    }
+
     /// A key that names no entry, now or later: what `insert` then `remove` would
     /// return, without building and moving a value (a request that completes at
     /// once still needs an id distinct from every other).
@@ -162,5 +178,12 @@ mod tests {
         assert!(d != a && d != b && d != c);
         assert_eq!(s.remove(b), None);
         assert_eq!(s.get(d), Some(&8));
+        assert!(s.discard(d));
+        assert!(!s.discard(d));
+        assert_eq!(s.get(d), None);
+        assert_eq!(s.len(), 1);
+        let e = s.insert(9);
+        assert!(e != d);
+        assert_eq!(s.get(e), Some(&9));
     }
 }

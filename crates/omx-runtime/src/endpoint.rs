@@ -1265,7 +1265,7 @@ impl Shared {
             && !engine.has_output_besides_completions()
             // The caller's precise clock when it has one: the coarse clock lags up to a
             // tick, and a sleeper whose deadline passed would otherwise spin until then.
-            && now.unwrap_or_else(|| self.rt.coarse_now()) < *timer_at
+            && *now.get_or_insert_with(|| self.rt.coarse_now()) < *timer_at
         {
             if engine.has_output() {
                 let Core {
@@ -1279,7 +1279,7 @@ impl Shared {
                     wanted,
                     ..
                 } = core;
-                let t = now.unwrap_or_else(|| self.rt.coarse_now());
+                let t = now.expect("read above");
                 let completed = collect_completions(
                     engine, mem, done, done_order, forgotten, *want, wanted, copier, t,
                 );
@@ -1568,10 +1568,14 @@ impl Shared {
         completed
     }
 
+    #[inline]
     fn sync_peers(&self, core: &mut Core) {
-        if self.board.peers_version.load(Ordering::Acquire) == core.peers_version {
-            return;
+        if self.board.peers_version.load(Ordering::Acquire) != core.peers_version {
+            self.load_peers(core);
         }
+    }
+
+    fn load_peers(&self, core: &mut Core) {
         let st = self.board.peers.lock().expect("peer lock");
         if st.version == core.peers_version {
             return;
