@@ -73,8 +73,7 @@ struct Core {
     engine: Engine,
     sock: PacketSocket,
     mem: MemRegistry,
-    done: HashMap<ReqId, Completion>,
-    done_order: VecDeque<ReqId>,
+    done: DoneTable,
     forgotten: HashSet<ReqId>,
     /// The request a `test` or `wait` is looking for during its progress pass: its
     /// completion goes straight to `wanted` for that call, not through `done`.
@@ -403,8 +402,7 @@ impl Endpoint {
             engine,
             sock,
             mem: MemRegistry::default(),
-            done: HashMap::default(),
-            done_order: VecDeque::new(),
+            done: DoneTable::default(),
             forgotten: HashSet::default(),
             want: None,
             wanted: None,
@@ -508,7 +506,7 @@ impl Endpoint {
     pub fn peek_done(&self, req: ReqId) -> bool {
         let core = self.shared.app_lock();
         let core = self.shared.progress_guard(core);
-        core.done.contains_key(&req)
+        core.done.contains(req)
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {
@@ -636,7 +634,6 @@ impl Endpoint {
                         engine,
                         mem,
                         done,
-                        done_order,
                         forgotten,
                         copier,
                         want,
@@ -648,12 +645,11 @@ impl Endpoint {
                         // output waits for the next pass, as between streamed sends.
                         let now = self.shared.rt.coarse_now();
                         collect_completions(
-                            engine, mem, done, done_order, forgotten, *want, wanted, copier, now,
+                            engine, mem, done, forgotten, *want, wanted, copier, now,
                         );
                     }
                     let r = c.req;
-                    done.insert(r, c);
-                    done_order.push_back(r);
+                    done.insert(c);
                     if self.shared.sleepers.load(Ordering::SeqCst) > 0 {
                         self.shared.signal();
                     }
@@ -881,7 +877,7 @@ impl Endpoint {
         let cancelled = match core.engine.cancel(req) {
             Ok(c) => c,
             // Already completed (its completion waits for test/wait): too late.
-            Err(_) if core.done.contains_key(&req) => false,
+            Err(_) if core.done.contains(req) => false,
             Err(e) => return Err(e.into()),
         };
         if let Some(h) = handle.filter(|_| cancelled) {
@@ -921,9 +917,7 @@ impl Endpoint {
         let mut core = self.shared.app_lock();
         match core.engine.set_send_resends(req, resends) {
             Ok(()) => Ok(()),
-            Err(_) if core.done.contains_key(&req) || core.engine.recv_handle(req).is_some() => {
-                Ok(())
-            }
+            Err(_) if core.done.contains(req) || core.engine.recv_handle(req).is_some() => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
@@ -992,8 +986,7 @@ impl Drop for Endpoint {
 fn collect_completions(
     engine: &mut Engine,
     mem: &mut MemRegistry,
-    done: &mut HashMap<ReqId, Completion>,
-    done_order: &mut VecDeque<ReqId>,
+    done: &mut DoneTable,
     forgotten: &mut HashSet<ReqId>,
     want: Option<ReqId>,
     wanted: &mut Option<Completion>,
@@ -1021,8 +1014,7 @@ fn collect_completions(
             *wanted = Some(c);
             continue;
         }
-        done.insert(c.req, c);
-        done_order.push_back(c.req);
+        done.insert(c);
     }
     completed
 }
@@ -1040,40 +1032,97 @@ impl Core {
 }
 
 fn take_done(core: &mut Core, req: ReqId) -> Option<Completion> {
-    if core.done.is_empty() {
-        return None;
-    }
-    let c = core.done.remove(&req)?;
-    // `done_order` is cleaned lazily: stale ids (taken by id) are skipped and popped.
-    prune_done_order(core);
-    Some(c)
-}
-
-fn prune_done_order(core: &mut Core) {
-    while core
-        .done_order
-        .front()
-        .is_some_and(|r| !core.done.contains_key(r))
-    {
-        core.done_order.pop_front();
-    }
+    core.done.take(req)
 }
 
 fn oldest_done(core: &mut Core) -> Option<ReqId> {
-    prune_done_order(core);
-    core.done_order.front().copied()
+    core.done.oldest()
 }
 
 fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
-    let pos = core.done_order.iter().position(|r| {
-        core.done
-            .get(r)
-            .is_some_and(|c| c.status.match_info & mask == match_info & mask)
-    })?;
-    let r = core.done_order.remove(pos)?;
-    let c = core.done.remove(&r);
-    prune_done_order(core);
-    c
+    core.done.take_any(match_info, mask)
+}
+
+/// Completed requests waiting for test/wait, in completion order. The latest one is
+/// kept out of the map: a request tested right after it completed (a send written
+/// straight into a ring) comes and goes without hashing.
+#[derive(Default)]
+struct DoneTable {
+    map: HashMap<ReqId, Completion>,
+    /// Completion order, `latest` included (at the back). Cleaned lazily: ids taken
+    /// by id are skipped, and popped once they reach the front.
+    order: VecDeque<ReqId>,
+    latest: Option<Completion>,
+}
+
+impl DoneTable {
+    fn insert(&mut self, c: Completion) {
+        if let Some(old) = self.latest.take() {
+            self.map.insert(old.req, old);
+        }
+        self.order.push_back(c.req);
+        self.latest = Some(c);
+    }
+
+    fn contains(&self, req: ReqId) -> bool {
+        self.latest.as_ref().is_some_and(|c| c.req == req) || self.map.contains_key(&req)
+    }
+
+    fn get(&self, req: ReqId) -> Option<&Completion> {
+        match &self.latest {
+            Some(c) if c.req == req => Some(c),
+            _ => self.map.get(&req),
+        }
+    }
+
+    fn take(&mut self, req: ReqId) -> Option<Completion> {
+        if self.latest.as_ref().is_some_and(|c| c.req == req) {
+            if self.map.is_empty() {
+                // Every other id left in the order was taken already.
+                self.order.clear();
+            } else if self.order.back() == Some(&req) {
+                self.order.pop_back();
+            }
+            return self.latest.take();
+        }
+        if self.map.is_empty() {
+            return None;
+        }
+        let c = self.map.remove(&req)?;
+        self.prune();
+        Some(c)
+    }
+
+    /// Pops ids already taken off the front.
+    fn prune(&mut self) {
+        while let Some(&r) = self.order.front() {
+            if self.contains(r) {
+                break;
+            }
+            self.order.pop_front();
+        }
+    }
+
+    fn oldest(&mut self) -> Option<ReqId> {
+        self.prune();
+        self.order.front().copied()
+    }
+
+    /// The oldest completion whose match info satisfies the mask.
+    fn take_any(&mut self, match_info: u64, mask: u64) -> Option<Completion> {
+        let pos = self.order.iter().position(|&r| {
+            self.get(r)
+                .is_some_and(|c| c.status.match_info & mask == match_info & mask)
+        })?;
+        let r = self.order.remove(pos)?;
+        let c = if self.latest.as_ref().is_some_and(|c| c.req == r) {
+            self.latest.take()
+        } else {
+            self.map.remove(&r)
+        };
+        self.prune();
+        c
+    }
 }
 
 /// Received frames are copied into a few large chunks used in turn: a chunk is reused
@@ -1147,7 +1196,12 @@ impl Shared {
 
     /// Lock taken on behalf of the application: records that it is active.
     fn app_lock(&self) -> MutexGuard<'_, Core> {
-        self.app_calls.fetch_add(1, Ordering::Relaxed);
+        // A plain load and store, not a locked increment (tens of cycles per call):
+        // the progress thread only looks for a change, and an increment lost to a
+        // race between two threads at worst lets it run one pass early (harmless).
+        let calls = self.app_calls.load(Ordering::Relaxed);
+        self.app_calls
+            .store(calls.wrapping_add(1), Ordering::Relaxed);
         self.lock()
     }
 
@@ -1272,7 +1326,6 @@ impl Shared {
                     engine,
                     mem,
                     done,
-                    done_order,
                     forgotten,
                     copier,
                     want,
@@ -1280,9 +1333,8 @@ impl Shared {
                     ..
                 } = core;
                 let t = now.expect("read above");
-                let completed = collect_completions(
-                    engine, mem, done, done_order, forgotten, *want, wanted, copier, t,
-                );
+                let completed =
+                    collect_completions(engine, mem, done, forgotten, *want, wanted, copier, t);
                 if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
                     self.signal();
                 }
@@ -1485,7 +1537,6 @@ impl Shared {
             sock,
             mem,
             done,
-            done_order,
             forgotten,
             want,
             wanted,
@@ -1555,9 +1606,8 @@ impl Shared {
                     t.write_to(buf, |h, off, out| m.read(h, off as usize, out))
                 });
             }
-            completed |= collect_completions(
-                engine, mem, done, done_order, forgotten, *want, wanted, copier, now,
-            );
+            completed |=
+                collect_completions(engine, mem, done, forgotten, *want, wanted, copier, now);
         }
         if flush {
             bundler.emit(sock);
@@ -1927,5 +1977,57 @@ impl Shared {
             self.progress_at(&mut core, Some(now), true);
             drop(self.run_handlers(core));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn completion(req: u64, match_info: u64) -> Completion {
+        Completion {
+            req: ReqId(req),
+            kind: RequestKind::Send,
+            status: Status {
+                code: StatusCode::Success,
+                source: None,
+                match_info,
+                msg_length: 0,
+                xfer_length: 0,
+                context: 0,
+            },
+            mem: None,
+        }
+    }
+
+    #[test]
+    fn done_table_keeps_completion_order_whatever_is_taken_first() {
+        let mut d = DoneTable::default();
+        assert!(d.take(ReqId(1)).is_none());
+        assert_eq!(d.oldest(), None);
+        for r in 1..=4 {
+            d.insert(completion(r, r * 10));
+        }
+        assert!(d.contains(ReqId(4)) && d.contains(ReqId(1)));
+        // The latest, then one in the middle, by id.
+        assert_eq!(d.take(ReqId(4)).map(|c| c.req), Some(ReqId(4)));
+        assert_eq!(d.take(ReqId(2)).map(|c| c.req), Some(ReqId(2)));
+        assert!(d.take(ReqId(2)).is_none() && !d.contains(ReqId(4)));
+        assert_eq!(d.oldest(), Some(ReqId(1)));
+        d.insert(completion(5, 50));
+        // By match: the oldest that matches.
+        assert_eq!(d.take_any(0, 0).map(|c| c.req), Some(ReqId(1)));
+        assert_eq!(d.take_any(50, u64::MAX).map(|c| c.req), Some(ReqId(5)));
+        assert_eq!(d.oldest(), Some(ReqId(3)));
+        assert_eq!(d.take(ReqId(3)).map(|c| c.req), Some(ReqId(3)));
+        assert_eq!(d.oldest(), None);
+        // Taken right after completing, with older ones left.
+        d.insert(completion(6, 0));
+        d.insert(completion(7, 0));
+        assert_eq!(d.take(ReqId(7)).map(|c| c.req), Some(ReqId(7)));
+        d.insert(completion(8, 0));
+        assert_eq!(d.oldest(), Some(ReqId(6)));
+        assert_eq!(d.take_any(0, 0).map(|c| c.req), Some(ReqId(6)));
+        assert_eq!(d.oldest(), Some(ReqId(8)));
     }
 }
