@@ -35,7 +35,11 @@ say() { echo "intranode: $*" >&2; }
 # ---- dependencies ----
 need=()
 command -v ucx_perftest >/dev/null 2>&1 || need+=(ucx-utils)
-python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib)
+# The plot needs matplotlib: apt installs it for the system python, which a python3
+# earlier in PATH (pyenv, a venv) may not see.
+PYTHON=python3
+python3 -c 'import matplotlib' 2>/dev/null || PYTHON=/usr/bin/python3
+"$PYTHON" -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib)
 if [ ${#need[@]} -gt 0 ]; then
   say "installing ${need[*]} with apt (first run only)"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
@@ -196,6 +200,6 @@ for p in "${plan[@]}"; do
 done
 
 say "plot and summary"
-python3 bench/plot_intranode.py "$OUT"
+"$PYTHON" bench/plot_intranode.py "$OUT"
 cat "$OUT/summary.md"
 say "done in $(($(date +%s) - T0))s: $OUT"

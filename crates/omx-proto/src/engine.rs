@@ -300,6 +300,15 @@ impl Engine {
         self.copy_ops.pop_front()
     }
 
+    /// Whether the engine has output other than completions (frames, copies, local
+    /// messages or pulls to execute).
+    pub fn has_output_besides_completions(&self) -> bool {
+        !self.out.is_empty()
+            || !self.copy_ops.is_empty()
+            || !self.local_out.is_empty()
+            || !self.local_pulls.is_empty()
+    }
+
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
             || !self.completions.is_empty()

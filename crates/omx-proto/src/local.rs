@@ -509,26 +509,17 @@ impl Engine {
     }
 
     /// A send the runtime wrote straight into a shared-memory ring: complete at once.
+    /// Its completion is returned, not queued (the runtime files it itself, after any
+    /// completion still queued).
     pub fn local_direct_sent(
         &mut self,
         partner: PartnerId,
         match_info: u64,
         len: u32,
         context: u64,
-    ) -> ReqId {
+    ) -> Completion {
         self.counters.send_local_eager += 1;
-        let req = crate::onesided::flagged_send(
-            partner,
-            match_info,
-            SendData::Eager(Bytes::new()),
-            context,
-            0,
-            0,
-            0,
-            false,
-        );
-        let k = self.requests.insert(Request::Send(req));
-        self.requests.remove(k);
+        let k = self.requests.retired_key();
         let status = Status {
             code: StatusCode::Success,
             source: Some(partner),
@@ -537,40 +528,54 @@ impl Engine {
             xfer_length: len,
             context,
         };
-        self.complete(k, RequestKind::Send, status);
-        ReqId(k.0)
+        Completion {
+            req: ReqId(k.0),
+            kind: RequestKind::Send,
+            status,
+            mem: None,
+        }
     }
 
     /// Fast path for a whole eager message from a local partner, read in place from
-    /// its ring: when a posted receive takes it, returns the receive and where the
-    /// bytes go (buffer, byte offset, bytes to keep: a short buffer keeps fewer); the
-    /// runtime copies them and calls [`Engine::local_eager_done`]. `None`: offer the
-    /// message with [`Engine::handle_local`] instead.
+    /// its ring: when a posted receive takes it, the receive completes at once and
+    /// this returns where the bytes go (buffer, byte offset, bytes to keep: a short
+    /// buffer keeps fewer). The runtime copies them before it collects the
+    /// completion, which hands the buffer back. `None`: offer the message with
+    /// [`Engine::handle_local`] instead.
     pub fn local_eager_direct(
         &mut self,
         pid: PartnerId,
         match_info: u64,
         len: u32,
-    ) -> Option<(ReqId, MemHandle, u64, u32)> {
+    ) -> Option<(MemHandle, u64, u32)> {
         if self.reach(pid) == Reach::Network {
             return None;
         }
         let k = self.match_posted(match_info)?;
-        self.counters.recv_local_eager += 1;
-        self.activate(k, pid, match_info, len);
-        let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
+        let Some(Request::Recv(r)) = self.requests.get(k) else {
+            debug_assert!(false, "the posted queue holds receives");
             return None;
         };
-        let (handle, base) = (r.handle, r.base);
-        let a = r.active.as_mut()?;
-        a.received = len;
-        a.data_done = true;
-        Some((ReqId(k.0), handle, base, a.xfer))
-    }
-
-    /// The runtime copied a message taken by [`Engine::local_eager_direct`].
-    pub fn local_eager_done(&mut self, now: Time, req: ReqId) {
-        self.try_finish_recv(now, Key(req.0));
+        let (handle, base, xfer, context, internal) =
+            (r.handle, r.base, r.len.min(len), r.context, r.internal);
+        self.requests.discard(k);
+        self.counters.recv_local_eager += 1;
+        if !internal {
+            let status = Status {
+                code: if xfer < len {
+                    StatusCode::Truncated
+                } else {
+                    StatusCode::Success
+                },
+                source: Some(pid),
+                match_info,
+                msg_length: len,
+                xfer_length: xfer,
+                context,
+            };
+            self.complete_with(k, RequestKind::Recv, status, Some(handle));
+        }
+        Some((handle, base, xfer))
     }
 
     /// Fallback, sender side: validates the request against the region and streams it.

@@ -302,6 +302,10 @@ impl Engine {
     /// Finds the first posted receive matching `match_info` and removes it from the queue.
     pub(crate) fn match_posted(&mut self, match_info: u64) -> Option<Key> {
         let pos = self.posted_position(match_info)?;
+        if pos == 0 {
+            // The usual case: the oldest posted receive matches.
+            return self.posted.pop_front();
+        }
         self.posted.remove(pos)
     }
 

@@ -80,6 +80,44 @@ impl<T> Slab<T> {
         Some(value)
     }
 
+    /// Drops the entry of `key` in place (no move out, unlike `remove`); false when
+    /// the key is stale.
+    pub fn discard(&mut self, key: Key) -> bool {
+        let Some(slot) = self.slots.get_mut(key.index() as usize) else {
+            return false;
+        };
+        if slot.generation != key.generation() || slot.value.is_none() {
+            return false;
+        }
+        slot.value = None;
+        slot.generation = slot.generation.wrapping_add(1).max(1);
+        self.free.push(key.index());
+        self.len -= 1;
+        true
+    }
+
+    /// A key that names no entry, now or later: what `insert` then `remove` would
+    /// return, without building and moving a value (a request that completes at
+    /// once still needs an id distinct from every other).
+    pub fn retired_key(&mut self) -> Key {
+        let index = match self.free.last() {
+            Some(&i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 1,
+                    value: None,
+                });
+                let i = (self.slots.len() - 1) as u32;
+                self.free.push(i);
+                i
+            }
+        };
+        let slot = &mut self.slots[index as usize];
+        let key = Key(((index as u64) << 32) | slot.generation as u64);
+        slot.generation = slot.generation.wrapping_add(1).max(1);
+        key
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -122,5 +160,30 @@ mod tests {
         assert_eq!(s.get(a), None);
         assert_eq!(s.get(b), Some(&2));
         assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn retired_keys_are_unique_and_name_nothing() {
+        let mut s = Slab::default();
+        let a = s.retired_key();
+        let live = s.insert(7);
+        let b = s.retired_key();
+        let c = s.retired_key();
+        assert!(a != live && a != b && b != c && a != c && live != b && live != c);
+        assert_eq!(s.get(a), None);
+        assert_eq!(s.get(b), None);
+        assert_eq!(s.get(live), Some(&7));
+        assert_eq!(s.len(), 1);
+        let d = s.insert(8);
+        assert!(d != a && d != b && d != c);
+        assert_eq!(s.remove(b), None);
+        assert_eq!(s.get(d), Some(&8));
+        assert!(s.discard(d));
+        assert!(!s.discard(d));
+        assert_eq!(s.get(d), None);
+        assert_eq!(s.len(), 1);
+        let e = s.insert(9);
+        assert!(e != d);
+        assert_eq!(s.get(e), Some(&9));
     }
 }

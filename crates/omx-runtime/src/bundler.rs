@@ -96,7 +96,14 @@ impl Bundler {
     }
 
     /// Queues whatever is pending on the socket.
+    #[inline]
     pub fn emit(&mut self, sock: &mut PacketSocket) {
+        if self.count > 0 {
+            self.emit_pending(sock);
+        }
+    }
+
+    fn emit_pending(&mut self, sock: &mut PacketSocket) {
         let frame = match self.count {
             0 => return,
             1 => &self.first,

@@ -75,9 +75,13 @@ struct Core {
     engine: Engine,
     sock: PacketSocket,
     mem: MemRegistry,
-    done: HashMap<ReqId, Completion>,
-    done_order: VecDeque<ReqId>,
+    done: DoneTable,
     forgotten: HashSet<ReqId>,
+    /// The request a `test` or `wait` is looking for during its progress pass: its
+    /// completion goes straight to `wanted` for that call, not through `done`.
+    /// Set and cleared within one hold of the lock.
+    want: Option<ReqId>,
+    wanted: Option<Completion>,
     peers_version: u64,
     board_lock: Option<LockFile>,
     discovery: Option<Discovery>,
@@ -400,9 +404,10 @@ impl Endpoint {
             engine,
             sock,
             mem: MemRegistry::default(),
-            done: HashMap::default(),
-            done_order: VecDeque::new(),
+            done: DoneTable::default(),
             forgotten: HashSet::default(),
+            want: None,
+            wanted: None,
             peers_version: 0,
             board_lock,
             discovery,
@@ -503,7 +508,7 @@ impl Endpoint {
     pub fn peek_done(&self, req: ReqId) -> bool {
         let core = self.shared.app_lock();
         let core = self.shared.progress_guard(core);
-        core.done.contains_key(&req)
+        core.done.contains(req)
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {
@@ -626,22 +631,28 @@ impl Endpoint {
             let Core { engine, shared, .. } = &mut *core;
             if let Some(sh) = shared.as_mut() {
                 if sh.write_eager_direct(dest, match_info, segs, len as usize) {
-                    let r = engine.local_direct_sent(dest, match_info, len, context);
-                    // Only the send's completion comes out (other queued output waits
-                    // for the next pass, as between streamed sends).
+                    let c = engine.local_direct_sent(dest, match_info, len, context);
                     let Core {
                         engine,
                         mem,
                         done,
-                        done_order,
                         forgotten,
                         copier,
+                        want,
+                        wanted,
                         ..
                     } = &mut *core;
-                    let now = self.shared.rt.coarse_now();
-                    let completed =
-                        collect_completions(engine, mem, done, done_order, forgotten, copier, now);
-                    if completed && self.shared.sleepers.load(Ordering::SeqCst) > 0 {
+                    if engine.has_output() {
+                        // Completions already queued go first (completion order); other
+                        // output waits for the next pass, as between streamed sends.
+                        let now = self.shared.rt.coarse_now();
+                        collect_completions(
+                            engine, mem, done, forgotten, *want, wanted, copier, now,
+                        );
+                    }
+                    let r = c.req;
+                    done.insert(c);
+                    if self.shared.sleepers.load(Ordering::SeqCst) > 0 {
                         self.shared.signal();
                     }
                     return Ok(r);
@@ -710,7 +721,15 @@ impl Endpoint {
         let h = core.mem.register(segs);
         match post(&mut core.engine, now, h) {
             Ok(r) => {
-                self.shared.post_drain(&mut core, now, true);
+                if core.engine.has_output() {
+                    self.shared.post_drain(&mut core, now, true);
+                } else {
+                    // A receive that matched nothing yet: no output, no timer armed;
+                    // only frames earlier streamed sends left queued go out.
+                    let Core { bundler, sock, .. } = &mut *core;
+                    bundler.emit(sock);
+                    let _ = sock.flush();
+                }
                 Ok(r)
             }
             Err(e) => {
@@ -794,8 +813,9 @@ impl Endpoint {
         if let Some(c) = take_done(&mut core, req) {
             return Some(c);
         }
-        let mut core = self.shared.progress_guard(core);
-        let c = take_done(&mut core, req);
+        let got = self.shared.progress_for(&mut core, None, req);
+        let mut core = self.shared.run_handlers(core);
+        let c = got.or_else(|| take_done(&mut core, req));
         if c.is_none() && (core.copier.pending() > 0 || core.sock.is_relay()) {
             // Let the copy thread, or omxd relaying our frames, run if it shares our CPU.
             drop(core);
@@ -806,7 +826,9 @@ impl Endpoint {
 
     /// Waits for `req` (None = forever). `None` on timeout or `wakeup()`.
     pub fn wait(&self, req: ReqId, timeout: Option<Duration>) -> Option<Completion> {
-        self.shared.wait_for(timeout, |core| take_done(core, req))
+        self.shared.wait_for(timeout, Some(req), |core, got| {
+            got.or_else(|| take_done(core, req))
+        })
     }
 
     /// Oldest completed request whose match info satisfies the mask (removes it).
@@ -823,7 +845,7 @@ impl Endpoint {
         timeout: Option<Duration>,
     ) -> Option<Completion> {
         self.shared
-            .wait_for(timeout, |core| take_any(core, match_info, mask))
+            .wait_for(timeout, None, |core, _| take_any(core, match_info, mask))
     }
 
     /// The oldest completed request, left in place.
@@ -834,7 +856,8 @@ impl Endpoint {
     }
 
     pub fn wait_peek(&self, timeout: Option<Duration>) -> Option<ReqId> {
-        self.shared.wait_for(timeout, oldest_done)
+        self.shared
+            .wait_for(timeout, None, |core, _| oldest_done(core))
     }
 
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
@@ -844,8 +867,9 @@ impl Endpoint {
     }
 
     pub fn probe(&self, match_info: u64, mask: u64, timeout: Option<Duration>) -> Option<Status> {
-        self.shared
-            .wait_for(timeout, |core| core.engine.iprobe(match_info, mask))
+        self.shared.wait_for(timeout, None, |core, _| {
+            core.engine.iprobe(match_info, mask)
+        })
     }
 
     /// Cancels an unmatched receive; true if it was cancelled (and freed).
@@ -855,7 +879,7 @@ impl Endpoint {
         let cancelled = match core.engine.cancel(req) {
             Ok(c) => c,
             // Already completed (its completion waits for test/wait): too late.
-            Err(_) if core.done.contains_key(&req) => false,
+            Err(_) if core.done.contains(req) => false,
             Err(e) => return Err(e.into()),
         };
         if let Some(h) = handle.filter(|_| cancelled) {
@@ -895,9 +919,7 @@ impl Endpoint {
         let mut core = self.shared.app_lock();
         match core.engine.set_send_resends(req, resends) {
             Ok(()) => Ok(()),
-            Err(_) if core.done.contains_key(&req) || core.engine.recv_handle(req).is_some() => {
-                Ok(())
-            }
+            Err(_) if core.done.contains(req) || core.engine.recv_handle(req).is_some() => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
@@ -960,14 +982,16 @@ impl Drop for Endpoint {
     }
 }
 
-/// Moves the engine's completions to the done table (releasing lent memory); true if
-/// any is for the application.
+/// Moves the engine's completions to the done table (releasing lent memory), or the
+/// one of `want` to `wanted`; true if any is for the application.
+#[allow(clippy::too_many_arguments)]
 fn collect_completions(
     engine: &mut Engine,
     mem: &mut MemRegistry,
-    done: &mut HashMap<ReqId, Completion>,
-    done_order: &mut VecDeque<ReqId>,
+    done: &mut DoneTable,
     forgotten: &mut HashSet<ReqId>,
+    want: Option<ReqId>,
+    wanted: &mut Option<Completion>,
     copier: &mut Copier,
     now: Time,
 ) -> bool {
@@ -984,12 +1008,15 @@ fn collect_completions(
         if let Some(h) = c.mem {
             mem.release(h);
         }
-        if forgotten.remove(&c.req) {
+        if !forgotten.is_empty() && forgotten.remove(&c.req) {
             continue;
         }
-        done.insert(c.req, c);
-        done_order.push_back(c.req);
         completed = true;
+        if want == Some(c.req) && wanted.is_none() {
+            *wanted = Some(c);
+            continue;
+        }
+        done.insert(c);
     }
     completed
 }
@@ -1007,40 +1034,97 @@ impl Core {
 }
 
 fn take_done(core: &mut Core, req: ReqId) -> Option<Completion> {
-    if core.done.is_empty() {
-        return None;
-    }
-    let c = core.done.remove(&req)?;
-    // `done_order` is cleaned lazily: stale ids (taken by id) are skipped and popped.
-    prune_done_order(core);
-    Some(c)
-}
-
-fn prune_done_order(core: &mut Core) {
-    while core
-        .done_order
-        .front()
-        .is_some_and(|r| !core.done.contains_key(r))
-    {
-        core.done_order.pop_front();
-    }
+    core.done.take(req)
 }
 
 fn oldest_done(core: &mut Core) -> Option<ReqId> {
-    prune_done_order(core);
-    core.done_order.front().copied()
+    core.done.oldest()
 }
 
 fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
-    let pos = core.done_order.iter().position(|r| {
-        core.done
-            .get(r)
-            .is_some_and(|c| c.status.match_info & mask == match_info & mask)
-    })?;
-    let r = core.done_order.remove(pos)?;
-    let c = core.done.remove(&r);
-    prune_done_order(core);
-    c
+    core.done.take_any(match_info, mask)
+}
+
+/// Completed requests waiting for test/wait, in completion order. The latest one is
+/// kept out of the map: a request tested right after it completed (a send written
+/// straight into a ring) comes and goes without hashing.
+#[derive(Default)]
+struct DoneTable {
+    map: HashMap<ReqId, Completion>,
+    /// Completion order, `latest` included (at the back). Cleaned lazily: ids taken
+    /// by id are skipped, and popped once they reach the front.
+    order: VecDeque<ReqId>,
+    latest: Option<Completion>,
+}
+
+impl DoneTable {
+    fn insert(&mut self, c: Completion) {
+        if let Some(old) = self.latest.take() {
+            self.map.insert(old.req, old);
+        }
+        self.order.push_back(c.req);
+        self.latest = Some(c);
+    }
+
+    fn contains(&self, req: ReqId) -> bool {
+        self.latest.as_ref().is_some_and(|c| c.req == req) || self.map.contains_key(&req)
+    }
+
+    fn get(&self, req: ReqId) -> Option<&Completion> {
+        match &self.latest {
+            Some(c) if c.req == req => Some(c),
+            _ => self.map.get(&req),
+        }
+    }
+
+    fn take(&mut self, req: ReqId) -> Option<Completion> {
+        if self.latest.as_ref().is_some_and(|c| c.req == req) {
+            if self.map.is_empty() {
+                // Every other id left in the order was taken already.
+                self.order.clear();
+            } else if self.order.back() == Some(&req) {
+                self.order.pop_back();
+            }
+            return self.latest.take();
+        }
+        if self.map.is_empty() {
+            return None;
+        }
+        let c = self.map.remove(&req)?;
+        self.prune();
+        Some(c)
+    }
+
+    /// Pops ids already taken off the front.
+    fn prune(&mut self) {
+        while let Some(&r) = self.order.front() {
+            if self.contains(r) {
+                break;
+            }
+            self.order.pop_front();
+        }
+    }
+
+    fn oldest(&mut self) -> Option<ReqId> {
+        self.prune();
+        self.order.front().copied()
+    }
+
+    /// The oldest completion whose match info satisfies the mask.
+    fn take_any(&mut self, match_info: u64, mask: u64) -> Option<Completion> {
+        let pos = self.order.iter().position(|&r| {
+            self.get(r)
+                .is_some_and(|c| c.status.match_info & mask == match_info & mask)
+        })?;
+        let r = self.order.remove(pos)?;
+        let c = if self.latest.as_ref().is_some_and(|c| c.req == r) {
+            self.latest.take()
+        } else {
+            self.map.remove(&r)
+        };
+        self.prune();
+        c
+    }
 }
 
 /// Received frames are copied into a few large chunks used in turn: a chunk is reused
@@ -1168,7 +1252,12 @@ impl Shared {
 
     /// Lock taken on behalf of the application: records that it is active.
     fn app_lock(&self) -> MutexGuard<'_, Core> {
-        self.app_calls.fetch_add(1, Ordering::Relaxed);
+        // A plain load and store, not a locked increment (tens of cycles per call):
+        // the progress thread only looks for a change, and an increment lost to a
+        // race between two threads at worst lets it run one pass early (harmless).
+        let calls = self.app_calls.load(Ordering::Relaxed);
+        self.app_calls
+            .store(calls.wrapping_add(1), Ordering::Relaxed);
         self.lock()
     }
 
@@ -1230,11 +1319,14 @@ impl Shared {
         } = core;
         rx.append(self_rx);
         let mut local_work = false;
+        // Only shared-memory records were taken (no copy, no backlog): see below.
+        let mut records_only = true;
         let mut now = now;
         if copier.pending() > 0 {
             let t = *now.get_or_insert_with(|| self.rt.now());
             copier.reap(|id| engine.copy_done(t, id));
             local_work = true;
+            records_only = false;
         }
         if let Some(sh) = shared.as_mut() {
             if sh.has_pending() {
@@ -1247,7 +1339,10 @@ impl Shared {
                 });
                 local_work = true;
             }
-            local_work |= sh.has_backlog();
+            if sh.has_backlog() {
+                local_work = true;
+                records_only = false;
+            }
         }
         // Pull replies go from the ring slot straight into the receive buffer (one copy
         // fewer); with copy offload they take the owned path, as the copy thread needs
@@ -1291,16 +1386,44 @@ impl Shared {
             }
         }
         // Nothing arrived, nothing to send, no timer due: the common case of a polling
-        // loop, kept free of clock reads and deadline scans.
+        // loop, kept free of clock reads and deadline scans. Also when shared-memory
+        // records arrived that only completed requests (a local ping-pong): local
+        // messages arm no timer, so the deadlines cannot have moved, and only the
+        // completions need collecting.
         if rx.is_empty()
             && !placed
-            && !local_work
             && board_rx.is_empty()
-            && !engine.has_output()
+            && (!local_work || records_only)
+            && !engine.has_output_besides_completions()
             // The caller's precise clock when it has one: the coarse clock lags up to a
             // tick, and a sleeper whose deadline passed would otherwise spin until then.
-            && now.unwrap_or_else(|| self.rt.coarse_now()) < *timer_at
+            && *now.get_or_insert_with(|| self.rt.coarse_now()) < *timer_at
         {
+            if engine.has_output() {
+                let Core {
+                    engine,
+                    mem,
+                    done,
+                    forgotten,
+                    copier,
+                    want,
+                    wanted,
+                    ..
+                } = core;
+                let t = now.expect("read above");
+                let completed =
+                    collect_completions(engine, mem, done, forgotten, *want, wanted, copier, t);
+                if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
+                    self.signal();
+                }
+                if !flush {
+                    return;
+                }
+                let Core { bundler, sock, .. } = core;
+                bundler.emit(sock);
+                let _ = sock.flush();
+                return;
+            }
             if flush {
                 bundler.emit(sock);
                 let _ = sock.flush();
@@ -1424,6 +1547,15 @@ impl Shared {
         }
     }
 
+    /// A progress pass that hands the completion of `req`, if it produces it, straight
+    /// to the caller (never seen by other threads: as if taken at once).
+    fn progress_for(&self, core: &mut Core, now: Option<Time>, req: ReqId) -> Option<Completion> {
+        core.want = Some(req);
+        self.progress_at(core, now, true);
+        core.want = None;
+        core.wanted.take()
+    }
+
     /// A progress pass, then the unexpected handler for whatever it left pending.
     fn progress_guard<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
         self.progress(&mut core);
@@ -1432,10 +1564,15 @@ impl Shared {
 
     /// Calls the unexpected handler for each pending message with the endpoint
     /// unlocked (it may post receives), then applies its verdict.
-    fn run_handlers<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    #[inline]
+    fn run_handlers<'a>(&'a self, core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
         if core.in_handler || core.unexp_handler.is_none() {
             return core;
         }
+        self.run_installed_handler(core)
+    }
+
+    fn run_installed_handler<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
         while let Some(ev) = core.engine.poll_unexpected() {
             let Some(mut h) = core.unexp_handler.take() else {
                 break;
@@ -1477,8 +1614,9 @@ impl Shared {
             sock,
             mem,
             done,
-            done_order,
             forgotten,
+            want,
+            wanted,
             bundler,
             self_rx,
             shared,
@@ -1542,7 +1680,8 @@ impl Shared {
                 bundler.emit(sock);
                 queue_transmit(sock, mem, &t);
             }
-            completed |= collect_completions(engine, mem, done, done_order, forgotten, copier, now);
+            completed |=
+                collect_completions(engine, mem, done, forgotten, *want, wanted, copier, now);
         }
         if flush {
             bundler.emit(sock);
@@ -1558,10 +1697,14 @@ impl Shared {
         completed
     }
 
+    #[inline]
     fn sync_peers(&self, core: &mut Core) {
-        if self.board.peers_version.load(Ordering::Acquire) == core.peers_version {
-            return;
+        if self.board.peers_version.load(Ordering::Acquire) != core.peers_version {
+            self.load_peers(core);
         }
+    }
+
+    fn load_peers(&self, core: &mut Core) {
         let st = self.board.peers.lock().expect("peer lock");
         if st.version == core.peers_version {
             return;
@@ -1805,15 +1948,17 @@ impl Shared {
     /// Adaptive wait: make progress and spin for the configured budget (a reply that
     /// arrives then costs no wake-up), then sleep in the kernel on the socket, a signal
     /// from another thread, or the next timer.
+    /// `check(core, completion of want if this pass produced it)`.
     fn wait_for<T>(
         &self,
         timeout: Option<Duration>,
-        mut check: impl FnMut(&mut Core) -> Option<T>,
+        want: Option<ReqId>,
+        mut check: impl FnMut(&mut Core, Option<Completion>) -> Option<T>,
     ) -> Option<T> {
         // Already there: return without a progress pass, so that streams of
         // early-completed sends keep accumulating into shared frames.
         let mut core = self.app_lock();
-        if let Some(x) = check(&mut core) {
+        if let Some(x) = check(&mut core, None) {
             return Some(x);
         }
         drop(core);
@@ -1825,9 +1970,15 @@ impl Shared {
         let wakeups = self.wakeups.load(Ordering::SeqCst);
         let result = loop {
             let (mut core, now) = self.app_lock_now();
-            self.progress_at(&mut core, Some(now), true);
+            let got = match want {
+                Some(req) => self.progress_for(&mut core, Some(now), req),
+                None => {
+                    self.progress_at(&mut core, Some(now), true);
+                    None
+                }
+            };
             let mut core = self.run_handlers(core);
-            if let Some(x) = check(&mut core) {
+            if let Some(x) = check(&mut core, got) {
                 break Some(x);
             }
             if self.wakeups.load(Ordering::SeqCst) != wakeups
@@ -1905,5 +2056,57 @@ impl Shared {
             self.progress_at(&mut core, Some(now), true);
             drop(self.run_handlers(core));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn completion(req: u64, match_info: u64) -> Completion {
+        Completion {
+            req: ReqId(req),
+            kind: RequestKind::Send,
+            status: Status {
+                code: StatusCode::Success,
+                source: None,
+                match_info,
+                msg_length: 0,
+                xfer_length: 0,
+                context: 0,
+            },
+            mem: None,
+        }
+    }
+
+    #[test]
+    fn done_table_keeps_completion_order_whatever_is_taken_first() {
+        let mut d = DoneTable::default();
+        assert!(d.take(ReqId(1)).is_none());
+        assert_eq!(d.oldest(), None);
+        for r in 1..=4 {
+            d.insert(completion(r, r * 10));
+        }
+        assert!(d.contains(ReqId(4)) && d.contains(ReqId(1)));
+        // The latest, then one in the middle, by id.
+        assert_eq!(d.take(ReqId(4)).map(|c| c.req), Some(ReqId(4)));
+        assert_eq!(d.take(ReqId(2)).map(|c| c.req), Some(ReqId(2)));
+        assert!(d.take(ReqId(2)).is_none() && !d.contains(ReqId(4)));
+        assert_eq!(d.oldest(), Some(ReqId(1)));
+        d.insert(completion(5, 50));
+        // By match: the oldest that matches.
+        assert_eq!(d.take_any(0, 0).map(|c| c.req), Some(ReqId(1)));
+        assert_eq!(d.take_any(50, u64::MAX).map(|c| c.req), Some(ReqId(5)));
+        assert_eq!(d.oldest(), Some(ReqId(3)));
+        assert_eq!(d.take(ReqId(3)).map(|c| c.req), Some(ReqId(3)));
+        assert_eq!(d.oldest(), None);
+        // Taken right after completing, with older ones left.
+        d.insert(completion(6, 0));
+        d.insert(completion(7, 0));
+        assert_eq!(d.take(ReqId(7)).map(|c| c.req), Some(ReqId(7)));
+        d.insert(completion(8, 0));
+        assert_eq!(d.oldest(), Some(ReqId(6)));
+        assert_eq!(d.take_any(0, 0).map(|c| c.req), Some(ReqId(6)));
+        assert_eq!(d.oldest(), Some(ReqId(8)));
     }
 }

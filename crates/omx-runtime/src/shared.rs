@@ -273,12 +273,12 @@ impl SharedChannel {
                     flags: 0,
                     match_info,
                     data,
-                }) if let Some((req, h, at, keep)) =
+                }) if let Some((h, at, keep)) =
                     engine.local_eager_direct(pid, match_info, data.len() as u32) =>
                 {
-                    // Straight from the ring into the posted receive.
+                    // Straight from the ring into the posted receive (already complete:
+                    // its completion is collected, and its buffer released, after this).
                     mem.write(h, at as usize, &data[..keep as usize]);
-                    engine.local_eager_done(now, req);
                     return true;
                 }
                 Ok(LocalRecord::Eager {

@@ -733,13 +733,23 @@ impl Inbox {
                 bits &= bits - 1;
                 done += self.poll_slot(i, max - done, &mut f);
                 if done >= max {
-                    self.next_start = (i + 1) % self.layout.slots;
+                    self.next_start = self.next_slot(i);
                     return done;
                 }
             }
         }
-        self.next_start = (start + 1) % self.layout.slots;
+        self.next_start = self.next_slot(start);
         done
+    }
+
+    /// The slot after `i`, round robin (no division on the polling path).
+    #[inline]
+    fn next_slot(&self, i: usize) -> usize {
+        if i + 1 >= self.layout.slots {
+            0
+        } else {
+            i + 1
+        }
     }
 
     #[inline]

@@ -371,7 +371,12 @@ impl PacketSocket {
     /// Frames that read lent memory ([`PacketSocket::queue_send_gathered`]) never
     /// stay queued past the return: if the kernel stalls, they are dropped (the
     /// protocol resends them), as are the frames queued with them.
+    #[inline]
     pub fn flush(&mut self) -> io::Result<()> {
+        // Called on every poll of a busy-polling wait: nothing queued is the rule.
+        if self.tx.pending() == 0 {
+            return Ok(());
+        }
         let r = self.flush_queued();
         if self.tx.holds_lent() {
             self.send_errors += self.tx.pending() as u64;
