@@ -8,7 +8,8 @@ mod types;
 
 use omx_proto::{Completion, PartnerId, ReqId, Status, StatusCode};
 use omx_runtime::{Endpoint, Error as RtError, Runtime, Segment};
-use std::collections::{HashMap, HashSet};
+// Keys are pointers and request ids: Fx hashing, no SipHash on every call.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -351,14 +352,14 @@ pub unsafe extern "C" fn mx_open_endpoint(
                     rt: rt.clone(),
                     handler,
                     ctx_mask,
-                    reqs: Mutex::new(HashMap::new()),
+                    reqs: Mutex::new(HashMap::default()),
                     default_resends: std::sync::atomic::AtomicU32::new(0),
                 });
                 let p = Box::into_raw(c);
                 ENDPOINTS
                     .lock()
                     .expect("endpoints")
-                    .get_or_insert_with(HashSet::new)
+                    .get_or_insert_with(HashSet::default)
                     .insert(p as usize);
                 *out = p;
                 return MX_SUCCESS;
@@ -468,6 +469,9 @@ pub unsafe extern "C" fn mx_close_endpoint(e: *mut CEndpoint) -> MxReturn {
             for r in t.recs.iter_mut().filter(|r| r.ep == e as usize) {
                 r.ep = 0;
             }
+            // An endpoint opened later may get this one's address: it must not find
+            // these (now invalid) records through the index.
+            t.index.retain(|&(ep, _), _| ep != e as usize);
         }
     }
     let c = Box::from_raw(e);

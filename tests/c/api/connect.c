@@ -2,8 +2,9 @@
  * wrong key (MX_BAD_CONNECTION_KEY / MX_STATUS_BAD_KEY), endpoint not open
  * (MX_CONNECTION_FAILED / MX_STATUS_ENDPOINT_CLOSED), bad endpoint index
  * (MX_BAD_ENDPOINT_ID / MX_STATUS_BAD_ENDPOINT), unknown nic
- * (MX_NIC_NOT_FOUND); the iconnect status carries the given match_info and
- * context, its source is the new address. */
+ * (MX_NIC_NOT_FOUND); an endpoint closed and reopened over and over connects
+ * and sends with addresses of its own; the iconnect status carries the given
+ * match_info and context, its source is the new address. */
 #include "common.h"
 
 #define OTHER_KEY 0x0badcafeu
@@ -68,6 +69,25 @@ int main(void) {
     e5 = t_open(5, TKEY);
     CHECK_OK(mx_connect(e0, nic, 5, TKEY, 5000, &a));
     CHECK_OK(mx_close_endpoint(e5));
+  }
+
+  /* ---- the connecting side closed and reopened, over and over ----
+   * A new endpoint handle may reuse a closed one's memory: the addresses it gets
+   * must be its own, never the closed endpoint's (now invalid) ones. */
+  for (int round = 0; round < 6; round++) {
+    mx_endpoint_t e6 = t_open(6, TKEY);
+    mx_endpoint_addr_t to1;
+    CHECK_OK(mx_connect(e6, nic, 1, TKEY, 5000, &to1));
+    char sb[64], rb[64];
+    mx_status_t rs;
+    fill(sb, sizeof sb, 40 + round);
+    mx_request_t r = t_recv(e1, rb, sizeof rb, 0x66, MX_MATCH_MASK_NONE, NULL);
+    mx_request_t s = t_send(e6, to1, sb, sizeof sb, 0x66, NULL);
+    CHECK(t_wait(e1, &r, &rs), "round %d: receive from a reopened endpoint", round);
+    CHECK(rs.code == MX_STATUS_SUCCESS && verify(rb, sizeof rb, 40 + round) < 0,
+          "round %d: data from a reopened endpoint (%s)", round, mx_strstatus(rs.code));
+    CHECK(t_wait(e6, &s, NULL), "round %d: send from a reopened endpoint", round);
+    CHECK_OK(mx_close_endpoint(e6));
   }
 
   /* ---- non-blocking connect ---- */
