@@ -602,12 +602,16 @@ impl Endpoint {
         if segs.len() > MAX_SEGMENTS {
             return Err(Error::BadArgument("more than 256 segments"));
         }
-        let total: u64 = segs.iter().map(|s| s.len as u64).sum();
+        // One pass over the segments (this runs on every send and receive).
+        let mut total: u64 = 0;
+        for s in segs {
+            if s.len > 0 && s.ptr.is_null() {
+                return Err(Error::BadArgument("null segment pointer"));
+            }
+            total += s.len as u64;
+        }
         if total > u32::MAX as u64 {
             return Err(Error::BadArgument("message longer than 4 GiB"));
-        }
-        if segs.iter().any(|s| s.len > 0 && s.ptr.is_null()) {
-            return Err(Error::BadArgument("null segment pointer"));
         }
         Ok(total as u32)
     }
