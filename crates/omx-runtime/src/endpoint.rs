@@ -602,12 +602,16 @@ impl Endpoint {
         if segs.len() > MAX_SEGMENTS {
             return Err(Error::BadArgument("more than 256 segments"));
         }
-        let total: u64 = segs.iter().map(|s| s.len as u64).sum();
+        // One pass over the segments (this runs on every send and receive).
+        let mut total: u64 = 0;
+        for s in segs {
+            if s.len > 0 && s.ptr.is_null() {
+                return Err(Error::BadArgument("null segment pointer"));
+            }
+            total += s.len as u64;
+        }
         if total > u32::MAX as u64 {
             return Err(Error::BadArgument("message longer than 4 GiB"));
-        }
-        if segs.iter().any(|s| s.len > 0 && s.ptr.is_null()) {
-            return Err(Error::BadArgument("null segment pointer"));
         }
         Ok(total as u32)
     }
@@ -1322,6 +1326,8 @@ impl Shared {
         // Only shared-memory records were taken (no copy, no backlog): see below.
         let mut records_only = true;
         let mut now = now;
+        // The coarse clock read for the ring records, reused by the quiet check below.
+        let mut coarse = None;
         if copier.pending() > 0 {
             let t = *now.get_or_insert_with(|| self.rt.now());
             copier.reap(|id| engine.copy_done(t, id));
@@ -1330,7 +1336,7 @@ impl Shared {
         }
         if let Some(sh) = shared.as_mut() {
             if sh.has_pending() {
-                let t = now.unwrap_or_else(|| self.rt.coarse_now());
+                let t = now.unwrap_or_else(|| *coarse.insert(self.rt.coarse_now()));
                 sh.receive(engine, mem, t, &mut |d| {
                     if rx_pool.capacity() < d.len() {
                         rx_pool.refill(d.len());
@@ -1397,7 +1403,7 @@ impl Shared {
             && !engine.has_output_besides_completions()
             // The caller's precise clock when it has one: the coarse clock lags up to a
             // tick, and a sleeper whose deadline passed would otherwise spin until then.
-            && *now.get_or_insert_with(|| self.rt.coarse_now()) < *timer_at
+            && *now.get_or_insert_with(|| coarse.unwrap_or_else(|| self.rt.coarse_now())) < *timer_at
         {
             if engine.has_output() {
                 let Core {

@@ -373,10 +373,16 @@ impl PacketSocket {
     /// protocol resends them), as are the frames queued with them.
     #[inline]
     pub fn flush(&mut self) -> io::Result<()> {
-        // Called on every poll of a busy-polling wait: nothing queued is the rule.
+        // Called on every poll of a busy-polling wait: nothing queued is the rule, so
+        // only this test is inlined into the caller.
         if self.tx.pending() == 0 {
             return Ok(());
         }
+        self.flush_pending()
+    }
+
+    #[cold]
+    fn flush_pending(&mut self) -> io::Result<()> {
         let r = self.flush_queued();
         if self.tx.holds_lent() {
             self.send_errors += self.tx.pending() as u64;

@@ -480,6 +480,7 @@ impl SendBatch {
         self.slot
     }
     /// Frames queued and not yet sent.
+    #[inline]
     pub fn pending(&self) -> usize {
         self.queued - self.done
     }
