@@ -636,26 +636,13 @@ impl Endpoint {
             if let Some(sh) = shared.as_mut() {
                 if sh.write_eager_direct(dest, match_info, segs, len as usize) {
                     let c = engine.local_direct_sent(dest, match_info, len, context);
-                    let Core {
-                        engine,
-                        mem,
-                        done,
-                        forgotten,
-                        copier,
-                        want,
-                        wanted,
-                        ..
-                    } = &mut *core;
-                    if engine.has_output() {
+                    if core.engine.has_output() {
                         // Completions already queued go first (completion order); other
                         // output waits for the next pass, as between streamed sends.
-                        let now = self.shared.rt.coarse_now();
-                        collect_completions(
-                            engine, mem, done, forgotten, *want, wanted, copier, now,
-                        );
+                        core.collect_completions(self.shared.rt.coarse_now());
                     }
                     let r = c.req;
-                    done.insert(c);
+                    core.done.insert(c);
                     if self.shared.sleepers.load(Ordering::SeqCst) > 0 {
                         self.shared.signal();
                     }
@@ -1026,6 +1013,21 @@ fn collect_completions(
 }
 
 impl Core {
+    /// [`collect_completions`] on this endpoint's own tables.
+    fn collect_completions(&mut self, now: Time) -> bool {
+        let Core {
+            engine,
+            mem,
+            done,
+            forgotten,
+            copier,
+            want,
+            wanted,
+            ..
+        } = self;
+        collect_completions(engine, mem, done, forgotten, *want, wanted, copier, now)
+    }
+
     /// Work that finishes or becomes possible without any descriptor waking a sleeper:
     /// copies on the copy thread (microseconds), messages waiting for ring space (the
     /// peer frees it silently), frames held back by the fault injector. Sleeps stay
@@ -1406,19 +1408,7 @@ impl Shared {
             && *now.get_or_insert_with(|| coarse.unwrap_or_else(|| self.rt.coarse_now())) < *timer_at
         {
             if engine.has_output() {
-                let Core {
-                    engine,
-                    mem,
-                    done,
-                    forgotten,
-                    copier,
-                    want,
-                    wanted,
-                    ..
-                } = core;
-                let t = now.expect("read above");
-                let completed =
-                    collect_completions(engine, mem, done, forgotten, *want, wanted, copier, t);
+                let completed = core.collect_completions(now.expect("read above"));
                 if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
                     self.signal();
                 }
