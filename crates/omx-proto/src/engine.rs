@@ -488,18 +488,12 @@ impl Engine {
     /// Processes one received frame (a complete Ethernet frame, shared so that copy
     /// actions can reference its payload without copying it).
     pub fn handle_frame(&mut self, now: Time, frame: Bytes) {
-        let decoded = match omx_wire::decode(&frame, &self.cfg.wire) {
-            Ok(d) => d,
-            Err(e) => return self.count_decode_error(e),
+        let Some((decoded, src, peer_index)) = self.admit_frame(&frame) else {
+            return;
         };
         let header = decoded.header;
         let packet = decoded.packet;
         let payload = frame.slice_ref(decoded.payload);
-        let src = nic_id_from_mac(header.src_mac);
-        let Some(peer_index) = self.peers.index_of(src) else {
-            self.counters.drop_bad_peer_addr += 1;
-            return;
-        };
         // Connect and pull replies are resolved by address or handle; everything else
         // must name us by the index we announced.
         let checks_index = !matches!(
@@ -541,28 +535,34 @@ impl Engine {
         frame: &[u8],
         place: &mut dyn FnMut(MemHandle, u64, &[u8]),
     ) -> bool {
-        let decoded = match omx_wire::decode(frame, &self.cfg.wire) {
-            Ok(d) => d,
-            Err(e) => {
-                self.count_decode_error(e);
-                return true;
-            }
+        // Pull replies are resolved by handle, not by peer index: admission is all.
+        let Some((decoded, _, _)) = self.admit_frame(frame) else {
+            return true;
         };
         let Packet::PullReply(r) = decoded.packet else {
             return false;
         };
-        // As in `handle_frame`: the sender must be a known peer (pull replies are
-        // resolved by handle, not by peer index).
-        if self
-            .peers
-            .index_of(nic_id_from_mac(decoded.header.src_mac))
-            .is_none()
-        {
-            self.counters.drop_bad_peer_addr += 1;
-            return true;
-        }
         self.on_pull_reply_in_place(now, r, decoded.payload, place);
         true
+    }
+
+    /// Decodes a received frame and checks that it comes from a known peer: the
+    /// admission every frame passes, whoever owns its bytes. `None` when it is dropped
+    /// (counted); else the frame, its sender and the sender's peer index.
+    fn admit_frame<'f>(&mut self, frame: &'f [u8]) -> Option<(omx_wire::Decoded<'f>, NicId, u16)> {
+        let decoded = match omx_wire::decode(frame, &self.cfg.wire) {
+            Ok(d) => d,
+            Err(e) => {
+                self.count_decode_error(e);
+                return None;
+            }
+        };
+        let src = nic_id_from_mac(decoded.header.src_mac);
+        let Some(peer_index) = self.peers.index_of(src) else {
+            self.counters.drop_bad_peer_addr += 1;
+            return None;
+        };
+        Some((decoded, src, peer_index))
     }
 
     fn count_decode_error(&mut self, e: DecodeError) {
