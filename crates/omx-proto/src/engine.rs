@@ -546,6 +546,31 @@ impl Engine {
         true
     }
 
+    /// Whether a pull is under way (pull replies are expected).
+    pub fn pulling(&self) -> bool {
+        !self.pulls.is_empty()
+    }
+
+    /// A pull reply the caller receives straight into user memory, from its first
+    /// [`omx_wire::PULL_REPLY_HEAD_LEN`] bytes (`head`; the frame is `frame_len` bytes
+    /// long and still queued). `place(destination, byte offset, length)` must receive
+    /// the frame, its payload going there, during the call, and say whether the whole
+    /// frame arrived as peeked. `Some(placed)` when the reply was one to place; `None`,
+    /// having changed nothing, when not (bad header, unknown sender or pull,
+    /// duplicate...): the caller then takes the frame whole through
+    /// [`Engine::handle_frame`], which counts the drop.
+    pub fn handle_pull_reply_direct(
+        &mut self,
+        now: Time,
+        head: &[u8],
+        frame_len: usize,
+        place: &mut dyn FnMut(MemHandle, u64, usize) -> bool,
+    ) -> Option<bool> {
+        let (header, r) = omx_wire::decode_pull_reply_head(head, frame_len, &self.cfg.wire).ok()?;
+        self.peers.index_of(nic_id_from_mac(header.src_mac))?;
+        self.on_pull_reply_direct(now, r, place)
+    }
+
     /// Decodes a received frame and checks that it comes from a known peer: the
     /// admission every frame passes, whoever owns its bytes. `None` when it is dropped
     /// (counted); else the frame, its sender and the sender's peer index.

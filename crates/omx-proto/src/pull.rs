@@ -255,29 +255,58 @@ impl Engine {
     /// `None` if it is dropped (counted).
     fn accept_pull_reply(&mut self, now: Time, r: &PullReply, len: usize) -> Option<AcceptedReply> {
         self.counters.recv_pull_reply += 1;
-        if r.dst_magic ^ PULL_MAGIC_XOR != self.me.endpoint as u32 {
-            self.counters.drop_pull_reply_bad_magic += 1;
-            return None;
+        match self.check_pull_reply(r) {
+            Ok(c) => Some(self.commit_pull_reply(now, c, len)),
+            Err(drop) => {
+                let c = &mut self.counters;
+                match drop {
+                    ReplyDrop::BadMagic => c.drop_pull_reply_bad_magic += 1,
+                    ReplyDrop::BadHandle => c.drop_pull_reply_bad_handle += 1,
+                    ReplyDrop::BadSeqnum => c.drop_pull_reply_bad_seqnum += 1,
+                    ReplyDrop::Duplicate => c.drop_pull_reply_duplicate += 1,
+                }
+                None
+            }
         }
-        let Some(pk) = self.pull_by_wire_handle(r.dst_pull_handle) else {
-            self.counters.drop_pull_reply_bad_handle += 1;
-            return None;
-        };
-        let pull = self.pulls.get_mut(pk).expect("handle resolved");
+    }
+
+    /// Where a pull reply belongs, changing nothing: its pull, frame and block.
+    fn check_pull_reply(&self, r: &PullReply) -> Result<CheckedReply, ReplyDrop> {
+        if r.dst_magic ^ PULL_MAGIC_XOR != self.me.endpoint as u32 {
+            return Err(ReplyDrop::BadMagic);
+        }
+        let pk = self
+            .pull_by_wire_handle(r.dst_pull_handle)
+            .ok_or(ReplyDrop::BadHandle)?;
+        let pull = self.pulls.get(pk).expect("handle resolved");
         let k = ((r.msg_offset as u64 + pull.off0 as u64) / pull.reply_max as u64) as u32;
         let valid = k < pull.frames_total
             && pull.frame_start(k) == r.msg_offset
             && k as u8 == r.frame_seqnum
             && pull.frame_end(k) - pull.frame_start(k) == r.frame_length as u32;
         let block = pull.blocks.iter().position(|b| b.start <= k && k < b.end);
-        let Some(bi) = block.filter(|_| valid) else {
-            self.counters.drop_pull_reply_bad_seqnum += 1;
-            return None;
-        };
+        let block = block.filter(|_| valid).ok_or(ReplyDrop::BadSeqnum)?;
         if pull.has(k) {
-            self.counters.drop_pull_reply_duplicate += 1;
-            return None;
+            return Err(ReplyDrop::Duplicate);
         }
+        Ok(CheckedReply {
+            pull: pk,
+            frame: k,
+            block,
+            dst: pull.handle,
+            dst_offset: pull.base + r.msg_offset as u64,
+        })
+    }
+
+    /// Records a checked reply's frame as received.
+    fn commit_pull_reply(
+        &mut self,
+        now: Time,
+        c: CheckedReply,
+        len: usize,
+    ) -> AcceptedReply {
+        let pull = self.pulls.get_mut(c.pull).expect("checked");
+        let (k, bi) = (c.frame, c.block);
         pull.received[(k / 64) as usize] |= 1 << (k % 64);
         pull.frames_received += 1;
         pull.last_progress = now;
@@ -287,20 +316,44 @@ impl Engine {
             pull.blocks.remove(bi);
         }
         let all_done = pull.frames_received == pull.frames_total;
-        let (req, dst, base) = (pull.req, pull.handle, pull.base);
+        let req = pull.req;
         if let Some(Request::Recv(rr)) = self.requests.get_mut(req) {
             if let Some(a) = rr.active.as_mut() {
                 a.received += len as u32;
             }
         }
-        Some(AcceptedReply {
-            pull: pk,
+        AcceptedReply {
+            pull: c.pull,
             req,
-            dst,
-            dst_offset: base + r.msg_offset as u64,
+            dst: c.dst,
+            dst_offset: c.dst_offset,
             block_done,
             all_done,
-        })
+        }
+    }
+
+    /// A pull reply whose payload the caller receives straight into place: `place(
+    /// destination, byte offset, length)` must store the frame's payload there during
+    /// the call and say whether it did (the whole frame arrived as announced). `None`
+    /// when the reply is not one to place (unknown pull, duplicate, bad fields): the
+    /// caller then takes the frame whole through [`crate::Engine::handle_frame`], which
+    /// counts its drop, and nothing has changed.
+    pub(crate) fn on_pull_reply_direct(
+        &mut self,
+        now: Time,
+        r: PullReply,
+        place: &mut dyn FnMut(MemHandle, u64, usize) -> bool,
+    ) -> Option<bool> {
+        let c = self.check_pull_reply(&r).ok()?;
+        let len = r.frame_length as usize;
+        if !place(c.dst, c.dst_offset, len) {
+            // Nothing recorded: the pull asks for the frame again if it is really lost.
+            return Some(false);
+        }
+        self.counters.recv_pull_reply += 1;
+        let a = self.commit_pull_reply(now, c, len);
+        self.after_pull_reply(now, a);
+        Some(true)
     }
 
     /// Once the reply's payload is placed (or its copy queued): ends the pull, or
@@ -575,6 +628,25 @@ impl Engine {
 
 /// A pull reply accepted by [`Engine::accept_pull_reply`]: where its payload goes and
 /// what the pull does next.
+/// Why a pull reply is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReplyDrop {
+    BadMagic,
+    BadHandle,
+    BadSeqnum,
+    Duplicate,
+}
+
+/// A pull reply's place, before anything is recorded.
+#[derive(Clone, Copy, Debug)]
+struct CheckedReply {
+    pull: Key,
+    frame: u32,
+    block: usize,
+    dst: MemHandle,
+    dst_offset: u64,
+}
+
 struct AcceptedReply {
     pull: Key,
     req: Key,

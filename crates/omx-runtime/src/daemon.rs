@@ -377,6 +377,7 @@ fn open_for_client(
         endpoints: vec![index],
         board_frames: false,
         marked_only: false,
+        direct: None,
     };
     let mut iface = board.iface.clone();
     iface.mtu = iface.mtu.min(rt.cfg.wire.mtu);

@@ -13,7 +13,9 @@ use crate::shared::{run_local_pull, LocalConnect, SharedChannel};
 use bytes::{Bytes, BytesMut};
 use omx_proto::demux::{closed_endpoint_nack, route, Route};
 use omx_proto::*;
-use omx_transport::{EndpointFilter, FaultInjector, PacketSocket, SocketOptions};
+use omx_transport::{
+    DirectRx, EndpointFilter, FaultInjector, PacketSocket, SocketOptions, DIRECT_MAX_PIECES,
+};
 use omx_wire::NackType;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
@@ -74,6 +76,8 @@ const RX_POOL_KEEP: usize = 16;
 struct Core {
     engine: Engine,
     sock: PacketSocket,
+    /// This endpoint's pull replies, received straight into place (`OMX_DIRECT_RECV`).
+    direct: Option<DirectRx>,
     mem: MemRegistry,
     done: DoneTable,
     forgotten: HashSet<ReqId>,
@@ -139,6 +143,8 @@ struct Shared {
     app_active: AtomicUsize,
     wake_fd: OwnedFd,
     sock_fd: RawFd,
+    /// The direct pull-reply socket, watched with the data socket.
+    direct_fd: Option<RawFd>,
     /// Doorbell of the shared-memory inbox, when there is one.
     shm_fd: Option<RawFd>,
     /// Wake-up policy and its timer.
@@ -233,10 +239,18 @@ impl Endpoint {
             .lock_endpoint(index, MAX_ENDPOINTS)?
             .ok_or(Error::Busy)?;
         let board_lock = b.dir.try_lock_board()?;
+        // Direct receive needs the payload placed by the kernel as it arrives: not with
+        // a copy engine (it copies from frames), injected faults (they act on frames)
+        // or checksums (verified before anything is placed).
+        let direct = rt.cfg.direct_recv
+            && rt.cfg.faults.is_none()
+            && crate::copy::engine(&rt.cfg.copy).is_none()
+            && !rt.cfg.wire.checksum;
         let filter = EndpointFilter {
             endpoints: vec![index],
             board_frames: board_lock.is_some(),
             marked_only: false,
+            direct: direct.then_some(index),
         };
         // Without latency flags on the wire (MX-compat mode), marked frames cannot be
         // told apart: every frame wakes.
@@ -256,6 +270,7 @@ impl Endpoint {
                 endpoints: vec![index],
                 board_frames: false,
                 marked_only: true,
+                direct: None,
             };
             let wopts = SocketOptions {
                 rx_ring_bytes: 0,
@@ -269,6 +284,15 @@ impl Endpoint {
         };
         let sock =
             PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
+        // Bound last, like the data socket, for the same reason. Its buffer holds the
+        // replies of every pull in flight, which the ring's size bounds (see assemble).
+        let direct_rx = if direct {
+            let buf = opts.rx_ring_bytes.max(4 << 20) * 2;
+            let d = DirectRx::open(&iface, rt.cfg.wire.ethertype, index, buf)?;
+            Some(d)
+        } else {
+            None
+        };
         Self::assemble(
             rt,
             b,
@@ -276,6 +300,7 @@ impl Endpoint {
             key,
             iface,
             sock,
+            direct_rx,
             wake_sock,
             coalescing,
             board_lock,
@@ -328,6 +353,7 @@ impl Endpoint {
             iface,
             sock,
             None,
+            None,
             Coalescing::Off,
             None,
             None,
@@ -343,6 +369,7 @@ impl Endpoint {
         key: u32,
         iface: omx_transport::Interface,
         sock: PacketSocket,
+        direct: Option<DirectRx>,
         wake_sock: Option<Mutex<PacketSocket>>,
         coalescing: Coalescing,
         board_lock: Option<LockFile>,
@@ -373,6 +400,7 @@ impl Endpoint {
             return Err(std::io::Error::last_os_error().into());
         }
         let sock_fd = sock.fd();
+        let direct_fd = direct.as_ref().map(DirectRx::fd);
         let shared = if rt.cfg.disable_shared {
             None
         } else {
@@ -403,6 +431,7 @@ impl Endpoint {
         let core = Core {
             engine,
             sock,
+            direct,
             mem: MemRegistry::default(),
             done: DoneTable::default(),
             forgotten: HashSet::default(),
@@ -443,6 +472,7 @@ impl Endpoint {
             // SAFETY: efd is a fresh descriptor we own.
             wake_fd: unsafe { OwnedFd::from_raw_fd(efd) },
             sock_fd,
+            direct_fd,
             shm_fd,
             coalescing,
             coalescing_ns: rt.cfg.coalescing_delay.as_nanos() as u64,
@@ -1177,6 +1207,58 @@ impl FramePool {
     }
 }
 
+/// Whether a received frame waits on the data or the direct socket.
+fn frames_waiting(core: &Core) -> bool {
+    core.sock.readable().unwrap_or(false) || core.direct.as_ref().is_some_and(DirectRx::readable)
+}
+
+/// Takes the pull replies waiting on the direct socket (at most a batch): each goes
+/// straight into its receive buffer, or, when it is not one to place, whole into `rx`
+/// for the ordinary path (which counts its drop). Returns whether any was placed.
+fn drain_direct(
+    d: &mut DirectRx,
+    engine: &mut Engine,
+    mem: &MemRegistry,
+    now: Time,
+    mut keep: impl FnMut(&[u8]),
+) -> bool {
+    let mut head = [0u8; omx_wire::PULL_REPLY_HEAD_LEN];
+    let mut placed = false;
+    for _ in 0..RX_BATCH {
+        let Ok(Some(len)) = d.peek(&mut head) else {
+            break;
+        };
+        let mut place = |h: MemHandle, off: u64, n: usize| {
+            let mut parts = [(std::ptr::null_mut(), 0); DIRECT_MAX_PIECES];
+            let mut scratch = [0u8; omx_wire::PULL_REPLY_HEAD_LEN];
+            let Some(k) = mem.scatter(h, off as usize, n, &mut parts) else {
+                // More pieces than one receive takes: through a bounce buffer.
+                let mut ok = false;
+                let _ = d.recv_owned(|f| {
+                    let start = omx_wire::PULL_REPLY_HEAD_LEN;
+                    if let Some(p) = f.get(start..start + n) {
+                        mem.write(h, off as usize, p);
+                        ok = f.len() == len;
+                    }
+                });
+                return ok;
+            };
+            // SAFETY: the pieces lie in a receive buffer lent to the engine for the
+            // pull under way (the handle resolves), which nothing else touches until
+            // the receive completes, after this pass.
+            let got = unsafe { d.recv_into(&mut scratch, &parts[..k]) };
+            matches!(got, Ok(Some(l)) if l == len)
+        };
+        match engine.handle_pull_reply_direct(now, &head, len, &mut place) {
+            Some(ok) => placed |= ok,
+            None => {
+                let _ = d.recv_owned(&mut keep);
+            }
+        }
+    }
+    placed
+}
+
 /// Smallest payload read by the kernel straight from user memory (a pull reply),
 /// rather than copied into the send batch: below it the copy costs less than the extra
 /// iovecs.
@@ -1311,6 +1393,7 @@ impl Shared {
         let Core {
             engine,
             sock,
+            direct,
             rx,
             board_rx,
             bundler,
@@ -1392,6 +1475,17 @@ impl Shared {
                 let _ = sock.recv_batch(RX_BATCH, |f| inj.on_receive(f, &mut take));
                 inj.release(&mut take);
             }
+        }
+        // (Only while pulling: an idle poll stays free of system calls. Replies that
+        // come late are taken, and dropped, during the next pull.)
+        if let Some(d) = direct.as_mut().filter(|_| engine.pulling()) {
+            let t = *now.get_or_insert_with(|| self.rt.now());
+            placed |= drain_direct(d, engine, mem, t, |f| {
+                if rx_pool.capacity() < f.len() {
+                    rx_pool.refill(f.len());
+                }
+                rx.push(rx_pool.carve(f));
+            });
         }
         // Nothing arrived, nothing to send, no timer due: the common case of a polling
         // loop, kept free of clock reads and deadline scans. Also when shared-memory
@@ -1540,6 +1634,7 @@ impl Shared {
             endpoints,
             board_frames: true,
             marked_only: false,
+            direct: self.direct_fd.map(|_| self.index),
         }
     }
 
@@ -1877,17 +1972,27 @@ impl Shared {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            // Pull replies wake like the data socket they bypass.
+            libc::pollfd {
+                fd: if data_fd >= 0 {
+                    self.direct_fd.unwrap_or(-1)
+                } else {
+                    -1
+                },
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
         };
         self.sleeps.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: four valid pollfds (a negative fd is ignored) and a valid timespec.
-        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 4, &ts, std::ptr::null()) };
+        // SAFETY: five valid pollfds (a negative fd is ignored) and a valid timespec.
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 5, &ts, std::ptr::null()) };
         if n > 0 {
             self.woken_by_io.fetch_add(1, Ordering::Relaxed);
-            if fds[0].revents != 0 || fds[1].revents != 0 {
+            if fds[0].revents != 0 || fds[1].revents != 0 || fds[4].revents != 0 {
                 // (The wake socket only rings: frames come from the data ring, and its
                 // marks are drained before the next sleep.)
                 if self.coalescing == Coalescing::Stream {
@@ -1909,7 +2014,7 @@ impl Shared {
     fn sleep_unlocked(&self, mut core: MutexGuard<'_, Core>, timeout: Duration) -> Fired {
         if let Some(w) = &self.wake_sock {
             // A frame already waits: no sleep, and no system call.
-            if core.sock.readable().unwrap_or(false) {
+            if frames_waiting(&core) {
                 return Fired::default();
             }
             // Forget the marks of frames already taken, then make sure none arrived
@@ -1918,7 +2023,7 @@ impl Shared {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .recv_batch(RX_BATCH, |_| {});
-            if core.sock.readable().unwrap_or(false) {
+            if frames_waiting(&core) {
                 return Fired::default();
             }
         }

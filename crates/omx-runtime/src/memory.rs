@@ -125,6 +125,29 @@ impl MemRegistry {
         (fits && covered == len).then_some(n)
     }
 
+    /// The parts of `[offset, offset + len)` of a buffer as (address, length), in
+    /// order, into `out`, for the kernel to write into (a directly received pull
+    /// reply); `None` under the same conditions as [`MemRegistry::gather`].
+    pub fn scatter(
+        &self,
+        h: MemHandle,
+        offset: usize,
+        len: usize,
+        out: &mut [(*mut u8, usize)],
+    ) -> Option<usize> {
+        let (mut n, mut covered, mut fits) = (0, 0, true);
+        self.for_range(h, offset, len, |p, part, _| {
+            if n == out.len() {
+                fits = false;
+                return;
+            }
+            out[n] = (p, part);
+            n += 1;
+            covered += part;
+        });
+        (fits && covered == len).then_some(n)
+    }
+
     /// Copies `len` bytes between two buffers of this process (a message to oneself);
     /// the application may have lent overlapping memory, so this is a move.
     pub fn copy(

@@ -36,6 +36,7 @@ impl RawEndpoint {
             endpoints: Vec::new(),
             board_frames: true,
             marked_only: false,
+            direct: None,
         };
         // Raw frames always use the original's EtherType.
         let sock = PacketSocket::open_filtered(

@@ -40,6 +40,9 @@ pub struct EndpointFilter {
     /// Only frames carrying the latency flag (bit 0x80 of the type byte): the filter
     /// of a wake-up socket, which sleeping threads watch instead of the data socket.
     pub marked_only: bool,
+    /// Leave out the pull replies (without checksum trailer) of this endpoint: a
+    /// [`crate::DirectRx`] socket takes them.
+    pub direct: Option<u8>,
 }
 
 /// Latency flag in the type byte (native mode).
@@ -55,7 +58,47 @@ impl EndpointFilter {
             endpoints: endpoints.into_iter().collect(),
             board_frames,
             marked_only: false,
+            direct: None,
         }
+    }
+
+    /// Whether `frame` is a pull reply without checksum trailer for `endpoint`: what a
+    /// [`crate::DirectRx`] socket of that endpoint takes (reference semantics of
+    /// [`EndpointFilter::compile_direct`]).
+    pub fn is_direct_pull_reply(ethertype: u16, frame: &[u8], endpoint: u8) -> bool {
+        frame.len() > PULL_ENDPOINT_OFFSET as usize
+            && u16::from_be_bytes([frame[12], frame[13]]) == ethertype
+            && frame[TYPE_OFFSET as usize] & !LATENCY_FLAG == TYPE_PULL_REPLY
+            && frame[PULL_ENDPOINT_OFFSET as usize] ^ PULL_ENDPOINT_XOR == endpoint
+    }
+
+    /// Classic BPF program of a direct socket: the pull replies (without checksum
+    /// trailer, which the receiver must verify before placing anything) of `endpoint`.
+    pub fn compile_direct(ethertype: u16, endpoint: u8) -> Vec<SockFilter> {
+        let mut a = Asm::default();
+        a.op(ld_h(12));
+        a.jump(JEQ, ethertype as u32, Target::Next(1), Target::Next(0));
+        a.op(ret(0));
+        a.op(ld_b(TYPE_OFFSET));
+        a.op(SockFilter {
+            code: BPF_ALU | BPF_AND | BPF_K,
+            jt: 0,
+            jf: 0,
+            k: (!LATENCY_FLAG) as u32 & 0xff,
+        });
+        a.jump(JEQ, TYPE_PULL_REPLY as u32, Target::Next(1), Target::Next(0));
+        a.op(ret(0));
+        a.op(ld_b(PULL_ENDPOINT_OFFSET));
+        a.op(SockFilter {
+            code: BPF_ALU | BPF_XOR | BPF_K,
+            jt: 0,
+            jf: 0,
+            k: PULL_ENDPOINT_XOR as u32,
+        });
+        a.jump(JEQ, endpoint as u32, Target::Next(1), Target::Next(0));
+        a.op(ret(0));
+        a.op(ret(ACCEPT));
+        a.finish()
     }
 
     /// The endpoint a frame is addressed to, per its packet type, or `None` for
@@ -86,6 +129,12 @@ impl EndpointFilter {
         if self.marked_only && t & LATENCY_FLAG == 0 {
             return false;
         }
+        if self
+            .direct
+            .is_some_and(|e| Self::is_direct_pull_reply(ethertype, frame, e))
+        {
+            return false;
+        }
         let t = t & !TYPE_FLAGS;
         if self.board_frames && BOARD_TYPES.contains(&t) {
             return true;
@@ -110,6 +159,27 @@ impl EndpointFilter {
         if self.marked_only {
             a.jump(JSET, LATENCY_FLAG as u32, Target::Next(1), Target::Next(0));
             a.op(ret(0));
+        }
+        if let Some(e) = self.direct {
+            // Pull replies of `e` without checksum go to its direct socket: skip them
+            // here (the type byte is reloaded below).
+            a.op(SockFilter {
+                code: BPF_ALU | BPF_AND | BPF_K,
+                jt: 0,
+                jf: 0,
+                k: (!LATENCY_FLAG) as u32 & 0xff,
+            });
+            a.jump(JEQ, TYPE_PULL_REPLY as u32, Target::Next(0), Target::Next(4));
+            a.op(ld_b(PULL_ENDPOINT_OFFSET));
+            a.op(SockFilter {
+                code: BPF_ALU | BPF_XOR | BPF_K,
+                jt: 0,
+                jf: 0,
+                k: PULL_ENDPOINT_XOR as u32,
+            });
+            a.jump(JEQ, e as u32, Target::Next(0), Target::Next(1));
+            a.op(ret(0));
+            a.op(ld_b(TYPE_OFFSET));
         }
         a.op(SockFilter {
             code: BPF_ALU | BPF_AND | BPF_K,
@@ -430,6 +500,7 @@ mod tests {
     fn latency_flag_is_ignored_for_routing_and_selects_wake_frames() {
         let data = EndpointFilter::new([3], false);
         let wake = EndpointFilter {
+            direct: None,
             marked_only: true,
             ..data.clone()
         };
@@ -468,6 +539,35 @@ mod tests {
     }
 
     #[test]
+    fn direct_program_takes_exactly_the_unchecksummed_pull_replies_of_its_endpoint() {
+        for ep in [0u8, 7, 255] {
+            let p = EndpointFilter::compile_direct(ET, ep);
+            for t in 0..=255u8 {
+                for e in 0..=255u8 {
+                    let fr = frame(t, e, e, e);
+                    let want = t & !LATENCY_FLAG == TYPE_PULL_REPLY && e ^ PULL_ENDPOINT_XOR == ep;
+                    assert_eq!(run(&p, &fr) > 0, want, "t={t} e={e} ep={ep}");
+                    assert_eq!(EndpointFilter::is_direct_pull_reply(ET, &fr, ep), want);
+                }
+            }
+            let mut other = frame(TYPE_PULL_REPLY, 0, 0, ep ^ PULL_ENDPOINT_XOR);
+            other[12] ^= 1;
+            assert_eq!(run(&p, &other), 0, "other EtherType");
+        }
+        // The data socket of an endpoint with a direct socket leaves exactly those out.
+        let data = EndpointFilter {
+            direct: Some(3),
+            ..EndpointFilter::new([3], false)
+        };
+        let d = data.compile(ET);
+        let pr = frame(TYPE_PULL_REPLY | LATENCY_FLAG, 3, 3, 3 ^ PULL_ENDPOINT_XOR);
+        assert_eq!(run(&d, &pr), 0);
+        let summed = frame(TYPE_PULL_REPLY | CHECKSUM_FLAG, 3, 3, 3 ^ PULL_ENDPOINT_XOR);
+        assert!(run(&d, &summed) > 0, "checksummed pull replies stay on the ring");
+        assert!(run(&d, &frame(TYPE_NACK_MCP, 3, 3, 3 ^ PULL_ENDPOINT_XOR)) > 0);
+    }
+
+    #[test]
     fn board_only_and_empty() {
         let b = EndpointFilter::new([], true).compile(ET);
         for t in BOARD_TYPES {
@@ -498,9 +598,17 @@ mod tests {
             sets.push((0..n).map(|_| rnd() as u8).collect());
         }
         for eps in sets {
-            for (board, marked_only) in [(false, false), (true, false), (false, true)] {
+            let direct = eps.first().copied();
+            for (board, marked_only, direct) in [
+                (false, false, None),
+                (true, false, None),
+                (false, true, None),
+                (false, false, direct),
+                (true, false, direct),
+            ] {
                 let f = EndpointFilter {
                     marked_only,
+                    direct,
                     ..EndpointFilter::new(eps.iter().copied(), board)
                 };
                 let p = f.compile(ET);

@@ -12,9 +12,11 @@
 //! * [`relay`]: frames relayed through the privileged `omxd` for processes
 //!   without CAP_NET_RAW.
 //! * [`cma`]: one-copy transfers between processes (`process_vm_readv`).
+//! * [`DirectRx`]: an endpoint's pull replies received straight into the receive
+//!   buffer (one copy instead of two through the ring).
 //!
-//! The `unsafe` code is in the private `sys` module and in `shm` / `cma`
-//! (mappings and syscalls), plus the contract of
+//! The `unsafe` code is in the private `sys` module and in `shm` / `cma` /
+//! `direct` (mappings and syscalls), plus the contract of
 //! [`PacketSocket::queue_send_gathered`] (frames whose payload the kernel reads from
 //! memory the caller lent); everything else is `deny(unsafe_code)`.
 
@@ -22,6 +24,8 @@
 
 #[allow(unsafe_code)]
 pub mod cma;
+#[allow(unsafe_code)]
+mod direct;
 pub mod faults;
 mod filter;
 mod iface;
@@ -37,6 +41,7 @@ mod sys;
 pub use relay::{OpenReply, OpenRequest, Refusal, RelayError};
 
 pub use cma::{CmaError, RemoteIov};
+pub use direct::{DirectRx, DIRECT_MAX_PIECES};
 pub use faults::{FaultConfig, FaultInjector, FaultStats};
 pub use filter::EndpointFilter;
 pub use iface::{

@@ -920,3 +920,35 @@ pub fn poll_many(
 pub fn can_open_packet_socket() -> bool {
     packet_socket().is_ok()
 }
+
+/// One non-blocking `recvmsg` of the next frame into `iovs` (`MSG_PEEK` leaves it
+/// queued). Returns `None` when no frame waits, else the frame's whole length
+/// (`MSG_TRUNC`: may exceed what the iovecs hold) and its packet type.
+///
+/// # Safety
+/// Every iovec must name writable memory of its length, not otherwise borrowed
+/// during the call.
+pub unsafe fn recv_frame_into(
+    fd: RawFd,
+    iovs: &mut [libc::iovec],
+    peek: bool,
+) -> io::Result<Option<(usize, u8)>> {
+    // SAFETY: sockaddr_ll and msghdr are plain C structs; all-zero is valid.
+    let mut addr: libc::sockaddr_ll = unsafe { zeroed() };
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_ll).cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    msg.msg_iov = iovs.as_mut_ptr();
+    msg.msg_iovlen = iovs.len();
+    let flags = libc::MSG_DONTWAIT | libc::MSG_TRUNC | if peek { libc::MSG_PEEK } else { 0 };
+    // SAFETY: `msg` names `addr` and the caller's iovecs, all live for the call.
+    let r = unsafe { libc::recvmsg(fd, &mut msg, flags) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::WouldBlock {
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    Ok(Some((r as usize, addr.sll_pkttype)))
+}

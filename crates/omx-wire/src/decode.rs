@@ -180,6 +180,68 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
     })
 }
 
+/// Bytes of a pull reply before its payload: common header and body header.
+pub const PULL_REPLY_HEAD_LEN: usize = COMMON_HEADER_LEN + 16;
+
+/// Parses a pull reply from its first [`PULL_REPLY_HEAD_LEN`] bytes (`head`), for
+/// receiving its payload straight into place; `frame_len` is the whole frame's length.
+/// Checks what [`decode`] checks of a pull reply except the payload bytes themselves.
+/// Frames with a checksum trailer (and, with checksums on, frames without) are refused
+/// with `BadChecksum`: their bytes must be verified before any is placed.
+pub fn decode_pull_reply_head(
+    head: &[u8],
+    frame_len: usize,
+    cfg: &WireConfig,
+) -> Result<(Header, PullReply), DecodeError> {
+    let have = head.len();
+    let (common, rest) = head
+        .split_first_chunk::<COMMON_HEADER_LEN>()
+        .ok_or(DecodeError::TooShort {
+            need: PULL_REPLY_HEAD_LEN,
+            have,
+        })?;
+    let common = Reader(common);
+    let header = Header {
+        dst_mac: common.mac::<0>(),
+        src_mac: common.mac::<6>(),
+        ethertype: common.u16::<12>(),
+        dst_src_peer_index: common.u16::<14>(),
+    };
+    if header.ethertype != cfg.ethertype {
+        return Err(DecodeError::WrongEtherType(header.ethertype));
+    }
+    let b = body::<16>(rest, have)?;
+    let type_byte = b.u8::<0>();
+    let bare = match type_of(type_byte) {
+        t if cfg.mode == WireMode::Native && (35..=45).contains(&t) => t,
+        _ => type_byte,
+    };
+    if PacketType::from_u8(bare) != Some(PacketType::PullReply) {
+        return Err(DecodeError::UnknownType(type_byte));
+    }
+    if type_byte & CHECKSUM_FLAG != 0 || cfg.checksums(type_byte) {
+        return Err(DecodeError::BadChecksum);
+    }
+    let p = PullReply {
+        frame_seqnum: b.u8::<1>(),
+        frame_length: b.u16::<2>(),
+        msg_offset: b.u32::<4>(),
+        dst_pull_handle: b.u32::<8>(),
+        dst_magic: b.u32::<12>(),
+    };
+    if u32::from(p.frame_length) > cfg.pull_reply_max {
+        return Err(DecodeError::BadDataLength);
+    }
+    let end = PULL_REPLY_HEAD_LEN.saturating_add(p.frame_length.into());
+    if frame_len < end {
+        return Err(DecodeError::PayloadTruncated {
+            need: end,
+            have: frame_len,
+        });
+    }
+    Ok((header, p))
+}
+
 /// Checks the trailer that follows the payload (or the body header, for types without
 /// payload) against the frame's bytes before it.
 fn verify_checksum(

@@ -23,7 +23,7 @@ mod packet;
 
 pub use bundle::*;
 pub use config::*;
-pub use decode::{decode, Decoded};
+pub use decode::{decode, decode_pull_reply_head, Decoded, PULL_REPLY_HEAD_LEN};
 pub use encode::{encode, encode_header};
 pub use error::{DecodeError, DropReason, EncodeError};
 pub use local::*;
