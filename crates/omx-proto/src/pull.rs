@@ -299,12 +299,7 @@ impl Engine {
     }
 
     /// Records a checked reply's frame as received.
-    fn commit_pull_reply(
-        &mut self,
-        now: Time,
-        c: CheckedReply,
-        len: usize,
-    ) -> AcceptedReply {
+    fn commit_pull_reply(&mut self, now: Time, c: CheckedReply, len: usize) -> AcceptedReply {
         let pull = self.pulls.get_mut(c.pull).expect("checked");
         let (k, bi) = (c.frame, c.block);
         pull.received[(k / 64) as usize] |= 1 << (k % 64);

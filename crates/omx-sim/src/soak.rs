@@ -103,8 +103,10 @@ pub fn run(cfg: &SoakConfig) -> SoakReport {
     let mut w = World::new(cfg.hosts, 1, cfg.engine.clone(), cfg.link.clone(), cfg.seed);
     w.copy_mode = cfg.copy_mode;
     // Half the seeds with immediate copies place pull replies in place, as the runtime
-    // does without copy offload.
+    // does without copy offload, and one in four receives them directly (as its direct
+    // socket does), with one placement in 200 cut short.
     w.in_place = matches!(cfg.copy_mode, CopyMode::Immediate) && cfg.seed % 2 == 1;
+    w.direct = (matches!(cfg.copy_mode, CopyMode::Immediate) && cfg.seed % 4 == 2).then_some(0.005);
     let mut rng = Rng::new(cfg.seed ^ 0xABCD);
     let n = cfg.hosts;
     let to: Vec<PartnerId> = (0..n).map(|i| w.connect(i, 0, (i + 1) % n, 0)).collect();

@@ -121,6 +121,10 @@ pub struct World {
     /// Deliver pull replies as the runtime does without copy offload: lent, with the
     /// payload placed during the call (`Engine::handle_frame_in_place`).
     pub in_place: bool,
+    /// Deliver pull replies as the runtime's direct socket does
+    /// (`Engine::handle_pull_reply_direct`), a placement failing (a frame cut short)
+    /// with this probability; `None`: off.
+    pub direct: Option<f64>,
 }
 
 /// What travels on a simulated shared-memory channel.
@@ -196,6 +200,7 @@ impl World {
             refuse_local_copy: false,
             push_chunk: 16 * 1024,
             in_place: false,
+            direct: None,
         }
     }
 
@@ -523,9 +528,32 @@ impl World {
     fn deliver(&mut self, host: usize, frame: Bytes) {
         let now = self.now;
         let in_place = self.in_place;
+        let cut = self.direct.map(|p| self.rng.chance(p));
         let Host { engines, mem, .. } = &mut self.hosts[host];
         match route(&frame) {
             Route::Endpoint(ep) => match engines.get_mut(ep as usize) {
+                Some(engine) if cut.is_some() && frame.len() >= omx_wire::PULL_REPLY_HEAD_LEN => {
+                    let head = &frame[..omx_wire::PULL_REPLY_HEAD_LEN];
+                    let mut place = |h, off: u64, n: usize| {
+                        let start = omx_wire::PULL_REPLY_HEAD_LEN;
+                        let Some(p) = frame.get(start..start + n) else {
+                            return false;
+                        };
+                        if cut == Some(true) {
+                            // Part of the payload lands before the frame turns out short.
+                            mem.get_mut(h).write_at(off as usize, &p[..n / 2]);
+                            return false;
+                        }
+                        mem.get_mut(h).write_at(off as usize, p);
+                        true
+                    };
+                    if engine
+                        .handle_pull_reply_direct(now, head, frame.len(), &mut place)
+                        .is_none()
+                    {
+                        engine.handle_frame(now, frame);
+                    }
+                }
                 Some(engine) if in_place => {
                     let placed = engine.handle_frame_in_place(now, &frame, &mut |h, off, data| {
                         mem.get_mut(h).write_at(off as usize, data)

@@ -88,10 +88,23 @@ fn pingpong_0_to_8mib_recvmmsg_with_checksums() {
     pingpong_all_sizes(9000, &[("OMX_RX_RING_KB", "0"), ("OMX_CHECKSUM", "1")]);
 }
 
-/// Largest frames: pull replies of 64 KiB gathered from user memory and placed in place.
+/// Largest frames: pull replies of 64 KiB gathered from user memory and received
+/// straight into the receive buffer (direct receive, on by default at this size).
 #[test]
 fn pingpong_0_to_8mib_native_mtu65535() {
     pingpong_all_sizes(65535, &[("OMX_MTU", "65535")]);
+}
+
+/// The same with pull replies through the receive ring (direct receive off).
+#[test]
+fn pingpong_0_to_8mib_native_mtu65535_through_the_ring() {
+    pingpong_all_sizes(65535, &[("OMX_MTU", "65535"), ("OMX_DIRECT_RECV", "0")]);
+}
+
+/// Direct receive with 1500-byte frames: many small pieces, short padded frames.
+#[test]
+fn pingpong_0_to_8mib_direct_receive_mtu1500() {
+    pingpong_all_sizes(1500, &[("OMX_MTU", "1500"), ("OMX_DIRECT_RECV", "1")]);
 }
 
 /// Receive copies on the copy thread deliver the same bytes as inline copies.
@@ -171,7 +184,13 @@ const SIZES: &str = "0,17,100,5000,40000,300000,2000000";
 
 /// Runs one omx_testpeer per host with the same arguments (plus `extra[i]`), all at
 /// once, and checks every one reports `OK sent=S received=S`.
-fn testpeer_everywhere(h: &Hosts, args: &[&str], extra: &[&[&str]], expect: u64) {
+fn testpeer_everywhere(
+    h: &Hosts,
+    args: &[&str],
+    extra: &[&[&str]],
+    env: &[(&str, &str)],
+    expect: u64,
+) {
     let peers: Vec<String> = (0..h.n).map(|i| format!("h{i}:0")).collect();
     let peers = peers.join(",");
     let mut procs: Vec<Proc> = (0..h.n)
@@ -179,7 +198,7 @@ fn testpeer_everywhere(h: &Hosts, args: &[&str], extra: &[&[&str]], expect: u64)
             let mut a = vec!["--peers", &peers];
             a.extend_from_slice(args);
             a.extend_from_slice(extra.get(i).copied().unwrap_or(&[]));
-            h.spawn(i, &format!("omx_testpeer h{i}"), OMX_TESTPEER, &a, &[])
+            h.spawn(i, &format!("omx_testpeer h{i}"), OMX_TESTPEER, &a, env)
         })
         .collect();
     for p in procs.iter_mut() {
@@ -215,7 +234,29 @@ fn all_to_all_four_hosts_two_endpoints() {
         "--timeout",
         "150",
     ];
-    testpeer_everywhere(&h, &args, &[], 2 * 6 * 7 * 3);
+    testpeer_everywhere(&h, &args, &[], &[], 2 * 6 * 7 * 3);
+}
+
+/// The same with pull replies received directly (`OMX_DIRECT_RECV=1`, off by default
+/// at this MTU): several pulls per endpoint at once, padded short last frames, and,
+/// through the bridge's flooding, frames for other hosts on the direct socket.
+#[test]
+fn all_to_all_four_hosts_direct_receive() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(4, 9000);
+    let args = [
+        "--endpoints",
+        "2",
+        "--sizes",
+        SIZES,
+        "--count",
+        "3",
+        "--timeout",
+        "150",
+    ];
+    testpeer_everywhere(&h, &args, &[], &[("OMX_DIRECT_RECV", "1")], 2 * 6 * 7 * 3);
 }
 
 /// Endpoints connect to a remote endpoint that opens only later (and that, once open,
@@ -241,7 +282,7 @@ fn connect_to_endpoint_opened_later() {
     ];
     // h1 opens endpoint 1 1.5 s after endpoint 0.
     let late: &[&str] = &["--open-delay-ms", "1500"];
-    testpeer_everywhere(&h, &args, &[&[], late], 2 * 2 * 4 * 2);
+    testpeer_everywhere(&h, &args, &[&[], late], &[], 2 * 2 * 4 * 2);
 }
 
 /// A receiver killed mid-stream: the sender sees a failure status (with a small resend

@@ -84,7 +84,8 @@ impl DirectRx {
                 iov_len: head.len(),
             }];
             // SAFETY: the iovec names `head`, borrowed mutably for the call.
-            let Some((len, pkttype)) = (unsafe { sys::recv_frame_into(self.fd(), &mut iov, true)? })
+            let Some((len, pkttype)) =
+                (unsafe { sys::recv_frame_into(self.fd(), &mut iov, true)? })
             else {
                 return Ok(None);
             };

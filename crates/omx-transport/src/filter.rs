@@ -86,7 +86,12 @@ impl EndpointFilter {
             jf: 0,
             k: (!LATENCY_FLAG) as u32 & 0xff,
         });
-        a.jump(JEQ, TYPE_PULL_REPLY as u32, Target::Next(1), Target::Next(0));
+        a.jump(
+            JEQ,
+            TYPE_PULL_REPLY as u32,
+            Target::Next(1),
+            Target::Next(0),
+        );
         a.op(ret(0));
         a.op(ld_b(PULL_ENDPOINT_OFFSET));
         a.op(SockFilter {
@@ -169,7 +174,12 @@ impl EndpointFilter {
                 jf: 0,
                 k: (!LATENCY_FLAG) as u32 & 0xff,
             });
-            a.jump(JEQ, TYPE_PULL_REPLY as u32, Target::Next(0), Target::Next(4));
+            a.jump(
+                JEQ,
+                TYPE_PULL_REPLY as u32,
+                Target::Next(0),
+                Target::Next(4),
+            );
             a.op(ld_b(PULL_ENDPOINT_OFFSET));
             a.op(SockFilter {
                 code: BPF_ALU | BPF_XOR | BPF_K,
@@ -563,7 +573,10 @@ mod tests {
         let pr = frame(TYPE_PULL_REPLY | LATENCY_FLAG, 3, 3, 3 ^ PULL_ENDPOINT_XOR);
         assert_eq!(run(&d, &pr), 0);
         let summed = frame(TYPE_PULL_REPLY | CHECKSUM_FLAG, 3, 3, 3 ^ PULL_ENDPOINT_XOR);
-        assert!(run(&d, &summed) > 0, "checksummed pull replies stay on the ring");
+        assert!(
+            run(&d, &summed) > 0,
+            "checksummed pull replies stay on the ring"
+        );
         assert!(run(&d, &frame(TYPE_NACK_MCP, 3, 3, 3 ^ PULL_ENDPOINT_XOR)) > 0);
     }
 

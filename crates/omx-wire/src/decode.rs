@@ -194,12 +194,12 @@ pub fn decode_pull_reply_head(
     cfg: &WireConfig,
 ) -> Result<(Header, PullReply), DecodeError> {
     let have = head.len();
-    let (common, rest) = head
-        .split_first_chunk::<COMMON_HEADER_LEN>()
-        .ok_or(DecodeError::TooShort {
-            need: PULL_REPLY_HEAD_LEN,
-            have,
-        })?;
+    let (common, rest) =
+        head.split_first_chunk::<COMMON_HEADER_LEN>()
+            .ok_or(DecodeError::TooShort {
+                need: PULL_REPLY_HEAD_LEN,
+                have,
+            })?;
     let common = Reader(common);
     let header = Header {
         dst_mac: common.mac::<0>(),

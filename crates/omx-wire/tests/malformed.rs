@@ -726,3 +726,52 @@ fn latency_flag_is_transparent_in_native_mode_only() {
     raw[16] = 1 | omx_wire::LATENCY_FLAG;
     assert_eq!(decode(&raw, &cfg), Err(DecodeError::UnknownType(0x81)));
 }
+
+/// The header-only parse of a pull reply (direct receive) agrees with `decode` on every
+/// valid reply, short padded ones included, and refuses what `decode` would, plus
+/// frames with a checksum trailer and every other type.
+#[test]
+fn pull_reply_head_agrees_with_decode() {
+    for cfg in common::configs() {
+        for len in [0u16, 1, 27, 28, 100, cfg.pull_reply_max as u16] {
+            let p = PullReply {
+                frame_seqnum: 3,
+                frame_length: len,
+                msg_offset: 4096,
+                dst_pull_handle: 0x1234,
+                dst_magic: 0x5678,
+            };
+            let f = frame(&cfg, Packet::PullReply(p), &vec![7; usize::from(len)]);
+            let head = &f[..PULL_REPLY_HEAD_LEN];
+            let whole = decode(&f, &cfg).unwrap();
+            let (h, r) = decode_pull_reply_head(head, f.len(), &cfg).unwrap();
+            assert_eq!((h, Packet::PullReply(r)), (whole.header, whole.packet));
+            if cfg.checksum {
+                continue;
+            }
+            // The frame cut short of its payload.
+            let short = PULL_REPLY_HEAD_LEN + usize::from(len) - 1;
+            if usize::from(len) > 0 && short < f.len() {
+                assert!(matches!(
+                    decode_pull_reply_head(head, short, &cfg),
+                    Err(DecodeError::PayloadTruncated { .. })
+                ));
+            }
+            let mut big = head.to_vec();
+            put16(&mut big, 18, cfg.pull_reply_max as u16 + 1);
+            assert_eq!(
+                decode_pull_reply_head(&big, 1 << 17, &cfg),
+                Err(DecodeError::BadDataLength)
+            );
+        }
+        let t = frame(&cfg, tiny(4), &[1, 2, 3, 4]);
+        assert!(decode_pull_reply_head(&t[..PULL_REPLY_HEAD_LEN], t.len(), &cfg).is_err());
+        assert!(decode_pull_reply_head(&[0; 10], 60, &cfg).is_err());
+    }
+    let cfg = WireConfig::native_checksummed(9000, true);
+    let f = frame(&cfg, Packet::PullReply(PullReply::default()), &[]);
+    assert_eq!(
+        decode_pull_reply_head(&f[..PULL_REPLY_HEAD_LEN], f.len(), &cfg),
+        Err(DecodeError::BadChecksum)
+    );
+}
