@@ -996,20 +996,35 @@ fn collect_completions(
             // application gets it back only after they land.
             copier.wait_all(|id| engine.copy_done(now, id));
         }
-        if let Some(h) = c.mem {
-            mem.release(h);
-        }
-        if !forgotten.is_empty() && forgotten.remove(&c.req) {
-            continue;
-        }
-        completed = true;
-        if want == Some(c.req) && wanted.is_none() {
-            *wanted = Some(c);
-            continue;
-        }
-        done.insert(c);
+        completed |= file_completion(c, mem, done, forgotten, want, wanted);
     }
     completed
+}
+
+/// Files one completion: releases its lent memory, then drops it if the application
+/// forgot the request, hands it to the `test`/`wait` looking for it (`want`), or puts
+/// it in the done table. True if it is for the application.
+#[inline]
+fn file_completion(
+    c: Completion,
+    mem: &mut MemRegistry,
+    done: &mut DoneTable,
+    forgotten: &mut HashSet<ReqId>,
+    want: Option<ReqId>,
+    wanted: &mut Option<Completion>,
+) -> bool {
+    if let Some(h) = c.mem {
+        mem.release(h);
+    }
+    if !forgotten.is_empty() && forgotten.remove(&c.req) {
+        return false;
+    }
+    if want == Some(c.req) && wanted.is_none() {
+        *wanted = Some(c);
+    } else {
+        done.insert(c);
+    }
+    true
 }
 
 impl Core {
@@ -1052,50 +1067,44 @@ fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
 }
 
 /// Completed requests waiting for test/wait, in completion order. The latest one is
-/// kept out of the map: a request tested right after it completed (a send written
-/// straight into a ring) comes and goes without hashing.
+/// kept out of the map and out of the order queue: a request tested right after it
+/// completed (a send written straight into a ring) comes and goes without hashing or
+/// queueing.
 #[derive(Default)]
 struct DoneTable {
     map: HashMap<ReqId, Completion>,
-    /// Completion order, `latest` included (at the back). Cleaned lazily: ids taken
-    /// by id are skipped, and popped once they reach the front.
+    /// Completion order of the entries of `map` (all older than `latest`). Cleaned
+    /// lazily: ids taken by id are skipped, and popped once they reach the front.
     order: VecDeque<ReqId>,
     latest: Option<Completion>,
 }
 
 impl DoneTable {
+    #[inline]
     fn insert(&mut self, c: Completion) {
-        if let Some(old) = self.latest.take() {
+        if let Some(old) = self.latest.replace(c) {
+            self.order.push_back(old.req);
             self.map.insert(old.req, old);
         }
-        self.order.push_back(c.req);
-        self.latest = Some(c);
     }
 
     fn contains(&self, req: ReqId) -> bool {
         self.latest.as_ref().is_some_and(|c| c.req == req) || self.map.contains_key(&req)
     }
 
-    fn get(&self, req: ReqId) -> Option<&Completion> {
-        match &self.latest {
-            Some(c) if c.req == req => Some(c),
-            _ => self.map.get(&req),
-        }
-    }
-
+    #[inline]
     fn take(&mut self, req: ReqId) -> Option<Completion> {
         if self.latest.as_ref().is_some_and(|c| c.req == req) {
-            if self.map.is_empty() {
-                // Every other id left in the order was taken already.
-                self.order.clear();
-            } else if self.order.back() == Some(&req) {
-                self.order.pop_back();
-            }
             return self.latest.take();
         }
         if self.map.is_empty() {
             return None;
         }
+        self.take_older(req)
+    }
+
+    #[cold]
+    fn take_older(&mut self, req: ReqId) -> Option<Completion> {
         let c = self.map.remove(&req)?;
         self.prune();
         Some(c)
@@ -1103,8 +1112,8 @@ impl DoneTable {
 
     /// Pops ids already taken off the front.
     fn prune(&mut self) {
-        while let Some(&r) = self.order.front() {
-            if self.contains(r) {
+        while let Some(r) = self.order.front() {
+            if self.map.contains_key(r) {
                 break;
             }
             self.order.pop_front();
@@ -1113,23 +1122,29 @@ impl DoneTable {
 
     fn oldest(&mut self) -> Option<ReqId> {
         self.prune();
-        self.order.front().copied()
+        self.order
+            .front()
+            .copied()
+            .or_else(|| self.latest.as_ref().map(|c| c.req))
     }
 
     /// The oldest completion whose match info satisfies the mask.
     fn take_any(&mut self, match_info: u64, mask: u64) -> Option<Completion> {
-        let pos = self.order.iter().position(|&r| {
-            self.get(r)
-                .is_some_and(|c| c.status.match_info & mask == match_info & mask)
-        })?;
-        let r = self.order.remove(pos)?;
-        let c = if self.latest.as_ref().is_some_and(|c| c.req == r) {
-            self.latest.take()
-        } else {
-            self.map.remove(&r)
-        };
-        self.prune();
-        c
+        let hit = |c: &Completion| c.status.match_info & mask == match_info & mask;
+        if let Some(pos) = self
+            .order
+            .iter()
+            .position(|r| self.map.get(r).is_some_and(hit))
+        {
+            let r = self.order.remove(pos)?;
+            let c = self.map.remove(&r);
+            self.prune();
+            return c;
+        }
+        if self.latest.as_ref().is_some_and(hit) {
+            return self.latest.take();
+        }
+        None
     }
 }
 
@@ -1321,10 +1336,18 @@ impl Shared {
             mem,
             copier,
             faults,
+            done,
+            forgotten,
+            want,
+            wanted,
             ..
         } = core;
-        rx.append(self_rx);
+        if !self_rx.is_empty() {
+            rx.append(self_rx);
+        }
         let mut local_work = false;
+        // Local eager receives completed straight from the ring (see below).
+        let mut filed = false;
         // Only shared-memory records were taken (no copy, no backlog): see below.
         let mut records_only = true;
         let mut now = now;
@@ -1339,12 +1362,21 @@ impl Shared {
         if let Some(sh) = shared.as_mut() {
             if sh.has_pending() {
                 let t = now.unwrap_or_else(|| *coarse.insert(self.rt.coarse_now()));
-                sh.receive(engine, mem, t, &mut |d| {
-                    if rx_pool.capacity() < d.len() {
-                        rx_pool.refill(d.len());
-                    }
-                    rx_pool.carve(d)
-                });
+                let want = *want;
+                sh.receive(
+                    engine,
+                    mem,
+                    t,
+                    &mut |d| {
+                        if rx_pool.capacity() < d.len() {
+                            rx_pool.refill(d.len());
+                        }
+                        rx_pool.carve(d)
+                    },
+                    // Filed as `collect_completions` would, without the engine's queue
+                    // (which was empty: nothing queued can be overtaken).
+                    &mut |mem, c| filed |= file_completion(c, mem, done, forgotten, want, wanted),
+                );
                 local_work = true;
             }
             if sh.has_backlog() {
@@ -1407,9 +1439,10 @@ impl Shared {
             // tick, and a sleeper whose deadline passed would otherwise spin until then.
             && *now.get_or_insert_with(|| coarse.unwrap_or_else(|| self.rt.coarse_now())) < *timer_at
         {
-            if engine.has_output() {
-                let completed = core.collect_completions(now.expect("read above"));
-                if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
+            if filed || engine.has_output() {
+                let completed =
+                    core.engine.has_output() && core.collect_completions(now.expect("read above"));
+                if (filed || completed) && self.sleepers.load(Ordering::SeqCst) > 0 {
                     self.signal();
                 }
                 if !flush {
@@ -1481,7 +1514,7 @@ impl Shared {
         if core.engine.poll_timeout().is_some_and(|t| t <= now) {
             core.engine.handle_timeout(now);
         }
-        let completed = self.drain(core, now, flush);
+        let completed = self.drain(core, now, flush) | filed;
         if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
             self.signal();
         }

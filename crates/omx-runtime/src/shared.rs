@@ -10,8 +10,8 @@ use crate::memory::MemRegistry;
 use crate::runtime::Board;
 use bytes::Bytes;
 use omx_proto::{
-    Engine, LocalIn, LocalMsg, LocalPull, LocalSend, NicId, PartnerId, PullOutcome, PullSrc,
-    StatusCode, Time,
+    Completion, Engine, LocalIn, LocalMsg, LocalPull, LocalSend, NicId, PartnerId, PullOutcome,
+    PullSrc, StatusCode, Time,
 };
 use omx_transport::cma::{self, CmaError, RemoteIov};
 use omx_transport::shm::{Inbox, InboxParams, Outbox, OutboxError, SenderId};
@@ -241,9 +241,10 @@ impl SharedChannel {
     pub fn receive(
         &mut self,
         engine: &mut Engine,
-        mem: &MemRegistry,
+        mem: &mut MemRegistry,
         now: Time,
         copy_in: &mut dyn FnMut(&[u8]) -> Bytes,
+        complete: &mut dyn FnMut(&mut MemRegistry, Completion),
     ) -> usize {
         let slots = &mut self.slots;
         let outboxes = &mut self.outboxes;
@@ -273,12 +274,16 @@ impl SharedChannel {
                     flags: 0,
                     match_info,
                     data,
-                }) if let Some((h, at, keep)) =
+                }) if let Some((h, at, keep, done)) =
                     engine.local_eager_direct(pid, match_info, data.len() as u32) =>
                 {
-                    // Straight from the ring into the posted receive (already complete:
-                    // its completion is collected, and its buffer released, after this).
+                    // Straight from the ring into the posted receive, which is complete:
+                    // its completion is filed now (it releases the buffer), or was
+                    // queued behind earlier ones.
                     mem.write(h, at as usize, &data[..keep as usize]);
+                    if let Some(c) = done {
+                        complete(mem, c);
+                    }
                     return true;
                 }
                 Ok(LocalRecord::Eager {
