@@ -19,7 +19,11 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
+// The endpoint lock: taken several times per message, and poisoning (which std's
+// lock checks on every acquire and release) is ignored here anyway.
+type CoreLock = parking_lot::Mutex<Core>;
+type CoreGuard<'a> = parking_lot::MutexGuard<'a, Core>;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -134,7 +138,7 @@ struct Shared {
     board: Arc<Board>,
     index: u8,
     session: u32,
-    core: Mutex<Core>,
+    core: CoreLock,
     sleepers: AtomicUsize,
     app_active: AtomicUsize,
     wake_fd: OwnedFd,
@@ -437,7 +441,7 @@ impl Endpoint {
             board: b,
             index,
             session,
-            core: Mutex::new(core),
+            core: CoreLock::new(core),
             sleepers: AtomicUsize::new(0),
             app_active: AtomicUsize::new(0),
             // SAFETY: efd is a fresh descriptor we own.
@@ -805,8 +809,15 @@ impl Endpoint {
             return Some(c);
         }
         let got = self.shared.progress_for(&mut core, None, req);
+        // The pass hands `req`'s completion to `got`; only the unexpected handler (it
+        // runs with the lock released, and what it posts completes into the done
+        // table) can have filed it since the first look.
+        let handler = !core.in_handler && core.unexp_handler.is_some();
         let mut core = self.shared.run_handlers(core);
-        let c = got.or_else(|| take_done(&mut core, req));
+        let c = match got {
+            None if handler => take_done(&mut core, req),
+            got => got,
+        };
         if c.is_none() && (core.copier.pending() > 0 || core.sock.is_relay()) {
             // Let the copy thread, or omxd relaying our frames, run if it shares our CPU.
             drop(core);
@@ -1267,12 +1278,12 @@ fn is_board_frame(f: &[u8]) -> bool {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> CoreGuard<'_> {
+        self.core.lock()
     }
 
     /// Lock taken on behalf of the application: records that it is active.
-    fn app_lock(&self) -> MutexGuard<'_, Core> {
+    fn app_lock(&self) -> CoreGuard<'_> {
         // A plain load and store, not a locked increment (tens of cycles per call):
         // the progress thread only looks for a change, and an increment lost to a
         // race between two threads at worst lets it run one pass early (harmless).
@@ -1283,7 +1294,7 @@ impl Shared {
     }
 
     /// Application lock plus the current time (one clock read for the whole call).
-    fn app_lock_now(&self) -> (MutexGuard<'_, Core>, Time) {
+    fn app_lock_now(&self) -> (CoreGuard<'_>, Time) {
         let core = self.app_lock();
         (core, self.rt.now())
     }
@@ -1417,6 +1428,8 @@ impl Shared {
             }
         };
         match faults.as_mut() {
+            // An empty ring (the common poll) is seen with one load.
+            None if !sock.may_have_rx() => {}
             None => {
                 let _ = sock.recv_batch(RX_BATCH, take);
             }
@@ -1586,7 +1599,7 @@ impl Shared {
     }
 
     /// A progress pass, then the unexpected handler for whatever it left pending.
-    fn progress_guard<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    fn progress_guard<'a>(&'a self, mut core: CoreGuard<'a>) -> CoreGuard<'a> {
         self.progress(&mut core);
         self.run_handlers(core)
     }
@@ -1594,14 +1607,14 @@ impl Shared {
     /// Calls the unexpected handler for each pending message with the endpoint
     /// unlocked (it may post receives), then applies its verdict.
     #[inline]
-    fn run_handlers<'a>(&'a self, core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    fn run_handlers<'a>(&'a self, core: CoreGuard<'a>) -> CoreGuard<'a> {
         if core.in_handler || core.unexp_handler.is_none() {
             return core;
         }
         self.run_installed_handler(core)
     }
 
-    fn run_installed_handler<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    fn run_installed_handler<'a>(&'a self, mut core: CoreGuard<'a>) -> CoreGuard<'a> {
         while let Some(ev) = core.engine.poll_unexpected() {
             let Some(mut h) = core.unexp_handler.take() else {
                 break;
@@ -1939,7 +1952,7 @@ impl Shared {
 
     /// Sleeps in `poll_fds` with the shared-memory doorbell armed (unless a record
     /// arrived meanwhile). Called with the core lock held; releases it.
-    fn sleep_unlocked(&self, mut core: MutexGuard<'_, Core>, timeout: Duration) -> Fired {
+    fn sleep_unlocked(&self, mut core: CoreGuard<'_>, timeout: Duration) -> Fired {
         if let Some(w) = &self.wake_sock {
             // A frame already waits: no sleep, and no system call.
             if core.sock.readable().unwrap_or(false) {
