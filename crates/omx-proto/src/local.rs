@@ -511,6 +511,7 @@ impl Engine {
     /// A send the runtime wrote straight into a shared-memory ring: complete at once.
     /// Its completion is returned, not queued (the runtime files it itself, after any
     /// completion still queued).
+    #[inline]
     pub fn local_direct_sent(
         &mut self,
         partner: PartnerId,

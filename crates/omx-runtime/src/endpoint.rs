@@ -1015,7 +1015,7 @@ fn collect_completions(
 /// Files one completion: releases its lent memory, then drops it if the application
 /// forgot the request, hands it to the `test`/`wait` looking for it (`want`), or puts
 /// it in the done table. True if it is for the application.
-#[inline]
+#[inline(always)]
 fn file_completion(
     c: Completion,
     mem: &mut MemRegistry,

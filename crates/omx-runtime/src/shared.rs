@@ -63,7 +63,7 @@ pub(crate) struct SharedChannel {
     verbose: bool,
     warned: bool,
     boards: Vec<Arc<Board>>,
-    outboxes: HashMap<PartnerId, Outbox>,
+    outboxes: PartnerMap<Outbox>,
     backlog: HashMap<PartnerId, VecDeque<Pending>>,
     /// Inbox slot -> its sender and our partner for it.
     slots: Vec<Option<(SenderId, PartnerId)>>,
@@ -116,7 +116,7 @@ impl SharedChannel {
             verbose,
             warned: false,
             boards,
-            outboxes: HashMap::default(),
+            outboxes: PartnerMap::default(),
             backlog: HashMap::default(),
             slots,
             sleepers: 0,
@@ -414,7 +414,7 @@ impl SharedChannel {
         segs: &[crate::memory::Segment],
         len: usize,
     ) -> bool {
-        if self.backlog.contains_key(&pid) {
+        if !self.backlog.is_empty() && self.backlog.contains_key(&pid) {
             return false;
         }
         let Some(o) = self.outboxes.get_mut(&pid) else {
@@ -485,7 +485,7 @@ impl SharedChannel {
             .outboxes
             .iter()
             .filter(|(_, o)| !o.receiver_alive())
-            .map(|(p, _)| *p)
+            .map(|(p, _)| p)
             .collect();
         for pid in dead {
             let o = self.outboxes.remove(&pid).expect("listed above");
@@ -723,5 +723,52 @@ pub(crate) fn run_local_pull(
             }
             code
         }
+    }
+}
+
+/// Per-partner values indexed by partner id (ids are small and dense: the engine
+/// numbers its partners from 0), so the per-message lookup is an index, not a hash.
+struct PartnerMap<T> {
+    slots: Vec<Option<T>>,
+}
+
+impl<T> Default for PartnerMap<T> {
+    fn default() -> Self {
+        PartnerMap { slots: Vec::new() }
+    }
+}
+
+impl<T> PartnerMap<T> {
+    #[inline]
+    fn get(&self, p: &PartnerId) -> Option<&T> {
+        self.slots.get(p.0 as usize)?.as_ref()
+    }
+
+    #[inline]
+    fn get_mut(&mut self, p: &PartnerId) -> Option<&mut T> {
+        self.slots.get_mut(p.0 as usize)?.as_mut()
+    }
+
+    fn contains_key(&self, p: &PartnerId) -> bool {
+        self.get(p).is_some()
+    }
+
+    fn insert(&mut self, p: PartnerId, v: T) -> Option<T> {
+        let i = p.0 as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i].replace(v)
+    }
+
+    fn remove(&mut self, p: &PartnerId) -> Option<T> {
+        self.slots.get_mut(p.0 as usize)?.take()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (PartnerId, &T)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((PartnerId(i as u32), v.as_ref()?)))
     }
 }
