@@ -1401,41 +1401,43 @@ impl Shared {
         let in_place = copier.backend().is_none();
         let me = self.index;
         let mut placed = false;
-        let mut take = |f: &[u8]| {
-            // (Pull replies for another endpoint, which only the board-service owner
-            // sees, take the owned path to be counted as for a closed endpoint.)
-            if in_place
-                && f.get(16).map(|&t| omx_wire::type_of(t)) == Some(PULL_REPLY_TYPE)
-                && route(f) == Route::Endpoint(me)
-            {
-                let t = *now.get_or_insert_with(|| self.rt.now());
-                let m = &*mem;
-                if engine
-                    .handle_frame_in_place(t, f, &mut |h, off, data| m.write(h, off as usize, data))
+        // An empty ring (the common poll) is seen with one load, before the frame
+        // handler is even built.
+        if faults.is_some() || sock.may_have_rx() {
+            let mut take = |f: &[u8]| {
+                // (Pull replies for another endpoint, which only the board-service owner
+                // sees, take the owned path to be counted as for a closed endpoint.)
+                if in_place
+                    && f.get(16).map(|&t| omx_wire::type_of(t)) == Some(PULL_REPLY_TYPE)
+                    && route(f) == Route::Endpoint(me)
                 {
-                    placed = true;
-                    return;
+                    let t = *now.get_or_insert_with(|| self.rt.now());
+                    let m = &*mem;
+                    if engine.handle_frame_in_place(t, f, &mut |h, off, data| {
+                        m.write(h, off as usize, data)
+                    }) {
+                        placed = true;
+                        return;
+                    }
                 }
-            }
-            if is_board_frame(f) {
-                board_rx.push(f.to_vec());
-            } else {
-                // Frames are carved out of shared chunks: no allocation per frame.
-                if rx_pool.capacity() < f.len() {
-                    rx_pool.refill(f.len());
+                if is_board_frame(f) {
+                    board_rx.push(f.to_vec());
+                } else {
+                    // Frames are carved out of shared chunks: no allocation per frame.
+                    if rx_pool.capacity() < f.len() {
+                        rx_pool.refill(f.len());
+                    }
+                    rx.push(rx_pool.carve(f));
                 }
-                rx.push(rx_pool.carve(f));
-            }
-        };
-        match faults.as_mut() {
-            // An empty ring (the common poll) is seen with one load.
-            None if !sock.may_have_rx() => {}
-            None => {
-                let _ = sock.recv_batch(RX_BATCH, take);
-            }
-            Some(inj) => {
-                let _ = sock.recv_batch(RX_BATCH, |f| inj.on_receive(f, &mut take));
-                inj.release(&mut take);
+            };
+            match faults.as_mut() {
+                None => {
+                    let _ = sock.recv_batch(RX_BATCH, take);
+                }
+                Some(inj) => {
+                    let _ = sock.recv_batch(RX_BATCH, |f| inj.on_receive(f, &mut take));
+                    inj.release(&mut take);
+                }
             }
         }
         // Nothing arrived, nothing to send, no timer due: the common case of a polling
