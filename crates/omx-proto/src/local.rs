@@ -511,6 +511,7 @@ impl Engine {
     /// A send the runtime wrote straight into a shared-memory ring: complete at once.
     /// Its completion is returned, not queued (the runtime files it itself, after any
     /// completion still queued).
+    #[inline]
     pub fn local_direct_sent(
         &mut self,
         partner: PartnerId,
@@ -539,15 +540,17 @@ impl Engine {
     /// Fast path for a whole eager message from a local partner, read in place from
     /// its ring: when a posted receive takes it, the receive completes at once and
     /// this returns where the bytes go (buffer, byte offset, bytes to keep: a short
-    /// buffer keeps fewer). The runtime copies them before it collects the
-    /// completion, which hands the buffer back. `None`: offer the message with
-    /// [`Engine::handle_local`] instead.
+    /// buffer keeps fewer) and, when no other completion is queued, the receive's
+    /// completion itself (the runtime copies the bytes, then files it as if it had
+    /// polled it: no trip through the completion queue). With completions queued it
+    /// is queued behind them (completion order), and `None` is returned in its
+    /// place. `None` overall: offer the message with [`Engine::handle_local`].
     pub fn local_eager_direct(
         &mut self,
         pid: PartnerId,
         match_info: u64,
         len: u32,
-    ) -> Option<(MemHandle, u64, u32)> {
+    ) -> Option<(MemHandle, u64, u32, Option<Completion>)> {
         if self.reach(pid) == Reach::Network {
             return None;
         }
@@ -560,8 +563,13 @@ impl Engine {
             (r.handle, r.base, r.len.min(len), r.context, r.internal);
         self.requests.discard(k);
         self.counters.recv_local_eager += 1;
-        if !internal {
-            let status = Status {
+        if internal {
+            return Some((handle, base, xfer, None));
+        }
+        let c = Completion {
+            req: ReqId(k.0),
+            kind: RequestKind::Recv,
+            status: Status {
                 code: if xfer < len {
                     StatusCode::Truncated
                 } else {
@@ -572,10 +580,14 @@ impl Engine {
                 msg_length: len,
                 xfer_length: xfer,
                 context,
-            };
-            self.complete_with(k, RequestKind::Recv, status, Some(handle));
+            },
+            mem: Some(handle),
+        };
+        if !self.completions.is_empty() {
+            self.completions.push_back(c);
+            return Some((handle, base, xfer, None));
         }
-        Some((handle, base, xfer))
+        Some((handle, base, xfer, Some(c)))
     }
 
     /// Fallback, sender side: validates the request against the region and streams it.

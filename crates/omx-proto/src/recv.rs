@@ -301,19 +301,24 @@ impl Engine {
 
     /// Finds the first posted receive matching `match_info` and removes it from the queue.
     pub(crate) fn match_posted(&mut self, match_info: u64) -> Option<Key> {
-        let pos = self.posted_position(match_info)?;
-        if pos == 0 {
-            // The usual case: the oldest posted receive matches.
+        // The usual case, the oldest posted receive matches, tested before any scan.
+        if self.posted_matches(*self.posted.front()?, match_info) {
             return self.posted.pop_front();
         }
+        let pos = self.posted_position(match_info)?;
         self.posted.remove(pos)
+    }
+
+    #[inline]
+    fn posted_matches(&self, k: Key, match_info: u64) -> bool {
+        matches!(self.requests.get(k), Some(Request::Recv(r)) if match_info & r.mask == r.match_info)
     }
 
     /// Where the first posted receive matching `match_info` is in the queue.
     pub(crate) fn posted_position(&self, match_info: u64) -> Option<usize> {
-        self.posted.iter().position(|&k| {
-            matches!(self.requests.get(k), Some(Request::Recv(r)) if match_info & r.mask == r.match_info)
-        })
+        self.posted
+            .iter()
+            .position(|&k| self.posted_matches(k, match_info))
     }
 
     /// Matches a new in-order message or stores it as unexpected; `None` when the

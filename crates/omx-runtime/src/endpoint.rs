@@ -21,7 +21,11 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
+// The endpoint lock: taken several times per message, and poisoning (which std's
+// lock checks on every acquire and release) is ignored here anyway.
+type CoreLock = parking_lot::Mutex<Core>;
+type CoreGuard<'a> = parking_lot::MutexGuard<'a, Core>;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -138,7 +142,7 @@ struct Shared {
     board: Arc<Board>,
     index: u8,
     session: u32,
-    core: Mutex<Core>,
+    core: CoreLock,
     sleepers: AtomicUsize,
     app_active: AtomicUsize,
     wake_fd: OwnedFd,
@@ -466,7 +470,7 @@ impl Endpoint {
             board: b,
             index,
             session,
-            core: Mutex::new(core),
+            core: CoreLock::new(core),
             sleepers: AtomicUsize::new(0),
             app_active: AtomicUsize::new(0),
             // SAFETY: efd is a fresh descriptor we own.
@@ -835,8 +839,15 @@ impl Endpoint {
             return Some(c);
         }
         let got = self.shared.progress_for(&mut core, None, req);
+        // The pass hands `req`'s completion to `got`; only the unexpected handler (it
+        // runs with the lock released, and what it posts completes into the done
+        // table) can have filed it since the first look.
+        let handler = !core.in_handler && core.unexp_handler.is_some();
         let mut core = self.shared.run_handlers(core);
-        let c = got.or_else(|| take_done(&mut core, req));
+        let c = match got {
+            None if handler => take_done(&mut core, req),
+            got => got,
+        };
         if c.is_none() && (core.copier.pending() > 0 || core.sock.is_relay()) {
             // Let the copy thread, or omxd relaying our frames, run if it shares our CPU.
             drop(core);
@@ -1026,20 +1037,35 @@ fn collect_completions(
             // application gets it back only after they land.
             copier.wait_all(|id| engine.copy_done(now, id));
         }
-        if let Some(h) = c.mem {
-            mem.release(h);
-        }
-        if !forgotten.is_empty() && forgotten.remove(&c.req) {
-            continue;
-        }
-        completed = true;
-        if want == Some(c.req) && wanted.is_none() {
-            *wanted = Some(c);
-            continue;
-        }
-        done.insert(c);
+        completed |= file_completion(c, mem, done, forgotten, want, wanted);
     }
     completed
+}
+
+/// Files one completion: releases its lent memory, then drops it if the application
+/// forgot the request, hands it to the `test`/`wait` looking for it (`want`), or puts
+/// it in the done table. True if it is for the application.
+#[inline(always)]
+fn file_completion(
+    c: Completion,
+    mem: &mut MemRegistry,
+    done: &mut DoneTable,
+    forgotten: &mut HashSet<ReqId>,
+    want: Option<ReqId>,
+    wanted: &mut Option<Completion>,
+) -> bool {
+    if let Some(h) = c.mem {
+        mem.release(h);
+    }
+    if !forgotten.is_empty() && forgotten.remove(&c.req) {
+        return false;
+    }
+    if want == Some(c.req) && wanted.is_none() {
+        *wanted = Some(c);
+    } else {
+        done.insert(c);
+    }
+    true
 }
 
 impl Core {
@@ -1082,50 +1108,44 @@ fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
 }
 
 /// Completed requests waiting for test/wait, in completion order. The latest one is
-/// kept out of the map: a request tested right after it completed (a send written
-/// straight into a ring) comes and goes without hashing.
+/// kept out of the map and out of the order queue: a request tested right after it
+/// completed (a send written straight into a ring) comes and goes without hashing or
+/// queueing.
 #[derive(Default)]
 struct DoneTable {
     map: HashMap<ReqId, Completion>,
-    /// Completion order, `latest` included (at the back). Cleaned lazily: ids taken
-    /// by id are skipped, and popped once they reach the front.
+    /// Completion order of the entries of `map` (all older than `latest`). Cleaned
+    /// lazily: ids taken by id are skipped, and popped once they reach the front.
     order: VecDeque<ReqId>,
     latest: Option<Completion>,
 }
 
 impl DoneTable {
+    #[inline]
     fn insert(&mut self, c: Completion) {
-        if let Some(old) = self.latest.take() {
+        if let Some(old) = self.latest.replace(c) {
+            self.order.push_back(old.req);
             self.map.insert(old.req, old);
         }
-        self.order.push_back(c.req);
-        self.latest = Some(c);
     }
 
     fn contains(&self, req: ReqId) -> bool {
         self.latest.as_ref().is_some_and(|c| c.req == req) || self.map.contains_key(&req)
     }
 
-    fn get(&self, req: ReqId) -> Option<&Completion> {
-        match &self.latest {
-            Some(c) if c.req == req => Some(c),
-            _ => self.map.get(&req),
-        }
-    }
-
+    #[inline]
     fn take(&mut self, req: ReqId) -> Option<Completion> {
         if self.latest.as_ref().is_some_and(|c| c.req == req) {
-            if self.map.is_empty() {
-                // Every other id left in the order was taken already.
-                self.order.clear();
-            } else if self.order.back() == Some(&req) {
-                self.order.pop_back();
-            }
             return self.latest.take();
         }
         if self.map.is_empty() {
             return None;
         }
+        self.take_older(req)
+    }
+
+    #[cold]
+    fn take_older(&mut self, req: ReqId) -> Option<Completion> {
         let c = self.map.remove(&req)?;
         self.prune();
         Some(c)
@@ -1133,8 +1153,8 @@ impl DoneTable {
 
     /// Pops ids already taken off the front.
     fn prune(&mut self) {
-        while let Some(&r) = self.order.front() {
-            if self.contains(r) {
+        while let Some(r) = self.order.front() {
+            if self.map.contains_key(r) {
                 break;
             }
             self.order.pop_front();
@@ -1143,23 +1163,29 @@ impl DoneTable {
 
     fn oldest(&mut self) -> Option<ReqId> {
         self.prune();
-        self.order.front().copied()
+        self.order
+            .front()
+            .copied()
+            .or_else(|| self.latest.as_ref().map(|c| c.req))
     }
 
     /// The oldest completion whose match info satisfies the mask.
     fn take_any(&mut self, match_info: u64, mask: u64) -> Option<Completion> {
-        let pos = self.order.iter().position(|&r| {
-            self.get(r)
-                .is_some_and(|c| c.status.match_info & mask == match_info & mask)
-        })?;
-        let r = self.order.remove(pos)?;
-        let c = if self.latest.as_ref().is_some_and(|c| c.req == r) {
-            self.latest.take()
-        } else {
-            self.map.remove(&r)
-        };
-        self.prune();
-        c
+        let hit = |c: &Completion| c.status.match_info & mask == match_info & mask;
+        if let Some(pos) = self
+            .order
+            .iter()
+            .position(|r| self.map.get(r).is_some_and(hit))
+        {
+            let r = self.order.remove(pos)?;
+            let c = self.map.remove(&r);
+            self.prune();
+            return c;
+        }
+        if self.latest.as_ref().is_some_and(hit) {
+            return self.latest.take();
+        }
+        None
     }
 }
 
@@ -1334,12 +1360,12 @@ fn is_board_frame(f: &[u8]) -> bool {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> CoreGuard<'_> {
+        self.core.lock()
     }
 
     /// Lock taken on behalf of the application: records that it is active.
-    fn app_lock(&self) -> MutexGuard<'_, Core> {
+    fn app_lock(&self) -> CoreGuard<'_> {
         // A plain load and store, not a locked increment (tens of cycles per call):
         // the progress thread only looks for a change, and an increment lost to a
         // race between two threads at worst lets it run one pass early (harmless).
@@ -1350,7 +1376,7 @@ impl Shared {
     }
 
     /// Application lock plus the current time (one clock read for the whole call).
-    fn app_lock_now(&self) -> (MutexGuard<'_, Core>, Time) {
+    fn app_lock_now(&self) -> (CoreGuard<'_>, Time) {
         let core = self.app_lock();
         (core, self.rt.now())
     }
@@ -1404,10 +1430,18 @@ impl Shared {
             mem,
             copier,
             faults,
+            done,
+            forgotten,
+            want,
+            wanted,
             ..
         } = core;
-        rx.append(self_rx);
+        if !self_rx.is_empty() {
+            rx.append(self_rx);
+        }
         let mut local_work = false;
+        // Local eager receives completed straight from the ring (see below).
+        let mut filed = false;
         // Only shared-memory records were taken (no copy, no backlog): see below.
         let mut records_only = true;
         let mut now = now;
@@ -1422,12 +1456,21 @@ impl Shared {
         if let Some(sh) = shared.as_mut() {
             if sh.has_pending() {
                 let t = now.unwrap_or_else(|| *coarse.insert(self.rt.coarse_now()));
-                sh.receive(engine, mem, t, &mut |d| {
-                    if rx_pool.capacity() < d.len() {
-                        rx_pool.refill(d.len());
-                    }
-                    rx_pool.carve(d)
-                });
+                let want = *want;
+                sh.receive(
+                    engine,
+                    mem,
+                    t,
+                    &mut |d| {
+                        if rx_pool.capacity() < d.len() {
+                            rx_pool.refill(d.len());
+                        }
+                        rx_pool.carve(d)
+                    },
+                    // Filed as `collect_completions` would, without the engine's queue
+                    // (which was empty: nothing queued can be overtaken).
+                    &mut |mem, c| filed |= file_completion(c, mem, done, forgotten, want, wanted),
+                );
                 local_work = true;
             }
             if sh.has_backlog() {
@@ -1441,39 +1484,43 @@ impl Shared {
         let in_place = copier.backend().is_none();
         let me = self.index;
         let mut placed = false;
-        let mut take = |f: &[u8]| {
-            // (Pull replies for another endpoint, which only the board-service owner
-            // sees, take the owned path to be counted as for a closed endpoint.)
-            if in_place
-                && f.get(16).map(|&t| omx_wire::type_of(t)) == Some(PULL_REPLY_TYPE)
-                && route(f) == Route::Endpoint(me)
-            {
-                let t = *now.get_or_insert_with(|| self.rt.now());
-                let m = &*mem;
-                if engine
-                    .handle_frame_in_place(t, f, &mut |h, off, data| m.write(h, off as usize, data))
+        // An empty ring (the common poll) is seen with one load, before the frame
+        // handler is even built.
+        if faults.is_some() || sock.may_have_rx() {
+            let mut take = |f: &[u8]| {
+                // (Pull replies for another endpoint, which only the board-service owner
+                // sees, take the owned path to be counted as for a closed endpoint.)
+                if in_place
+                    && f.get(16).map(|&t| omx_wire::type_of(t)) == Some(PULL_REPLY_TYPE)
+                    && route(f) == Route::Endpoint(me)
                 {
-                    placed = true;
-                    return;
+                    let t = *now.get_or_insert_with(|| self.rt.now());
+                    let m = &*mem;
+                    if engine.handle_frame_in_place(t, f, &mut |h, off, data| {
+                        m.write(h, off as usize, data)
+                    }) {
+                        placed = true;
+                        return;
+                    }
                 }
-            }
-            if is_board_frame(f) {
-                board_rx.push(f.to_vec());
-            } else {
-                // Frames are carved out of shared chunks: no allocation per frame.
-                if rx_pool.capacity() < f.len() {
-                    rx_pool.refill(f.len());
+                if is_board_frame(f) {
+                    board_rx.push(f.to_vec());
+                } else {
+                    // Frames are carved out of shared chunks: no allocation per frame.
+                    if rx_pool.capacity() < f.len() {
+                        rx_pool.refill(f.len());
+                    }
+                    rx.push(rx_pool.carve(f));
                 }
-                rx.push(rx_pool.carve(f));
-            }
-        };
-        match faults.as_mut() {
-            None => {
-                let _ = sock.recv_batch(RX_BATCH, take);
-            }
-            Some(inj) => {
-                let _ = sock.recv_batch(RX_BATCH, |f| inj.on_receive(f, &mut take));
-                inj.release(&mut take);
+            };
+            match faults.as_mut() {
+                None => {
+                    let _ = sock.recv_batch(RX_BATCH, take);
+                }
+                Some(inj) => {
+                    let _ = sock.recv_batch(RX_BATCH, |f| inj.on_receive(f, &mut take));
+                    inj.release(&mut take);
+                }
             }
         }
         // (Only while pulling: an idle poll stays free of system calls. Replies that
@@ -1501,9 +1548,10 @@ impl Shared {
             // tick, and a sleeper whose deadline passed would otherwise spin until then.
             && *now.get_or_insert_with(|| coarse.unwrap_or_else(|| self.rt.coarse_now())) < *timer_at
         {
-            if engine.has_output() {
-                let completed = core.collect_completions(now.expect("read above"));
-                if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
+            if filed || engine.has_output() {
+                let completed =
+                    core.engine.has_output() && core.collect_completions(now.expect("read above"));
+                if (filed || completed) && self.sleepers.load(Ordering::SeqCst) > 0 {
                     self.signal();
                 }
                 if !flush {
@@ -1575,7 +1623,7 @@ impl Shared {
         if core.engine.poll_timeout().is_some_and(|t| t <= now) {
             core.engine.handle_timeout(now);
         }
-        let completed = self.drain(core, now, flush);
+        let completed = self.drain(core, now, flush) | filed;
         if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
             self.signal();
         }
@@ -1648,7 +1696,7 @@ impl Shared {
     }
 
     /// A progress pass, then the unexpected handler for whatever it left pending.
-    fn progress_guard<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    fn progress_guard<'a>(&'a self, mut core: CoreGuard<'a>) -> CoreGuard<'a> {
         self.progress(&mut core);
         self.run_handlers(core)
     }
@@ -1656,14 +1704,14 @@ impl Shared {
     /// Calls the unexpected handler for each pending message with the endpoint
     /// unlocked (it may post receives), then applies its verdict.
     #[inline]
-    fn run_handlers<'a>(&'a self, core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    fn run_handlers<'a>(&'a self, core: CoreGuard<'a>) -> CoreGuard<'a> {
         if core.in_handler || core.unexp_handler.is_none() {
             return core;
         }
         self.run_installed_handler(core)
     }
 
-    fn run_installed_handler<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    fn run_installed_handler<'a>(&'a self, mut core: CoreGuard<'a>) -> CoreGuard<'a> {
         while let Some(ev) = core.engine.poll_unexpected() {
             let Some(mut h) = core.unexp_handler.take() else {
                 break;
@@ -2011,7 +2059,7 @@ impl Shared {
 
     /// Sleeps in `poll_fds` with the shared-memory doorbell armed (unless a record
     /// arrived meanwhile). Called with the core lock held; releases it.
-    fn sleep_unlocked(&self, mut core: MutexGuard<'_, Core>, timeout: Duration) -> Fired {
+    fn sleep_unlocked(&self, mut core: CoreGuard<'_>, timeout: Duration) -> Fired {
         if let Some(w) = &self.wake_sock {
             // A frame already waits: no sleep, and no system call.
             if frames_waiting(&core) {

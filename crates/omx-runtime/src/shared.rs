@@ -10,8 +10,8 @@ use crate::memory::MemRegistry;
 use crate::runtime::Board;
 use bytes::Bytes;
 use omx_proto::{
-    Engine, LocalIn, LocalMsg, LocalPull, LocalSend, NicId, PartnerId, PullOutcome, PullSrc,
-    StatusCode, Time,
+    Completion, Engine, LocalIn, LocalMsg, LocalPull, LocalSend, NicId, PartnerId, PullOutcome,
+    PullSrc, StatusCode, Time,
 };
 use omx_transport::cma::{self, CmaError, RemoteIov};
 use omx_transport::shm::{Inbox, InboxParams, Outbox, OutboxError, SenderId};
@@ -63,7 +63,7 @@ pub(crate) struct SharedChannel {
     verbose: bool,
     warned: bool,
     boards: Vec<Arc<Board>>,
-    outboxes: HashMap<PartnerId, Outbox>,
+    outboxes: PartnerMap<Outbox>,
     backlog: HashMap<PartnerId, VecDeque<Pending>>,
     /// Inbox slot -> its sender and our partner for it.
     slots: Vec<Option<(SenderId, PartnerId)>>,
@@ -116,7 +116,7 @@ impl SharedChannel {
             verbose,
             warned: false,
             boards,
-            outboxes: HashMap::default(),
+            outboxes: PartnerMap::default(),
             backlog: HashMap::default(),
             slots,
             sleepers: 0,
@@ -241,9 +241,10 @@ impl SharedChannel {
     pub fn receive(
         &mut self,
         engine: &mut Engine,
-        mem: &MemRegistry,
+        mem: &mut MemRegistry,
         now: Time,
         copy_in: &mut dyn FnMut(&[u8]) -> Bytes,
+        complete: &mut dyn FnMut(&mut MemRegistry, Completion),
     ) -> usize {
         let slots = &mut self.slots;
         let outboxes = &mut self.outboxes;
@@ -273,12 +274,16 @@ impl SharedChannel {
                     flags: 0,
                     match_info,
                     data,
-                }) if let Some((h, at, keep)) =
+                }) if let Some((h, at, keep, done)) =
                     engine.local_eager_direct(pid, match_info, data.len() as u32) =>
                 {
-                    // Straight from the ring into the posted receive (already complete:
-                    // its completion is collected, and its buffer released, after this).
+                    // Straight from the ring into the posted receive, which is complete:
+                    // its completion is filed now (it releases the buffer), or was
+                    // queued behind earlier ones.
                     mem.write(h, at as usize, &data[..keep as usize]);
+                    if let Some(c) = done {
+                        complete(mem, c);
+                    }
                     return true;
                 }
                 Ok(LocalRecord::Eager {
@@ -409,7 +414,7 @@ impl SharedChannel {
         segs: &[crate::memory::Segment],
         len: usize,
     ) -> bool {
-        if self.backlog.contains_key(&pid) {
+        if !self.backlog.is_empty() && self.backlog.contains_key(&pid) {
             return false;
         }
         let Some(o) = self.outboxes.get_mut(&pid) else {
@@ -480,7 +485,7 @@ impl SharedChannel {
             .outboxes
             .iter()
             .filter(|(_, o)| !o.receiver_alive())
-            .map(|(p, _)| *p)
+            .map(|(p, _)| p)
             .collect();
         for pid in dead {
             let o = self.outboxes.remove(&pid).expect("listed above");
@@ -718,5 +723,52 @@ pub(crate) fn run_local_pull(
             }
             code
         }
+    }
+}
+
+/// Per-partner values indexed by partner id (ids are small and dense: the engine
+/// numbers its partners from 0), so the per-message lookup is an index, not a hash.
+struct PartnerMap<T> {
+    slots: Vec<Option<T>>,
+}
+
+impl<T> Default for PartnerMap<T> {
+    fn default() -> Self {
+        PartnerMap { slots: Vec::new() }
+    }
+}
+
+impl<T> PartnerMap<T> {
+    #[inline]
+    fn get(&self, p: &PartnerId) -> Option<&T> {
+        self.slots.get(p.0 as usize)?.as_ref()
+    }
+
+    #[inline]
+    fn get_mut(&mut self, p: &PartnerId) -> Option<&mut T> {
+        self.slots.get_mut(p.0 as usize)?.as_mut()
+    }
+
+    fn contains_key(&self, p: &PartnerId) -> bool {
+        self.get(p).is_some()
+    }
+
+    fn insert(&mut self, p: PartnerId, v: T) -> Option<T> {
+        let i = p.0 as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i].replace(v)
+    }
+
+    fn remove(&mut self, p: &PartnerId) -> Option<T> {
+        self.slots.get_mut(p.0 as usize)?.take()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (PartnerId, &T)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((PartnerId(i as u32), v.as_ref()?)))
     }
 }

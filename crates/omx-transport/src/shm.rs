@@ -725,17 +725,17 @@ impl Inbox {
             return 0;
         }
         let start = self.next_start;
-        let from_start = live & (u64::MAX << start);
+        // Round robin from `start` in one pass: the bitmap rotated so that bit j is
+        // slot (start + j) mod 64 (slots start..63, then 0..start).
+        let mut bits = live.rotate_right(start as u32);
         let mut done = 0;
-        for mut bits in [from_start, live & !from_start] {
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                done += self.poll_slot(i, max - done, &mut f);
-                if done >= max {
-                    self.next_start = self.next_slot(i);
-                    return done;
-                }
+        while bits != 0 {
+            let i = (bits.trailing_zeros() as usize + start) & 63;
+            bits &= bits - 1;
+            done += self.poll_slot(i, max - done, &mut f);
+            if done >= max {
+                self.next_start = self.next_slot(i);
+                return done;
             }
         }
         self.next_start = self.next_slot(start);

@@ -454,6 +454,16 @@ impl PacketSocket {
         self.fd.as_raw_fd()
     }
 
+    /// False only when `recv_batch` would surely find nothing: the ring's next
+    /// slot is the kernel's (one load). The `recvmmsg` path always says true.
+    #[inline]
+    pub fn may_have_rx(&self) -> bool {
+        match &self.rx {
+            Rx::Ring(r) => r.ready(),
+            Rx::Mmsg(_) => true,
+        }
+    }
+
     /// Whether a frame is waiting, without a syscall on the ring path (on
     /// the `recvmmsg` path, a zero-timeout poll).
     pub fn readable(&self) -> io::Result<bool> {
