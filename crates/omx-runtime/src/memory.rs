@@ -111,16 +111,32 @@ impl MemRegistry {
         len: usize,
         out: &mut [&'a [u8]],
     ) -> Option<usize> {
+        // SAFETY: each part lies inside a segment lent to us, which stays valid (and
+        // unwritten by the application) while its request holds the handle, at least
+        // as long as `&self`.
+        self.parts(h, offset, len, out, |p, n| unsafe {
+            std::slice::from_raw_parts(p, n)
+        })
+    }
+
+    /// The parts of `[offset, offset + len)` of a buffer, each made into an item by
+    /// `item(address, length)`, into `out`; returns how many, or `None` if the range
+    /// is not entirely inside a known buffer or spans more than `out.len()` segments.
+    fn parts<T>(
+        &self,
+        h: MemHandle,
+        offset: usize,
+        len: usize,
+        out: &mut [T],
+        item: impl Fn(*mut u8, usize) -> T,
+    ) -> Option<usize> {
         let (mut n, mut covered, mut fits) = (0, 0, true);
         self.for_range(h, offset, len, |p, part, _| {
             if n == out.len() {
                 fits = false;
                 return;
             }
-            // SAFETY: p..p+part lies inside a segment lent to us, which stays valid
-            // (and unwritten by the application) while its request holds the handle,
-            // at least as long as `&self`.
-            out[n] = unsafe { std::slice::from_raw_parts(p, part) };
+            out[n] = item(p, part);
             n += 1;
             covered += part;
         });
@@ -137,17 +153,7 @@ impl MemRegistry {
         len: usize,
         out: &mut [(*mut u8, usize)],
     ) -> Option<usize> {
-        let (mut n, mut covered, mut fits) = (0, 0, true);
-        self.for_range(h, offset, len, |p, part, _| {
-            if n == out.len() {
-                fits = false;
-                return;
-            }
-            out[n] = (p, part);
-            n += 1;
-            covered += part;
-        });
-        (fits && covered == len).then_some(n)
+        self.parts(h, offset, len, out, |p, n| (p, n))
     }
 
     /// Copies `len` bytes between two buffers of this process (a message to oneself);

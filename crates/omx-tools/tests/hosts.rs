@@ -222,6 +222,11 @@ fn all_to_all_four_hosts_two_endpoints() {
     if skip() {
         return;
     }
+    all_to_all_four_hosts(&[]);
+}
+
+/// Four hosts, two endpoints each, every size to every remote endpoint, under `env`.
+fn all_to_all_four_hosts(env: &[(&str, &str)]) {
     let h = Hosts::up(4, 9000);
     // Per process: 2 local endpoints x 6 remote endpoints x 7 sizes x 3 messages.
     let args = [
@@ -234,7 +239,7 @@ fn all_to_all_four_hosts_two_endpoints() {
         "--timeout",
         "150",
     ];
-    testpeer_everywhere(&h, &args, &[], &[], 2 * 6 * 7 * 3);
+    testpeer_everywhere(&h, &args, &[], env, 2 * 6 * 7 * 3);
 }
 
 /// The same with pull replies received directly (`OMX_DIRECT_RECV=1`, off by default
@@ -245,18 +250,7 @@ fn all_to_all_four_hosts_direct_receive() {
     if skip() {
         return;
     }
-    let h = Hosts::up(4, 9000);
-    let args = [
-        "--endpoints",
-        "2",
-        "--sizes",
-        SIZES,
-        "--count",
-        "3",
-        "--timeout",
-        "150",
-    ];
-    testpeer_everywhere(&h, &args, &[], &[("OMX_DIRECT_RECV", "1")], 2 * 6 * 7 * 3);
+    all_to_all_four_hosts(&[("OMX_DIRECT_RECV", "1")]);
 }
 
 /// Endpoints connect to a remote endpoint that opens only later (and that, once open,

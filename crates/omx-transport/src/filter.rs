@@ -76,16 +76,9 @@ impl EndpointFilter {
     /// trailer, which the receiver must verify before placing anything) of `endpoint`.
     pub fn compile_direct(ethertype: u16, endpoint: u8) -> Vec<SockFilter> {
         let mut a = Asm::default();
-        a.op(ld_h(12));
-        a.jump(JEQ, ethertype as u32, Target::Next(1), Target::Next(0));
-        a.op(ret(0));
+        a.ethertype_only(ethertype);
         a.op(ld_b(TYPE_OFFSET));
-        a.op(SockFilter {
-            code: BPF_ALU | BPF_AND | BPF_K,
-            jt: 0,
-            jf: 0,
-            k: (!LATENCY_FLAG) as u32 & 0xff,
-        });
+        a.op(alu(BPF_AND, (!LATENCY_FLAG) as u32 & 0xff));
         a.jump(
             JEQ,
             TYPE_PULL_REPLY as u32,
@@ -94,12 +87,7 @@ impl EndpointFilter {
         );
         a.op(ret(0));
         a.op(ld_b(PULL_ENDPOINT_OFFSET));
-        a.op(SockFilter {
-            code: BPF_ALU | BPF_XOR | BPF_K,
-            jt: 0,
-            jf: 0,
-            k: PULL_ENDPOINT_XOR as u32,
-        });
+        a.op(alu(BPF_XOR, PULL_ENDPOINT_XOR as u32));
         a.jump(JEQ, endpoint as u32, Target::Next(1), Target::Next(0));
         a.op(ret(0));
         a.op(ret(ACCEPT));
@@ -157,9 +145,7 @@ impl EndpointFilter {
     /// `ret accept`; the total stays far below the kernel's 4096-instruction cap.
     pub fn compile(&self, ethertype: u16) -> Vec<SockFilter> {
         let mut a = Asm::default();
-        a.op(ld_h(12));
-        a.jump(JEQ, ethertype as u32, Target::Next(1), Target::Next(0));
-        a.op(ret(0));
+        a.ethertype_only(ethertype);
         a.op(ld_b(TYPE_OFFSET));
         if self.marked_only {
             a.jump(JSET, LATENCY_FLAG as u32, Target::Next(1), Target::Next(0));
@@ -168,12 +154,7 @@ impl EndpointFilter {
         if let Some(e) = self.direct {
             // Pull replies of `e` without checksum go to its direct socket: skip them
             // here (the type byte is reloaded below).
-            a.op(SockFilter {
-                code: BPF_ALU | BPF_AND | BPF_K,
-                jt: 0,
-                jf: 0,
-                k: (!LATENCY_FLAG) as u32 & 0xff,
-            });
+            a.op(alu(BPF_AND, (!LATENCY_FLAG) as u32 & 0xff));
             a.jump(
                 JEQ,
                 TYPE_PULL_REPLY as u32,
@@ -181,22 +162,12 @@ impl EndpointFilter {
                 Target::Next(4),
             );
             a.op(ld_b(PULL_ENDPOINT_OFFSET));
-            a.op(SockFilter {
-                code: BPF_ALU | BPF_XOR | BPF_K,
-                jt: 0,
-                jf: 0,
-                k: PULL_ENDPOINT_XOR as u32,
-            });
+            a.op(alu(BPF_XOR, PULL_ENDPOINT_XOR as u32));
             a.jump(JEQ, e as u32, Target::Next(0), Target::Next(1));
             a.op(ret(0));
             a.op(ld_b(TYPE_OFFSET));
         }
-        a.op(SockFilter {
-            code: BPF_ALU | BPF_AND | BPF_K,
-            jt: 0,
-            jf: 0,
-            k: (!TYPE_FLAGS) as u32 & 0xff,
-        });
+        a.op(alu(BPF_AND, (!TYPE_FLAGS) as u32 & 0xff));
         if self.board_frames {
             for t in BOARD_TYPES {
                 a.jump(JEQ, t as u32, Target::Label(L_ACCEPT), Target::Next(0));
@@ -254,12 +225,7 @@ impl EndpointFilter {
             a.jump(JA, 0, Target::Label(L_CHECK), Target::Next(0));
             a.label(L_PULL);
             a.op(ld_b(PULL_ENDPOINT_OFFSET));
-            a.op(SockFilter {
-                code: BPF_ALU | BPF_XOR | BPF_K,
-                jt: 0,
-                jf: 0,
-                k: PULL_ENDPOINT_XOR as u32,
-            });
+            a.op(alu(BPF_XOR, PULL_ENDPOINT_XOR as u32));
             a.label(L_CHECK);
             for (lo, hi) in ranges {
                 if lo == hi {
@@ -332,6 +298,16 @@ const L_NACK_LIB: usize = 3;
 const L_PULL: usize = 4;
 const L_CHECK: usize = 5;
 
+/// `A op= k` (AND, XOR).
+fn alu(op: u16, k: u32) -> SockFilter {
+    SockFilter {
+        code: BPF_ALU | op | BPF_K,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
 fn ld_h(off: u32) -> SockFilter {
     SockFilter {
         code: BPF_LD | BPF_H | BPF_ABS,
@@ -375,6 +351,12 @@ struct Asm {
 impl Asm {
     fn op(&mut self, f: SockFilter) {
         self.prog.push(f);
+    }
+    /// Drops every frame of another EtherType.
+    fn ethertype_only(&mut self, ethertype: u16) {
+        self.op(ld_h(12));
+        self.jump(JEQ, ethertype as u32, Target::Next(1), Target::Next(0));
+        self.op(ret(0));
     }
     fn jump(&mut self, code: u16, k: u32, jt: Target, jf: Target) {
         self.fixups.push((self.prog.len(), jt, jf));

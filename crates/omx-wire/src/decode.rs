@@ -48,26 +48,9 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
         need: COMMON_HEADER_LEN + 1,
         have,
     };
-    let (common, rest) = frame
-        .split_first_chunk::<COMMON_HEADER_LEN>()
-        .ok_or(too_short)?;
-    let common = Reader(common);
-    let header = Header {
-        dst_mac: common.mac::<0>(),
-        src_mac: common.mac::<6>(),
-        ethertype: common.u16::<12>(),
-        dst_src_peer_index: common.u16::<14>(),
-    };
-    if header.ethertype != cfg.ethertype {
-        return Err(DecodeError::WrongEtherType(header.ethertype));
-    }
+    let (header, rest) = common_header(frame, cfg, too_short)?;
     let &type_byte = rest.first().ok_or(too_short)?;
-    // Native endpoint frames (TRUC..NACK_MCP) may carry the latency and checksum flags
-    // in the type byte; board frames never do.
-    let bare = match type_of(type_byte) {
-        t if cfg.mode == WireMode::Native && (35..=45).contains(&t) => t,
-        _ => type_byte,
-    };
+    let bare = bare_type(type_byte, cfg);
     let ptype = PacketType::from_u8(bare).ok_or(DecodeError::UnknownType(type_byte))?;
 
     let (packet, payload) = match ptype {
@@ -180,6 +163,38 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
     })
 }
 
+/// The common header (Ethernet addresses, EtherType, peer index) and the bytes after
+/// it; `too_short` when the frame cannot hold it.
+fn common_header<'a>(
+    frame: &'a [u8],
+    cfg: &WireConfig,
+    too_short: DecodeError,
+) -> Result<(Header, &'a [u8]), DecodeError> {
+    let (common, rest) = frame
+        .split_first_chunk::<COMMON_HEADER_LEN>()
+        .ok_or(too_short)?;
+    let common = Reader(common);
+    let header = Header {
+        dst_mac: common.mac::<0>(),
+        src_mac: common.mac::<6>(),
+        ethertype: common.u16::<12>(),
+        dst_src_peer_index: common.u16::<14>(),
+    };
+    if header.ethertype != cfg.ethertype {
+        return Err(DecodeError::WrongEtherType(header.ethertype));
+    }
+    Ok((header, rest))
+}
+
+/// The packet type without flags: native endpoint frames (TRUC..NACK_MCP) may carry the
+/// latency and checksum flags in the type byte; board frames never do.
+fn bare_type(type_byte: u8, cfg: &WireConfig) -> u8 {
+    match type_of(type_byte) {
+        t if cfg.mode == WireMode::Native && (35..=45).contains(&t) => t,
+        _ => type_byte,
+    }
+}
+
 /// Bytes of a pull reply before its payload: common header and body header.
 pub const PULL_REPLY_HEAD_LEN: usize = COMMON_HEADER_LEN + 16;
 
@@ -194,28 +209,14 @@ pub fn decode_pull_reply_head(
     cfg: &WireConfig,
 ) -> Result<(Header, PullReply), DecodeError> {
     let have = head.len();
-    let (common, rest) =
-        head.split_first_chunk::<COMMON_HEADER_LEN>()
-            .ok_or(DecodeError::TooShort {
-                need: PULL_REPLY_HEAD_LEN,
-                have,
-            })?;
-    let common = Reader(common);
-    let header = Header {
-        dst_mac: common.mac::<0>(),
-        src_mac: common.mac::<6>(),
-        ethertype: common.u16::<12>(),
-        dst_src_peer_index: common.u16::<14>(),
+    let too_short = DecodeError::TooShort {
+        need: PULL_REPLY_HEAD_LEN,
+        have,
     };
-    if header.ethertype != cfg.ethertype {
-        return Err(DecodeError::WrongEtherType(header.ethertype));
-    }
+    let (header, rest) = common_header(head, cfg, too_short)?;
     let b = body::<16>(rest, have)?;
     let type_byte = b.u8::<0>();
-    let bare = match type_of(type_byte) {
-        t if cfg.mode == WireMode::Native && (35..=45).contains(&t) => t,
-        _ => type_byte,
-    };
+    let bare = bare_type(type_byte, cfg);
     if PacketType::from_u8(bare) != Some(PacketType::PullReply) {
         return Err(DecodeError::UnknownType(type_byte));
     }
