@@ -78,19 +78,9 @@ impl EndpointFilter {
         let mut a = Asm::default();
         a.ethertype_only(ethertype);
         a.op(ld_b(TYPE_OFFSET));
-        a.op(alu(BPF_AND, (!LATENCY_FLAG) as u32 & 0xff));
-        a.jump(
-            JEQ,
-            TYPE_PULL_REPLY as u32,
-            Target::Next(1),
-            Target::Next(0),
-        );
-        a.op(ret(0));
-        a.op(ld_b(PULL_ENDPOINT_OFFSET));
-        a.op(alu(BPF_XOR, PULL_ENDPOINT_XOR as u32));
-        a.jump(JEQ, endpoint as u32, Target::Next(1), Target::Next(0));
-        a.op(ret(0));
+        a.direct_pull_reply_test(endpoint);
         a.op(ret(ACCEPT));
+        a.op(ret(0));
         a.finish()
     }
 
@@ -154,16 +144,7 @@ impl EndpointFilter {
         if let Some(e) = self.direct {
             // Pull replies of `e` without checksum go to its direct socket: skip them
             // here (the type byte is reloaded below).
-            a.op(alu(BPF_AND, (!LATENCY_FLAG) as u32 & 0xff));
-            a.jump(
-                JEQ,
-                TYPE_PULL_REPLY as u32,
-                Target::Next(0),
-                Target::Next(4),
-            );
-            a.op(ld_b(PULL_ENDPOINT_OFFSET));
-            a.op(alu(BPF_XOR, PULL_ENDPOINT_XOR as u32));
-            a.jump(JEQ, e as u32, Target::Next(0), Target::Next(1));
+            a.direct_pull_reply_test(e);
             a.op(ret(0));
             a.op(ld_b(TYPE_OFFSET));
         }
@@ -352,6 +333,22 @@ impl Asm {
     fn op(&mut self, f: SockFilter) {
         self.prog.push(f);
     }
+    /// With the type byte loaded: whether the frame is a pull reply without checksum
+    /// for `endpoint` (what a direct socket takes). The caller emits the instruction
+    /// to run on a match, then the one on a miss, right after.
+    fn direct_pull_reply_test(&mut self, endpoint: u8) {
+        self.op(alu(BPF_AND, (!LATENCY_FLAG) as u32 & 0xff));
+        self.jump(
+            JEQ,
+            TYPE_PULL_REPLY as u32,
+            Target::Next(0),
+            Target::Next(4),
+        );
+        self.op(ld_b(PULL_ENDPOINT_OFFSET));
+        self.op(alu(BPF_XOR, PULL_ENDPOINT_XOR as u32));
+        self.jump(JEQ, endpoint as u32, Target::Next(0), Target::Next(1));
+    }
+
     /// Drops every frame of another EtherType.
     fn ethertype_only(&mut self, ethertype: u16) {
         self.op(ld_h(12));

@@ -102,17 +102,7 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
             (Packet::Pull(p), &[][..])
         }
         PacketType::PullReply => {
-            let b = body::<16>(rest, have)?;
-            let p = PullReply {
-                frame_seqnum: b.u8::<1>(),
-                frame_length: b.u16::<2>(),
-                msg_offset: b.u32::<4>(),
-                dst_pull_handle: b.u32::<8>(),
-                dst_magic: b.u32::<12>(),
-            };
-            if u32::from(p.frame_length) > cfg.pull_reply_max {
-                return Err(DecodeError::BadDataLength);
-            }
+            let p = pull_reply(body::<16>(rest, have)?, cfg)?;
             (
                 Packet::PullReply(p),
                 payload(frame, 16, p.frame_length.into())?,
@@ -223,6 +213,19 @@ pub fn decode_pull_reply_head(
     if type_byte & CHECKSUM_FLAG != 0 || cfg.checksums(type_byte) {
         return Err(DecodeError::BadChecksum);
     }
+    let p = pull_reply(b, cfg)?;
+    let end = PULL_REPLY_HEAD_LEN.saturating_add(p.frame_length.into());
+    if frame_len < end {
+        return Err(DecodeError::PayloadTruncated {
+            need: end,
+            have: frame_len,
+        });
+    }
+    Ok((header, p))
+}
+
+/// The PULL_REPLY body header, its length checked against the configuration.
+fn pull_reply(b: Reader<'_, 16>, cfg: &WireConfig) -> Result<PullReply, DecodeError> {
     let p = PullReply {
         frame_seqnum: b.u8::<1>(),
         frame_length: b.u16::<2>(),
@@ -233,14 +236,7 @@ pub fn decode_pull_reply_head(
     if u32::from(p.frame_length) > cfg.pull_reply_max {
         return Err(DecodeError::BadDataLength);
     }
-    let end = PULL_REPLY_HEAD_LEN.saturating_add(p.frame_length.into());
-    if frame_len < end {
-        return Err(DecodeError::PayloadTruncated {
-            need: end,
-            have: frame_len,
-        });
-    }
-    Ok((header, p))
+    Ok(p)
 }
 
 /// Checks the trailer that follows the payload (or the body header, for types without
