@@ -1233,9 +1233,29 @@ impl FramePool {
     }
 }
 
-/// Whether a received frame waits on the data or the direct socket.
+/// Whether a received frame waits on the data socket, or, during a pull, on the
+/// direct socket.
 fn frames_waiting(core: &Core) -> bool {
-    core.sock.readable().unwrap_or(false) || core.direct.as_ref().is_some_and(DirectRx::readable)
+    core.sock.readable().unwrap_or(false)
+        || (core.engine.pulling() && core.direct.as_ref().is_some_and(DirectRx::readable))
+}
+
+/// Pull replies that arrive after their pull ended wait on the direct socket (progress
+/// passes drain it only while pulling). Before a sleep they are handed to the engine,
+/// which counts them as dropped: left there, they would wake the sleeper at once.
+fn take_late_replies(core: &mut Core, now: Time) {
+    let Core {
+        direct: Some(d),
+        engine,
+        ..
+    } = core
+    else {
+        return;
+    };
+    if engine.pulling() {
+        return;
+    }
+    while let Ok(true) = d.recv_owned(|f| engine.handle_frame(now, Bytes::copy_from_slice(f))) {}
 }
 
 /// Takes the pull replies waiting on the direct socket (at most a batch): each goes
@@ -1957,6 +1977,12 @@ impl Shared {
             ("copy_offloaded".into(), core.copier.offloaded),
             ("copy_inline_full".into(), core.copier.inline_full),
         ]);
+        if let Some(d) = &core.direct {
+            v.extend([
+                ("direct_received".to_string(), d.received),
+                ("direct_other_host".to_string(), d.skipped),
+            ]);
+        }
         v
     }
 
@@ -2060,6 +2086,9 @@ impl Shared {
     /// Sleeps in `poll_fds` with the shared-memory doorbell armed (unless a record
     /// arrived meanwhile). Called with the core lock held; releases it.
     fn sleep_unlocked(&self, mut core: CoreGuard<'_>, timeout: Duration) -> Fired {
+        if core.direct.is_some() {
+            take_late_replies(&mut core, self.rt.now());
+        }
         if let Some(w) = &self.wake_sock {
             // A frame already waits: no sleep, and no system call.
             if frames_waiting(&core) {
