@@ -3,7 +3,7 @@
 //! thread), so retransmissions, acks and pulls move while the application computes.
 
 use crate::bundler::Bundler;
-use crate::config::{Coalescing, DaemonUse};
+use crate::config::{Coalescing, DaemonUse, DirectRecv, DIRECT_RECV_BATCH};
 use crate::copy::{run_job, Copier, CopyJob};
 use crate::discovery::Discovery;
 use crate::memory::{MemRegistry, Segment, MAX_SEGMENTS};
@@ -246,7 +246,7 @@ impl Endpoint {
         // Direct receive needs the payload placed by the kernel as it arrives: not with
         // a copy engine (it copies from frames), injected faults (they act on frames)
         // or checksums (verified before anything is placed).
-        let direct = rt.cfg.direct_recv
+        let direct = rt.cfg.direct_recv != DirectRecv::Off
             && rt.cfg.faults.is_none()
             && crate::copy::engine(&rt.cfg.copy).is_none()
             && !rt.cfg.wire.checksum;
@@ -292,7 +292,11 @@ impl Endpoint {
         // replies of every pull in flight, which the ring's size bounds (see assemble).
         let direct_rx = if direct {
             let buf = opts.rx_ring_bytes.max(4 << 20) * 2;
-            let d = DirectRx::open(&iface, rt.cfg.wire.ethertype, index, buf)?;
+            let batch = match rt.cfg.direct_recv {
+                DirectRecv::Batched => DIRECT_RECV_BATCH,
+                _ => 0,
+            };
+            let d = DirectRx::open(&iface, rt.cfg.wire.ethertype, index, buf, batch)?;
             Some(d)
         } else {
             None
@@ -1268,8 +1272,21 @@ fn drain_direct(
     now: Time,
     mut keep: impl FnMut(&[u8]),
 ) -> bool {
-    let mut head = [0u8; omx_wire::PULL_REPLY_HEAD_LEN];
     let mut placed = false;
+    if d.batched() {
+        // Copied out of the batch's buffers as ring frames are (the same checks).
+        let _ = d.recv_batch(RX_BATCH, |f| {
+            if engine
+                .handle_frame_in_place(now, f, &mut |h, off, data| mem.write(h, off as usize, data))
+            {
+                placed = true;
+            } else {
+                keep(f);
+            }
+        });
+        return placed;
+    }
+    let mut head = [0u8; omx_wire::PULL_REPLY_HEAD_LEN];
     for _ in 0..RX_BATCH {
         let Ok(Some(len)) = d.peek(&mut head) else {
             break;
@@ -1293,7 +1310,15 @@ fn drain_direct(
             // pull under way (the handle resolves), which nothing else touches until
             // the receive completes, after this pass.
             let got = unsafe { d.recv_into(&mut scratch, &parts[..k]) };
-            matches!(got, Ok(Some(l)) if l == len)
+            match got {
+                Ok(Some(l)) if l == len => true,
+                // Shorter than peeked: not recorded, so the pull asks for it again.
+                Ok(Some(_)) => {
+                    d.truncated += 1;
+                    false
+                }
+                _ => false,
+            }
         };
         match engine.handle_pull_reply_direct(now, &head, len, &mut place) {
             Some(ok) => placed |= ok,
@@ -1981,6 +2006,7 @@ impl Shared {
             v.extend([
                 ("direct_received".to_string(), d.received),
                 ("direct_other_host".to_string(), d.skipped),
+                ("direct_truncated".to_string(), d.truncated),
             ]);
         }
         v

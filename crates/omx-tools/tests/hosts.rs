@@ -101,10 +101,25 @@ fn pingpong_0_to_8mib_native_mtu65535_through_the_ring() {
     pingpong_all_sizes(65535, &[("OMX_MTU", "65535"), ("OMX_DIRECT_RECV", "0")]);
 }
 
-/// Direct receive with 1500-byte frames: many small pieces, short padded frames.
+/// Direct receive, each frame placed, with 1500-byte frames: many small pieces, short
+/// padded frames.
 #[test]
 fn pingpong_0_to_8mib_direct_receive_mtu1500() {
-    pingpong_all_sizes(1500, &[("OMX_MTU", "1500"), ("OMX_DIRECT_RECV", "1")]);
+    pingpong_all_sizes(1500, &[("OMX_MTU", "1500"), ("OMX_DIRECT_RECV", "placed")]);
+}
+
+/// Direct receive in batches (the default at MTU 9000) with 1500-byte frames: many
+/// frames per `recvmmsg`, short padded frames.
+#[test]
+fn pingpong_0_to_8mib_batched_direct_receive_mtu1500() {
+    pingpong_all_sizes(1500, &[("OMX_MTU", "1500"), ("OMX_DIRECT_RECV", "batched")]);
+}
+
+/// Pull replies through the receive ring at MTU 9000 (where the default takes them
+/// through the direct socket in batches).
+#[test]
+fn pingpong_0_to_8mib_native_mtu9000_through_the_ring() {
+    pingpong_all_sizes(9000, &[("OMX_MTU", "9000"), ("OMX_DIRECT_RECV", "0")]);
 }
 
 /// Receive copies on the copy thread deliver the same bytes as inline copies.
@@ -242,15 +257,16 @@ fn all_to_all_four_hosts(env: &[(&str, &str)]) {
     testpeer_everywhere(&h, &args, &[], env, 2 * 6 * 7 * 3);
 }
 
-/// The same with pull replies received directly (`OMX_DIRECT_RECV=1`, off by default
-/// at this MTU): several pulls per endpoint at once, padded short last frames, and,
-/// through the bridge's flooding, frames for other hosts on the direct socket.
+/// The same with each pull reply placed straight into the receive buffer
+/// (`OMX_DIRECT_RECV=placed`; the default at this MTU takes them in batches): several
+/// pulls per endpoint at once, padded short last frames, and, through the bridge's
+/// flooding, frames for other hosts on the direct socket.
 #[test]
 fn all_to_all_four_hosts_direct_receive() {
     if skip() {
         return;
     }
-    all_to_all_four_hosts(&[("OMX_DIRECT_RECV", "1")]);
+    all_to_all_four_hosts(&[("OMX_DIRECT_RECV", "placed")]);
 }
 
 /// Endpoints connect to a remote endpoint that opens only later (and that, once open,
