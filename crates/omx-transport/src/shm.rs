@@ -9,7 +9,8 @@
 //! [`Inbox::poll`] one `Acquire` load of the bitmap of active slots plus one
 //! `Acquire` load of the word at each active slot's head. The record itself is
 //! the publication: sender and owner share no counter that changes with every
-//! message, so a small record costs one cache-line transfer.
+//! message, so the owner takes a small record with one cache-line transfer
+//! (not two: a tail counter's line, then the record's).
 //!
 //! # File layout (version [`LAYOUT_VERSION`], native endianness)
 //!
@@ -65,8 +66,10 @@
 //! means nothing yet, anything else is corruption. The word at the head is
 //! therefore only ever the end mark or the final header, never bytes of an
 //! earlier lap (a half-written record's payload may hold anything, including
-//! what would be a valid header at that position a lap later); the tag is a
-//! second guard that makes zero-filled and stale words fail the check.
+//! what would be a valid header at that position a lap later). The tag is a
+//! second guard: a header left at the same offset by one of the previous
+//! 2^35 / `ring_bytes` laps, or a zero-filled word at the start of a ring,
+//! fails the check.
 //!
 //! # Sleep / wake-up protocol
 //!
@@ -141,8 +144,8 @@ const MAGIC: u64 = u64::from_le_bytes(*b"OMXSHMIB");
 const PAGE: usize = 4096;
 /// Length field of a padding record (up to the end of the ring).
 const PAD_LEN: u32 = u32::MAX;
-/// Mixed into every record tag, so that a zero-filled word is not a valid
-/// header of the first 32 GiB of a ring.
+/// Mixed into every record tag, so that a zero-filled word (a fresh file) is
+/// not a valid header at the start of a ring.
 const TAG_SALT: u32 = 0x4f4d_5852;
 
 const H_MAGIC: usize = 0;
@@ -818,7 +821,7 @@ impl Inbox {
         let mask = (ring - 1) as u64;
         let base = self.layout.ring_off(i);
         let ctrl = self.layout.ctrl(i);
-        let id = self.ids[i];
+        let id = &self.ids[i];
         let mut head = self.heads[i];
         let mut published = head;
         let mut n = 0;
@@ -850,7 +853,7 @@ impl Inbox {
                 bad = true;
                 break;
             }
-            if !f(i, &id, self.map.bytes(base + pos + RECORD_HEADER, len)) {
+            if !f(i, id, self.map.bytes(base + pos + RECORD_HEADER, len)) {
                 break;
             }
             head += size as u64;
