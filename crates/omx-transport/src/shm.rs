@@ -1734,6 +1734,62 @@ mod tests {
         assert_eq!(inbox.corrupt(), 0);
     }
 
+    /// Producer and consumer on two threads, the producer's payloads made of
+    /// the headers (and end marks) that later laps would have at their
+    /// offsets: a record read before its header is published, or a stale
+    /// word taken for a header, shows as a wrong sequence number or length.
+    #[test]
+    fn threads_with_poisoned_payloads() {
+        const N: u64 = 1_000_000;
+        const RING: u64 = 16 * 1024;
+        let d = TempDir::new();
+        let mut inbox = Inbox::create(&d.0, "poison", &params(1, RING as usize)).unwrap();
+        let mut out = Outbox::open(&d.0, "poison", me(1)).unwrap();
+        let producer = std::thread::spawn(move || {
+            let mut seq = 0u64;
+            while seq < N {
+                let len = 8 * (1 + (seq % 37) as usize);
+                let at = out.tail;
+                let pushed = out.try_push(len, |b| {
+                    b[..8].copy_from_slice(&seq.to_le_bytes());
+                    for (w, chunk) in b[8..].chunks_exact_mut(8).enumerate() {
+                        // This word's position, one to three laps later.
+                        let p = at + 16 + 8 * w as u64 + RING * (1 + seq % 3);
+                        let v = if w % 4 == 3 {
+                            end_mark(p)
+                        } else {
+                            header(p, 8 * (w % 5) as u32)
+                        };
+                        chunk.copy_from_slice(&v.to_ne_bytes());
+                    }
+                });
+                if pushed {
+                    seq += 1;
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            out
+        });
+        let mut next = 0u64;
+        while next < N {
+            let n = inbox.poll(64, |_, _, b| {
+                let seq = u64::from_le_bytes(b[..8].try_into().unwrap());
+                assert_eq!(seq, next);
+                assert_eq!(b.len(), 8 * (1 + (seq % 37) as usize));
+                next += 1;
+                true
+            });
+            assert_eq!(inbox.corrupt(), 0);
+            if n == 0 {
+                std::thread::yield_now();
+            }
+        }
+        let out = producer.join().unwrap();
+        assert!(out.is_drained());
+        assert!(!inbox.has_pending());
+    }
+
     #[test]
     fn producer_and_consumer_threads_million_records() {
         const N: u64 = 1_000_000;
