@@ -1037,12 +1037,24 @@ fn fds_and_threads(pid: u32) -> (usize, usize) {
 /// The files of the omx state directory (relative paths, sorted), locks aside: what
 /// endpoints leave behind (info, counters, shared-memory inboxes).
 fn state_files(h: &Hosts) -> Vec<String> {
+    /// A file being rewritten right now: the registry writes `.<name>.<pid>` and
+    /// renames it over `<name>`, so one of a live process is in flight (one of a
+    /// dead process would be a leak and is kept).
+    fn in_flight(p: &std::path::Path) -> bool {
+        let name = p.file_name().unwrap_or_default().to_string_lossy();
+        name.starts_with('.')
+            && name
+                .rsplit('.')
+                .next()
+                .and_then(|pid| pid.parse::<u32>().ok())
+                .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+    }
     fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let p = e.path();
             if p.is_dir() {
                 walk(&p, base, out);
-            } else if !p.to_string_lossy().ends_with(".lock") {
+            } else if !p.to_string_lossy().ends_with(".lock") && !in_flight(&p) {
                 out.push(p.strip_prefix(base).unwrap_or(&p).display().to_string());
             }
         }

@@ -5,8 +5,12 @@
 //! ([`Outbox`]) claims one *slot* of the inbox, a single-producer /
 //! single-consumer byte ring of variable-length records, so the hot paths need
 //! no lock, no allocation and no system call: [`Outbox::try_push`] is a few
-//! stores plus one `Release` store of the tail, [`Inbox::poll`] one `Acquire`
-//! load of the bitmap of active slots plus one load of each active slot's tail.
+//! stores ending with one `Release` store of the record's header,
+//! [`Inbox::poll`] one `Acquire` load of the bitmap of active slots plus one
+//! `Acquire` load of the word at each active slot's head. The record itself is
+//! the publication: sender and owner share no counter that changes with every
+//! message, so the owner takes a small record with one cache-line transfer
+//! (not two: a tail counter's line, then the record's).
 //!
 //! # File layout (version [`LAYOUT_VERSION`], native endianness)
 //!
@@ -21,28 +25,51 @@
 //!         48  ring_bytes u64            56  file size u64
 //!        128  active-slots bitmap u64   (own 128-byte block; bit i = slot i in use)
 //!        256  sleeping flag u32         (own 128-byte block; 0 polling, 1 may sleep, 2 rung)
-//! 4096   slot control blocks, 384 bytes each (rounded up to 4096 in total)
+//! 4096   slot control blocks, 256 bytes each (rounded up to 4096 in total)
 //!         +0    state u64 = claimer pid << 32 | (0 free, 1 claiming, 2 active,
 //!               3 closed by the sender, 4 broken: the owner found garbage)
 //!         +8    sender nic_id u64       +16 sender session u32
 //!         +20   sender pid u32          +24 sender endpoint u32 (u8 value)
 //!         +128  head u64: bytes consumed, written only by the owner
-//!         +256  tail u64: bytes produced, written only by the sender
 //! data   slots x ring_bytes: ring i at data_offset + i * ring_bytes
 //! ```
 //!
-//! Head and tail are monotonically increasing byte counters (they never wrap in
-//! practice: 2^64 bytes). They sit 128 bytes apart so that neither the line
-//! itself nor the adjacent-line prefetcher makes them share a cache line. Each
-//! side keeps a private copy of the other side's counter and reloads it only
-//! when its copy says the ring is full (sender) or empty (owner).
+//! Positions in a ring are absolute byte counters that only grow (they never
+//! wrap in practice: 2^64 bytes); offset in the ring = position mod
+//! `ring_bytes`. The owner's *head* is the position of the next record to
+//! read; it publishes it in the control block (Release) after each poll that
+//! consumed something and every half ring while streaming. The sender's
+//! *tail*, the position of its next record, is private to it: it reads the
+//! head back only when its cached copy says the ring is full. The head sits
+//! 128 bytes away from the state word so that neither the line itself nor the
+//! adjacent-line prefetcher makes them share a cache line.
 //!
-//! A record is an 8-byte header (its length; `u64::MAX` marks padding up to the
-//! end of the ring) followed by the payload, padded to 8 bytes. A record never
-//! wraps: when it does not fit before the end of the ring, the producer writes
-//! a padding marker and starts the record at offset 0. Records are at most
-//! [`Outbox::max_record`] = `ring_bytes / 4` bytes, which always fits into an
-//! empty ring even with the padding.
+//! A record is an 8-byte header word followed by the payload, padded to 8
+//! bytes. The header word is `tag << 32 | len`, where `tag` is the low 32 bits
+//! of `position / 8` (of the header itself) XOR `0x4f4d_5852`, and `len` the
+//! payload length, or `0xffff_ffff` for padding up to the end of the ring. A
+//! record never wraps: when it does not fit before the end of the ring, the
+//! producer writes padding and starts the record at offset 0. Records are at
+//! most [`Outbox::max_record`] = `ring_bytes / 4` bytes, which always fits
+//! into an empty ring even with the padding.
+//!
+//! The header is the publication point. The sender keeps an *end mark* at its
+//! tail: the word `!tag << 32` (with the tag of that position), which is never
+//! a valid header there. It writes the claimed slot's first end mark before
+//! publishing the slot as active, and pushes a record at position `t` as:
+//! the end mark at the position after the record (so the ring needs 8 bytes
+//! more than the record), the payload, then the header at `t` with a Release
+//! store. When the record wraps, it is written at offset 0 (header included)
+//! first and the padding header at `t` is the Release store. The owner
+//! Acquire-loads the word at its head: a header with the expected tag is a
+//! record (whose end mark, written before, is then visible too), the end mark
+//! means nothing yet, anything else is corruption. The word at the head is
+//! therefore only ever the end mark or the final header, never bytes of an
+//! earlier lap (a half-written record's payload may hold anything, including
+//! what would be a valid header at that position a lap later). The tag is a
+//! second guard: a header left at the same offset by one of the previous
+//! 2^35 / `ring_bytes` laps, or a zero-filled word at the start of a ring,
+//! fails the check.
 //!
 //! # Sleep / wake-up protocol
 //!
@@ -57,9 +84,10 @@
 //! inbox.drain_wake();
 //! ```
 //!
-//! A sender publishes its records (tail store, Release), then calls
+//! A sender publishes its records (header store, Release), then calls
 //! [`Outbox::doorbell`], which issues a SeqCst fence and loads the flag. The two
-//! fences form a Dekker pair: either the owner's re-check sees the new tail, or
+//! fences form a Dekker pair: either the owner's re-check (a load of the word
+//! at each active slot's head) sees the new header, or
 //! the sender sees the flag and writes one byte into the FIFO (only the sender
 //! that moves the flag from 1 to 2 writes, so a burst costs one write). A
 //! record is therefore never left unnoticed while the owner sleeps, and the
@@ -70,7 +98,8 @@
 //!
 //! Everything read from the file is untrusted (another process of the same
 //! user can write to it). Header values are validated once when mapping; every
-//! record length and counter is validated against the ring before it is used;
+//! record header (tag, length, padding) and the head read back by the sender
+//! are validated against the ring before they are used;
 //! nonsense marks the slot broken (counted in [`Inbox::corrupt`], reported by
 //! [`Inbox::reap`]) instead of panicking or reading outside the mapping. Record
 //! bytes are handed out in place, so a misbehaving peer can still change them
@@ -102,8 +131,9 @@ pub const MIN_RING_BYTES: usize = 4096;
 /// Largest ring size accepted.
 pub const MAX_RING_BYTES: usize = 1 << 30;
 /// Version of the file layout described in the module documentation.
-pub const LAYOUT_VERSION: u32 = 1;
-/// Bytes of record header in front of each record.
+pub const LAYOUT_VERSION: u32 = 2;
+/// Bytes of record header in front of each record (also the size of the end
+/// mark a sender keeps after its last record).
 pub const RECORD_HEADER: usize = 8;
 /// Records start at multiples of this.
 pub const RECORD_ALIGN: usize = 8;
@@ -112,7 +142,11 @@ pub const WAKE_SUFFIX: &str = ".wake";
 
 const MAGIC: u64 = u64::from_le_bytes(*b"OMXSHMIB");
 const PAGE: usize = 4096;
-const PAD: u64 = u64::MAX;
+/// Length field of a padding record (up to the end of the ring).
+const PAD_LEN: u32 = u32::MAX;
+/// Mixed into every record tag, so that a zero-filled word (a fresh file) is
+/// not a valid header at the start of a ring.
+const TAG_SALT: u32 = 0x4f4d_5852;
 
 const H_MAGIC: usize = 0;
 const H_VERSION: usize = 8;
@@ -137,14 +171,13 @@ const AWAKE: u32 = 0;
 const ASLEEP: u32 = 1;
 const RUNG: u32 = 2;
 
-const CTRL_STRIDE: usize = 384;
+const CTRL_STRIDE: usize = 256;
 const C_STATE: usize = 0;
 const C_NIC: usize = 8;
 const C_SESSION: usize = 16;
 const C_PID: usize = 20;
 const C_ENDPOINT: usize = 24;
 const C_HEAD: usize = 128;
-const C_TAIL: usize = 256;
 
 const SLOT_FREE: u32 = 0;
 const SLOT_CLAIMING: u32 = 1;
@@ -158,6 +191,24 @@ fn pack(state: u32, pid: u32) -> u64 {
 
 fn unpack(word: u64) -> (u32, u32) {
     (word as u32, (word >> 32) as u32)
+}
+
+/// Tag of the record header at absolute ring position `pos`.
+#[inline(always)]
+fn tag(pos: u64) -> u32 {
+    ((pos >> 3) as u32) ^ TAG_SALT
+}
+
+/// Header word of a record of length field `len` at position `pos`.
+#[inline(always)]
+fn header(pos: u64, len: u32) -> u64 {
+    (u64::from(tag(pos)) << 32) | u64::from(len)
+}
+
+/// The word a sender keeps at its tail `pos`: its tag never matches there.
+#[inline(always)]
+fn end_mark(pos: u64) -> u64 {
+    u64::from(!tag(pos)) << 32
 }
 
 /// Bytes a record of `len` payload bytes occupies in a ring (header + padding).
@@ -369,7 +420,7 @@ impl Mapping {
     ///
     /// # Safety
     /// The caller must own `off..off + len` exclusively under the ring protocol
-    /// (the producer, between the published tail and the consumer's head) and
+    /// (the producer, between its tail and the consumer's head) and
     /// must not create another reference to it while the slice lives.
     #[inline(always)]
     #[allow(clippy::mut_from_ref)]
@@ -498,7 +549,6 @@ pub struct Inbox {
     ids: [SenderId; MAX_SLOTS],
     pids: [u32; MAX_SLOTS],
     heads: [u64; MAX_SLOTS],
-    tails: [u64; MAX_SLOTS],
     next_start: usize,
     corrupt: u64,
     closed: bool,
@@ -611,7 +661,6 @@ impl Inbox {
             ids: [SenderId::default(); MAX_SLOTS],
             pids: [0; MAX_SLOTS],
             heads: [0; MAX_SLOTS],
-            tails: [0; MAX_SLOTS],
             next_start: 0,
             corrupt: 0,
             closed: false,
@@ -686,19 +735,28 @@ impl Inbox {
         }
     }
 
+    /// The word at the head of slot `i`'s ring (Acquire).
+    #[inline(always)]
+    fn head_word(&self, i: usize, head: u64) -> u64 {
+        let pos = (head as usize) & (self.layout.ring - 1);
+        self.map
+            .u64(self.layout.ring_off(i) + pos)
+            .load(Ordering::Acquire)
+    }
+
     /// Whether any ring holds a record: one load of the bitmap and one load
-    /// per active slot. Also sees slots claimed since the last `poll`.
+    /// per active slot (of the word at its head: anything but the sender's end
+    /// mark counts, so that garbage is polled and found). Also sees slots
+    /// claimed since the last `poll` (a claimer writes its end mark at the
+    /// head, where the slot's last sender left it, before setting its bit).
     pub fn has_pending(&self) -> bool {
         let active = self.map.u64(H_ACTIVE).load(Ordering::Acquire);
         let mut bits = (active | self.accepted) & self.valid & !self.broken;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let tail = self
-                .map
-                .u64(self.layout.ctrl(i) + C_TAIL)
-                .load(Ordering::Acquire);
-            if tail != self.heads[i] {
+            let head = self.heads[i];
+            if self.head_word(i, head) != end_mark(head) {
                 return true;
             }
         }
@@ -763,46 +821,39 @@ impl Inbox {
         let mask = (ring - 1) as u64;
         let base = self.layout.ring_off(i);
         let ctrl = self.layout.ctrl(i);
-        let id = self.ids[i];
+        let id = &self.ids[i];
         let mut head = self.heads[i];
-        let mut tail = self.tails[i];
         let mut published = head;
         let mut n = 0;
         let mut bad = false;
         while n < budget {
-            if head == tail {
-                tail = self.map.u64(ctrl + C_TAIL).load(Ordering::Acquire);
-                if head == tail {
-                    break;
-                }
-                if tail.wrapping_sub(head) > ring as u64 {
-                    bad = true;
-                    break;
-                }
-            }
-            let avail = tail - head;
             let pos = (head & mask) as usize;
-            let h = self.map.u64(base + pos).load(Ordering::Relaxed);
-            if h == PAD {
-                let skip = (ring - pos) as u64;
-                if pos == 0 || skip > avail {
+            let h = self.map.u64(base + pos).load(Ordering::Acquire);
+            if (h >> 32) as u32 != tag(head) {
+                // Nothing yet, unless the word is not the sender's end mark.
+                bad = h != end_mark(head);
+                break;
+            }
+            let len = h as u32;
+            if len == PAD_LEN {
+                if pos == 0 {
                     bad = true;
                     break;
                 }
-                head += skip;
+                head += (ring - pos) as u64;
                 continue;
             }
-            if h > self.max_record as u64 {
+            if len as usize > self.max_record {
                 bad = true;
                 break;
             }
-            let len = h as usize;
+            let len = len as usize;
             let size = record_size(len);
-            if pos + size > ring || size as u64 > avail {
+            if pos + size > ring {
                 bad = true;
                 break;
             }
-            if !f(i, &id, self.map.bytes(base + pos + RECORD_HEADER, len)) {
+            if !f(i, id, self.map.bytes(base + pos + RECORD_HEADER, len)) {
                 break;
             }
             head += size as u64;
@@ -817,7 +868,6 @@ impl Inbox {
             self.map.u64(ctrl + C_HEAD).store(head, Ordering::Release);
         }
         self.heads[i] = head;
-        self.tails[i] = tail;
         if bad {
             self.mark_broken(i);
         }
@@ -866,9 +916,7 @@ impl Inbox {
             pid: self.map.u32(ctrl + C_PID).load(Ordering::Relaxed),
         };
         self.pids[i] = pid;
-        let head = self.map.u64(ctrl + C_HEAD).load(Ordering::Relaxed);
-        self.heads[i] = head;
-        self.tails[i] = head;
+        self.heads[i] = self.map.u64(ctrl + C_HEAD).load(Ordering::Relaxed);
         self.accepted |= 1 << i;
         true
     }
@@ -886,7 +934,6 @@ impl Inbox {
         self.map
             .u64(ctrl + C_STATE)
             .store(pack(SLOT_FREE, 0), Ordering::Release);
-        self.tails[i] = self.heads[i];
         self.accepted &= !bit;
         self.broken &= !bit;
         self.reported &= !bit;
@@ -924,19 +971,20 @@ impl Inbox {
                 if !gone {
                     continue;
                 }
-                let tail = self.map.u64(ctrl + C_TAIL).load(Ordering::Acquire);
+                let head = self.heads[i];
+                let word = self.head_word(i, head);
                 if broken {
-                    // Discard whatever is left: the next sender starts clean.
-                    if tail.wrapping_sub(self.heads[i]) <= self.layout.ring as u64 {
-                        self.heads[i] = tail;
-                    }
+                    // Discard whatever is left: the next sender starts at the
+                    // head with its own end mark, so nothing of it is read.
                     self.free_slot(i);
-                } else if tail == self.heads[i] {
+                } else if word == end_mark(head) {
+                    // Drained (a record the sender did not finish before dying
+                    // was never published).
                     let id = self.ids[i];
                     self.free_slot(i);
                     out.push((i, id));
-                } else if tail.wrapping_sub(self.heads[i]) > self.layout.ring as u64 {
-                    // Nonsense counters: cannot be drained; report and discard.
+                } else if (word >> 32) as u32 != tag(head) {
+                    // Garbage at the head: cannot be drained; report and discard.
                     self.corrupt += 1;
                     let id = self.ids[i];
                     self.free_slot(i);
@@ -955,10 +1003,8 @@ impl Inbox {
                     )
                     .is_ok()
                 {
-                    // Counters: the dead claimer may have set tail = head.
-                    let head = self.map.u64(ctrl + C_HEAD).load(Ordering::Relaxed);
-                    self.heads[i] = head;
-                    self.tails[i] = head;
+                    // The next claimer starts where the owner's head is.
+                    self.heads[i] = self.map.u64(ctrl + C_HEAD).load(Ordering::Relaxed);
                 }
             }
         }
@@ -1055,7 +1101,7 @@ pub struct Outbox {
     base: usize,
     ctrl: usize,
     max_record: usize,
-    /// Our tail (the shared copy is written, never read back).
+    /// Our tail: position of the next record, where our end mark is.
     tail: u64,
     /// Last head read from the owner.
     head_cache: u64,
@@ -1195,9 +1241,12 @@ impl Outbox {
         map.u32(ctrl + C_PID).store(me.pid, Ordering::Relaxed);
         map.u32(ctrl + C_ENDPOINT)
             .store(u32::from(me.endpoint), Ordering::Relaxed);
-        // Start where the previous sender's records were consumed up to.
+        // Start where the previous sender's records were consumed up to, with
+        // our end mark there (published with the state below).
         let head = map.u64(ctrl + C_HEAD).load(Ordering::Acquire);
-        map.u64(ctrl + C_TAIL).store(head, Ordering::Relaxed);
+        let pos = (head as usize) & (layout.ring - 1);
+        map.u64(layout.ring_off(slot) + pos)
+            .store(end_mark(head), Ordering::Relaxed);
         map.u64(ctrl + C_STATE)
             .store(pack(SLOT_ACTIVE, my_pid), Ordering::Release);
         map.u64(H_ACTIVE).fetch_or(1 << slot, Ordering::SeqCst);
@@ -1246,11 +1295,12 @@ impl Outbox {
     }
 
     /// Reserves a record of `len` bytes, lets `write` fill it in place, and
-    /// publishes it (Release). Returns false, without calling `write`, when the
-    /// ring lacks space (retry later), when `len > max_record()`, or when the
-    /// owner's counters are inconsistent (then [`receiver_alive`] is false).
-    /// No system call, lock or allocation; reads the owner's head only when
-    /// the cached copy says the record does not fit.
+    /// publishes it (its header, Release). Returns false, without calling
+    /// `write`, when the ring lacks space (retry later), when
+    /// `len > max_record()`, or when the owner's head is inconsistent (then
+    /// [`receiver_alive`] is false). No system call, lock or allocation;
+    /// reads the owner's head only when the cached copy says the record does
+    /// not fit.
     ///
     /// [`receiver_alive`]: Self::receiver_alive
     #[inline]
@@ -1259,45 +1309,58 @@ impl Outbox {
             return false;
         }
         let ring = self.ring;
+        let mask = ring - 1;
         let size = record_size(len);
-        let mut pos = (self.tail as usize) & (ring - 1);
+        let tail = self.tail;
+        let pos = (tail as usize) & mask;
         let to_end = ring - pos;
-        let need = if size <= to_end { size } else { to_end + size };
-        if (ring as u64) - (self.tail - self.head_cache) < need as u64 {
+        let wrap = size > to_end;
+        // Where the record starts (offset 0 of the next lap when it wraps) and
+        // where the next one will, which gets our end mark.
+        let start = if wrap { tail + to_end as u64 } else { tail };
+        let end = start + size as u64;
+        let need = end + RECORD_HEADER as u64 - tail;
+        if (ring as u64) - (tail - self.head_cache) < need {
             let head = self.map.u64(self.ctrl + C_HEAD).load(Ordering::Acquire);
-            if head < self.head_cache || head > self.tail || self.tail - head > ring as u64 {
+            if head < self.head_cache || head > tail || tail - head > ring as u64 {
                 self.broken = true;
                 return false;
             }
             self.head_cache = head;
-            if (ring as u64) - (self.tail - head) < need as u64 {
+            if (ring as u64) - (tail - head) < need {
                 return false;
             }
         }
-        let mut tail = self.tail;
-        if size > to_end {
-            self.map.u64(self.base + pos).store(PAD, Ordering::Relaxed);
-            tail += to_end as u64;
-            pos = 0;
-        }
-        let off = self.base + pos;
-        self.map.u64(off).store(len as u64, Ordering::Relaxed);
-        // SAFETY: `off + 8 .. off + 8 + len` lies inside this slot's ring
-        // (pos + size <= ring) in the free part between our tail and the
-        // owner's head, which only this producer writes until it publishes the
-        // tail below; `&mut self` excludes any other borrow of it.
-        write(unsafe { self.map.bytes_mut(off + RECORD_HEADER, len) });
-        tail += size as u64;
-        self.tail = tail;
+        let off = self.base + ((start as usize) & mask);
         self.map
-            .u64(self.ctrl + C_TAIL)
-            .store(tail, Ordering::Release);
+            .u64(self.base + ((end as usize) & mask))
+            .store(end_mark(end), Ordering::Relaxed);
+        // SAFETY: `off + 8 .. off + 8 + len` lies inside this slot's ring
+        // (the record does not cross the ring's end) in the free part between
+        // our tail and the owner's head, which only this producer writes until
+        // it publishes the header below; the end mark written above lies after
+        // it; `&mut self` excludes any other borrow of it.
+        write(unsafe { self.map.bytes_mut(off + RECORD_HEADER, len) });
+        if wrap {
+            // The owner reads offset 0 only after the padding header.
+            self.map
+                .u64(off)
+                .store(header(start, len as u32), Ordering::Relaxed);
+            self.map
+                .u64(self.base + pos)
+                .store(header(tail, PAD_LEN), Ordering::Release);
+        } else {
+            self.map
+                .u64(off)
+                .store(header(tail, len as u32), Ordering::Release);
+        }
+        self.tail = end;
         true
     }
 
     /// Free bytes in the ring now (reads the owner's head). A record of `len`
-    /// bytes needs [`record_size`]`(len)` of them, plus the rest of the ring
-    /// when it has to wrap.
+    /// bytes needs [`record_size`]`(len)` of them plus [`RECORD_HEADER`] for
+    /// the end mark after it, plus the rest of the ring when it has to wrap.
     pub fn free_bytes(&self) -> usize {
         let head = self.map.u64(self.ctrl + C_HEAD).load(Ordering::Acquire);
         if head < self.head_cache || head > self.tail || self.tail - head > self.ring as u64 {
@@ -1641,19 +1704,22 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 4096 / record_size(100) as u64);
-        assert!(out.free_bytes() < record_size(100));
+        assert!(out.free_bytes() < record_size(100) + RECORD_HEADER);
         // 39 records of 104 bytes leave 40 bytes at the end of the ring: after
-        // consuming one, the next record needs those 40 (padding) + 104.
+        // consuming two, the next record needs those 40 (padding) + 104 + 8
+        // (the end mark after it); after consuming one, it does not fit.
         let mut got = 0u64;
-        assert_eq!(
-            inbox.poll(1, |_, _, b| {
-                assert!(check(got, b));
-                got += 1;
-                true
-            }),
-            1
-        );
-        assert!(out.try_push(100, |b| fill(n, b)));
+        for expect_fit in [false, true] {
+            assert_eq!(
+                inbox.poll(1, |_, _, b| {
+                    assert!(check(got, b));
+                    got += 1;
+                    true
+                }),
+                1
+            );
+            assert_eq!(out.try_push(100, |b| fill(n, b)), expect_fit);
+        }
         n += 1;
         while got < n {
             inbox.poll(usize::MAX, |_, _, b| {
@@ -1666,6 +1732,62 @@ mod tests {
         assert!(out.try_push(out.max_record(), |_| {}));
         assert_eq!(inbox.poll(10, |_, _, b| b.len() == 1024), 1);
         assert_eq!(inbox.corrupt(), 0);
+    }
+
+    /// Producer and consumer on two threads, the producer's payloads made of
+    /// the headers (and end marks) that later laps would have at their
+    /// offsets: a record read before its header is published, or a stale
+    /// word taken for a header, shows as a wrong sequence number or length.
+    #[test]
+    fn threads_with_poisoned_payloads() {
+        const N: u64 = 1_000_000;
+        const RING: u64 = 16 * 1024;
+        let d = TempDir::new();
+        let mut inbox = Inbox::create(&d.0, "poison", &params(1, RING as usize)).unwrap();
+        let mut out = Outbox::open(&d.0, "poison", me(1)).unwrap();
+        let producer = std::thread::spawn(move || {
+            let mut seq = 0u64;
+            while seq < N {
+                let len = 8 * (1 + (seq % 37) as usize);
+                let at = out.tail;
+                let pushed = out.try_push(len, |b| {
+                    b[..8].copy_from_slice(&seq.to_le_bytes());
+                    for (w, chunk) in b[8..].chunks_exact_mut(8).enumerate() {
+                        // This word's position, one to three laps later.
+                        let p = at + 16 + 8 * w as u64 + RING * (1 + seq % 3);
+                        let v = if w % 4 == 3 {
+                            end_mark(p)
+                        } else {
+                            header(p, 8 * (w % 5) as u32)
+                        };
+                        chunk.copy_from_slice(&v.to_ne_bytes());
+                    }
+                });
+                if pushed {
+                    seq += 1;
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            out
+        });
+        let mut next = 0u64;
+        while next < N {
+            let n = inbox.poll(64, |_, _, b| {
+                let seq = u64::from_le_bytes(b[..8].try_into().unwrap());
+                assert_eq!(seq, next);
+                assert_eq!(b.len(), 8 * (1 + (seq % 37) as usize));
+                next += 1;
+                true
+            });
+            assert_eq!(inbox.corrupt(), 0);
+            if n == 0 {
+                std::thread::yield_now();
+            }
+        }
+        let out = producer.join().unwrap();
+        assert!(out.is_drained());
+        assert!(!inbox.has_pending());
     }
 
     #[test]
@@ -1905,9 +2027,12 @@ mod tests {
         let mut b = Outbox::open(&d.0, "bad", me(2)).unwrap();
         assert!(a.try_push(8, |_| {}));
         assert!(b.try_push(8, |_| {}));
-        // Scribble an impossible length over a's record header.
+        // An impossible length, with the right tag, in a's record header.
         let off = inbox.layout.ring_off(a.slot());
-        inbox.map.u64(off).store(1 << 40, Ordering::Relaxed);
+        inbox
+            .map
+            .u64(off)
+            .store(header(0, 1 << 20), Ordering::Relaxed);
         let mut from = Vec::new();
         inbox.poll(10, |slot, _, _| {
             from.push(slot);
@@ -1930,28 +2055,151 @@ mod tests {
         assert!(c.try_push(4, |d| d.copy_from_slice(b"good")));
         assert_eq!(inbox.poll(10, |_, id, d| *id == me(3) && d == b"good"), 1);
 
-        // A tail behind the head: broken too.
+        // Garbage at b's head (neither a header of that position nor the end
+        // mark): polled rather than slept on, and broken.
+        let head_b = inbox.heads[b.slot()];
         inbox
             .map
-            .u64(inbox.layout.ctrl(b.slot()) + C_TAIL)
-            .store(u64::MAX - 5, Ordering::Relaxed);
+            .u64(inbox.layout.ring_off(b.slot()) + (head_b & 4095) as usize)
+            .store(0x1234, Ordering::Relaxed);
+        assert!(inbox.has_pending());
         assert_eq!(inbox.poll(10, |_, _, _| true), 0);
         assert_eq!(inbox.corrupt(), 2);
-        // A length running past the ring end.
-        assert!(c.try_push(8, |_| {}));
-        let tail = inbox
-            .map
-            .u64(inbox.layout.ctrl(c.slot()) + C_TAIL)
-            .load(Ordering::Relaxed);
-        let pos = ((tail - 16) & 4095) as usize;
+        assert!(!inbox.has_pending(), "broken slots are not checked");
+        assert!(!b.receiver_alive());
+        assert!(c.receiver_alive());
+    }
+
+    /// Pushes one record of `len` bytes from a fresh sender, forges its header
+    /// with `forge(position of the record)` and polls: the slot must be found
+    /// broken, nothing delivered. `skip` records are pushed and consumed first.
+    fn forged(skip: usize, len: usize, forge: impl Fn(u64) -> (u64, u64)) {
+        let d = TempDir::new();
+        let mut inbox = Inbox::create(&d.0, "forge", &params(1, 4096)).unwrap();
+        let mut out = Outbox::open(&d.0, "forge", me(1)).unwrap();
+        for _ in 0..skip {
+            assert!(out.try_push(8, |_| {}));
+            assert_eq!(inbox.poll(1, |_, _, _| true), 1);
+        }
+        let at = out.tail;
+        assert!(out.try_push(len, |_| {}));
+        let (where_, word) = forge(at);
         inbox
             .map
-            .u64(inbox.layout.ring_off(c.slot()) + pos)
-            .store(1000, Ordering::Relaxed);
-        assert_eq!(inbox.poll(10, |_, _, _| true), 0);
-        assert_eq!(inbox.corrupt(), 3);
-        assert!(!b.receiver_alive());
-        assert!(!c.receiver_alive());
+            .u64(inbox.layout.ring_off(0) + (where_ & 4095) as usize)
+            .store(word, Ordering::Relaxed);
+        assert!(inbox.has_pending());
+        assert_eq!(inbox.poll(10, |_, _, _| true), 0, "at {at}");
+        assert_eq!(inbox.corrupt(), 1, "at {at}");
+        assert!(!out.receiver_alive());
+        assert_eq!(inbox.reap(), [(0, me(1))]);
+    }
+
+    #[test]
+    fn forged_headers_mark_the_slot_broken() {
+        // Right tag, absurd lengths.
+        forged(0, 8, |at| (at, header(at, 1025)));
+        forged(3, 8, |at| (at, header(at, PAD_LEN - 1)));
+        // Padding at offset 0 (it would skip a whole ring).
+        forged(512, 8, |at| (at, header(at, PAD_LEN)));
+        // A length running past the end of the ring: the record at offset 4064.
+        forged(510, 8, |at| (at, header(at, 1024)));
+        // The header of the same offset one lap later, or earlier: a stale
+        // word, never what a sender leaves at its tail.
+        forged(5, 8, |at| (at, header(at + 4096, 8)));
+        forged(600, 8, |at| (at, header(at - 4096, 8)));
+        // The end mark of another lap.
+        forged(7, 8, |at| (at, end_mark(at + 4096)));
+        // A garbage end mark after a good record: the record arrives, then
+        // the slot is broken.
+        let d = TempDir::new();
+        let mut inbox = Inbox::create(&d.0, "mark", &params(1, 4096)).unwrap();
+        let mut out = Outbox::open(&d.0, "mark", me(1)).unwrap();
+        assert!(out.try_push(8, |b| b.copy_from_slice(b"12345678")));
+        inbox
+            .map
+            .u64(inbox.layout.ring_off(0) + 16)
+            .store(0, Ordering::Relaxed);
+        assert_eq!(inbox.poll(10, |_, _, b| b == b"12345678"), 1);
+        assert_eq!(inbox.corrupt(), 1);
+        // A closed sender whose head holds garbage: reported, counted, freed.
+        let mut inbox = Inbox::create(&d.0, "closed", &params(1, 4096)).unwrap();
+        let mut out = Outbox::open(&d.0, "closed", me(2)).unwrap();
+        assert!(out.try_push(8, |_| {}));
+        assert_eq!(inbox.poll(10, |_, _, _| true), 1);
+        drop(out);
+        inbox
+            .map
+            .u64(inbox.layout.ring_off(0) + 16)
+            .store(header(16 + 4096, 8), Ordering::Relaxed);
+        assert_eq!(inbox.reap(), [(0, me(2))]);
+        assert_eq!(inbox.corrupt(), 1);
+        assert!(Outbox::open(&d.0, "closed", me(3)).is_ok(), "slot freed");
+    }
+
+    /// Fills the ring with payload words that are exactly the headers a later
+    /// lap would have at their offsets (and the end mark of a later lap), then
+    /// checks at every step of the next laps, including while a record is
+    /// half written (from inside the `write` callback), that the owner sees
+    /// only published records.
+    #[test]
+    fn stale_lap_bytes_are_never_read_as_records() {
+        let d = TempDir::new();
+        let mut inbox = Inbox::create(&d.0, "stale", &params(1, 4096)).unwrap();
+        let mut out = Outbox::open(&d.0, "stale", me(1)).unwrap();
+        // Poison: every payload word at position p holds header(p + k * 4096, 8)
+        // for some later lap k, or an end mark of a later lap.
+        let poison = |at: u64, b: &mut [u8], k: u64| {
+            for (w, chunk) in b.chunks_exact_mut(8).enumerate() {
+                let p = at + 8 + 8 * w as u64 + k * 4096;
+                let v = if w % 5 == 4 {
+                    end_mark(p)
+                } else {
+                    header(p, (w % 3) as u32 * 8)
+                };
+                chunk.copy_from_slice(&v.to_ne_bytes());
+            }
+        };
+        let mut rng = Rng(7);
+        let (mut sent, mut got) = (0u64, 0u64);
+        while got < 4000 {
+            // A poisoned record (big, so that it covers many later headers).
+            let at = out.tail;
+            let k = 1 + rng.below(3) as u64;
+            if out.try_push(8 * (1 + rng.below(100)), |b| poison(at, b, k)) {
+                assert_eq!(inbox.poll(1, |_, _, _| true), 1);
+            }
+            // A data record of another alignment, checked half written.
+            let len = 8 + rng.below(200);
+            let seq = sent;
+            let pushed = out.try_push(len, |b| {
+                fill(seq, b);
+                assert!(!inbox.has_pending(), "half-written record pending");
+                assert_eq!(
+                    inbox.poll(10, |_, _, _| true),
+                    0,
+                    "half-written record read"
+                );
+                inbox.set_sleeping(true);
+                assert!(!inbox.has_pending());
+                inbox.set_sleeping(false);
+            });
+            if pushed {
+                sent += 1;
+                assert!(inbox.has_pending());
+                let n = inbox.poll(10, |_, _, b| {
+                    assert_eq!(b.len(), len);
+                    assert!(check(got, b));
+                    got += 1;
+                    true
+                });
+                assert_eq!(n, 1);
+            }
+            assert!(!inbox.has_pending());
+            assert_eq!(inbox.poll(10, |_, _, _| true), 0);
+        }
+        assert!(out.tail > 100 * 4096, "many laps");
+        assert_eq!(inbox.corrupt(), 0);
     }
 
     #[test]
