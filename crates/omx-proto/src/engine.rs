@@ -551,6 +551,22 @@ impl Engine {
         !self.pulls.is_empty()
     }
 
+    /// The pull replies most likely to arrive next, in order: the missing frames of
+    /// each pull's blocks in flight, oldest block first (a sender answers each pull
+    /// request with its frames in order, and the requests in the order they came).
+    /// `f(destination, byte offset, payload length)` returns false to stop. A guess
+    /// only: a caller receiving into these places must still check each frame.
+    pub fn expected_pull_replies(&self, f: &mut dyn FnMut(MemHandle, u64, usize) -> bool) {
+        for k in self.pulls.keys() {
+            let Some(pull) = self.pulls.get(k) else {
+                continue;
+            };
+            if !pull.expected_replies(f) {
+                return;
+            }
+        }
+    }
+
     /// A pull reply the caller receives straight into user memory, from its first
     /// [`omx_wire::PULL_REPLY_HEAD_LEN`] bytes (`head`; the frame is `frame_len` bytes
     /// long and still queued). `place(destination, byte offset, length)` must receive

@@ -59,6 +59,24 @@ impl Pull {
         self.received[(k / 64) as usize] & (1 << (k % 64)) != 0
     }
 
+    /// Missing frames of the blocks in flight, in order, to `f` (see
+    /// [`Engine::expected_pull_replies`]); false when `f` asked to stop.
+    pub(crate) fn expected_replies(
+        &self,
+        f: &mut dyn FnMut(MemHandle, u64, usize) -> bool,
+    ) -> bool {
+        for b in &self.blocks {
+            for k in (b.start..b.end).filter(|&k| !self.has(k)) {
+                let start = self.frame_start(k);
+                let len = (self.frame_end(k) - start) as usize;
+                if !f(self.handle, self.base + start as u64, len) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
     pub(crate) fn deadline(&self, cfg: &crate::EngineConfig) -> Option<Time> {
         self.blocks
             .iter()

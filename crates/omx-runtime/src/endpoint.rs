@@ -14,7 +14,8 @@ use bytes::{Bytes, BytesMut};
 use omx_proto::demux::{closed_endpoint_nack, route, Route};
 use omx_proto::*;
 use omx_transport::{
-    DirectRx, EndpointFilter, FaultInjector, PacketSocket, SocketOptions, DIRECT_MAX_PIECES,
+    DirectRx, EndpointFilter, FaultInjector, PacketSocket, ReplyPlace, SocketOptions,
+    DIRECT_MAX_PIECES,
 };
 use omx_wire::NackType;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -296,7 +297,14 @@ impl Endpoint {
                 DirectRecv::Batched => DIRECT_RECV_BATCH,
                 _ => 0,
             };
-            let d = DirectRx::open(&iface, rt.cfg.wire.ethertype, index, buf, batch)?;
+            let d = DirectRx::open(
+                &iface,
+                rt.cfg.wire.ethertype,
+                index,
+                buf,
+                batch,
+                omx_wire::PULL_REPLY_HEAD_LEN,
+            )?;
             Some(d)
         } else {
             None
@@ -1274,17 +1282,7 @@ fn drain_direct(
 ) -> bool {
     let mut placed = false;
     if d.batched() {
-        // Copied out of the batch's buffers as ring frames are (the same checks).
-        let _ = d.recv_batch(RX_BATCH, |f| {
-            if engine
-                .handle_frame_in_place(now, f, &mut |h, off, data| mem.write(h, off as usize, data))
-            {
-                placed = true;
-            } else {
-                keep(f);
-            }
-        });
-        return placed;
+        return drain_direct_batch(d, engine, mem, now, keep);
     }
     let mut head = [0u8; omx_wire::PULL_REPLY_HEAD_LEN];
     for _ in 0..RX_BATCH {
@@ -1324,6 +1322,74 @@ fn drain_direct(
             Some(ok) => placed |= ok,
             None => {
                 let _ = d.recv_owned(&mut keep);
+            }
+        }
+    }
+    placed
+}
+
+/// The batched direct receive: one `recvmmsg` whose frames' payloads go straight to
+/// the places of the next missing frames the engine expects. Frames up to the first
+/// that is not where it was expected are recorded as they are; from there on every
+/// frame is rebuilt whole first, then handled as a ring frame (copied to its place).
+fn drain_direct_batch(
+    d: &mut DirectRx,
+    engine: &mut Engine,
+    mem: &MemRegistry,
+    now: Time,
+    mut keep: impl FnMut(&[u8]),
+) -> bool {
+    let mut places = [(ReplyPlace::NONE, MemHandle(0), 0u64); DIRECT_RECV_BATCH];
+    let mut m = 0;
+    engine.expected_pull_replies(&mut |h, off, len| {
+        let Some((place, ..)) = places.get_mut(m) else {
+            return false;
+        };
+        let Some(k) = mem.scatter(h, off as usize, len, &mut place.pieces) else {
+            return false;
+        };
+        place.count = k;
+        place.len = len;
+        places[m].1 = h;
+        places[m].2 = off;
+        m += 1;
+        true
+    });
+    let expected: [ReplyPlace; DIRECT_RECV_BATCH] = std::array::from_fn(|i| places[i].0);
+    // SAFETY: the places lie in receive buffers lent to the engine for the pulls under
+    // way (their handles resolved), which nothing else touches until those receives
+    // complete, after this pass; frames written there by mistake land only in frames
+    // still missing, which their own reply overwrites.
+    let n = unsafe { d.recv_batch_into(DIRECT_RECV_BATCH, &expected[..m]) }.unwrap_or(0);
+    let mut placed = false;
+    let mut first_miss = n;
+    for (i, &(p, h, off)) in places.iter().enumerate().take(n) {
+        let Some((head, len)) = d.head(i) else {
+            continue;
+        };
+        let mut check = |dh: MemHandle, doff: u64, dlen: usize| {
+            dh == h && doff == off && dlen == p.len && len == omx_wire::PULL_REPLY_HEAD_LEN + dlen
+        };
+        if i >= m || engine.handle_pull_reply_direct(now, head, len, &mut check) != Some(true) {
+            first_miss = i;
+            break;
+        }
+        placed = true;
+    }
+    // Every frame from the first miss on is made whole before any is placed: placing
+    // one may overwrite another's place.
+    for i in first_miss..n {
+        // SAFETY: nothing was written to the places since the receive.
+        unsafe { d.rebuild(i) };
+    }
+    for i in first_miss..n {
+        if let Some(frame) = d.rebuilt(i) {
+            if engine.handle_frame_in_place(now, frame, &mut |h, off, data| {
+                mem.write(h, off as usize, data)
+            }) {
+                placed = true;
+            } else {
+                keep(frame);
             }
         }
     }
@@ -2007,6 +2073,7 @@ impl Shared {
                 ("direct_received".to_string(), d.received),
                 ("direct_other_host".to_string(), d.skipped),
                 ("direct_truncated".to_string(), d.truncated),
+                ("direct_rebuilt".to_string(), d.rebuilt_frames),
             ]);
         }
         v

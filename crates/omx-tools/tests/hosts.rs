@@ -542,7 +542,7 @@ fn malformed_frames_are_counted_and_harmless() {
     // The runtime's own counters (sleeps and wake-ups of waiting threads, copy
     // offload) move with time, not with frames; those of the direct socket count frames
     // before the engine sees them.
-    const RUNTIME: [&str; 7] = [
+    const RUNTIME: [&str; 9] = [
         "sleeps",
         "wakeups_io",
         "wakeups_timer",
@@ -550,6 +550,8 @@ fn malformed_frames_are_counted_and_harmless() {
         "copy_inline_full",
         "direct_received",
         "direct_other_host",
+        "direct_truncated",
+        "direct_rebuilt",
     ];
     let protocol = |n: &str| !RUNTIME.contains(&n);
     let total: u64 = after

@@ -11,11 +11,15 @@
 //!
 //! That costs two system calls per frame, which only large frames repay. For
 //! smaller ones (MTU 9000) the socket is drained in batches instead
-//! ([`DirectRx::recv_batch`], one `recvmmsg` for many frames): the library still
-//! copies each payload out of a buffer, but the kernel's copy into that buffer is
-//! made by the receiving CPU, in the call, rather than by the sender's CPU in its
-//! softirq as with the ring. Under veth the sending CPU is the bottleneck of a
-//! large transfer, so moving that copy off it is what counts.
+//! ([`DirectRx::recv_batch_into`], one `recvmmsg` for many frames). The caller
+//! names where it expects each frame's payload (the next missing frames of its
+//! pulls, in order): the kernel writes the head of frame *i* into a buffer, its
+//! payload into the *i*-th expected place, and anything beyond into the rest of
+//! that buffer. The caller checks each head against the guess; from the first
+//! frame that does not match, every frame of the batch is rebuilt whole in its
+//! buffer ([`DirectRx::rebuild`]) before any is placed, so a wrong guess costs a
+//! copy, never data. Either way the kernel's copy is made by the receiving CPU, in
+//! the call, rather than by the sender's CPU in its softirq as with the ring.
 //!
 //! Frames with a checksum trailer stay on the data socket: their bytes must be
 //! verified before any of them is placed.
@@ -32,6 +36,73 @@ use crate::sys;
 /// Largest number of destination pieces of one frame (see [`DirectRx::recv_into`]).
 pub const DIRECT_MAX_PIECES: usize = sys::MAX_GATHER;
 
+/// Where the payload of one expected frame goes (see [`DirectRx::recv_batch_into`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ReplyPlace {
+    /// Destination pieces (address, length), in order; `count` of them are used.
+    pub pieces: [(*mut u8, usize); DIRECT_MAX_PIECES],
+    pub count: usize,
+    /// Payload bytes expected (the sum of the pieces).
+    pub len: usize,
+}
+
+impl ReplyPlace {
+    /// No expectation: the whole frame goes into the batch's buffer.
+    pub const NONE: ReplyPlace = ReplyPlace {
+        pieces: [(std::ptr::null_mut(), 0); DIRECT_MAX_PIECES],
+        count: 0,
+        len: 0,
+    };
+}
+
+/// iovecs of one frame of a batch: head, places, rest of the buffer.
+const IOVS_PER_FRAME: usize = DIRECT_MAX_PIECES + 2;
+
+/// Buffers of the batched mode: one frame-sized buffer per frame of a batch, which
+/// receives the frame's head, then whatever goes beyond its expected place.
+struct Batch {
+    head_len: usize,
+    slot: usize,
+    bufs: Vec<u8>,
+    iovs: Vec<libc::iovec>,
+    addrs: Vec<libc::sockaddr_ll>,
+    hdrs: Vec<libc::mmsghdr>,
+    /// The place each frame of the last batch was received into.
+    places: Vec<ReplyPlace>,
+}
+
+// SAFETY: the pointers in `iovs`/`hdrs` target this value's own heap buffers (which
+// move with it) or places that `recv_batch_into`'s caller vouches for during the call.
+unsafe impl Send for Batch {}
+
+impl Batch {
+    fn new(n: usize, slot: usize, head_len: usize) -> Batch {
+        Batch {
+            head_len,
+            slot,
+            bufs: vec![0u8; n * slot],
+            // SAFETY (zeroed): plain C structs for which all-zero is valid.
+            iovs: vec![unsafe { std::mem::zeroed() }; n * IOVS_PER_FRAME],
+            addrs: vec![unsafe { std::mem::zeroed() }; n],
+            hdrs: vec![unsafe { std::mem::zeroed() }; n],
+            places: vec![ReplyPlace::NONE; n],
+        }
+    }
+
+    /// Frame `i` of the last batch: its length and whether it is wanted (neither for
+    /// another host nor longer than its buffers).
+    fn status(&self, i: usize, accept_other_host: bool) -> (usize, bool, bool) {
+        let h = &self.hdrs[i];
+        let len = h.msg_len as usize;
+        let cut = len > self.slot || h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+        (
+            len,
+            ring::wanted(self.addrs[i].sll_pkttype, accept_other_host),
+            cut,
+        )
+    }
+}
+
 /// The pull-reply socket of one endpoint.
 pub struct DirectRx {
     fd: OwnedFd,
@@ -39,7 +110,9 @@ pub struct DirectRx {
     /// Frames taken whole (bad or unwanted pull replies, passed to the ordinary path).
     frame_buf: Vec<u8>,
     /// Buffers of the batched mode (`None`: frames are placed one by one).
-    batch: Option<sys::RecvBatch>,
+    batch: Option<Batch>,
+    /// Frames in the last batch.
+    batch_len: usize,
     /// Frames received, placed or not.
     pub received: u64,
     /// Frames for another host (bridge flooding) thrown away.
@@ -47,6 +120,9 @@ pub struct DirectRx {
     /// Frames longer than expected (cut short by the receive buffers), thrown away:
     /// the pull asks for them again.
     pub truncated: u64,
+    /// Batched mode: frames not received where they were expected (or after one that
+    /// was not), rebuilt and copied to their place.
+    pub rebuilt_frames: u64,
 }
 
 impl std::fmt::Debug for DirectRx {
@@ -57,6 +133,7 @@ impl std::fmt::Debug for DirectRx {
             .field("received", &self.received)
             .field("skipped", &self.skipped)
             .field("truncated", &self.truncated)
+            .field("rebuilt_frames", &self.rebuilt_frames)
             .finish()
     }
 }
@@ -64,15 +141,16 @@ impl std::fmt::Debug for DirectRx {
 impl DirectRx {
     /// Opens the direct socket of `endpoint` on `iface`. `buf_bytes` is the socket's
     /// receive buffer: it holds every frame of the pulls in flight until taken.
-    /// `batch` > 0 selects the batched mode with that many frame buffers
-    /// ([`DirectRx::recv_batch`]); 0 the placed mode ([`DirectRx::peek`] and
-    /// [`DirectRx::recv_into`]).
+    /// `batch` > 0 selects the batched mode with that many frame buffers, whose
+    /// frames' first `head_len` bytes are their heads ([`DirectRx::recv_batch_into`]);
+    /// 0 the placed mode ([`DirectRx::peek`] and [`DirectRx::recv_into`]).
     pub fn open(
         iface: &Interface,
         ethertype: u16,
         endpoint: u8,
         buf_bytes: usize,
         batch: usize,
+        head_len: usize,
     ) -> io::Result<DirectRx> {
         let fd = sys::packet_socket()?;
         let raw = fd.as_raw_fd();
@@ -88,10 +166,12 @@ impl DirectRx {
             fd,
             accept_other_host: iface.loopback,
             frame_buf: vec![0u8; iface.max_frame_len() + 64],
-            batch: (batch > 0).then(|| sys::RecvBatch::new(batch, iface.max_frame_len())),
+            batch: (batch > 0).then(|| Batch::new(batch, iface.max_frame_len(), head_len)),
+            batch_len: 0,
             received: 0,
             skipped: 0,
             truncated: 0,
+            rebuilt_frames: 0,
         })
     }
 
@@ -100,27 +180,144 @@ impl DirectRx {
         self.batch.is_some()
     }
 
-    /// Batched mode: one `recvmmsg` of up to `max` frames, each lent to `f` in
-    /// arrival order. Returns how many frames were taken (0 when none waited, or in
-    /// the placed mode). Frames for another host and frames cut short are dropped
-    /// and counted.
-    pub fn recv_batch(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> io::Result<usize> {
+    /// Batched mode: one `recvmmsg` of up to `max` frames (at most the batch size).
+    /// Frame *i*'s first `head_len` bytes go into its buffer, the next
+    /// `places[i].len` into `places[i]` (none past `places.len()`), the rest into its
+    /// buffer after the place's length. Returns how many frames came (0 when none
+    /// waited, or in the placed mode). Then [`DirectRx::head`] tells each frame's
+    /// head, and [`DirectRx::rebuild`] puts a frame whole into its buffer.
+    ///
+    /// # Safety
+    /// Every piece of every place must be writable memory of its length that nothing
+    /// else reads or writes until the frames of this batch are handled (and, for
+    /// [`DirectRx::rebuild`], unchanged since this call).
+    pub unsafe fn recv_batch_into(
+        &mut self,
+        max: usize,
+        places: &[ReplyPlace],
+    ) -> io::Result<usize> {
+        self.batch_len = 0;
+        let fd = self.fd.as_raw_fd();
         let Some(b) = self.batch.as_mut() else {
             return Ok(0);
         };
-        let n = b.recv(self.fd.as_raw_fd(), max)?;
+        let n = max.min(b.hdrs.len());
+        let base = b.bufs.as_mut_ptr();
         for i in 0..n {
-            let (frame, pkttype, cut) = b.frame(i);
-            if !ring::wanted(pkttype, self.accept_other_host) {
-                self.skipped += 1;
-            } else if cut {
-                self.truncated += 1;
+            let p = places.get(i).copied().unwrap_or(ReplyPlace::NONE);
+            b.places[i] = p;
+            // Pointer arithmetic only, within frame i's buffer.
+            let buf = base.wrapping_add(i * b.slot);
+            let iovs = &mut b.iovs[i * IOVS_PER_FRAME..(i + 1) * IOVS_PER_FRAME];
+            iovs[0] = libc::iovec {
+                iov_base: buf.cast(),
+                iov_len: b.head_len,
+            };
+            let mut k = 1;
+            for &(ptr, len) in &p.pieces[..p.count.min(DIRECT_MAX_PIECES)] {
+                iovs[k] = libc::iovec {
+                    iov_base: ptr.cast(),
+                    iov_len: len,
+                };
+                k += 1;
+            }
+            let used = (b.head_len + p.len).min(b.slot);
+            iovs[k] = libc::iovec {
+                iov_base: buf.wrapping_add(used).cast(),
+                iov_len: b.slot - used,
+            };
+            let h = &mut b.hdrs[i];
+            h.msg_hdr.msg_iov = iovs.as_mut_ptr();
+            h.msg_hdr.msg_iovlen = k + 1;
+            h.msg_hdr.msg_name = (&mut b.addrs[i] as *mut libc::sockaddr_ll).cast();
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
+        }
+        // SAFETY: the first `n` headers name iovecs into this batch's buffers (of the
+        // lengths given) and into the places the caller vouches for; MSG_TRUNC makes
+        // `msg_len` the real frame length.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd,
+                b.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(0)
             } else {
-                self.received += 1;
-                f(frame);
+                Err(e)
+            };
+        }
+        let got = r as usize;
+        for i in 0..got {
+            match b.status(i, self.accept_other_host) {
+                (_, false, _) => self.skipped += 1,
+                (_, true, true) => self.truncated += 1,
+                _ => self.received += 1,
             }
         }
-        Ok(n)
+        self.batch_len = got;
+        Ok(got)
+    }
+
+    /// Frame `i` of the last batch: its head and whole length, or `None` when it was
+    /// dropped (for another host, or longer than its buffers; counted).
+    pub fn head(&self, i: usize) -> Option<(&[u8], usize)> {
+        let b = self.batch.as_ref().filter(|_| i < self.batch_len)?;
+        let (len, wanted, cut) = b.status(i, self.accept_other_host);
+        if !wanted || cut {
+            return None;
+        }
+        let start = i * b.slot;
+        Some((&b.bufs[start..start + len.min(b.head_len)], len))
+    }
+
+    /// Makes frame `i` of the last batch whole in its buffer: the part that went to its
+    /// place is copied back behind the head (then [`DirectRx::rebuilt`] lends it).
+    /// Nothing to do for a dropped frame ([`DirectRx::head`] is `None`).
+    ///
+    /// # Safety
+    /// The places of the last [`DirectRx::recv_batch_into`] must still hold what the
+    /// kernel wrote there (rebuild every frame concerned before placing any).
+    pub unsafe fn rebuild(&mut self, i: usize) {
+        let accept_other_host = self.accept_other_host;
+        let Some(b) = self.batch.as_mut().filter(|_| i < self.batch_len) else {
+            return;
+        };
+        let (len, wanted, cut) = b.status(i, accept_other_host);
+        if !wanted || cut {
+            return;
+        }
+        self.rebuilt_frames += 1;
+        let p = b.places[i];
+        let start = i * b.slot;
+        let mut at = start + b.head_len;
+        let mut left = len.saturating_sub(b.head_len).min(p.len);
+        for &(ptr, n) in &p.pieces[..p.count.min(DIRECT_MAX_PIECES)] {
+            let c = n.min(left);
+            if c == 0 {
+                break;
+            }
+            // SAFETY: `ptr..ptr + c` is part of a place the caller vouched for, and
+            // `at + c <= start + len <= start + slot` lies in frame i's buffer.
+            unsafe { std::ptr::copy_nonoverlapping(ptr, b.bufs[at..at + c].as_mut_ptr(), c) };
+            at += c;
+            left -= c;
+        }
+    }
+
+    /// Frame `i` of the last batch, whole once [`DirectRx::rebuild`] ran (or when it
+    /// had no place); `None` as for [`DirectRx::head`].
+    pub fn rebuilt(&self, i: usize) -> Option<&[u8]> {
+        let b = self.batch.as_ref().filter(|_| i < self.batch_len)?;
+        let (len, wanted, cut) = b.status(i, self.accept_other_host);
+        (wanted && !cut).then(|| &b.bufs[i * b.slot..i * b.slot + len])
     }
 
     pub fn fd(&self) -> RawFd {

@@ -41,7 +41,7 @@ mod sys;
 pub use relay::{OpenReply, OpenRequest, Refusal, RelayError};
 
 pub use cma::{CmaError, RemoteIov};
-pub use direct::{DirectRx, DIRECT_MAX_PIECES};
+pub use direct::{DirectRx, ReplyPlace, DIRECT_MAX_PIECES};
 pub use faults::{FaultConfig, FaultInjector, FaultStats};
 pub use filter::EndpointFilter;
 pub use iface::{
