@@ -534,7 +534,18 @@ impl World {
             Route::Endpoint(ep) => match engines.get_mut(ep as usize) {
                 Some(engine) if cut.is_some() && frame.len() >= omx_wire::PULL_REPLY_HEAD_LEN => {
                     let head = &frame[..omx_wire::PULL_REPLY_HEAD_LEN];
+                    // The runtime's batched mode receives payloads where the engine
+                    // expects the next replies: every reply it accepts must be one.
+                    let mut expected = Vec::new();
+                    engine.expected_pull_replies(&mut |h, off, n| {
+                        expected.push((h, off, n));
+                        true
+                    });
                     let mut place = |h, off: u64, n: usize| {
+                        assert!(
+                            expected.contains(&(h, off, n)),
+                            "accepted pull reply ({h:?}, {off}, {n}) was not expected"
+                        );
                         let start = omx_wire::PULL_REPLY_HEAD_LEN;
                         let Some(p) = frame.get(start..start + n) else {
                             return false;
