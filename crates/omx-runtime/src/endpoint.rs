@@ -1280,10 +1280,10 @@ fn drain_direct(
     now: Time,
     mut keep: impl FnMut(&[u8]),
 ) -> bool {
-    let mut placed = false;
     if d.batched() {
         return drain_direct_batch(d, engine, mem, now, keep);
     }
+    let mut placed = false;
     let mut head = [0u8; omx_wire::PULL_REPLY_HEAD_LEN];
     for _ in 0..RX_BATCH {
         let Ok(Some(len)) = d.peek(&mut head) else {
@@ -1339,10 +1339,12 @@ fn drain_direct_batch(
     now: Time,
     mut keep: impl FnMut(&[u8]),
 ) -> bool {
-    let mut places = [(ReplyPlace::NONE, MemHandle(0), 0u64); DIRECT_RECV_BATCH];
+    // Where each expected reply's payload goes, and which destination it names.
+    let mut places = [ReplyPlace::NONE; DIRECT_RECV_BATCH];
+    let mut dests = [(MemHandle(0), 0u64); DIRECT_RECV_BATCH];
     let mut m = 0;
     engine.expected_pull_replies(&mut |h, off, len| {
-        let Some((place, ..)) = places.get_mut(m) else {
+        let Some(place) = places.get_mut(m) else {
             return false;
         };
         let Some(k) = mem.scatter(h, off as usize, len, &mut place.pieces) else {
@@ -1350,20 +1352,18 @@ fn drain_direct_batch(
         };
         place.count = k;
         place.len = len;
-        places[m].1 = h;
-        places[m].2 = off;
+        dests[m] = (h, off);
         m += 1;
         true
     });
-    let expected: [ReplyPlace; DIRECT_RECV_BATCH] = std::array::from_fn(|i| places[i].0);
     // SAFETY: the places lie in receive buffers lent to the engine for the pulls under
     // way (their handles resolved), which nothing else touches until those receives
     // complete, after this pass; frames written there by mistake land only in frames
     // still missing, which their own reply overwrites.
-    let n = unsafe { d.recv_batch_into(DIRECT_RECV_BATCH, &expected[..m]) }.unwrap_or(0);
+    let n = unsafe { d.recv_batch_into(DIRECT_RECV_BATCH, &places[..m]) }.unwrap_or(0);
     let mut placed = false;
     let mut first_miss = n;
-    for (i, &(p, h, off)) in places.iter().enumerate().take(n) {
+    for (i, (p, &(h, off))) in places.iter().zip(&dests).enumerate().take(n) {
         let Some((head, len)) = d.head(i) else {
             continue;
         };

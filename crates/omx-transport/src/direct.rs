@@ -235,26 +235,8 @@ impl DirectRx {
             h.msg_len = 0;
         }
         // SAFETY: the first `n` headers name iovecs into this batch's buffers (of the
-        // lengths given) and into the places the caller vouches for; MSG_TRUNC makes
-        // `msg_len` the real frame length.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                b.hdrs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::WouldBlock {
-                Ok(0)
-            } else {
-                Err(e)
-            };
-        }
-        let got = r as usize;
+        // lengths given) and into the places the caller vouches for.
+        let got = unsafe { sys::recvmmsg_nonblocking(fd, &mut b.hdrs[..n])? };
         for i in 0..got {
             match b.status(i, self.accept_other_host) {
                 (_, false, _) => self.skipped += 1,

@@ -337,6 +337,35 @@ impl Drop for Mmap {
     }
 }
 
+/// One non-blocking `recvmmsg` into `hdrs`; `Ok(0)` when no frame is queued.
+/// `MSG_TRUNC` makes each `msg_len` the real frame length, so that a frame longer
+/// than its iovecs can be told apart.
+///
+/// # Safety
+/// Every header must name iovecs of writable memory of the lengths they claim, and an
+/// address buffer of `msg_namelen` bytes (or none), valid for the call.
+pub unsafe fn recvmmsg_nonblocking(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+    // SAFETY: per the contract; `hdrs` is borrowed mutably for the call.
+    let r = unsafe {
+        libc::recvmmsg(
+            fd,
+            hdrs.as_mut_ptr(),
+            hdrs.len() as libc::c_uint,
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            std::ptr::null_mut(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::WouldBlock {
+            Ok(0)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r as usize)
+}
+
 /// Preallocated `recvmmsg` state: `n` buffers of `slot` bytes each, plus the
 /// headers, iovecs and source addresses that point into them.
 pub struct RecvBatch {
@@ -389,25 +418,8 @@ impl RecvBatch {
             h.msg_len = 0;
         }
         // SAFETY: the first `n` headers point at live iovecs/buffers/addresses
-        // of the sizes they claim (see `new`); MSG_TRUNC makes `msg_len` the
-        // real frame length so truncation is detectable.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.hdrs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::WouldBlock {
-                return Ok(0);
-            }
-            return Err(e);
-        }
-        Ok(r as usize)
+        // of the sizes they claim (see `new`).
+        unsafe { recvmmsg_nonblocking(fd, &mut self.hdrs[..n]) }
     }
 
     /// Frame `i` of the last `recv`: (bytes, packet type, truncated).
