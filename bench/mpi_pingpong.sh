@@ -13,6 +13,10 @@
 #   fi-omx       fi_pingpong -p omx -e rdm                     (libfabric, no MPI)
 #   fi-tcp       fi_pingpong -p 'tcp;ofi_rxm' -e rdm
 #   omx_perf     the MX API directly (target/release/omx_perf)
+#   raw          the floor of any raw-Ethernet stack on this link: 8 B raw AF_PACKET
+#                ping-pong (busy-poll) and a one-way stream of full-MTU frames without
+#                flow control (best of the RX ring and recvmmsg receivers, frames
+#                delivered), crates/omx-transport/examples/raw_{pingpong,stream}.rs
 #
 # Results in $OUT (default bench/results/mpi-<date-time>/): mpi_pingpong.csv
 # (tool,transport,size,latency_us,bandwidth_MBps,runs; latency = half a round
@@ -23,7 +27,7 @@
 #
 # Environment: RUNS (5), RUN_SECONDS (0.1: length of each timed run per
 # size), MAX (16777216), FI_SIZES (fi_pingpong sizes: "1 8 64 512 4096 32768
-# 65536 262144 1048576 4194304 16777216"), STACKS (all six, space separated),
+# 65536 262144 1048576 4194304 16777216"), STACKS (all seven, space separated),
 # OMX_NS_PREFIX (omxmpib). Stacks whose prerequisites are missing (the omx
 # provider: make provider; fi_pingpong: apt-get install libfabric-bin) are
 # skipped with a note. The CPU may be shared: figures are indicative.
@@ -35,7 +39,7 @@ RUNS=${RUNS:-5}
 RUN_SECONDS=${RUN_SECONDS:-0.1}
 MAX=${MAX:-16777216}
 FI_SIZES=${FI_SIZES:-"1 8 64 512 4096 32768 65536 262144 1048576 4194304 16777216"}
-STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp fi-omx fi-tcp omx_perf"}
+STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp fi-omx fi-tcp omx_perf raw"}
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxmpib}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OUT=${OUT:-bench/results/mpi-$(date +%Y%m%d-%H%M%S)}
@@ -83,6 +87,9 @@ PP=target/bench/mpi_pingpong
 mpicc -O2 -Wall -Wextra -Werror -o "$PP" bench/mpi_pingpong.c
 if want omx_perf; then
   cargo build --release -q -p omx-tools
+fi
+if want raw; then
+  cargo build --release -q -p omx-transport --examples
 fi
 
 pids=()
@@ -203,12 +210,47 @@ omx_perf_pp() {
   stop_bg
 }
 
+# raw: the per-frame floor. Latency: raw_pingpong's median (8 B frames, spinning).
+# Bandwidth: one-way full-MTU frames counted at the receiver (the sender has no flow
+# control, so frames lost on the way are not counted), best of the two receivers.
+raw_pp() {
+  local r mode lat bw best
+  for r in $(seq "$RUNS"); do
+    $H exec 0 target/release/examples/raw_pingpong pong omx0 8 20000 spin >/dev/null 2>&1 &
+    pids+=($!)
+    sleep 0.4
+    lat=$(timeout 60 $H exec 1 target/release/examples/raw_pingpong ping omx0 8 20000 spin 2>>"$OUT/raw.err" |
+      tee -a "$OUT/raw.txt" | sed -n 's/.*median \([0-9.]*\).*/\1/p')
+    stop_bg
+    best=
+    for mode in "" --mmsg; do
+      timeout 60 $H exec 0 target/release/examples/raw_stream recv omx0 $((MTU + 14)) 100000 $mode \
+        >"$tmp/raw_recv.txt" 2>>"$OUT/raw.err" &
+      pids+=($!)
+      sleep 0.4
+      timeout 60 $H exec 1 target/release/examples/raw_stream send omx0 $((MTU + 14)) 100000 $mode \
+        >>"$OUT/raw.txt" 2>>"$OUT/raw.err" || true
+      wait "${pids[@]}" 2>/dev/null || true
+      pids=()
+      cat "$tmp/raw_recv.txt" >>"$OUT/raw.txt"
+      bw=$(sed -n 's/.*frames, \([0-9.]*\) GB\/s.*/\1/p' "$tmp/raw_recv.txt" | awk '{print $1 * 1000}')
+      if [ -n "$bw" ] && { [ -z "$best" ] || awk -v a="$bw" -v b="$best" 'BEGIN {exit !(a > b)}'; }; then
+        best=$bw
+      fi
+    done
+    stop_bg
+    [ -n "$lat" ] && echo "raw,raw,8,$lat,nan,1" >>"$CSV"
+    [ -n "$best" ] && echo "raw,raw,4194304,nan,$best,1" >>"$CSV"
+  done
+}
+
 for stack in $STACKS; do
   say "$stack (elapsed $(($(date +%s) - T0)) s)"
   case $stack in
   mpi-*) mpi "$stack" ;;
   fi-*) for s in $FI_SIZES; do [ "$s" -le "$MAX" ] && fi_pp "$stack" "$s"; done ;;
   omx_perf) omx_perf_pp ;;
+  raw) raw_pp ;;
   *) say "unknown stack $stack" ;;
   esac
 done

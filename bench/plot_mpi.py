@@ -8,11 +8,12 @@ bandwidth_MBps,runs) and machine.txt; writes RESULT_DIR/mpi_pingpong.png when
 matplotlib is available.
 """
 import csv
+import math
 import os
 import statistics
 import sys
 
-ORDER = ["mpi-omx", "mpi-tcp", "mpi-ofitcp", "fi-omx", "fi-tcp", "omx_perf"]
+ORDER = ["mpi-omx", "mpi-tcp", "mpi-ofitcp", "fi-omx", "fi-tcp", "omx_perf", "raw"]
 LABEL = {
     "mpi-omx": "Open MPI over omx (cm/ofi/omx)",
     "mpi-tcp": "Open MPI over TCP (ob1/tcp)",
@@ -20,6 +21,7 @@ LABEL = {
     "fi-omx": "fi_pingpong -p omx",
     "fi-tcp": "fi_pingpong -p tcp;ofi_rxm",
     "omx_perf": "omx_perf (MX API)",
+    "raw": "raw frames: 8 B ping-pong, full-MTU one-way stream (floor)",
 }
 LAT_SIZES = [1, 8, 64, 512, 4096, 32768]
 BW_SIZES = [65536, 1048576, 4194304, 16777216]
@@ -58,11 +60,11 @@ def get(data, t, size, col):
 
 
 def fmt(v, digits=1):
-    return "-" if v is None else f"{v:.{digits}f}"
+    return "-" if v is None or math.isnan(v) else f"{v:.{digits}f}"
 
 
 def ratio(a, b):
-    if a is None or b is None or b == 0:
+    if a is None or b is None or b == 0 or math.isnan(a) or math.isnan(b):
         return None
     return a / b
 
@@ -105,6 +107,10 @@ def main():
         ("4 MiB bandwidth, MPI: omx / libfabric tcp", ratio(b4.get("mpi-omx"), b4.get("mpi-ofitcp"))),
         ("8 B latency: fi_pingpong omx / fi_pingpong tcp;ofi_rxm", ratio(l8.get("fi-omx"), l8.get("fi-tcp"))),
         ("4 MiB bandwidth: fi_pingpong omx / fi_pingpong tcp;ofi_rxm", ratio(b4.get("fi-omx"), b4.get("fi-tcp"))),
+        ("8 B latency, MPI over omx / raw frame ping-pong (the floor)", ratio(l8.get("mpi-omx"), l8.get("raw"))),
+        ("4 MiB bandwidth, MPI over omx / raw full-MTU frame stream", ratio(b4.get("mpi-omx"), b4.get("raw"))),
+        ("4 MiB bandwidth, omx_perf / raw full-MTU frame stream", ratio(b4.get("omx_perf"), b4.get("raw"))),
+        ("4 MiB bandwidth, MPI over TCP / raw full-MTU frame stream", ratio(b4.get("mpi-tcp"), b4.get("raw"))),
     ]
     for name, v in rows:
         p(f"| {name} | {fmt(v, 2)} |")
@@ -134,6 +140,8 @@ def main():
         return
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for t in stacks:
+        if t == "raw":  # two single points, in the tables
+            continue
         sizes = sorted(s for s in data[t] if s > 0)
         style = "-o" if t.startswith("mpi") else "--."
         ax1.plot(sizes, [data[t][s][0] for s in sizes], style, label=LABEL.get(t, t), ms=3)
