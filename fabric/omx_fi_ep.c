@@ -29,19 +29,22 @@ static void list_del(struct ofx_op *op) {
   op->next->prev = op->prev;
 }
 
-/* Ops without inline data are recycled through a per-endpoint free list
- * (under the provider lock): no allocation on the fast path. */
+/* Ops are recycled through a per-endpoint free list (under the provider
+ * lock): no allocation on the fast path. Pooled ops have room for the data of
+ * a small injected message behind them; larger injections get their own. */
+#define OFX_POOL_INLINE 64
+
 static struct ofx_op *op_get(struct ofx_ep *ep, size_t extra) {
   struct ofx_op *op;
-  if (!extra && ep->free_ops) {
+  if (extra <= OFX_POOL_INLINE && ep->free_ops) {
     op = ep->free_ops;
     ep->free_ops = op->next;
   } else {
-    op = malloc(sizeof *op + extra);
+    op = malloc(sizeof *op + (extra <= OFX_POOL_INLINE ? OFX_POOL_INLINE : extra));
     if (!op)
       return NULL;
   }
-  op->pooled = !extra;
+  op->pooled = extra <= OFX_POOL_INLINE;
   return op;
 }
 

@@ -9,8 +9,9 @@ mod types;
 use omx_proto::{Completion, PartnerId, ReqId, Status, StatusCode};
 use omx_runtime::{Endpoint, Error as RtError, Runtime, Segment};
 // Keys are pointers and request ids: Fx hashing, no SipHash on every call.
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 pub use types::*;
@@ -27,7 +28,12 @@ static GLOBAL: Mutex<Global> = Mutex::new(Global {
     initialized: false,
     handler: Some(fatal_before_init),
 });
-static ENDPOINTS: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+/// Open endpoint handles. Every call checks its handle here, so the check is a scan of
+/// a few atomics, without a lock: a process has at most `MAX_ENDPOINTS` per board open.
+static LIVE: [AtomicUsize; LIVE_SLOTS] = [const { AtomicUsize::new(0) }; LIVE_SLOTS];
+/// Slots ever used: scans stop there.
+static LIVE_USED: AtomicUsize = AtomicUsize::new(0);
+const LIVE_SLOTS: usize = 256;
 static ADDRS: Mutex<Option<AddrTable>> = Mutex::new(None);
 
 #[derive(Clone, Copy)]
@@ -116,9 +122,47 @@ fn initialized() -> bool {
     GLOBAL.lock().is_ok_and(|g| g.initialized)
 }
 
+fn live_slots() -> &'static [AtomicUsize] {
+    &LIVE[..LIVE_USED.load(Ordering::Acquire)]
+}
+
+/// Records an open handle; false when every slot is taken.
+fn live_insert(p: usize) -> bool {
+    for (i, slot) in LIVE.iter().enumerate() {
+        if slot
+            .compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            LIVE_USED.fetch_max(i + 1, Ordering::AcqRel);
+            return true;
+        }
+    }
+    false
+}
+
+/// Forgets a handle; false when it was not open (a second close, a stray pointer).
+fn live_remove(p: usize) -> bool {
+    live_slots().iter().any(|slot| {
+        slot.compare_exchange(p, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    })
+}
+
+fn live_handles() -> Vec<usize> {
+    live_slots()
+        .iter()
+        .map(|slot| slot.load(Ordering::Acquire))
+        .filter(|&p| p != 0)
+        .collect()
+}
+
 /// The endpoint behind a handle, if it is open.
 unsafe fn endpoint<'a>(e: *mut CEndpoint) -> Option<&'a CEndpoint> {
-    let live = ENDPOINTS.lock().ok()?.as_ref()?.contains(&(e as usize));
+    let p = e as usize;
+    let live = p != 0
+        && live_slots()
+            .iter()
+            .any(|slot| slot.load(Ordering::Acquire) == p);
     live.then(|| &*e)
 }
 
@@ -175,7 +219,26 @@ fn timeout_of(ms: u32) -> Option<Duration> {
     (ms != MX_INFINITE).then(|| Duration::from_millis(ms as u64))
 }
 
-unsafe fn segments(list: *mut MxSegment, count: u32) -> Result<Vec<Segment>, MxReturn> {
+/// A request's segments in the runtime's form: on the stack for the common few (the
+/// libfabric provider sends two: its header and the payload).
+enum Segs {
+    Few([Segment; FEW_SEGS], usize),
+    Many(Vec<Segment>),
+}
+
+const FEW_SEGS: usize = 4;
+
+impl std::ops::Deref for Segs {
+    type Target = [Segment];
+    fn deref(&self) -> &[Segment] {
+        match self {
+            Segs::Few(a, n) => &a[..*n],
+            Segs::Many(v) => v,
+        }
+    }
+}
+
+unsafe fn segments(list: *mut MxSegment, count: u32) -> Result<Segs, MxReturn> {
     if count > MX_MAX_SEGMENTS {
         return Err(MX_BAD_SEG_CNT);
     }
@@ -187,13 +250,21 @@ unsafe fn segments(list: *mut MxSegment, count: u32) -> Result<Vec<Segment>, MxR
     } else {
         std::slice::from_raw_parts(list, count as usize)
     };
-    Ok(segs
-        .iter()
-        .map(|s| Segment {
-            ptr: s.ptr as *mut u8,
-            len: s.len as usize,
-        })
-        .collect())
+    let conv = |s: &MxSegment| Segment {
+        ptr: s.ptr as *mut u8,
+        len: s.len as usize,
+    };
+    if segs.len() <= FEW_SEGS {
+        let mut a = [Segment {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+        }; FEW_SEGS];
+        for (d, s) in a.iter_mut().zip(segs) {
+            *d = conv(s);
+        }
+        return Ok(Segs::Few(a, segs.len()));
+    }
+    Ok(Segs::Many(segs.iter().map(conv).collect()))
 }
 
 fn fill_status(ep: &CEndpoint, c: &Completion, info: Option<ReqInfo>, out: *mut MxStatus) {
@@ -355,13 +426,10 @@ pub unsafe extern "C" fn mx_open_endpoint(
                     reqs: Mutex::new(HashMap::default()),
                     default_resends: std::sync::atomic::AtomicU32::new(0),
                 });
-                let p = Box::into_raw(c);
-                ENDPOINTS
-                    .lock()
-                    .expect("endpoints")
-                    .get_or_insert_with(HashSet::default)
-                    .insert(p as usize);
-                *out = p;
+                if !live_insert(&*c as *const CEndpoint as usize) {
+                    return fail(None, MX_NO_RESOURCES, "too many open endpoints");
+                }
+                *out = Box::into_raw(c);
                 return MX_SUCCESS;
             }
             Err(RtError::Busy) => last = MX_BUSY,
@@ -456,12 +524,7 @@ pub unsafe extern "C" fn mx_close_endpoint(e: *mut CEndpoint) -> MxReturn {
             "mx_close_endpoint inside the unexpected handler",
         );
     }
-    let removed = ENDPOINTS
-        .lock()
-        .ok()
-        .and_then(|mut s| s.as_mut().map(|s| s.remove(&(e as usize))))
-        .unwrap_or(false);
-    if !removed {
+    if !live_remove(e as usize) {
         return fail(None, MX_BAD_ENDPOINT, "invalid or closed endpoint");
     }
     if let Ok(mut g) = ADDRS.lock() {
@@ -925,12 +988,7 @@ pub unsafe extern "C" fn mx_context(request: *mut usize, context: *mut *mut c_vo
     if context.is_null() {
         return fail(None, MX_BAD_INFO_VAL, "null context");
     }
-    let eps = ENDPOINTS
-        .lock()
-        .expect("endpoints")
-        .clone()
-        .unwrap_or_default();
-    for p in eps {
+    for p in live_handles() {
         let ep = &*(p as *const CEndpoint);
         if let Some(i) = ep.reqs.lock().expect("requests").get(&r.0) {
             *context = i.context as *mut c_void;

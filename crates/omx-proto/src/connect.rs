@@ -67,6 +67,7 @@ impl Engine {
         let (pid, key, seqnum) = (c.partner, c.key, c.connect_seqnum);
         let delay = self.cfg.resend_delay;
         let (me, session) = (self.me.endpoint, self.me.session);
+        self.hint_deadline(now + delay);
         let p = self.partner(pid);
         p.arm_resend(now + delay);
         let packet = Packet::Connect(Connect {

@@ -162,6 +162,11 @@ pub struct Engine {
     pub(crate) mac: [u8; 6],
     pub(crate) peers: PeerTable,
     pub(crate) partners: Vec<Partner>,
+    /// No deadline (acks, resends, pull blocks) is earlier than this; `Time::MAX` when
+    /// none is armed. Lowered wherever a deadline is armed, set back to the exact
+    /// earliest one by `handle_timeout`: `poll_timeout`, asked on every progress pass,
+    /// is O(1) instead of a scan of every partner and pull.
+    pub(crate) deadline_hint: Time,
     pub(crate) partner_by_addr: HashMap<(NicId, u8), PartnerId>,
     /// Evictable partners, oldest first (entries that stopped being evictable are
     /// skipped when met): eviction costs O(1) amortized under a connect flood.
@@ -214,6 +219,7 @@ impl Engine {
             me,
             peers,
             partners: Vec::new(),
+            deadline_hint: Time::MAX,
             partner_by_addr: HashMap::default(),
             evict_queue: VecDeque::new(),
             requests: Slab::default(),
@@ -621,6 +627,20 @@ impl Engine {
 
     /// Earliest time at which [`Engine::handle_timeout`] has work to do.
     pub fn poll_timeout(&self) -> Option<Time> {
+        // The hint may be early (a deadline since cleared), never late: checked in every
+        // debug-built test, the simulator's loss and reordering runs included.
+        debug_assert!(self
+            .earliest_deadline()
+            .is_none_or(|d| self.deadline_hint <= d));
+        (self.deadline_hint != Time::MAX).then_some(self.deadline_hint)
+    }
+
+    /// Arms the engine's timer for a deadline at `at` (see `deadline_hint`).
+    pub(crate) fn hint_deadline(&mut self, at: Time) {
+        self.deadline_hint = self.deadline_hint.min(at);
+    }
+
+    fn earliest_deadline(&self) -> Option<Time> {
         let partners = self
             .partners
             .iter()
@@ -644,6 +664,7 @@ impl Engine {
             }
         }
         self.pull_timeouts(now);
+        self.deadline_hint = self.earliest_deadline().unwrap_or(Time::MAX);
     }
 
     /// Flushes pending delayed acks (endpoint close).

@@ -178,6 +178,7 @@ impl Engine {
                 missing: end - start,
                 requested_at: now,
             });
+            self.hint_deadline(now + self.cfg.pull_resend_delay);
             self.request_frames(pk, start, end);
         }
     }

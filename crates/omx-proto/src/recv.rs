@@ -718,6 +718,7 @@ impl Engine {
             // MX before 1.2.5 needs this ack at once to finish its large receive; a
             // deadline of "now" sends it right after the stream advanced.
             self.partner(pid).ack_deadline = Some(now);
+            self.hint_deadline(now);
         }
     }
 

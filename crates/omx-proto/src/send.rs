@@ -250,6 +250,7 @@ impl Engine {
             resends_max,
         });
         p.arm_resend(now + delay);
+        self.hint_deadline(now + delay);
         let idx = self.partners[pid.0 as usize].unacked.len() - 1;
         self.transmit_record(pid, idx);
         if zombie {
@@ -479,6 +480,7 @@ impl Engine {
         });
         p.arm_resend(now + delay);
         let idx = p.unacked.len() - 1;
+        self.hint_deadline(now + delay);
         self.transmit_record(pid, idx);
     }
 
@@ -491,16 +493,19 @@ impl Engine {
             self.counters.drop_bad_ack += 1;
             return;
         }
-        let mut acked = Vec::new();
-        while p.unacked.front().is_some_and(|r| r.seq.before(upto)) {
-            acked.push(p.unacked.pop_front().expect("front checked"));
-        }
         // The resend deadline stays armed: connects and liveness probes may still need
         // it, and `resend_overdue` recomputes it exactly when it fires.
-        if acked.is_empty() {
+        if !p.unacked.front().is_some_and(|r| r.seq.before(upto)) {
             return;
         }
-        for rec in acked {
+        // One record at a time (no list of them: this runs for every frame received).
+        while let Some(rec) = {
+            let p = &mut self.partners[pid.0 as usize];
+            p.unacked
+                .front()
+                .is_some_and(|r| r.seq.before(upto))
+                .then(|| p.unacked.pop_front().expect("front checked"))
+        } {
             if rec.zombie {
                 self.zombies -= 1;
             }
@@ -562,6 +567,7 @@ impl Engine {
             self.send_ack(pid);
         } else if p.next_frag != p.last_acked && p.ack_deadline.is_none() {
             p.ack_deadline = Some(now + delay);
+            self.hint_deadline(now + delay);
         }
     }
 
@@ -616,6 +622,9 @@ impl Engine {
             next = Some(next.map_or(due, |n: Time| n.min(due)));
         }
         self.partners[pid.0 as usize].resend_deadline = next;
+        if let Some(n) = next {
+            self.hint_deadline(n);
+        }
         if exhausted {
             self.reset_partner(now, pid, StatusCode::EndpointUnreachable);
         }
