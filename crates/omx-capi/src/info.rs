@@ -106,7 +106,7 @@ pub unsafe extern "C" fn mx_get_info(
         8..=10 => put_str(out, out_len, PRODUCT),
         11 => put_u32(out, out_len, 1),
         12 => put_u32(out, out_len, omx_wire::SMALL_MAX as u32),
-        13 => put_u32(out, out_len, rt.cfg.rndv_threshold),
+        13 => put_u32(out, out_len, rt.cfg.copy_send_max()),
         14 => {
             let node = board_of(&rt, ep, in_val, in_len)
                 .and_then(|i| rt.board(i))

@@ -6,13 +6,13 @@
 
 mod types;
 
-use omx_proto::{Completion, PartnerId, ReqId, Status, StatusCode};
+use omx_proto::{Completion, PartnerId, ReqId, RequestKind, Status, StatusCode};
 use omx_runtime::{Endpoint, Error as RtError, Runtime, Segment};
 // Keys are pointers and request ids: Fx hashing, no SipHash on every call.
 use rustc_hash::FxHashMap as HashMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 pub use types::*;
 
@@ -52,26 +52,13 @@ struct AddrTable {
     index: HashMap<(usize, u32), usize>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Send { eager: bool },
-    Recv,
-    Connect,
-}
-
-#[derive(Clone, Copy)]
-struct ReqInfo {
-    context: usize,
-    kind: Kind,
-    match_info: u64,
-}
-
 pub struct CEndpoint {
     ep: Endpoint,
-    rt: Arc<Runtime>,
     handler: Option<MxErrorHandler>,
     ctx_mask: u64,
-    reqs: Mutex<HashMap<u64, ReqInfo>>,
+    /// The caller's context of each pending connect (the engine's context value of a
+    /// connect is its match info). Other requests carry theirs in the engine.
+    connects: Mutex<HashMap<u64, usize>>,
     /// Resend budget for new requests set by mx_set_request_timeout(NULL), 0 = default.
     default_resends: std::sync::atomic::AtomicU32,
 }
@@ -267,29 +254,21 @@ unsafe fn segments(list: *mut MxSegment, count: u32) -> Result<Segs, MxReturn> {
     Ok(Segs::Many(segs.iter().map(conv).collect()))
 }
 
-fn fill_status(ep: &CEndpoint, c: &Completion, info: Option<ReqInfo>, out: *mut MxStatus) {
+fn fill_status(ep: &CEndpoint, c: &Completion, context: usize, out: *mut MxStatus) {
     if out.is_null() {
         return;
     }
     let s: &Status = &c.status;
     let source = s.source.map(|p| addr_of(ep, p)).unwrap_or_default();
-    let match_info = match info {
-        Some(ReqInfo {
-            kind: Kind::Connect,
-            match_info,
-            ..
-        }) => match_info,
-        _ => s.match_info,
-    };
     // SAFETY: the caller passed a writable mx_status_t.
     unsafe {
         *out = MxStatus {
             code: s.code as u32,
             source,
-            match_info,
+            match_info: s.match_info,
             msg_length: s.msg_length,
             xfer_length: s.xfer_length,
-            context: info.map_or(std::ptr::null_mut(), |i| i.context as *mut c_void),
+            context: context as *mut c_void,
         }
     }
 }
@@ -420,10 +399,9 @@ pub unsafe extern "C" fn mx_open_endpoint(
                 }
                 let c = Box::new(CEndpoint {
                     ep,
-                    rt: rt.clone(),
                     handler,
                     ctx_mask,
-                    reqs: Mutex::new(HashMap::default()),
+                    connects: Mutex::new(HashMap::default()),
                     default_resends: std::sync::atomic::AtomicU32::new(0),
                 });
                 if !live_insert(&*c as *const CEndpoint as usize) {
@@ -590,36 +568,28 @@ unsafe fn post_send(
     let Some(rec) = addr_rec(dest).filter(|r| r.ep == e as usize) else {
         return fail(Some(ep), MX_BAD_REQUEST, "invalid destination address");
     };
-    let len: u64 = segs.iter().map(|s| s.len as u64).sum();
-    let eager = !sync && len <= ep.rt.cfg.rndv_threshold as u64;
-    let r = match ep.ep.isend(&segs, rec.partner, match_info, 0, sync) {
+    let r = match ep
+        .ep
+        .isend(&segs, rec.partner, match_info, context as u64, sync)
+    {
         Ok(r) => r,
         Err(err) => return rt_error(ep, err),
     };
-    track(
-        ep,
-        r,
-        ReqInfo {
-            context: context as usize,
-            kind: Kind::Send { eager },
-            match_info,
-        },
-        request,
-    )
+    track(ep, r, RequestKind::Send, request)
 }
 
-unsafe fn track(ep: &CEndpoint, r: ReqId, info: ReqInfo, request: *mut usize) -> MxReturn {
+/// Hands a posted request to the caller (or forgets it when `request` is NULL).
+unsafe fn track(ep: &CEndpoint, r: ReqId, kind: RequestKind, request: *mut usize) -> MxReturn {
     let d = ep
         .default_resends
         .load(std::sync::atomic::Ordering::Relaxed);
-    if d != 0 && info.kind != Kind::Recv {
+    if d != 0 && kind != RequestKind::Recv {
         let _ = ep.ep.set_request_resends(r, d);
     }
     if request.is_null() {
         ep.ep.forget(r);
         return MX_SUCCESS;
     }
-    ep.reqs.lock().expect("requests").insert(r.0, info);
     *request = r.0 as usize;
     MX_SUCCESS
 }
@@ -679,17 +649,8 @@ pub unsafe extern "C" fn mx_irecv(
         Ok(s) => s,
         Err(c) => return fail(Some(ep), c, "more than 256 segments"),
     };
-    match ep.ep.irecv(&segs, match_info, match_mask, 0) {
-        Ok(r) => track(
-            ep,
-            r,
-            ReqInfo {
-                context: context as usize,
-                kind: Kind::Recv,
-                match_info,
-            },
-            request,
-        ),
+    match ep.ep.irecv(&segs, match_info, match_mask, context as u64) {
+        Ok(r) => track(ep, r, RequestKind::Recv, request),
         Err(err) => rt_error(ep, err),
     }
 }
@@ -702,8 +663,12 @@ unsafe fn deliver(
     status: *mut MxStatus,
     result: *mut u32,
 ) {
-    let info = ep.reqs.lock().expect("requests").remove(&c.req.0);
-    fill_status(ep, &c, info, status);
+    let context = if c.kind == RequestKind::Connect {
+        ep.connects.lock().expect("connects").remove(&c.req.0)
+    } else {
+        Some(c.status.context as usize)
+    };
+    fill_status(ep, &c, context.unwrap_or(0), status);
     if !request.is_null() {
         *request = 0;
     }
@@ -930,7 +895,7 @@ unsafe fn mx_probe_impl(
             status: s,
             mem: None,
         };
-        fill_status(ep, &c, None, status);
+        fill_status(ep, &c, 0, status);
         *result = 1;
     }
     MX_SUCCESS
@@ -946,8 +911,11 @@ pub unsafe extern "C" fn mx_cancel(
     let Some(r) = req_of(request) else {
         return fail(Some(ep), MX_BAD_REQUEST, "null request");
     };
-    let kind = ep.reqs.lock().expect("requests").get(&r.0).map(|i| i.kind);
-    if let Some(Kind::Send { .. }) = kind {
+    if ep
+        .ep
+        .request_info(r)
+        .is_some_and(|i| i.kind == RequestKind::Send)
+    {
         return fail(
             Some(ep),
             MX_CANCEL_NOT_SUPPORTED,
@@ -962,7 +930,7 @@ pub unsafe extern "C" fn mx_cancel(
         *result = cancelled as u32;
     }
     if cancelled {
-        ep.reqs.lock().expect("requests").remove(&r.0);
+        ep.connects.lock().expect("connects").remove(&r.0);
         *request = 0;
     }
     MX_SUCCESS
@@ -974,7 +942,7 @@ pub unsafe extern "C" fn mx_forget(e: *mut CEndpoint, request: *mut usize) -> Mx
     let Some(r) = req_of(request) else {
         return fail(Some(ep), MX_BAD_REQUEST, "null request");
     };
-    ep.reqs.lock().expect("requests").remove(&r.0);
+    ep.connects.lock().expect("connects").remove(&r.0);
     ep.ep.forget(r);
     *request = 0;
     MX_SUCCESS
@@ -990,8 +958,16 @@ pub unsafe extern "C" fn mx_context(request: *mut usize, context: *mut *mut c_vo
     }
     for p in live_handles() {
         let ep = &*(p as *const CEndpoint);
-        if let Some(i) = ep.reqs.lock().expect("requests").get(&r.0) {
-            *context = i.context as *mut c_void;
+        let c = match ep.connects.lock().expect("connects").get(&r.0) {
+            Some(&c) => Some(c),
+            None => ep
+                .ep
+                .request_info(r)
+                .filter(|i| i.kind != RequestKind::Connect)
+                .map(|i| i.context as usize),
+        };
+        if let Some(c) = c {
+            *context = c as *mut c_void;
             return MX_SUCCESS;
         }
     }
@@ -1009,11 +985,10 @@ pub unsafe extern "C" fn mx_ibuffered(
     let Some(r) = req_of(request) else {
         return fail(Some(ep), MX_BAD_REQUEST, "null request");
     };
-    let kind = ep.reqs.lock().expect("requests").get(&r.0).map(|i| i.kind);
-    match kind {
-        Some(Kind::Send { eager }) => {
+    match ep.ep.request_info(r) {
+        Some(i) if i.kind == RequestKind::Send => {
             if !result.is_null() {
-                *result = eager as u32;
+                *result = i.buffered as u32;
             }
             MX_SUCCESS
         }
@@ -1130,16 +1105,15 @@ pub unsafe extern "C" fn mx_iconnect(
     }
     // The engine reports a connect's context as its match info (for mx_test_any).
     match ep.ep.iconnect(nic_id, endpoint_id as u8, key, match_info) {
-        Ok(r) => track(
-            ep,
-            r,
-            ReqInfo {
-                context: context as usize,
-                kind: Kind::Connect,
-                match_info,
-            },
-            request,
-        ),
+        Ok(r) => {
+            if !request.is_null() {
+                ep.connects
+                    .lock()
+                    .expect("connects")
+                    .insert(r.0, context as usize);
+            }
+            track(ep, r, RequestKind::Connect, request)
+        }
         Err(RtError::Engine(omx_proto::EngineError::UnknownPeer)) => {
             fail(Some(ep), MX_NIC_NOT_FOUND, "nic id not in the peer table")
         }

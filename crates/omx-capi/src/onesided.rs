@@ -1,8 +1,9 @@
 //! One-sided MX operations and the omx extension that exposes memory to them.
 
 use crate::types::*;
-use crate::{addr_rec, endpoint, fail, track, CEndpoint, Kind, ReqInfo};
+use crate::{addr_rec, endpoint, fail, track, CEndpoint};
 use omx_proto::onesided::{EXPOSE_READ, EXPOSE_WRITE};
+use omx_proto::RequestKind;
 use omx_runtime::{Error as RtError, Segment};
 use std::ffi::c_void;
 
@@ -85,27 +86,18 @@ unsafe fn one_sided(
         len: len as usize,
     };
     let r = if put {
-        ep.ep.iput(seg, rec.partner, remote, 0)
+        ep.ep.iput(seg, rec.partner, remote, context as u64)
     } else {
-        ep.ep.iget(seg, rec.partner, remote, 0)
+        ep.ep.iget(seg, rec.partner, remote, context as u64)
     };
     match r {
         Ok(r) => {
             let kind = if put {
-                Kind::Send { eager: false }
+                RequestKind::Send
             } else {
-                Kind::Recv
+                RequestKind::Recv
             };
-            track(
-                ep,
-                r,
-                ReqInfo {
-                    context: context as usize,
-                    kind,
-                    match_info: remote,
-                },
-                request,
-            )
+            track(ep, r, kind, request)
         }
         Err(err) => fail(
             Some(ep),

@@ -479,6 +479,20 @@ impl Engine {
     }
 
     /// The runtime finished a copy action.
+    /// A posted request not completed yet: its kind, its context, and for a send
+    /// whether its data was captured at post time (so its buffer is free already).
+    pub fn request_info(&self, req: ReqId) -> Option<(RequestKind, u64, bool)> {
+        Some(match self.requests.get(Key(req.0))? {
+            Request::Send(s) => (
+                RequestKind::Send,
+                s.context,
+                matches!(s.data, SendData::Eager(_)),
+            ),
+            Request::Recv(r) => (RequestKind::Recv, r.context, false),
+            Request::Connect(c) => (RequestKind::Connect, c.context, false),
+        })
+    }
+
     pub fn copy_done(&mut self, now: Time, id: CopyId) {
         let Some(req) = self.copies.remove(Key(id.0)) else {
             return;

@@ -172,6 +172,19 @@ pub fn system_hostname() -> String {
 }
 
 impl RuntimeConfig {
+    /// The largest send buffered at post time whatever path it takes (MX's
+    /// `MX_COPY_SEND_MAX`): the network's eager limit, or the shared-memory one when self
+    /// or shared-memory delivery may carry it (larger local sends are read in place by
+    /// the receiver, so their buffer stays lent until they complete).
+    pub fn copy_send_max(&self) -> u32 {
+        let net = self.rndv_threshold.clamp(128, self.wire.medium_max());
+        if self.disable_self && self.disable_shared {
+            net
+        } else {
+            net.min(self.shared_rndv_threshold)
+        }
+    }
+
     pub fn from_env() -> Self {
         let checksum = flag("OMX_CHECKSUM", None, false);
         let wire = match var("OMX_WIRE", None).as_deref() {

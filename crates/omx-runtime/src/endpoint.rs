@@ -940,6 +940,23 @@ impl Endpoint {
         }
     }
 
+    /// What a request is, while it is pending or completed and not yet taken.
+    pub fn request_info(&self, req: ReqId) -> Option<RequestInfo> {
+        let core = self.shared.app_lock();
+        if let Some((kind, context, buffered)) = core.engine.request_info(req) {
+            return Some(RequestInfo {
+                kind,
+                context,
+                buffered,
+            });
+        }
+        core.done.get(req).map(|c| RequestInfo {
+            kind: c.kind,
+            context: c.status.context,
+            buffered: true,
+        })
+    }
+
     /// Wakes every thread blocked in a wait on this endpoint (they return `None`).
     /// Sleeps of the threads waiting on this endpoint and how they ended: (sleeps,
     /// woken by a frame or doorbell, woken by the timer).
@@ -1119,6 +1136,17 @@ fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
     core.done.take_any(match_info, mask)
 }
 
+/// A request as [`Endpoint::request_info`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestInfo {
+    pub kind: RequestKind,
+    /// The context value given when it was posted.
+    pub context: u64,
+    /// A send whose buffer may be reused: its data was captured at post time, or it
+    /// completed.
+    pub buffered: bool,
+}
+
 /// Completed requests waiting for test/wait, in completion order. The latest one is
 /// kept out of the map and out of the order queue: a request tested right after it
 /// completed (a send written straight into a ring) comes and goes without hashing or
@@ -1143,6 +1171,13 @@ impl DoneTable {
 
     fn contains(&self, req: ReqId) -> bool {
         self.latest.as_ref().is_some_and(|c| c.req == req) || self.map.contains_key(&req)
+    }
+
+    fn get(&self, req: ReqId) -> Option<&Completion> {
+        match &self.latest {
+            Some(c) if c.req == req => Some(c),
+            _ => self.map.get(&req),
+        }
     }
 
     #[inline]

@@ -15,7 +15,7 @@ pub mod runtime;
 mod shared;
 
 pub use config::{DaemonUse, RuntimeConfig};
-pub use endpoint::{Endpoint, Error, UnexpectedHandler};
+pub use endpoint::{Endpoint, Error, RequestInfo, UnexpectedHandler};
 pub use memory::{Segment, MAX_SEGMENTS};
 pub use raw::{RawEndpoint, RawEvent};
 pub use runtime::{Board, Runtime, MAX_ENDPOINTS, MAX_PEERS};

@@ -41,8 +41,13 @@ int main(void) {
     CHECK(u32_info(e, MX_PORT_COUNT) == 1, "MX_PORT_COUNT");
     CHECK(u32_info(e, MX_PIO_SEND_MAX) == 128, "MX_PIO_SEND_MAX");
     {
+      /* the smaller of the network and shared-memory eager limits: larger local
+       * sends are read in place, not buffered */
       const char *env = getenv("OMX_RNDV_THRESHOLD");
-      uint32_t want = env ? (uint32_t)strtoul(env, NULL, 0) : 32768u;
+      const char *shm_env = getenv("OMX_SHARED_RNDV_THRESHOLD");
+      uint32_t net = env ? (uint32_t)strtoul(env, NULL, 0) : 32768u;
+      uint32_t shm = shm_env ? (uint32_t)strtoul(shm_env, NULL, 0) : 4096u;
+      uint32_t want = net < shm ? net : shm;
       uint32_t got = u32_info(e, MX_COPY_SEND_MAX);
       CHECK(got == want, "MX_COPY_SEND_MAX %u, expected %u", got, want);
     }
