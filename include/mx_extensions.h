@@ -127,6 +127,19 @@ mx_return_t omx_expose_region(mx_endpoint_t ep, void *addr, size_t len,
  * exposed on the endpoint). */
 mx_return_t omx_unexpose_region(mx_endpoint_t ep, uint64_t region_id);
 
+/* Feature macro: omx_test_any_completed() is available. */
+#define OMX_HAS_TEST_ANY_COMPLETED 1
+
+/* mx_test_any() without a progress pass: takes the oldest request that has
+ * already completed and matches (match_info, match_mask), if any.
+ *
+ * A caller draining several completions calls mx_test_any() once (it polls
+ * the network) and this for the rest, which avoids a poll per completion.
+ * Errors as mx_test_any(). */
+mx_return_t omx_test_any_completed(mx_endpoint_t ep, uint64_t match_info,
+                                   uint64_t match_mask, mx_status_t *status,
+                                   uint32_t *result);
+
 #ifdef __cplusplus
 }
 #endif

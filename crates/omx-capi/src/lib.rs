@@ -779,6 +779,24 @@ unsafe fn check_match_query(
     Ok(())
 }
 
+#[no_mangle]
+pub unsafe extern "C" fn omx_test_any_completed(
+    e: *mut CEndpoint,
+    match_info: u64,
+    match_mask: u64,
+    status: *mut MxStatus,
+    result: *mut u32,
+) -> MxReturn {
+    let ep = ep_or_fail!(e);
+    if let Err(code) = check_match_query(ep, match_info, match_mask, result) {
+        return code;
+    }
+    if let Some(c) = ep.ep.take_any_completed(match_info, match_mask) {
+        deliver(ep, c, std::ptr::null_mut(), status, result);
+    }
+    MX_SUCCESS
+}
+
 unsafe fn mx_wait_any_impl(
     e: *mut CEndpoint,
     wait: Option<Option<Duration>>,

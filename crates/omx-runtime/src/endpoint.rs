@@ -882,6 +882,11 @@ impl Endpoint {
         take_any(&mut core, match_info, mask)
     }
 
+    /// `test_any` without a progress pass: only requests already completed.
+    pub fn take_any_completed(&self, match_info: u64, mask: u64) -> Option<Completion> {
+        take_any(&mut self.shared.app_lock(), match_info, mask)
+    }
+
     pub fn wait_any(
         &self,
         match_info: u64,

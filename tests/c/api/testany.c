@@ -1,6 +1,7 @@
 /* testany.c - mx_test_any / mx_wait_any (oldest completed request whose
- * match value matches, completed and freed) and mx_ipeek / mx_peek (oldest
- * completed request of any kind, left for mx_test / mx_wait). */
+ * match value matches, completed and freed), omx_test_any_completed (the
+ * same without a progress pass) and mx_ipeek / mx_peek (oldest completed
+ * request of any kind, left for mx_test / mx_wait). */
 #include "common.h"
 
 int main(void) {
@@ -108,6 +109,30 @@ int main(void) {
       r[i] = t_recv(e1, b[i], 32, 0x700 + (uint64_t)i, MX_MATCH_MASK_NONE, NULL);
       t_wait(e1, &r[i], NULL);
     }
+  }
+
+  /* ---- omx_test_any_completed: what has completed, without polling ---- */
+  {
+    result = 5;
+    CHECK_OK(omx_test_any_completed(e1, 0, 0, &st, &result));
+    CHECK(result == 0, "test_any_completed on an idle endpoint");
+    r[0] = t_recv(e1, b[0], 32, 0x800, MX_MATCH_MASK_NONE, CTX(80));
+    s = t_send(e0, to1, sb, 5, 0x800, NULL);
+    t_wait(e0, &s, NULL);
+    result = 0;
+    CHECK_OK(mx_peek(e1, 5000, &seen, &result)); /* completes it, leaves it */
+    CHECK(result == 1 && seen == r[0], "peek before test_any_completed");
+    result = 5;
+    CHECK_OK(omx_test_any_completed(e1, 0x801, MX_MATCH_MASK_NONE, &st, &result));
+    CHECK(result == 0, "test_any_completed 0x801 took the 0x800 receive");
+    result = 0;
+    CHECK_OK(omx_test_any_completed(e1, 0x800, MX_MATCH_MASK_NONE, &st, &result));
+    CHECK(result == 1, "test_any_completed 0x800");
+    CHECK_STATUS(st, MX_STATUS_SUCCESS, 0x800, 5, 5, CTX(80));
+    result = 5;
+    CHECK_OK(omx_test_any_completed(e1, 0, 0, &st, &result));
+    CHECK(result == 0, "test_any_completed: nothing left");
+    CHECK_ERR(omx_test_any_completed(e1, 0x11, 0x10, &st, &result), MX_BAD_MATCH_MASK);
   }
 
   /* ---- bad masks ---- */
