@@ -478,7 +478,6 @@ impl Engine {
         });
     }
 
-    /// The runtime finished a copy action.
     /// A posted request not completed yet: its kind, its context, and for a send
     /// whether its data was captured at post time (so its buffer is free already).
     pub fn request_info(&self, req: ReqId) -> Option<(RequestKind, u64, bool)> {
@@ -493,6 +492,7 @@ impl Engine {
         })
     }
 
+    /// The runtime finished a copy action.
     pub fn copy_done(&mut self, now: Time, id: CopyId) {
         let Some(req) = self.copies.remove(Key(id.0)) else {
             return;

@@ -174,6 +174,15 @@ impl Partner {
             && self.reach == crate::local::Reach::Network
     }
 
+    /// The oldest unacked record if `upto` acks it.
+    pub fn pop_acked(&mut self, upto: Seq) -> Option<SendRecord> {
+        if self.unacked.front()?.seq.before(upto) {
+            self.unacked.pop_front()
+        } else {
+            None
+        }
+    }
+
     pub fn arm_resend(&mut self, at: Time) {
         self.resend_deadline = Some(self.resend_deadline.map_or(at, |d| d.min(at)));
     }

@@ -499,13 +499,7 @@ impl Engine {
             return;
         }
         // One record at a time (no list of them: this runs for every frame received).
-        while let Some(rec) = {
-            let p = &mut self.partners[pid.0 as usize];
-            p.unacked
-                .front()
-                .is_some_and(|r| r.seq.before(upto))
-                .then(|| p.unacked.pop_front().expect("front checked"))
-        } {
+        while let Some(rec) = self.partners[pid.0 as usize].pop_acked(upto) {
             if rec.zombie {
                 self.zombies -= 1;
             }
