@@ -736,7 +736,7 @@ pub unsafe extern "C" fn mx_test_any(
     status: *mut MxStatus,
     result: *mut u32,
 ) -> MxReturn {
-    mx_wait_any_impl(e, None, match_info, match_mask, status, result)
+    mx_wait_any_impl(e, AnyWait::Test, match_info, match_mask, status, result)
 }
 
 #[no_mangle]
@@ -750,7 +750,7 @@ pub unsafe extern "C" fn mx_wait_any(
 ) -> MxReturn {
     mx_wait_any_impl(
         e,
-        Some(timeout_of(timeout)),
+        AnyWait::Wait(timeout_of(timeout)),
         match_info,
         match_mask,
         status,
@@ -787,19 +787,29 @@ pub unsafe extern "C" fn omx_test_any_completed(
     status: *mut MxStatus,
     result: *mut u32,
 ) -> MxReturn {
-    let ep = ep_or_fail!(e);
-    if let Err(code) = check_match_query(ep, match_info, match_mask, result) {
-        return code;
-    }
-    if let Some(c) = ep.ep.take_any_completed(match_info, match_mask) {
-        deliver(ep, c, std::ptr::null_mut(), status, result);
-    }
-    MX_SUCCESS
+    mx_wait_any_impl(
+        e,
+        AnyWait::Completed,
+        match_info,
+        match_mask,
+        status,
+        result,
+    )
+}
+
+/// How a match-based completion query looks for its request.
+enum AnyWait {
+    /// Among the requests already completed (no progress pass).
+    Completed,
+    /// After one progress pass.
+    Test,
+    /// Until one completes or the timeout passes.
+    Wait(Option<Duration>),
 }
 
 unsafe fn mx_wait_any_impl(
     e: *mut CEndpoint,
-    wait: Option<Option<Duration>>,
+    wait: AnyWait,
     match_info: u64,
     match_mask: u64,
     status: *mut MxStatus,
@@ -810,8 +820,9 @@ unsafe fn mx_wait_any_impl(
         return code;
     }
     let c = match wait {
-        None => ep.ep.test_any(match_info, match_mask),
-        Some(t) => ep.ep.wait_any(match_info, match_mask, t),
+        AnyWait::Completed => ep.ep.take_any_completed(match_info, match_mask),
+        AnyWait::Test => ep.ep.test_any(match_info, match_mask),
+        AnyWait::Wait(t) => ep.ep.wait_any(match_info, match_mask, t),
     };
     if let Some(c) = c {
         deliver(ep, c, std::ptr::null_mut(), status, result);

@@ -177,7 +177,8 @@ impl RuntimeConfig {
     /// or shared-memory delivery may carry it (larger local sends are read in place by
     /// the receiver, so their buffer stays lent until they complete).
     pub fn copy_send_max(&self) -> u32 {
-        let net = self.rndv_threshold.clamp(128, self.wire.medium_max());
+        // The engine's eager limits (`Engine::eager_limit`) decide what is captured.
+        let net = self.engine_config().effective_rndv_threshold();
         if self.disable_self && self.disable_shared {
             net
         } else {
