@@ -170,6 +170,7 @@ struct ofx_ep {
   uint32_t want_eid; /* MX endpoint index to open (MX_ANY_ENDPOINT) */
   struct ofx_name name;
   uint16_t src_id;    /* our source id in the match bits */
+  uint32_t copy_send_max; /* MX_COPY_SEND_MAX: sends MX copies at post */
   mx_endpoint_addr_t *conn; /* per AV index: connected MX address */
   bool *conn_ok;
   size_t conn_cap;
