@@ -17,6 +17,8 @@
 #                ping-pong (busy-poll) and a one-way stream of full-MTU frames without
 #                flow control (best of the RX ring and recvmmsg receivers, frames
 #                delivered), crates/omx-transport/examples/raw_{pingpong,stream}.rs
+#   pairs        the provider's cost at 8 B: omx_perf and fi_pingpong -p omx back to
+#                back, PAIRS times; the summary gives the median of the differences
 #
 # Results in $OUT (default bench/results/mpi-<date-time>/): mpi_pingpong.csv
 # (tool,transport,size,latency_us,bandwidth_MBps,runs; latency = half a round
@@ -27,7 +29,7 @@
 #
 # Environment: RUNS (5), RUN_SECONDS (0.1: length of each timed run per
 # size), MAX (16777216), FI_SIZES (fi_pingpong sizes: "1 8 64 512 4096 32768
-# 65536 262144 1048576 4194304 16777216"), STACKS (all seven, space separated),
+# 65536 262144 1048576 4194304 16777216"), STACKS (all eight, space separated), PAIRS (9),
 # OMX_NS_PREFIX (omxmpib). Stacks whose prerequisites are missing (the omx
 # provider: make provider; fi_pingpong: apt-get install libfabric-bin) are
 # skipped with a note. The CPU may be shared: figures are indicative.
@@ -39,7 +41,8 @@ RUNS=${RUNS:-5}
 RUN_SECONDS=${RUN_SECONDS:-0.1}
 MAX=${MAX:-16777216}
 FI_SIZES=${FI_SIZES:-"1 8 64 512 4096 32768 65536 262144 1048576 4194304 16777216"}
-STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp fi-omx fi-tcp omx_perf raw"}
+STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp fi-omx fi-tcp omx_perf raw pairs"}
+PAIRS=${PAIRS:-9}
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxmpib}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OUT=${OUT:-bench/results/mpi-$(date +%Y%m%d-%H%M%S)}
@@ -62,16 +65,16 @@ command -v mpirun >/dev/null && command -v mpicc >/dev/null ||
 want() { [[ " $STACKS " == *" $1 "* ]]; }
 skip_note=()
 if [ ! -e "$provdir/libomx-fi.so" ]; then
-  for s in mpi-omx fi-omx; do
+  for s in mpi-omx fi-omx pairs; do
     want "$s" && skip_note+=("$s: skipped, $provdir/libomx-fi.so is missing (make provider)")
   done
-  STACKS=$(sed -e 's/\bmpi-omx\b//; s/\bfi-omx\b//' <<<"$STACKS")
+  STACKS=$(sed -e 's/\bmpi-omx\b//; s/\bfi-omx\b//; s/\bpairs\b//' <<<"$STACKS")
 fi
 if ! command -v fi_pingpong >/dev/null; then
-  for s in fi-omx fi-tcp; do
+  for s in fi-omx fi-tcp pairs; do
     want "$s" && skip_note+=("$s: skipped, fi_pingpong not found (apt-get install libfabric-bin)")
   done
-  STACKS=$(sed -e 's/\bfi-omx\b//; s/\bfi-tcp\b//' <<<"$STACKS")
+  STACKS=$(sed -e 's/\bfi-omx\b//; s/\bfi-tcp\b//; s/\bpairs\b//' <<<"$STACKS")
 fi
 for n in "${skip_note[@]}"; do say "$n"; done
 
@@ -85,7 +88,7 @@ while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(OMPI_MCA_[A-Za-z0-9_
 say "building"
 PP=target/bench/mpi_pingpong
 mpicc -O2 -Wall -Wextra -Werror -o "$PP" bench/mpi_pingpong.c
-if want omx_perf; then
+if want omx_perf || want pairs; then
   cargo build --release -q -p omx-tools
 fi
 if want raw; then
@@ -210,6 +213,33 @@ omx_perf_pp() {
   stop_bg
 }
 
+# pairs: the provider's own cost at 8 B, measured as the difference of fi_pingpong
+# -p omx and omx_perf run back to back, PAIRS times (the machine's fast and slow
+# phases last seconds, so only runs next to each other compare); rows
+# pair,pair-omx_perf|pair-fi-omx,8,latency,nan,<pair index>.
+pairs() {
+  local i a b
+  for i in $(seq "$PAIRS"); do
+    $H exec 0 target/release/omx_perf -s >/dev/null 2>&1 &
+    pids+=($!)
+    sleep 0.4
+    a=$(timeout 60 $H exec 1 target/release/omx_perf -d h0:0 -S 8 -E 9 -N 20000 -W 1000 -P 0 \
+      2>>"$OUT/pairs.err" | awk '$1 == 8 {print $2}')
+    stop_bg
+    $H exec 0 env FI_PROVIDER_PATH="$provdir" fi_pingpong -p omx -e rdm -I 20000 -S 8 \
+      >/dev/null 2>>"$OUT/pairs.err" &
+    pids+=($!)
+    sleep 0.4
+    b=$(timeout 60 $H exec 1 env FI_PROVIDER_PATH="$provdir" fi_pingpong -p omx -e rdm -I 20000 \
+      -S 8 $IP0 2>>"$OUT/pairs.err" | awk '$1 == "8" {print $7}')
+    stop_bg
+    echo "pair $i: omx_perf $a us, fi_pingpong $b us" >>"$OUT/pairs.txt"
+    [ -n "$a" ] && [ -n "$b" ] || continue
+    echo "pair,pair-omx_perf,8,$a,nan,$i" >>"$CSV"
+    echo "pair,pair-fi-omx,8,$b,nan,$i" >>"$CSV"
+  done
+}
+
 # raw: the per-frame floor. Latency: raw_pingpong's median (8 B frames, spinning).
 # Bandwidth: one-way full-MTU frames counted at the receiver (the sender has no flow
 # control, so frames lost on the way are not counted), best of the two receivers.
@@ -251,6 +281,7 @@ for stack in $STACKS; do
   fi-*) for s in $FI_SIZES; do [ "$s" -le "$MAX" ] && fi_pp "$stack" "$s"; done ;;
   omx_perf) omx_perf_pp ;;
   raw) raw_pp ;;
+  pairs) pairs ;;
   *) say "unknown stack $stack" ;;
   esac
 done

@@ -38,6 +38,8 @@ def load(path):
     data = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
+            if row.get("tool") == "pair":
+                continue  # the `pairs` stack: see load_pairs
             try:
                 size = int(row["size"])
                 lat = float(row["latency_us"])
@@ -52,6 +54,24 @@ def load(path):
             for s, vals in sizes.items()
         }
     return out
+
+
+def load_pairs(path):
+    """(omx_perf, fi_pingpong) 8 B latencies of the `pairs` stack, by pair index."""
+    by = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("tool") != "pair":
+                continue
+            try:
+                by.setdefault(int(row["runs"]), {})[row["transport"]] = float(row["latency_us"])
+            except (KeyError, ValueError):
+                continue
+    return [
+        (v["pair-omx_perf"], v["pair-fi-omx"])
+        for _, v in sorted(by.items())
+        if "pair-omx_perf" in v and "pair-fi-omx" in v
+    ]
 
 
 def get(data, t, size, col):
@@ -124,6 +144,15 @@ def main():
     a, b, c = l8.get("omx_perf"), l8.get("fi-omx"), l8.get("mpi-omx")
     if a is not None and b is not None:
         p(f"\nlibfabric provider over the MX API at 8 B: {b - a:+.2f} us")
+    pairs = load_pairs(os.path.join(d, "mpi_pingpong.csv"))
+    if pairs:
+        diffs = sorted(f - m for m, f in pairs)
+        p(
+            f"Same, over {len(pairs)} back-to-back pairs of omx_perf and fi_pingpong: "
+            f"median {statistics.median(diffs):+.2f} us (from {diffs[0]:+.2f} to {diffs[-1]:+.2f}; "
+            f"omx_perf median {statistics.median(m for m, _ in pairs):.2f} us, "
+            f"fi_pingpong {statistics.median(f for _, f in pairs):.2f} us)"
+        )
     if b is not None and c is not None:
         p(f"Open MPI (cm/ofi) over the provider at 8 B: {c - b:+.2f} us")
     a, b = l8.get("fi-tcp"), l8.get("mpi-ofitcp")

@@ -74,8 +74,16 @@ int ofx_lookup_host(const char *node, uint64_t *nic) {
   return mx_hostname_to_nic_id(host, nic) == MX_SUCCESS ? 0 : -FI_EADDRNOTAVAIL;
 }
 
-void ofx_lock(struct ofx_domain *d) { pthread_mutex_lock(&d->lock); }
-void ofx_unlock(struct ofx_domain *d) { pthread_mutex_unlock(&d->lock); }
+/* A domain opened FI_THREAD_DOMAIN is serialized by the application (MX's
+ * progress thread never enters the provider): no lock to take. */
+void ofx_lock(struct ofx_domain *d) {
+  if (!d->serialized)
+    pthread_mutex_lock(&d->lock);
+}
+void ofx_unlock(struct ofx_domain *d) {
+  if (!d->serialized)
+    pthread_mutex_unlock(&d->lock);
+}
 
 /* ---- fi_getinfo ---- */
 
@@ -537,6 +545,8 @@ static int domain_open(struct fid_fabric *fabric, struct fi_info *info,
   d->fid.mr = &mr_ops;
   d->caps = info->caps ? info->caps : OFX_CAPS;
   d->av_type = info->domain_attr ? info->domain_attr->av_type : FI_AV_UNSPEC;
+  d->serialized =
+      info->domain_attr && info->domain_attr->threading == FI_THREAD_DOMAIN;
   d->mr_key = 1;
   *dom = &d->fid;
   return 0;

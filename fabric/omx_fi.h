@@ -72,6 +72,7 @@ struct ofx_fabric {
 struct ofx_domain {
   struct fid_domain fid;
   pthread_mutex_t lock; /* the provider lock: every object of the domain */
+  bool serialized;      /* FI_THREAD_DOMAIN: the application serializes, no lock */
   int refs;             /* objects opened on it */
   uint64_t caps;
   enum fi_av_type av_type;

@@ -127,6 +127,10 @@ static inline struct fi_info *t_hints(uint64_t caps) {
   h->caps = caps;
   h->ep_attr->type = FI_EP_RDM;
   h->fabric_attr->prov_name = strdup("omx");
+  /* OFX_TEST_THREADING=domain: the application serializes (no provider lock). */
+  const char *th = getenv("OFX_TEST_THREADING");
+  if (th && !strcmp(th, "domain"))
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
   return h;
 }
 

@@ -8,7 +8,8 @@
 #                supported capabilities; hints asking for RMA/atomics find nothing
 # ofi_api        tests/ofi/ofi_api.c in h0 on lo (shared-memory path between
 #                the endpoints of the process)
-# ofi_api_net    the same on the network path (OMX_DISABLE_SHARED=1)
+# ofi_api_net    the same on the network path (OMX_DISABLE_SHARED=1), with the
+#                domain opened FI_THREAD_DOMAIN (the provider takes no lock)
 # ofi_control    tests/ofi/ofi_control.c in h0 on lo
 # ofi_threads    tests/ofi/ofi_threads.c (FI_THREAD_SAFE) in h0 on lo
 # twoproc_*      tests/ofi/ofi_twoproc.c, a server and a client process that
@@ -133,7 +134,8 @@ single() { # single NAME PROGRAM ENV...
   report "$name" "$st" "$tmp/log/$name"
 }
 want ofi_api && single ofi_api ofi_api OMX_IFACES=lo
-want ofi_api_net && single ofi_api_net ofi_api OMX_IFACES=lo OMX_DISABLE_SHARED=1
+want ofi_api_net && single ofi_api_net ofi_api OMX_IFACES=lo OMX_DISABLE_SHARED=1 \
+  OFX_TEST_THREADING=domain
 want ofi_control && single ofi_control ofi_control OMX_IFACES=lo
 want ofi_threads && single ofi_threads ofi_threads OMX_IFACES=lo
 

@@ -638,7 +638,7 @@ impl Engine {
             self.try_finish_recv(now, k);
             return true;
         }
-        let body = crate::engine::UnexpBody::Eager {
+        let body = || crate::engine::UnexpBody::Eager {
             chunks: vec![(0, data.clone())],
             complete: true,
         };

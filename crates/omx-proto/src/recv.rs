@@ -328,12 +328,14 @@ impl Engine {
         pid: PartnerId,
         match_info: u64,
         msg_length: u32,
-        body: UnexpBody,
+        body: impl FnOnce() -> UnexpBody,
     ) -> Option<Placed> {
         if let Some(k) = self.match_posted(match_info) {
             self.activate(k, pid, match_info, msg_length);
             return Some(Placed::Recv(k));
         }
+        // Built only for an unexpected message: a posted receive takes the data as is.
+        let body = body();
         let charged = match body {
             UnexpBody::Eager { .. } => msg_length as usize,
             UnexpBody::Rndv { .. } => RNDV_CHARGE,
@@ -556,7 +558,7 @@ impl Engine {
         if m.flags != 0 && self.cfg.wire.mode == WireMode::Native {
             return self.take_one_sided_eager(now, pid, m, payload);
         }
-        let body = UnexpBody::Eager {
+        let body = || UnexpBody::Eager {
             chunks: vec![(0, payload.clone())],
             complete: true,
         };
@@ -599,7 +601,7 @@ impl Engine {
                     self.counters.drop_medium_inconsistent += 1;
                     return false;
                 }
-                let body = UnexpBody::Eager {
+                let body = || UnexpBody::Eager {
                     chunks: Vec::new(),
                     complete: false,
                 };
@@ -657,7 +659,7 @@ impl Engine {
         if r.msg.flags != 0 && self.cfg.wire.mode == WireMode::Native {
             return self.take_one_sided_rndv(now, pid, r);
         }
-        let body = UnexpBody::Rndv {
+        let body = || UnexpBody::Rndv {
             rdma_id: r.pulled_rdma_id,
             rdma_seq: r.pulled_rdma_seqnum,
             rdma_offset: r.pulled_rdma_offset,

@@ -26,17 +26,20 @@ pub struct MemRegistry {
     buffers: Slab<Segments>,
 }
 
-/// A request's segments, with the common single-segment case kept inline (no heap
-/// allocation per message).
+/// Segments kept inline: one, or two for the libfabric provider's header and payload.
+const INLINE_SEGMENTS: usize = 2;
+
+/// A request's segments, with the common cases kept inline (no heap allocation per
+/// message).
 enum Segments {
-    One(Segment),
+    Few([Segment; INLINE_SEGMENTS], u8),
     Many(Vec<Segment>),
 }
 
 impl Segments {
     fn as_slice(&self) -> &[Segment] {
         match self {
-            Segments::One(s) => std::slice::from_ref(s),
+            Segments::Few(a, n) => &a[..*n as usize],
             Segments::Many(v) => v,
         }
     }
@@ -44,9 +47,16 @@ impl Segments {
 
 impl MemRegistry {
     pub fn register(&mut self, segments: &[Segment]) -> MemHandle {
-        let s = match segments {
-            [one] => Segments::One(*one),
-            many => Segments::Many(many.to_vec()),
+        let s = if segments.len() <= INLINE_SEGMENTS {
+            let empty = Segment {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            };
+            let mut a = [empty; INLINE_SEGMENTS];
+            a[..segments.len()].copy_from_slice(segments);
+            Segments::Few(a, segments.len() as u8)
+        } else {
+            Segments::Many(segments.to_vec())
         };
         MemHandle(self.buffers.insert(s).0)
     }
