@@ -17,8 +17,9 @@
 #                ping-pong (busy-poll) and a one-way stream of full-MTU frames without
 #                flow control (best of the RX ring and recvmmsg receivers, frames
 #                delivered), crates/omx-transport/examples/raw_{pingpong,stream}.rs
-#   pairs        the provider's cost at 8 B: omx_perf and fi_pingpong -p omx back to
-#                back, PAIRS times; the summary gives the median of the differences
+#   pairs        the provider's cost at 8 B: omx_perf, bench/ofi_pingpong.c (the same
+#                loop over libfabric) and fi_pingpong -p omx back to back, PAIRS
+#                times; the summary gives the medians of the differences
 #
 # Results in $OUT (default bench/results/mpi-<date-time>/): mpi_pingpong.csv
 # (tool,transport,size,latency_us,bandwidth_MBps,runs; latency = half a round
@@ -88,6 +89,10 @@ while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(OMPI_MCA_[A-Za-z0-9_
 say "building"
 PP=target/bench/mpi_pingpong
 mpicc -O2 -Wall -Wextra -Werror -o "$PP" bench/mpi_pingpong.c
+OFIPP=$root/target/bench/ofi_pingpong
+if want pairs; then
+  cc -O2 -Wall -Wextra -Werror -o "$OFIPP" bench/ofi_pingpong.c -lfabric
+fi
 if want omx_perf || want pairs; then
   cargo build --release -q -p omx-tools
 fi
@@ -213,12 +218,13 @@ omx_perf_pp() {
   stop_bg
 }
 
-# pairs: the provider's own cost at 8 B, measured as the difference of fi_pingpong
-# -p omx and omx_perf run back to back, PAIRS times (the machine's fast and slow
-# phases last seconds, so only runs next to each other compare); rows
-# pair,pair-omx_perf|pair-fi-omx,8,latency,nan,<pair index>.
+# pairs: the provider's own cost at 8 B. omx_perf, bench/ofi_pingpong.c (omx_perf's
+# loop over libfabric: the difference is the provider's) and fi_pingpong -p omx
+# (fabtests: it reposts its receive between completion and reply) run back to
+# back, PAIRS times; only runs next to each other compare, since the machine's fast
+# and slow phases last seconds. Rows pair,pair-<tool>,8,latency,nan,<index>.
 pairs() {
-  local i a b
+  local i a b c
   for i in $(seq "$PAIRS"); do
     $H exec 0 target/release/omx_perf -s >/dev/null 2>&1 &
     pids+=($!)
@@ -226,17 +232,28 @@ pairs() {
     a=$(timeout 60 $H exec 1 target/release/omx_perf -d h0:0 -S 8 -E 9 -N 20000 -W 1000 -P 0 \
       2>>"$OUT/pairs.err" | awk '$1 == 8 {print $2}')
     stop_bg
+    : >"$tmp/ofi_pp.name"
+    $H exec 0 env FI_PROVIDER_PATH="$provdir" "$OFIPP" server >"$tmp/ofi_pp.name" 2>>"$OUT/pairs.err" &
+    pids+=($!)
+    for _ in $(seq 100); do
+      [ -s "$tmp/ofi_pp.name" ] && break
+      sleep 0.05
+    done
+    b=$(timeout 60 $H exec 1 env FI_PROVIDER_PATH="$provdir" "$OFIPP" client \
+      "$(head -1 "$tmp/ofi_pp.name")" 8 20000 2>>"$OUT/pairs.err" | awk '{print $2}')
+    stop_bg
     $H exec 0 env FI_PROVIDER_PATH="$provdir" fi_pingpong -p omx -e rdm -I 20000 -S 8 \
       >/dev/null 2>>"$OUT/pairs.err" &
     pids+=($!)
     sleep 0.4
-    b=$(timeout 60 $H exec 1 env FI_PROVIDER_PATH="$provdir" fi_pingpong -p omx -e rdm -I 20000 \
+    c=$(timeout 60 $H exec 1 env FI_PROVIDER_PATH="$provdir" fi_pingpong -p omx -e rdm -I 20000 \
       -S 8 $IP0 2>>"$OUT/pairs.err" | awk '$1 == "8" {print $7}')
     stop_bg
-    echo "pair $i: omx_perf $a us, fi_pingpong $b us" >>"$OUT/pairs.txt"
-    [ -n "$a" ] && [ -n "$b" ] || continue
+    echo "pair $i: omx_perf $a us, ofi_pingpong $b us, fi_pingpong $c us" >>"$OUT/pairs.txt"
+    [ -n "$a" ] || continue
     echo "pair,pair-omx_perf,8,$a,nan,$i" >>"$CSV"
-    echo "pair,pair-fi-omx,8,$b,nan,$i" >>"$CSV"
+    [ -n "$b" ] && echo "pair,pair-ofi_pingpong,8,$b,nan,$i" >>"$CSV"
+    [ -n "$c" ] && echo "pair,pair-fi-omx,8,$c,nan,$i" >>"$CSV"
   done
 }
 

@@ -57,7 +57,7 @@ def load(path):
 
 
 def load_pairs(path):
-    """(omx_perf, fi_pingpong) 8 B latencies of the `pairs` stack, by pair index."""
+    """8 B latencies of the `pairs` stack: {pair index: {tool: latency}}."""
     by = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
@@ -67,11 +67,7 @@ def load_pairs(path):
                 by.setdefault(int(row["runs"]), {})[row["transport"]] = float(row["latency_us"])
             except (KeyError, ValueError):
                 continue
-    return [
-        (v["pair-omx_perf"], v["pair-fi-omx"])
-        for _, v in sorted(by.items())
-        if "pair-omx_perf" in v and "pair-fi-omx" in v
-    ]
+    return by
 
 
 def get(data, t, size, col):
@@ -145,13 +141,20 @@ def main():
     if a is not None and b is not None:
         p(f"\nlibfabric provider over the MX API at 8 B: {b - a:+.2f} us")
     pairs = load_pairs(os.path.join(d, "mpi_pingpong.csv"))
-    if pairs:
-        diffs = sorted(f - m for m, f in pairs)
+    for tool, what in (
+        ("pair-ofi_pingpong", "bench/ofi_pingpong (omx_perf's loop over libfabric)"),
+        ("pair-fi-omx", "fi_pingpong (fabtests)"),
+    ):
+        both = [(v["pair-omx_perf"], v[tool]) for _, v in sorted(pairs.items())
+                if "pair-omx_perf" in v and tool in v]
+        if not both:
+            continue
+        diffs = sorted(f - m for m, f in both)
         p(
-            f"Same, over {len(pairs)} back-to-back pairs of omx_perf and fi_pingpong: "
-            f"median {statistics.median(diffs):+.2f} us (from {diffs[0]:+.2f} to {diffs[-1]:+.2f}; "
-            f"omx_perf median {statistics.median(m for m, _ in pairs):.2f} us, "
-            f"fi_pingpong {statistics.median(f for _, f in pairs):.2f} us)"
+            f"{what} over omx_perf at 8 B, {len(both)} back-to-back pairs: median "
+            f"{statistics.median(diffs):+.2f} us (from {diffs[0]:+.2f} to {diffs[-1]:+.2f}; "
+            f"medians {statistics.median(m for m, _ in both):.2f} and "
+            f"{statistics.median(f for _, f in both):.2f} us)"
         )
     if b is not None and c is not None:
         p(f"Open MPI (cm/ofi) over the provider at 8 B: {c - b:+.2f} us")
