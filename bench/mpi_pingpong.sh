@@ -168,6 +168,25 @@ mpi() {
     "$OUT/$stack.txt" >>"$CSV"
 }
 
+# omx_perf_server: an omx_perf server in h0 (stop_bg ends it).
+omx_perf_server() {
+  $H exec 0 target/release/omx_perf -s >/dev/null 2>&1 &
+  pids+=($!)
+  sleep 0.5
+}
+
+# fi_server LOG PROV ITERS SIZE ENV...: a fi_pingpong server in h0, once it listens.
+fi_server() {
+  local log=$1 prov=$2 n=$3 s=$4 i
+  shift 4
+  timeout 120 $H exec 0 env "$@" fi_pingpong -p "$prov" -e rdm -I "$n" -S "$s" >>"$log" 2>&1 &
+  pids+=($!)
+  for i in $(seq 100); do
+    ip netns exec "$OMX_NS_PREFIX-h0" ss -ltn 2>/dev/null | grep -q ':47592 ' && break
+    sleep 0.05
+  done
+}
+
 # fi STACK SIZE: fi_pingpong server in h0, client in h1.
 fi_pp() {
   local stack=$1 s=$2 prov n=2000 env=() i
@@ -184,13 +203,7 @@ fi_pp() {
   [ "$s" -le 4096 ] && n=20000
   [ "$s" -ge 65536 ] && n=500
   [ "$s" -ge 1048576 ] && n=100
-  timeout 120 $H exec 0 env "${env[@]}" fi_pingpong -p "$prov" -e rdm -I "$n" -S "$s" \
-    >>"$OUT/$stack.server.txt" 2>&1 &
-  pids+=($!)
-  for i in $(seq 100); do
-    ip netns exec "$OMX_NS_PREFIX-h0" ss -ltn 2>/dev/null | grep -q ':47592 ' && break
-    sleep 0.05
-  done
+  fi_server "$OUT/$stack.server.txt" "$prov" "$n" "$s" "${env[@]}"
   # columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec (usec/xfer: one way;
   # bytes are written 4k, 1m, ...: the row takes the size asked for)
   timeout 120 $H exec 1 env "${env[@]}" fi_pingpong -p "$prov" -e rdm -I "$n" -S "$s" $IP0 \
@@ -206,9 +219,7 @@ fi_pp() {
 }
 
 omx_perf_pp() {
-  $H exec 0 target/release/omx_perf -s >/dev/null 2>&1 &
-  pids+=($!)
-  sleep 0.5
+  omx_perf_server
   {
     # from 0 B: the first size also pays for finding the peer (0 B is not kept)
     timeout 120 $H exec 1 target/release/omx_perf -d h0:0 -S 0 -E 65537 -M 2 -N 2000 -W 100 -P 0
@@ -226,9 +237,7 @@ omx_perf_pp() {
 pairs() {
   local i a b c
   for i in $(seq "$PAIRS"); do
-    $H exec 0 target/release/omx_perf -s >/dev/null 2>&1 &
-    pids+=($!)
-    sleep 0.4
+    omx_perf_server
     a=$(timeout 60 $H exec 1 target/release/omx_perf -d h0:0 -S 8 -E 9 -N 20000 -W 1000 -P 0 \
       2>>"$OUT/pairs.err" | awk '$1 == 8 {print $2}')
     stop_bg
@@ -242,10 +251,7 @@ pairs() {
     b=$(timeout 60 $H exec 1 env FI_PROVIDER_PATH="$provdir" "$OFIPP" client \
       "$(head -1 "$tmp/ofi_pp.name")" 8 20000 2>>"$OUT/pairs.err" | awk '{print $2}')
     stop_bg
-    $H exec 0 env FI_PROVIDER_PATH="$provdir" fi_pingpong -p omx -e rdm -I 20000 -S 8 \
-      >/dev/null 2>>"$OUT/pairs.err" &
-    pids+=($!)
-    sleep 0.4
+    fi_server "$OUT/pairs.server.txt" omx 20000 8 FI_PROVIDER_PATH="$provdir"
     c=$(timeout 60 $H exec 1 env FI_PROVIDER_PATH="$provdir" fi_pingpong -p omx -e rdm -I 20000 \
       -S 8 $IP0 2>>"$OUT/pairs.err" | awk '$1 == "8" {print $7}')
     stop_bg
