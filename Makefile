@@ -113,6 +113,8 @@ install: build provider
 	cp -P $(LIBDIR)/libmyriexpress.so.0 $(LIBDIR)/libmyriexpress.so $(LIBDIR)/libopen-mx.so.0 \
 		$(LIBDIR)/libopen-mx.so $(LIBDIR)/libmyriexpress.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/myriexpress.h include/mx_extensions.h include/mx_raw.h include/mx_io.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/include/mx_internals
+	install -m 644 include/mx_internals/mx__fops.h include/mx_internals/mx__driver_interface.h $(DESTDIR)$(PREFIX)/include/mx_internals/
 	for pc in omx myriexpress; do \
 		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' include/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
 	done

@@ -9,6 +9,7 @@
 #define MX_IO_H
 
 #include <stdint.h>
+#include <stdlib.h> /* NULL, which Open MPI's configure probe of this header uses */
 
 #include "myriexpress.h"
 

@@ -16,8 +16,12 @@
 #ifndef MYRIEXPRESS_H
 #define MYRIEXPRESS_H
 
+/* The original's header brought in <inttypes.h> (PRIx64, SCNx64, ...) and, through
+ * its native header, <stdint.h> and <stdlib.h>; MX programs rely on all three. */
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #ifdef __cplusplus
 extern "C" {
