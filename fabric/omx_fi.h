@@ -122,6 +122,7 @@ struct ofx_cq {
   struct ofx_queue ok, errs;
   struct ofx_ep **eps; /* endpoints bound to it, drained on read */
   size_t neps;
+  bool signaled; /* fi_cq_signal: the next (or current) fi_cq_sread returns */
 };
 
 struct ofx_eq {

@@ -206,6 +206,10 @@ static ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
   for (;;) {
     ofx_lock(cq->dom);
     ssize_t n = read_locked(cq, buf, count, src);
+    /* fi_cq_signal ends a wait on an empty queue (a signal is kept until then) */
+    bool signaled = n == -FI_EAGAIN && cq->signaled;
+    if (signaled)
+      cq->signaled = false;
     /* Wait in MX on the first enabled endpoint; with several endpoints wake
      * often to look at the others. */
     mx_endpoint_t mx = NULL;
@@ -213,7 +217,7 @@ static ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
       mx = cq->eps[i]->enabled ? cq->eps[i]->mx : NULL;
     size_t neps = cq->neps;
     ofx_unlock(cq->dom);
-    if (n != -FI_EAGAIN)
+    if (n != -FI_EAGAIN || signaled)
       return n;
     double left = deadline < 0 ? 1e9 : deadline - now_ms();
     if (left <= 0)
@@ -245,6 +249,7 @@ static int cq_signal(struct fid_cq *fcq) {
   if (!fcq)
     return -FI_EINVAL;
   ofx_lock(cq->dom);
+  cq->signaled = true;
   for (size_t i = 0; i < cq->neps; i++)
     if (cq->eps[i]->enabled)
       mx_wakeup(cq->eps[i]->mx);

@@ -1,22 +1,31 @@
 # shellcheck shell=bash disable=SC2154  # hosts, tmp and TEST_TIMEOUT come from the runner
-# runner.sh - shared parts of the test runners (tests/c/api/run.sh, tests/ofi/run.sh),
-# sourced after they set $root and $hosts (scripts/hosts.sh) and TEST_TIMEOUT.
+# runner.sh - shared parts of the test runners (tests/c/api/run.sh, tests/ofi/run.sh,
+# tests/mpi/run.sh, tests/c/abi/compile_all.sh), sourced after they set $root and
+# $hosts (scripts/hosts.sh) and TEST_TIMEOUT.
 #
 #   runner_start NAME       private $tmp (bin/, log/), cleaned up with the test hosts
 #                           and the background pids in bgpids on exit
 #   report NAME STATUS LOG… "PASS name" or "FAIL name" with the end of each log
+#   skip NAME REASON        "SKIP name: reason", counted; a failure instead when
+#                           CI=true or OMX_TEST_STRICT=1 (a CI run must not go green
+#                           with tests never executed)
+#   skip_all REASON         every test still in `all` skipped, then the summary and exit
 #   select_tests NAME…      narrows the array `all` to the names asked for (an
 #                           unknown one is a failure); `want NAME` tests membership
 #   hosts_up N MTU          test hosts, or "FAIL hosts" and exit
 #   in_host I CMD…          CMD in host I, bounded by TEST_TIMEOUT
-#   summary                 "N passed, M failed"; returns non-zero on any failure
+#   wait_listening I PORT PID  returns once a TCP socket listens on PORT in host I;
+#                           non-zero if process PID ends first or TEST_TIMEOUT passes
+#   summary                 "N passed, M failed, K skipped"; non-zero on any failure
+
+passed=0
+failed=0
+skipped=0
 
 runner_start() {
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/omx-$1.XXXXXX")
   mkdir -p "$tmp/bin" "$tmp/log"
   bgpids=()
-  passed=0
-  failed=0
   trap runner_cleanup EXIT
   trap 'exit 130' INT TERM
 }
@@ -28,6 +37,30 @@ runner_cleanup() {
   done
   "$hosts" down >/dev/null 2>&1 || true
   rm -rf "$tmp"
+}
+
+# True under CI=true or OMX_TEST_STRICT=1: a skip is then a failure.
+strict_tests() {
+  [ "${CI:-}" = true ] || [ "${OMX_TEST_STRICT:-0}" = 1 ]
+}
+
+skip() {
+  local name=$1 reason=$2
+  if strict_tests; then
+    echo "FAIL $name: skipped ($reason), and skips fail under CI=true or OMX_TEST_STRICT=1"
+    failed=$((failed + 1))
+  else
+    echo "SKIP $name: $reason"
+    skipped=$((skipped + 1))
+  fi
+  return 0
+}
+
+skip_all() {
+  local x
+  for x in "${all[@]}"; do skip "$x" "$1"; done
+  summary
+  exit
 }
 
 report() {
@@ -69,7 +102,8 @@ hosts_up() {
   "$hosts" up "$1" "$2" >"$tmp/log/hosts" 2>&1 || {
     cat "$tmp/log/hosts"
     echo "FAIL hosts"
-    echo "0 passed, 1 failed"
+    failed=$((failed + 1))
+    summary
     exit 1
   }
 }
@@ -80,7 +114,16 @@ in_host() {
   timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$i" "$@"
 }
 
+wait_listening() {
+  local ns="$OMX_NS_PREFIX-h$1" port=$2 pid=$3 deadline=$((SECONDS + TEST_TIMEOUT))
+  until ip netns exec "$ns" ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; do
+    kill -0 "$pid" 2>/dev/null || return 1
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.05
+  done
+}
+
 summary() {
-  echo "$passed passed, $failed failed"
+  echo "$passed passed, $failed failed, $skipped skipped"
   [ "$failed" -eq 0 ]
 }

@@ -33,11 +33,13 @@
 # tell a provider bug from a test or Open MPI problem (not counted).
 #
 # Prints "PASS name (seconds)", "FAIL name" (with the end of its log) or
-# "SKIP name (reason)" per case, then "N passed, M failed, K skipped"; exits
-# non-zero on any failure. Skips everything (exit 0, saying why) when not
-# root or when Open MPI (mpirun, mpicc) is missing; skips the omx cases when
-# build/lib/libfabric/libomx-fi.so does not exist (make provider), and then
-# exits 1 if MPI_REQUIRE_PROVIDER=1.
+# "SKIP name: reason" per case, then "N passed, M failed, K skipped"; exits
+# non-zero on any failure. Skips everything (saying why) when not root or
+# when Open MPI (mpirun, mpicc), ip, unshare or timeout is missing; skips the
+# omx cases when build/lib/libfabric/libomx-fi.so does not exist (make
+# provider), and then fails if MPI_REQUIRE_PROVIDER=1; skips a threads case
+# whose MPI does not provide MPI_THREAD_MULTIPLE. Any skip is a failure under
+# CI=true or OMX_TEST_STRICT=1 (tests/runner.sh).
 #
 # The caller's OMX_* settings reach every rank, so variants run as, e.g.,
 #   OMX_WIRE=mx tests/mpi/run.sh 'omx.2h*'
@@ -100,23 +102,15 @@ if [ $# -gt 0 ]; then
   cases=("${sel[@]}")
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "skipped: needs root (network namespaces, raw packet sockets)"
-  echo "0 passed, 0 failed, ${#cases[@]} skipped"
-  exit 0
-fi
-if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicc >/dev/null 2>&1; then
-  echo "skipped: Open MPI not installed (no mpirun or mpicc; Debian: apt-get install openmpi-bin libopenmpi-dev)"
-  echo "0 passed, 0 failed, ${#cases[@]} skipped"
-  exit 0
-fi
-for t in ip unshare timeout; do
-  command -v "$t" >/dev/null 2>&1 || {
-    echo "skipped: $t not found"
-    echo "0 passed, 0 failed, ${#cases[@]} skipped"
-    exit 0
-  }
+# shellcheck source=tests/runner.sh
+. "$root/tests/runner.sh" # skip, skip_all, summary (this script has its own report)
+all=("${cases[@]}")
+[ "$(id -u)" -eq 0 ] || skip_all "needs root (network namespaces, raw packet sockets)"
+missing=()
+for t in mpirun:openmpi-bin mpicc:libopenmpi-dev ip:iproute2 unshare:util-linux timeout:coreutils; do
+  command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t%%:*} (${t#*:})")
 done
+[ ${#missing[@]} -eq 0 ] || skip_all "not found: $(printf '%s, ' "${missing[@]}" | sed 's/, $//')"
 
 MPI_TEST_TIMEOUT=${MPI_TEST_TIMEOUT:-90}
 P2P_MAX=${P2P_MAX:-8388608}
@@ -148,9 +142,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-passed=0
-failed=0
-skipped=0
 report() { # report NAME STATUS SECONDS LOG
   local name=$1 st=$2 secs=$3 log=$4
   if [ "$st" -eq 0 ]; then
@@ -180,7 +171,7 @@ have_provider=1
 # ---- hosts ----
 if ! "$hosts" up 4 9000 >"$tmp/log/hosts" 2>&1; then
   report hosts 1 0 "$tmp/log/hosts"
-  echo "$passed passed, $failed failed, $skipped skipped"
+  summary
   exit 1
 fi
 hosts_up=1
@@ -266,13 +257,11 @@ run_case() {
 for c in "${cases[@]}"; do
   IFS=. read -r stack pl prog <<<"$c"
   if [[ "$built" != *" $prog "* ]]; then
-    echo "SKIP $c (build of $prog failed)"
-    skipped=$((skipped + 1))
+    skip "$c" "build of $prog failed"
     continue
   fi
   if [ "$stack" = omx ] && [ "$have_provider" = 0 ]; then
-    echo "SKIP $c (no omx provider: $provider is missing; make provider)"
-    skipped=$((skipped + 1))
+    skip "$c" "no omx provider: $provider is missing; make provider"
     continue
   fi
   log="$tmp/log/$c"
@@ -280,6 +269,12 @@ for c in "${cases[@]}"; do
   st=0
   run_case "$stack" "$pl" "$prog" "$log" || st=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  # threads.c says "threads: skipped (reason)" when MPI cannot run it
+  why=$(sed -n 's/^threads: skipped (\(.*\))$/\1/p' "$log" | head -n 1)
+  if [ "$st" -eq 0 ] && [ -n "$why" ]; then
+    skip "$c" "$why"
+    continue
+  fi
   report "$c" "$st" "$secs" "$log"
   if [ "$st" -ne 0 ] && [ "$stack" = omx ]; then
     rst=0
@@ -293,9 +288,8 @@ for c in "${cases[@]}"; do
   fi
 done
 
-echo "$passed passed, $failed failed, $skipped skipped"
 if [ "$have_provider" = 0 ] && [ "${MPI_REQUIRE_PROVIDER:-0}" = 1 ]; then
-  echo "the omx provider is required (MPI_REQUIRE_PROVIDER=1) but $provider is missing"
-  exit 1
+  echo "FAIL provider: required (MPI_REQUIRE_PROVIDER=1) but $provider is missing"
+  failed=$((failed + 1))
 fi
-[ "$failed" -eq 0 ]
+summary

@@ -73,6 +73,14 @@ static inline double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* TEST_TIME_FACTOR (default 1): upper time limits are multiplied by it on a
+ * loaded machine. */
+static inline double time_factor(void) {
+  const char *f = getenv("TEST_TIME_FACTOR");
+  double k = f ? atof(f) : 1.0;
+  return k >= 1.0 ? k : 1.0;
+}
+
 static inline unsigned char pat(uint32_t seed, size_t i) {
   uint32_t x = (seed + 1u) * 2654435761u ^ ((uint32_t)i * 40503u + (uint32_t)(i >> 7));
   x ^= x >> 13;

@@ -4,6 +4,8 @@
  * FI_PEEK/FI_CLAIM/FI_DISCARD, blocking reads, inject, iovecs, sources). */
 #include "common.h"
 
+#include <pthread.h>
+
 #define T 5000.0 /* ms to wait for a completion */
 
 static struct tctx t;
@@ -191,6 +193,12 @@ static void test_cq_data(void) {
   CHECK_RET(fi_trecv(t.ep[1], rb, sizeof rb, NULL, FI_ADDR_UNSPEC, 9, 0, &rc), 0);
   CHECK_RET(fi_tinjectdata(t.ep[0], buf, 6, 7, t.addr[1], 9), 0);
   CHECK(t_wait(t.cq[1], &e, NULL, T) == 1 && e.data == 7, "tinjectdata");
+  CHECK_RET(fi_recv(t.ep[1], rb, sizeof rb, NULL, FI_ADDR_UNSPEC, &rc), 0);
+  CHECK_RET(fi_injectdata(t.ep[0], "world", 6, 8, t.addr[1]), 0);
+  CHECK(t_wait(t.cq[1], &e, NULL, T) == 1 && e.data == 8 && (e.flags & FI_MSG) &&
+            (e.flags & FI_REMOTE_CQ_DATA) && e.len == 6 && !strcmp(rb, "world"),
+        "injectdata: flags %#llx data %#llx", (unsigned long long)e.flags,
+        (unsigned long long)e.data);
   /* A plain send has no CQ data. */
   CHECK_RET(fi_trecv(t.ep[1], rb, sizeof rb, NULL, FI_ADDR_UNSPEC, 9, 0, &rc), 0);
   CHECK_RET(fi_tinject(t.ep[0], buf, 6, t.addr[1], 9), 0);
@@ -225,6 +233,13 @@ static void test_truncation(void) {
             err.olen);
       CHECK(err.tag == 11 && (err.flags & FI_RECV), "tag/flags");
       CHECK(verify(rb, rl, 77) < 0, "truncated data");
+      /* the provider's error code reads as MX's status text */
+      char text[128] = "";
+      const char *str = fi_cq_strerror(t.cq[1], err.prov_errno, err.err_data, text, sizeof text);
+      CHECK(str == text && strstr(text, "runcat") != NULL, "fi_cq_strerror(%d): '%s'",
+            err.prov_errno, text);
+      CHECK(fi_cq_strerror(t.cq[1], err.prov_errno, NULL, NULL, 0) != NULL,
+            "fi_cq_strerror without a buffer");
     }
     struct fi_cq_tagged_entry e;
     CHECK(t_wait(t.cq[0], &e, NULL, T) == 1, "sender completes");
@@ -346,6 +361,38 @@ static void test_peek(void) {
   CHECK(t_wait(t.cq[0], &e, NULL, T) == 1 && e.op_context == &sc, "big send done");
   free(big);
   free(bigr);
+}
+
+struct sread_arg {
+  struct fid_cq *cq;
+  ssize_t ret;
+  volatile int returned;
+};
+
+static void *sread_forever(void *p) {
+  struct sread_arg *a = p;
+  struct fi_cq_tagged_entry e;
+  a->ret = fi_cq_sread(a->cq, &e, 1, NULL, -1);
+  a->returned = 1;
+  return NULL;
+}
+
+/* fi_cq_signal ends a wait without a timeout on an empty CQ (-FI_EAGAIN). A
+ * signal is not lost if it comes before the thread waits, but nothing tells
+ * when the thread is waiting, so it is repeated until the thread returns. */
+static void test_cq_signal(void) {
+  struct sread_arg a = {.cq = t.cq[1]};
+  pthread_t th;
+  REQUIRE(pthread_create(&th, NULL, sread_forever, &a) == 0, "thread");
+  double end = now_ms() + 10000 * time_factor();
+  while (!a.returned && now_ms() < end) {
+    CHECK_RET(fi_cq_signal(t.cq[1]), 0);
+    struct timespec ts = {0, 5000000L};
+    nanosleep(&ts, NULL);
+  }
+  REQUIRE(a.returned, "fi_cq_signal did not end fi_cq_sread(-1)");
+  pthread_join(th, NULL);
+  CHECK(a.ret == -FI_EAGAIN, "signalled sread: %zd", a.ret);
 }
 
 static void test_sread(void) {
@@ -514,6 +561,7 @@ int main(void) {
   test_tag_ignore();
   test_directed();
   test_cq_data();
+  test_cq_signal();
   test_truncation();
   test_cancel();
   test_peek();

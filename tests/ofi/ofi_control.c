@@ -218,6 +218,33 @@ static void test_av(enum fi_av_type type) {
   CHECK(ba == FI_ADDR_NOTAVAIL, "bad name address");
   CHECK_RET(fi_av_remove(t.av, NULL, 1, 0), -FI_EINVAL);
   CHECK_RET(fi_av_lookup(t.av, 0, back, NULL), -FI_EINVAL);
+  /* fi_av_insertsvc: node = board name ("localhost" for lo), service = endpoint
+   * index; gives the same name as the endpoint's own. */
+  struct {
+    uint64_t nic;
+    uint32_t eid, key;
+  } own;
+  memcpy(&own, name, sizeof own);
+  char svc[16];
+  snprintf(svc, sizeof svc, "%u", own.eid);
+  fi_addr_t sa = FI_ADDR_NOTAVAIL;
+  CHECK_RET(fi_av_insertsvc(t.av, "localhost", svc, &sa, 0, NULL), 1);
+  blen = sizeof back;
+  CHECK_RET(fi_av_lookup(t.av, sa, back, &blen), 0);
+  CHECK(blen == 16 && !memcmp(name, back, 16), "insertsvc gives the endpoint's name");
+  CHECK_RET(fi_trecv(t.ep[1], &g, 8, NULL, FI_ADDR_UNSPEC, 3, 0, &c), 0);
+  v = 0x5c5c;
+  CHECK_RET(fi_tinject(t.ep[0], &v, 8, sa, 3), 0);
+  got = 0;
+  for (double end = now_ms() + T; !got && now_ms() < end;)
+    got = fi_cq_read(t.cq[1], &e, 1) == 1;
+  CHECK(got && g == 0x5c5c, "send through an fi_av_insertsvc address");
+  CHECK_RET(fi_av_insertsvc(t.av, "localhost", "32", &sa, 0, NULL), -FI_EINVAL);
+  CHECK_RET(fi_av_insertsvc(t.av, "localhost", "1x", &sa, 0, NULL), -FI_EINVAL);
+  CHECK_RET(fi_av_insertsvc(t.av, NULL, svc, &sa, 0, NULL), -FI_EINVAL);
+  CHECK_RET(fi_av_insertsvc(t.av, "localhost", svc, &sa, 1, NULL), -FI_EINVAL);
+  CHECK_RET(fi_av_insertsvc(t.av, "no-such-host-omx", svc, &sa, 0, NULL), -FI_EADDRNOTAVAIL);
+  CHECK_RET(fi_av_insertsym(t.av, "localhost", 1, svc, 1, &sa, 0, NULL), -FI_ENOSYS);
   t_teardown(&t);
 }
 
@@ -289,6 +316,10 @@ static void test_errors(void) {
   size_t ol = 0;
   CHECK_RET(fi_getopt(&t.ep[0]->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, b, &ol),
             -FI_ENOPROTOOPT);
+  ol = sizeof b;
+  CHECK_RET(fi_setopt(&t.ep[0]->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, b, sizeof(size_t)),
+            -FI_ENOPROTOOPT);
+  CHECK_RET(fi_getpeer(t.ep[0], b, &ol), -FI_ENOSYS);
   /* Memory registration: a descriptor and a key, nothing more. */
   struct fid_mr *mr, *mr2;
   CHECK_RET(fi_mr_reg(t.dom, b, sizeof b, FI_SEND | FI_RECV, 0, 0, 0, &mr, NULL), 0);
@@ -299,6 +330,20 @@ static void test_errors(void) {
   CHECK_RET(fi_close(&mr2->fid), 0);
   CHECK_RET(fi_mr_reg(t.dom, b, sizeof b, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL),
             -FI_EINVAL);
+  /* fi_mr_regv (one iovec) and fi_mr_regattr (host memory) do the same. */
+  struct iovec mv[2] = {{b, 8}, {b + 8, 8}};
+  CHECK_RET(fi_mr_regv(t.dom, mv, 1, FI_SEND, 0, 0, 0, &mr, NULL), 0);
+  CHECK_RET(fi_mr_regv(t.dom, mv, 2, FI_SEND, 0, 0, 0, &mr2, NULL), -FI_EINVAL);
+  struct fi_mr_attr ma = {.mr_iov = mv, .iov_count = 1, .access = FI_RECV,
+                          .iface = FI_HMEM_SYSTEM};
+  CHECK_RET(fi_mr_regattr(t.dom, &ma, 0, &mr2), 0);
+  CHECK(fi_mr_key(mr) != fi_mr_key(mr2) && fi_mr_desc(mr) && fi_mr_desc(mr2), "regv/regattr keys");
+  CHECK_RET(fi_trecv(t.ep[1], b + 8, 8, fi_mr_desc(mr2), FI_ADDR_UNSPEC, 2, 0, &c), 0);
+  CHECK_RET(fi_tsend(t.ep[0], b, 8, fi_mr_desc(mr), t.addr[1], 2, &c), 0);
+  CHECK_RET(fi_close(&mr->fid), 0);
+  CHECK_RET(fi_close(&mr2->fid), 0);
+  ma.iface = FI_HMEM_CUDA;
+  CHECK_RET(fi_mr_regattr(t.dom, &ma, 0, &mr2), -FI_ENOSYS);
   /* EQ: opens, never has an event, does not hang. */
   struct fid_eq *eq;
   struct fi_eq_attr ea = {.wait_obj = FI_WAIT_UNSPEC};
@@ -307,6 +352,10 @@ static void test_errors(void) {
   CHECK_RET(fi_eq_read(eq, &ev, b, sizeof b, 0), -FI_EAGAIN);
   CHECK_RET(fi_eq_sread(eq, &ev, b, sizeof b, 10, 0), -FI_EAGAIN);
   CHECK_RET(fi_eq_sread(eq, &ev, b, sizeof b, -1, 0), -FI_EINVAL);
+  struct fi_eq_err_entry ee;
+  CHECK_RET(fi_eq_readerr(eq, &ee, 0), -FI_EAGAIN);
+  /* no asynchronous events exist here, so none can be written either */
+  CHECK_RET(fi_eq_write(eq, FI_NOTIFY, b, sizeof b, 0), -FI_ENOSYS);
   CHECK_RET(fi_close(&eq->fid), 0);
   /* Bad arguments. */
   CHECK_RET(fi_tsend(t.ep[0], NULL, 8, NULL, t.addr[1], 1, &c), -FI_EINVAL);

@@ -296,11 +296,7 @@ pub extern "C" fn mx__init_api(api: i32) -> MxReturn {
     if api == 0 || (api >> 8) != 0x3 {
         return fail(None, MX_BAD_LIB_VERSION, "MX API version mismatch");
     }
-    let fatal = std::env::var("OMX_FATAL_ERRORS")
-        .or_else(|_| std::env::var("MX_ERRORS_ARE_FATAL"))
-        .map_or(true, |v| {
-            v.trim().parse::<i64>().is_ok_and(|n| n != 0) || v.trim().parse::<i64>().is_err()
-        });
+    let fatal = omx_runtime::config::fatal_errors_from_env();
     {
         let mut g = GLOBAL.lock().expect("global");
         if g.initialized {

@@ -156,6 +156,13 @@ fn flag(name: &str, alias: Option<&str>, default: bool) -> bool {
     var(name, alias).map_or(default, |v| atoi(&v) != 0)
 }
 
+/// `OMX_FATAL_ERRORS` (or MX's `MX_ERRORS_ARE_FATAL`, unless `OMX_IGNORE_MX_ENV`):
+/// whether the default error handler ends the process (default true). Read on its own
+/// by `mx_init`, before the runtime exists.
+pub fn fatal_errors_from_env() -> bool {
+    flag("OMX_FATAL_ERRORS", Some("MX_ERRORS_ARE_FATAL"), true)
+}
+
 fn num(name: &str, alias: Option<&str>, default: i64) -> i64 {
     var(name, alias).map_or(default, |v| atoi(&v))
 }
@@ -187,6 +194,15 @@ impl RuntimeConfig {
     }
 
     pub fn from_env() -> Self {
+        let shared_ring_bytes = (num("OMX_SHARED_RING_KB", None, 256).clamp(64, 16384) as usize
+            * 1024)
+            .next_power_of_two();
+        // An eager message is one ring record: larger ones would never fit and wait forever.
+        let eager_record_max = omx_transport::shm::max_record_for_ring(shared_ring_bytes)
+            - omx_wire::LOCAL_EAGER_HEADER;
+        let shared_rndv_threshold = num("OMX_SHARED_RNDV_THRESHOLD", None, 4096)
+            .clamp(0, 1 << 20)
+            .min(eager_record_max as i64) as u32;
         let checksum = flag("OMX_CHECKSUM", None, false);
         let wire = match var("OMX_WIRE", None).as_deref() {
             Some("mx") | Some("mx-compat") => {
@@ -230,15 +246,12 @@ impl RuntimeConfig {
             wait_spin: flag("OMX_WAITSPIN", None, false),
             wait_spin_for: Duration::from_micros(spin_us),
             verbose: flag("OMX_VERBOSE", None, false),
-            fatal_errors: flag("OMX_FATAL_ERRORS", Some("MX_ERRORS_ARE_FATAL"), true),
+            fatal_errors: fatal_errors_from_env(),
             disable_self: flag("OMX_DISABLE_SELF", Some("MX_DISABLE_SELF"), false),
             disable_shared: flag("OMX_DISABLE_SHARED", Some("MX_DISABLE_SHMEM"), false),
-            shared_rndv_threshold: num("OMX_SHARED_RNDV_THRESHOLD", None, 4096).clamp(0, 1 << 20)
-                as u32,
+            shared_rndv_threshold,
             shared_cma: flag("OMX_SHARED_CMA", None, true),
-            shared_ring_bytes: (num("OMX_SHARED_RING_KB", None, 256).clamp(64, 16384) as usize
-                * 1024)
-                .next_power_of_two(),
+            shared_ring_bytes,
             faults: var("OMX_FAULTS", None).and_then(|s| {
                 match omx_transport::FaultConfig::parse(&s) {
                     Ok(c) if c.is_active() => Some(c),

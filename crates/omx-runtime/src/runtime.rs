@@ -148,6 +148,9 @@ impl Runtime {
             };
             board.merge_peers(&static_peers);
             board.merge_peers(&board.dir.load_peers());
+            // The saved peer table may hold this board under an older name (it was saved
+            // before `mx_raw_set_hostname` or `omx_hostname -n`): its own name wins.
+            board.merge_peers(&[(nic_id, Some(board.name.clone()))]);
             boards.push(Arc::new(board));
         }
         Ok(Runtime {

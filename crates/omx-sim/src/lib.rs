@@ -2,6 +2,7 @@
 //! with a virtual clock and seeded loss, duplication, reordering, corruption, latency
 //! and bandwidth. Used by the protocol tests, the soak command and the engine benchmark.
 
+pub mod hostile;
 pub mod memory;
 pub mod rng;
 pub mod soak;

@@ -83,23 +83,42 @@ fn sequence_numbers_wrap() {
         3,
     );
     let to = w.connect(0, 0, 1, 0);
-    for i in 0..20_000u64 {
-        let (r, _) = w.recv(1, 0, i, u64::MAX, 4, &[]);
+    const N: u64 = 20_000;
+    let mut recvs = Vec::new();
+    for i in 0..N {
+        recvs.push(w.recv(1, 0, i, u64::MAX, 4, &[]));
         w.send(0, 0, to, i, (i as u32).to_le_bytes().to_vec(), false);
         if i % 64 == 63 {
             w.run_idle(w.now + 1_000_000);
         }
-        let _ = r;
     }
     let done = w.run_until(w.now + 3_600 * SEC, |w| {
-        w.hosts[1].completions.len() >= 20_000
+        w.hosts[1].completions.len() >= N as usize
     });
     assert!(
         done,
-        "only {} of 20000 delivered",
+        "only {} of {N} delivered",
         w.hosts[1].completions.len()
     );
-    for (_, c) in &w.hosts[1].completions {
-        assert_eq!(c.status.code, StatusCode::Success);
+    assert_eq!(
+        w.hosts[1].completions.len(),
+        N as usize,
+        "completions on the receiver"
+    );
+    // Receive i names match info i exactly, so it must hold message i and nothing else.
+    for (i, (r, h)) in recvs.into_iter().enumerate() {
+        let s = w.take(1, 0, r).expect("receive completed");
+        assert_eq!(s.code, StatusCode::Success, "receive {i}");
+        assert_eq!(s.match_info, i as u64, "receive {i}");
+        assert_eq!(s.xfer_length, 4, "receive {i}");
+        assert_eq!(
+            w.hosts[1].mem.get(h).to_vec(),
+            (i as u32).to_le_bytes(),
+            "receive {i}"
+        );
     }
+    assert!(
+        w.hosts[1].completions.is_empty(),
+        "completions of no receive"
+    );
 }

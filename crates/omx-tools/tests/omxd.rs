@@ -95,8 +95,7 @@ fn skip_here() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_setpriv || !ensure_user(USER_A) || !ensure_user(USER_B) {
-        println!("skipped: needs setpriv and useradd to run as unprivileged users");
-        return true;
+        return skip_test("needs setpriv and useradd to run as unprivileged users");
     }
     false
 }

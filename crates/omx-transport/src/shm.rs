@@ -343,7 +343,7 @@ impl Layout {
     }
 
     fn max_record(&self) -> usize {
-        self.ring / 4
+        max_record_for_ring(self.ring)
     }
 
     fn valid_mask(&self) -> u64 {
@@ -1441,6 +1441,12 @@ impl Drop for Outbox {
             }
         }
     }
+}
+
+/// The largest record a ring of `ring_bytes` takes ([`Outbox::max_record`]): a quarter
+/// of the ring, so that a record always fits once the reader has caught up.
+pub fn max_record_for_ring(ring_bytes: usize) -> usize {
+    ring_bytes / 4
 }
 
 #[cfg(test)]

@@ -4,9 +4,8 @@
 #  1. each header alone, as C99, as C11 (gcc -Wall -Wextra -Werror -pedantic)
 #     and as C++11 (g++ ... -pedantic), plus all headers together, twice,
 #     in both orders (include guards, no conflicting definitions);
-#  2. the same with -m32 when a 32-bit toolchain exists: hosted if 32-bit C
-#     library headers are installed, else freestanding (compiler headers
-#     only, enough for <stdint.h>/<stddef.h>); skipped otherwise;
+#  2. the same with -m32 when a hosted 32-bit toolchain exists (gcc-multilib),
+#     skipped otherwise (counted);
 #  3. usage.c: a typical MX client compiles as C99 and as C++11;
 #  4. layout.c: sizes, offsets, enum values, #defines and prototypes against
 #     the specification, run on the host ABI (x86-64) and checked at compile
@@ -17,7 +16,8 @@
 #     such as <inttypes.h> and <stdlib.h>, included), built and linked against
 #     build/lib as C99, C11 and C++11 with -Wall -Werror; nic_id is also run.
 #
-# Prints "N passed, M failed"; exits non-zero on any failure.
+# Prints "N passed, M failed, K skipped" (a skip, of -m32 or pkg-config, is a
+# failure under CI=true or OMX_TEST_STRICT=1); exits non-zero on any failure.
 # Usage: tests/c/abi/compile_all.sh   (CC and CXX may be overridden)
 
 set -u
@@ -35,8 +35,8 @@ extra_cflags="-Wstrict-prototypes -Wmissing-prototypes -Wshadow -Wundef -Wcast-q
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/omx-abi.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-passed=0
-failed=0
+# shellcheck source=tests/runner.sh
+. "$root/tests/runner.sh" # skip (counted; a failure under CI=true or OMX_TEST_STRICT=1)
 
 # step DESCRIPTION COMMAND...: run one check, keep its output only on failure.
 step() {
@@ -121,7 +121,7 @@ if $CC -m32 "$tmp/probe32.c" -o "$tmp/probe32" >/dev/null 2>&1 && "$tmp/probe32"
 else
   # The headers include <inttypes.h> and <stdlib.h>, as the original's did, so a
   # freestanding check is no longer possible: a hosted 32-bit C library is needed.
-  echo "SKIP -m32: no 32-bit C library ($CC -m32 cannot build a program; install gcc-multilib)"
+  skip m32 "no 32-bit C library ($CC -m32 cannot build a program; install gcc-multilib g++-multilib)"
 fi
 
 echo "== programs written for the original's headers"
@@ -155,8 +155,8 @@ if command -v pkg-config >/dev/null 2>&1; then
       echo \"got:  \$got\"; echo \"want: \$want\"; [ \"\$got\" = \"\$want\" ]"
   done
 else
-  echo "SKIP pkg-config: not installed"
+  skip pkg-config "pkg-config not installed"
 fi
 
-echo "compile_all: $passed passed, $failed failed"
+echo "compile_all: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -83,6 +83,14 @@ static inline double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* An upper time limit of a test, multiplied by TEST_TIME_FACTOR (default 1) so that a
+ * loaded machine can be given more time; lower limits are never scaled. */
+static inline double time_limit_ms(double ms) {
+  const char *f = getenv("TEST_TIME_FACTOR");
+  double k = f ? atof(f) : 1.0;
+  return ms * (k >= 1.0 ? k : 1.0);
+}
+
 static inline void sleep_ms(unsigned ms) {
   struct timespec ts;
   ts.tv_sec = ms / 1000;

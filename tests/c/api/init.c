@@ -1,6 +1,7 @@
 /* init.c - mx_init / mx__init_api, mx_finalize, mx_set_error_handler and the
  * default error handlers (MX_ERRORS_ARE_FATAL, MX_ERRORS_RETURN,
- * OMX_FATAL_ERRORS=0).
+ * OMX_FATAL_ERRORS=0, its MX name MX_ERRORS_ARE_FATAL=0 in the environment,
+ * ignored under OMX_IGNORE_MX_ENV=1).
  *
  * The fatal-handler cases run in forked children before the parent touches
  * the library (no library threads exist yet at fork time). */
@@ -80,6 +81,31 @@ static void child_explicit_return(void) {
   _exit(rc == MX_BAD_ENDPOINT ? 0 : 4);
 }
 
+/* MX_ERRORS_ARE_FATAL=0 in the environment (the original's name) acts as
+ * OMX_FATAL_ERRORS=0... */
+static void child_mx_env_alias(void) {
+  mx_endpoint_t ep;
+  unsetenv("OMX_FATAL_ERRORS");
+  unsetenv("OMX_IGNORE_MX_ENV");
+  setenv("MX_ERRORS_ARE_FATAL", "0", 1);
+  if (mx_init() != MX_SUCCESS)
+    _exit(3);
+  mx_return_t rc = mx_open_endpoint(0, 99, TKEY, NULL, 0, &ep);
+  _exit(rc == MX_BAD_ENDPOINT ? 0 : 4);
+}
+
+/* ...unless OMX_IGNORE_MX_ENV=1: the default stays fatal. */
+static void child_mx_env_ignored(void) {
+  mx_endpoint_t ep;
+  unsetenv("OMX_FATAL_ERRORS");
+  setenv("OMX_IGNORE_MX_ENV", "1", 1);
+  setenv("MX_ERRORS_ARE_FATAL", "0", 1);
+  if (mx_init() != MX_SUCCESS)
+    _exit(3);
+  mx_open_endpoint(0, 99, TKEY, NULL, 0, &ep);
+  _exit(0);
+}
+
 static int died(int ws) {
   return (WIFEXITED(ws) && WEXITSTATUS(ws) != 0 && WEXITSTATUS(ws) != 3) ||
          WIFSIGNALED(ws);
@@ -108,6 +134,11 @@ int main(void) {
   ws = in_child(child_explicit_fatal);
   CHECK(died(ws), "MX_ERRORS_ARE_FATAL did not end the process (status %#x)",
         ws);
+  ws = in_child(child_mx_env_alias);
+  CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+        "MX_ERRORS_ARE_FATAL=0 in the environment: error not returned (status %#x)", ws);
+  ws = in_child(child_mx_env_ignored);
+  CHECK(died(ws), "OMX_IGNORE_MX_ENV=1 did not ignore MX_ERRORS_ARE_FATAL=0 (status %#x)", ws);
   ws = in_child(child_explicit_return);
   CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
         "MX_ERRORS_RETURN did not make the call return (status %#x)", ws);

@@ -29,6 +29,7 @@ struct seen {
 
 static struct seen calls[64];
 static int ncalls;
+static int nreturns; /* handler calls done, their effects (close_rc, posted_req) visible */
 static mx_endpoint_t hep; /* endpoint the handler is installed on */
 static unsigned char posted_buf[512];
 static mx_request_t posted_req;
@@ -63,6 +64,9 @@ static mx_unexp_handler_action_t handler(void *ctx, mx_endpoint_addr_t src, uint
   default:
     break;
   }
+  pthread_mutex_lock(&mu);
+  nreturns++;
+  pthread_mutex_unlock(&mu);
   return act;
 }
 
@@ -73,12 +77,27 @@ static int ncalls_now(void) {
   return n;
 }
 
-/* Wait until the handler ran n times (or 5 s). */
+static int nreturns_now(void) {
+  pthread_mutex_lock(&mu);
+  int n = nreturns;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+/* Wait until the handler was entered n times (or 5 s, scaled by TEST_TIME_FACTOR). */
 static int wait_calls(int n) {
   double t0 = now_ms();
-  while (ncalls_now() < n && now_ms() - t0 < 5000)
+  while (ncalls_now() < n && now_ms() - t0 < time_limit_ms(5000))
     sleep_ms(2);
   return ncalls_now() >= n;
+}
+
+/* Wait until n handler calls have returned, with what they did. */
+static int wait_returns(int n) {
+  double t0 = now_ms();
+  while (nreturns_now() < n && now_ms() - t0 < time_limit_ms(5000))
+    sleep_ms(2);
+  return nreturns_now() >= n;
 }
 
 static mx_request_t send_m(mx_endpoint_t ep, mx_endpoint_addr_t to, unsigned char *buf,
@@ -128,7 +147,7 @@ int main(void) {
   s = send_m(e0, to1, sb[1], 50, 0x77);
   CHECK(t_wait(e1, &r, &st) && st.code == MX_STATUS_SUCCESS, "expected receive");
   t_wait(e0, &s, NULL);
-  sleep_ms(50);
+  /* the receive completed, so the message was matched: the handler's turn is past */
   CHECK(ncalls_now() == n, "handler called for a message matching a posted receive");
 
   /* ---- FINISHED: dropped; eager sender fine, rendezvous sender told 0 bytes ---- */
@@ -153,12 +172,7 @@ int main(void) {
   /* ---- the handler posts the receive itself and continues ---- */
   n = ncalls_now();
   s = send_m(e0, to1, sb[4], 300, ACT_POST | 4);
-  REQUIRE(wait_calls(n + 1), "handler not called");
-  {
-    double t0 = now_ms();
-    while (!posted_req && now_ms() - t0 < 2000)
-      sleep_ms(2);
-  }
+  REQUIRE(wait_returns(n + 1), "handler not called");
   REQUIRE(posted_req != NULL, "handler could not post a receive");
   CHECK(t_wait(e1, &posted_req, &st), "receive posted by the handler did not complete");
   CHECK_STATUS(st, MX_STATUS_SUCCESS, ACT_POST | 4, 300, 300, CTX(0xabc));
@@ -189,8 +203,7 @@ int main(void) {
   /* ---- closing inside the handler ---- */
   n = ncalls_now();
   s = send_m(e0, to1, sb[7], 8, ACT_CLOSE | 7);
-  REQUIRE(wait_calls(n + 1), "handler not called");
-  sleep_ms(20);
+  REQUIRE(wait_returns(n + 1), "handler not called");
   CHECK(close_rc == MX_CLOSE_IN_HANDLER, "mx_close_endpoint in the handler: %d (%s)",
         (int)close_rc, mx_strerror(close_rc));
   t_wait(e0, &s, NULL);

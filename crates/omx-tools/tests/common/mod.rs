@@ -17,18 +17,24 @@ pub const OMX_COUNTERS: &str = env!("CARGO_BIN_EXE_omx_counters");
 pub const OMX_ENDPOINT_INFO: &str = env!("CARGO_BIN_EXE_omx_endpoint_info");
 pub const OMX_TESTPEER: &str = env!("CARGO_BIN_EXE_omx_testpeer");
 
-/// True (after printing why) when these tests cannot run here: they need root for
-/// network namespaces and raw packet sockets, and iproute2.
+#[path = "../../../../tests/rust/skip.rs"]
+mod skip_rule;
+pub use skip_rule::skip_test;
+
+/// True (after reporting the skip, see tests/rust/skip.rs) when these tests cannot run
+/// here: they need root for network namespaces and raw packet sockets, and iproute2.
 pub fn skip() -> bool {
+    if !omx_transport::is_root() {
+        return skip_test("needs root (network namespaces, raw packet sockets)");
+    }
     let has_ip = Command::new("ip")
         .arg("-V")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !omx_transport::is_root() || !has_ip {
-        println!("skipped: needs root (network namespaces, raw packet sockets)");
-        return true;
+    if !has_ip {
+        return skip_test("needs iproute2 (`ip`)");
     }
     false
 }

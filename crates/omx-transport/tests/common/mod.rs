@@ -9,18 +9,20 @@ use std::time::{Duration, Instant};
 
 use omx_transport::{netns, EndpointFilter, Interface, PacketSocket, SocketOptions, OMX_ETHERTYPE};
 
-/// True (after printing why) when the test cannot run here.
+#[path = "../../../../tests/rust/skip.rs"]
+mod skip_rule;
+pub use skip_rule::skip_test;
+
+/// True (after reporting the skip, see tests/rust/skip.rs) when the test cannot run here.
 pub fn skip() -> bool {
     if !omx_transport::is_root() {
-        println!(
-            "skipped: needs root (CAP_NET_ADMIN for namespaces, CAP_NET_RAW for packet sockets)"
+        return skip_test(
+            "needs root (CAP_NET_ADMIN for namespaces, CAP_NET_RAW for packet sockets)",
         );
-        return true;
     }
     let ip = Command::new("ip").arg("-V").output();
     if !ip.is_ok_and(|o| o.status.success()) {
-        println!("skipped: needs iproute2 (`ip`)");
-        return true;
+        return skip_test("needs iproute2 (`ip`)");
     }
     false
 }
