@@ -269,10 +269,11 @@ pub unsafe extern "C" fn mx_raw_set_hostname(e: *mut CRaw, name: *mut c_char) ->
         return fail(None, MX_BAD_INFO_VAL, "bad host name");
     }
     let board = r.inner.lock().expect("raw").board().clone();
-    match board.dir.save_name(&n) {
-        Ok(()) => MX_SUCCESS,
-        Err(err) => fail(None, MX_NO_RESOURCES, &err.to_string()),
+    if let Err(err) = board.dir.save_name(&n) {
+        return fail(None, MX_NO_RESOURCES, &err.to_string());
     }
+    // The saved peer table names this board too (and is reloaded on lookups).
+    add_peer(r, board.nic_id, Some(n))
 }
 
 #[no_mangle]
