@@ -1,8 +1,8 @@
 /* raw.c - the raw API between two hosts: h0 broadcasts a RAW frame (type
  * byte 1, its own header) until h1 answers it with a frame of its own, so
  * neither side depends on when the other started; both check events,
- * lengths and bytes. The sender then checks the peer-table, route, line
- * speed and host name calls; the host name is read back by a fresh process
+ * lengths and bytes. The sender then checks the peer-table, route, map,
+ * line speed and host name calls; the host name is read back by a fresh process
  * (raw name EXPECTED), as a board's name is read when the library starts.
  * Usage: raw recv | raw send | raw name EXPECTED
  * Limits (scaled by TEST_TIME_FACTOR): 30 s for the exchange. */
@@ -97,6 +97,11 @@ static void board_calls(mx_raw_endpoint_t ep, const char *name) {
   CHECK(mx_raw_remove_peer(ep, own_nic()) == MX_BAD_INFO_VAL, "the local board cannot be removed");
   CHECK(mx_raw_line_speed(ep, &speed) == MX_SUCCESS && speed == MX_SPEED_OPEN_MX, "line speed %d",
         (int)speed);
+  /* discovery is dynamic: a map version and reply info are accepted and change nothing */
+  unsigned char blob[4] = {1, 2, 3, 4};
+  CHECK(mx_raw_set_map_version(ep, 0, own_nic(), 3, 2, 1) == MX_SUCCESS, "map version");
+  CHECK(mx_raw_set_nic_reply_info(ep, blob, sizeof blob) == MX_SUCCESS, "nic reply info");
+  CHECK(mx_hostname_to_nic_id((char *)"ghost:0", &n) == MX_HOST_NOT_FOUND, "peers unchanged");
   CHECK(mx_raw_set_hostname(ep, (char *)"") == MX_BAD_INFO_VAL, "empty host name refused");
   CHECK(mx_raw_set_hostname(ep, (char *)name) == MX_SUCCESS, "set host name");
 }

@@ -12,6 +12,8 @@
 # intranode_fallback, intranode_network, intranode_veth, intranode_kill_fallback
 # and intranode_kill_network rerun intranode_sizes / intranode_kill in h0
 # under other settings (see below).
+# setting_* rerun data-checking programs under the settings no other test
+# sets, each with a non-default value (see "settings" below).
 # abi_compat runs a program built without rpath through LD_LIBRARY_PATH,
 # abi_static the same program linked with libmyriexpress.a, symbols checks
 # the library's exported symbols (symbols.sh).
