@@ -422,6 +422,20 @@ impl Engine {
         self.cfg.wire.for_partner(0)
     }
 
+    /// Largest frame (Ethernet header included) the endpoint `endpoint` of board
+    /// `dst_mac` takes from us: the size agreed with it, or the size assumed before a
+    /// connect. Bundles to it must not exceed it.
+    pub fn frame_limit(&self, dst_mac: [u8; 6], endpoint: u8) -> usize {
+        let wire = self
+            .partner_by_addr
+            .get(&(nic_id_from_mac(dst_mac), endpoint))
+            .map_or_else(
+                || self.unagreed_wire(),
+                |id| self.partners[id.0 as usize].wire,
+            );
+        wire.mtu as usize + omx_wire::ETH_HEADER_LEN
+    }
+
     /// The frame sizes agreed with a partner (see `Partner::wire`).
     pub fn partner_wire(&self, id: PartnerId) -> Option<omx_wire::WireConfig> {
         self.partners.get(id.0 as usize).map(|p| p.wire)
