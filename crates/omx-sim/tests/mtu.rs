@@ -151,3 +151,53 @@ fn unadvertised_peer_gets_standard_ethernet() {
     assert_eq!(agreed_mtu(&sim, 0), 4144);
     assert_eq!(sim.stats.oversize, 0);
 }
+
+/// A board nacks a medium for a closed endpoint even when its fragments were cut at a
+/// smaller partner's size than the board's own: the sender drops the message at once
+/// instead of resending it until it gives up.
+#[test]
+fn medium_from_a_smaller_partner_to_a_closed_endpoint_is_nacked() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let mut w = two_hosts(
+        [9000, 1500],
+        EngineConfig::new(WireConfig::native_9000()),
+        LinkConfig::default(),
+        11,
+    );
+    let to = w.connect(1, 0, 0, 0);
+    let frags = Rc::new(RefCell::new(Vec::new()));
+    let f = frags.clone();
+    w.filter = Some(Box::new(move |frame: &[u8]| {
+        if omx_wire::type_of(frame[16]) == omx_wire::PacketType::Medium as u8 {
+            f.borrow_mut().push(frame.to_vec());
+        }
+        false
+    }));
+    w.send(1, 0, to, 9, pattern(5000, 1), false);
+    w.run_until(w.now + SEC, |_| frags.borrow().len() >= 4);
+    w.filter = None;
+    assert_eq!(w.engine(1, 0).stats().unacked, 1);
+    let mac = omx_proto::mac_from_nic_id(w.hosts[0].nic_id);
+    for frag in frags.borrow().iter().take(4) {
+        // Fragments 0..2 carry 1452 bytes and the last one sits at 3 x 1452: none
+        // decodes with the 9000 board's sizes.
+        assert!(omx_wire::decode(frag, &WireConfig::native_9000()).is_err());
+        let nack = omx_proto::demux::closed_endpoint_nack(
+            frag,
+            &WireConfig::native_9000(),
+            mac,
+            omx_wire::NackType::EndpointClosed,
+        )
+        .expect("a nack");
+        let now = w.now;
+        w.engine(1, 0).handle_frame(now, bytes::Bytes::from(nack));
+    }
+    w.pump();
+    let e = w.engine(1, 0);
+    assert_eq!(e.counters.recv_nack_lib, 4);
+    // The first nack drops the message; the other three find nothing left.
+    assert_eq!(e.counters.drop_bad_peer_addr, 0);
+    assert_eq!(e.counters.drop_bad_ack, 3);
+    assert_eq!(e.stats().unacked, 0, "the nacked medium was dropped");
+}
