@@ -69,7 +69,13 @@ impl EngineConfig {
 
     /// The threshold actually used, clamped as the original does.
     pub fn effective_rndv_threshold(&self) -> u32 {
-        self.rndv_threshold.clamp(128, self.wire.medium_max())
+        self.rndv_threshold_with(&self.wire)
+    }
+
+    /// The threshold with a partner whose agreed frame sizes are `wire`: no medium
+    /// message may need more fragments than the format allows.
+    pub fn rndv_threshold_with(&self, wire: &WireConfig) -> u32 {
+        self.rndv_threshold.clamp(128, wire.medium_max())
     }
 
     pub fn pull_timeout_total(&self) -> Time {

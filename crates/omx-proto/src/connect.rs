@@ -82,6 +82,7 @@ impl Engine {
             is_reply: false,
             connect_seqnum: seqnum,
             status_code: 0,
+            link_mtu: self.cfg.wire.advertised_mtu(),
         });
         let header = self.header_to(pid);
         self.counters.send_connect_request += 1;
@@ -106,8 +107,10 @@ impl Engine {
             return;
         };
         let good_key = c.app_key_or_target_session == self.me.key;
+        let wire = self.cfg.wire.for_partner(c.link_mtu);
         let p = &mut self.partners[pid.0 as usize];
         p.reverse_index = c.src_dst_peer_index;
+        p.wire = wire;
         let status_code = if good_key {
             let previous = p.session;
             if previous.is_some_and(|s| s != c.src_session_id) {
@@ -143,6 +146,7 @@ impl Engine {
             is_reply: true,
             connect_seqnum: c.connect_seqnum,
             status_code,
+            link_mtu: self.cfg.wire.advertised_mtu(),
         });
         let header = self.header_to(pid);
         self.counters.send_connect_reply += 1;
@@ -179,8 +183,10 @@ impl Engine {
                 p.next_frag = announced;
                 p.last_acked = announced;
             }
+            let wire = self.cfg.wire.for_partner(c.link_mtu);
             let p = self.partner(pid);
             p.reverse_index = c.src_dst_peer_index;
+            p.wire = wire;
             if p.session != Some(new_session) || p.unacked.is_empty() {
                 p.next_send = Seq(c.target_recv_seqnum_start);
             }

@@ -47,7 +47,10 @@ pub fn closed_endpoint_nack(
     kind: omx_wire::NackType,
 ) -> Option<Vec<u8>> {
     use omx_wire::{Header, NackLib, NackMcp, Packet, PEER_INDEX_NONE};
-    let d = omx_wire::decode(frame, wire).ok()?;
+    let d = match omx_wire::decode(frame, wire) {
+        Ok(d) => d,
+        Err(_) => return medium_nack(frame, wire, board_mac, kind),
+    };
     let (dst_ep, src_ep, seq) = match d.packet {
         Packet::Tiny(m) | Packet::Small(m) => (m.dst_endpoint, m.src_endpoint, m.lib_seqnum),
         Packet::Rndv(r) => (r.msg.dst_endpoint, r.msg.src_endpoint, r.msg.lib_seqnum),
@@ -78,6 +81,40 @@ pub fn closed_endpoint_nack(
             lib_seqnum: seq,
         }),
     };
+    let mut out = Vec::with_capacity(64);
+    omx_wire::encode(&header, &nack, &[], wire, &mut out).ok()?;
+    Some(out)
+}
+
+/// [`closed_endpoint_nack`] for a medium fragment that does not decode with our own
+/// sizes: one cut at a smaller partner's agreed size, which this board does not know.
+/// The fields a nack needs sit at the same offsets whatever the fragment size.
+fn medium_nack(
+    frame: &[u8],
+    wire: &omx_wire::WireConfig,
+    board_mac: [u8; 6],
+    kind: omx_wire::NackType,
+) -> Option<Vec<u8>> {
+    use omx_wire::{Header, NackLib, Packet, PEER_INDEX_NONE};
+    let head = frame.get(..COMMON_HEADER_LEN + 32)?;
+    if omx_wire::type_of(head[COMMON_HEADER_LEN]) != PacketType::Medium as u8 {
+        return None;
+    }
+    let be16 = |off: usize| u16::from_be_bytes([head[off], head[off + 1]]);
+    let body = COMMON_HEADER_LEN;
+    let header = Header {
+        dst_mac: head[6..12].try_into().expect("6 bytes"),
+        src_mac: board_mac,
+        ethertype: wire.ethertype,
+        dst_src_peer_index: PEER_INDEX_NONE,
+    };
+    let nack = Packet::NackLib(NackLib {
+        src_endpoint: head[body + 1],
+        nack_type: kind as u8,
+        dst_endpoint: head[body + 2],
+        dst_src_peer_index: be16(14),
+        lib_seqnum: be16(body + 8),
+    });
     let mut out = Vec::with_capacity(64);
     omx_wire::encode(&header, &nack, &[], wire, &mut out).ok()?;
     Some(out)

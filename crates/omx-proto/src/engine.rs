@@ -352,8 +352,12 @@ impl Engine {
         }
         let peer_index = self.peers.index_of(nic_id)?;
         let id = PartnerId(self.partners.len() as u32);
-        self.partners
-            .push(Partner::new(nic_id, endpoint, peer_index));
+        self.partners.push(Partner::new(
+            nic_id,
+            endpoint,
+            peer_index,
+            self.unagreed_wire(),
+        ));
         self.partner_by_addr.insert((nic_id, endpoint), id);
         Some(id)
     }
@@ -402,7 +406,7 @@ impl Engine {
         };
         let old = &self.partners[i];
         self.partner_by_addr.remove(&(old.nic_id, old.endpoint));
-        let mut p = Partner::new(nic_id, endpoint, peer_index);
+        let mut p = Partner::new(nic_id, endpoint, peer_index, self.unagreed_wire());
         p.evictable = true;
         p.last_heard = now;
         self.partners[i] = p;
@@ -411,6 +415,50 @@ impl Engine {
         self.evict_queue.push_back(id.0);
         self.counters.partner_evicted += 1;
         Some(id)
+    }
+
+    /// A new partner's frame sizes until a connect tells its own.
+    fn unagreed_wire(&self) -> omx_wire::WireConfig {
+        self.cfg.wire.for_partner(0)
+    }
+
+    /// Largest frame (Ethernet header included) the endpoint `endpoint` of board
+    /// `dst_mac` takes from us: the size agreed with it, or the size assumed before a
+    /// connect. Bundles to it must not exceed it.
+    pub fn frame_limit(&self, dst_mac: [u8; 6], endpoint: u8) -> usize {
+        let wire = self
+            .partner_by_addr
+            .get(&(nic_id_from_mac(dst_mac), endpoint))
+            .map_or_else(
+                || self.unagreed_wire(),
+                |id| self.partners[id.0 as usize].wire,
+            );
+        wire.mtu as usize + omx_wire::ETH_HEADER_LEN
+    }
+
+    /// The frame sizes agreed with a partner (see `Partner::wire`).
+    pub fn partner_wire(&self, id: PartnerId) -> Option<omx_wire::WireConfig> {
+        self.partners.get(id.0 as usize).map(|p| p.wire)
+    }
+
+    /// The configuration to decode `frame` with: a medium fragment's offset and a pull
+    /// block's bounds depend on the sizes agreed with its sender; other frames decode
+    /// within our own (largest) sizes and are checked per partner afterwards.
+    fn wire_for_frame(&self, frame: &[u8]) -> omx_wire::WireConfig {
+        let sized = frame.get(omx_wire::COMMON_HEADER_LEN).is_some_and(|&t| {
+            let t = omx_wire::type_of(t);
+            t == omx_wire::PacketType::Medium as u8 || t == omx_wire::PacketType::Pull as u8
+        });
+        let sender = frame.get(6..12).zip(frame.get(18));
+        match sender {
+            Some((mac, &endpoint)) if sized => {
+                let mac: [u8; 6] = mac.try_into().expect("6 bytes");
+                self.partner_by_addr
+                    .get(&(nic_id_from_mac(mac), endpoint))
+                    .map_or(self.cfg.wire, |id| self.partners[id.0 as usize].wire)
+            }
+            _ => self.cfg.wire,
+        }
     }
 
     pub(crate) fn partner(&mut self, id: PartnerId) -> &mut Partner {
@@ -611,7 +659,7 @@ impl Engine {
     /// admission every frame passes, whoever owns its bytes. `None` when it is dropped
     /// (counted); else the frame, its sender and the sender's peer index.
     fn admit_frame<'f>(&mut self, frame: &'f [u8]) -> Option<(omx_wire::Decoded<'f>, NicId, u16)> {
-        let decoded = match omx_wire::decode(frame, &self.cfg.wire) {
+        let decoded = match omx_wire::decode(frame, &self.wire_for_frame(frame)) {
             Ok(d) => d,
             Err(e) => {
                 self.count_decode_error(e);

@@ -233,14 +233,15 @@ impl Engine {
     pub fn is_eager_to(&self, partner: PartnerId, match_info: u64, len: u32, sync: bool) -> bool {
         let reach = self.reach(partner);
         !sync
-            && len <= self.eager_limit(reach)
+            && len <= self.eager_limit(reach, &self.partners[partner.0 as usize].wire)
             && !(reach == Reach::SelfEndpoint && self.posted_position(match_info).is_some())
     }
 
-    /// Largest eager message to a partner reached this way.
-    pub(crate) fn eager_limit(&self, reach: Reach) -> u32 {
+    /// Largest eager message to a partner reached this way (over the network, with
+    /// the frame sizes `wire` agreed with it).
+    pub(crate) fn eager_limit(&self, reach: Reach, wire: &omx_wire::WireConfig) -> u32 {
         match reach {
-            Reach::Network => self.cfg.effective_rndv_threshold(),
+            Reach::Network => self.cfg.rndv_threshold_with(wire),
             Reach::Shared | Reach::SelfEndpoint => self.cfg.shared_rndv_threshold,
         }
     }
@@ -285,8 +286,12 @@ impl Engine {
             None => {
                 let peer_index = self.peers.index_of(nic_id).unwrap_or(0);
                 let id = PartnerId(self.partners.len() as u32);
-                self.partners
-                    .push(crate::partner::Partner::new(nic_id, endpoint, peer_index));
+                self.partners.push(crate::partner::Partner::new(
+                    nic_id,
+                    endpoint,
+                    peer_index,
+                    self.cfg.wire,
+                ));
                 self.partner_by_addr.insert((nic_id, endpoint), id);
                 id
             }
@@ -499,7 +504,7 @@ impl Engine {
     /// size, and no local message queued before it.
     pub fn local_direct_ok(&self, partner: PartnerId, len: u32, sync: bool) -> bool {
         !sync
-            && len <= self.eager_limit(Reach::Shared)
+            && len <= self.eager_limit(Reach::Shared, &self.cfg.wire)
             && self.local_out.is_empty()
             && self.region_waitq.is_empty()
             && self

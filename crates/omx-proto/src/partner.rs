@@ -107,10 +107,14 @@ pub(crate) struct Partner {
     /// know this partner, and it holds no state, so it may be evicted when the table is
     /// full (a flood of connect requests from many sources).
     pub evictable: bool,
+    /// Frame sizes used with this partner: the smaller of both boards' sizes, agreed in
+    /// the connect handshake (until then, the size assumed for a peer that does not
+    /// advertise one). Fragments, pull replies and eager limits follow it.
+    pub wire: omx_wire::WireConfig,
 }
 
 impl Partner {
-    pub fn new(nic_id: NicId, endpoint: u8, peer_index: u16) -> Self {
+    pub fn new(nic_id: NicId, endpoint: u8, peer_index: u16, wire: omx_wire::WireConfig) -> Self {
         Partner {
             nic_id,
             endpoint,
@@ -139,6 +143,7 @@ impl Partner {
             no_cma: false,
             local_regions: HashMap::default(),
             evictable: false,
+            wire,
         }
     }
 

@@ -127,7 +127,7 @@ impl Engine {
             self.pull_waitq.push_back(k);
             return;
         }
-        let reply_max = self.cfg.wire.pull_reply_max;
+        let reply_max = self.partners[pid.0 as usize].wire.pull_reply_max;
         let off0 = rdma_offset as u32 % reply_max;
         let frames_total = ((xfer as u64 + off0 as u64).div_ceil(reply_max as u64)) as u32;
         let pull = Pull {
@@ -154,7 +154,10 @@ impl Engine {
 
     /// Keeps the configured number of blocks requested ahead.
     fn refill_blocks(&mut self, now: Time, pk: Key) {
-        let per_block = self.cfg.wire.pull_block_replies;
+        let Some(pid) = self.pulls.get(pk).map(|p| p.partner) else {
+            return;
+        };
+        let per_block = self.partners[pid.0 as usize].wire.pull_block_replies;
         let want = self.cfg.pull_blocks_outstanding.max(1) as usize;
         let cap = self.cfg.pull_blocks_max.max(1) as usize;
         let mut total = self.blocks_outstanding();
@@ -595,12 +598,12 @@ impl Engine {
             return;
         };
         let (handle, region_len, base) = (region.handle, region.len as u64, region.base);
-        let r = self.cfg.wire.pull_reply_max as u64;
+        let wire = self.partners[pid.0 as usize].wire;
+        let r = wire.pull_reply_max as u64;
         let off0 = p.pulled_rdma_offset as u64 % r;
         let first = (p.frame_index as u64 * r + p.first_frame_offset as u64).checked_sub(off0);
         let in_range = first.filter(|f| {
-            p.first_frame_offset as u64 + p.block_length as u64
-                <= self.cfg.wire.pull_block_max() as u64
+            p.first_frame_offset as u64 + p.block_length as u64 <= wire.pull_block_max() as u64
                 && f + p.block_length as u64 + p.pulled_rdma_offset as u64 <= region_len
                 && p.first_frame_offset as u64 + p.block_length as u64 > 0
                 && f + p.block_length as u64 <= u32::MAX as u64

@@ -476,8 +476,8 @@ impl Engine {
             self.counters.drop_early_full += 1;
             return;
         }
-        let wire = self.cfg.wire;
         let p = &mut self.partners[pid.0 as usize];
+        let wire = p.wire;
         let slot = p.early.entry(seq.0).or_default();
         let dup = slot
             .iter()
@@ -526,7 +526,7 @@ impl Engine {
     /// Processes an in-order frame (or a fragment of a partial medium). Returns whether
     /// a new message was taken at `next_match`.
     fn process_frame(&mut self, now: Time, pid: PartnerId, frame: &Bytes) -> bool {
-        let Ok(d) = omx_wire::decode(frame, &self.cfg.wire) else {
+        let Ok(d) = omx_wire::decode(frame, &self.partners[pid.0 as usize].wire) else {
             return false;
         };
         let payload = frame.slice_ref(d.payload);
@@ -575,8 +575,7 @@ impl Engine {
 
     fn take_medium(&mut self, now: Time, pid: PartnerId, m: Medium, payload: Bytes) -> bool {
         let seq = Seq(m.lib_seqnum);
-        let offset = self
-            .cfg
+        let offset = self.partners[pid.0 as usize]
             .wire
             .medium_frag_offset(m.frag_seqnum, m.frag_pipeline);
         let existing = self.partners[pid.0 as usize]

@@ -37,7 +37,7 @@ impl Engine {
     /// Whether a send of `len` bytes to `partner` (synchronous or not) goes eager, i.e.
     /// whether the caller must capture the data as [`SendData::Eager`].
     pub fn is_eager(&self, len: u32, sync: bool) -> bool {
-        !sync && len <= self.eager_limit(crate::local::Reach::Network)
+        !sync && len <= self.eager_limit(crate::local::Reach::Network, &self.cfg.wire)
     }
 
     fn post_send(
@@ -53,7 +53,7 @@ impl Engine {
             .partners
             .get(partner.0 as usize)
             .ok_or(EngineError::UnknownPartner)?;
-        let eager = !sync && data.len() <= self.eager_limit(p.reach);
+        let eager = !sync && data.len() <= self.eager_limit(p.reach, &p.wire);
         // To oneself a small message may also be passed as a region (copied straight
         // into a posted receive).
         let region_ok = p.reach == crate::local::Reach::SelfEndpoint;
@@ -385,8 +385,8 @@ impl Engine {
     /// Encodes a seq-consuming packet with the current piggybacked ack and queues it.
     pub(crate) fn transmit_packet(&mut self, pid: PartnerId, seq: Seq, packet: SentPacket) {
         let header = self.header_to(pid);
-        let wire = self.cfg.wire;
         let p = &mut self.partners[pid.0 as usize];
+        let wire = p.wire;
         let piggy = p.next_frag.0;
         p.last_acked = p.next_frag;
         p.ack_deadline = None;

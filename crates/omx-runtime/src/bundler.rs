@@ -39,7 +39,14 @@ impl Bundler {
     }
 
     /// Adds an eligible frame, sending what was pending first when it cannot join it.
-    pub fn push(&mut self, t: &Transmit, sock: &mut PacketSocket) {
+    /// `limit(mac, endpoint)` is the largest frame that destination takes (the size
+    /// agreed with it, which may be below ours).
+    pub fn push(
+        &mut self,
+        t: &Transmit,
+        sock: &mut PacketSocket,
+        limit: impl Fn([u8; 6], u8) -> usize,
+    ) {
         let header = t.header();
         let payload: &[u8] = match &t.payload {
             Payload::Bytes(b) => b,
@@ -58,7 +65,8 @@ impl Bundler {
             .then(|| omx_wire::checksum_of_parts(&[header, payload]));
         let trailer: &[u8] = trailer.as_ref().map_or(&[], |c| &c[..]);
         let len = t.content_len();
-        if self.dst != Some(dst) || self.bundle_len_with(len) > self.max_frame {
+        let max_frame = self.max_frame.min(limit(dst.0, dst.1));
+        if self.dst != Some(dst) || self.bundle_len_with(len) > max_frame {
             self.emit(sock);
         }
         match self.count {

@@ -2,7 +2,7 @@
 //! original honoured), read once per process.
 
 use omx_proto::{EngineConfig, NS_PER_MS};
-use omx_wire::WireConfig;
+use omx_wire::{WireConfig, NATIVE_MTU_MIN};
 use std::time::Duration;
 
 /// Pull-reply payload from which direct receive places each frame straight into the
@@ -105,8 +105,8 @@ pub struct RuntimeConfig {
     /// `batched`). `1`: placed when pull replies carry at least
     /// [`DIRECT_RECV_MIN_REPLY`] bytes, where the copy saved outweighs the calls,
     /// batched below. Default: as `1` down to [`DIRECT_RECV_BATCHED_MIN_REPLY`], off
-    /// below.
-    pub direct_recv: DirectRecv,
+    /// below. The sizes are a board's own (see [`RuntimeConfig::direct_recv_for`]).
+    pub direct_recv: Option<String>,
     /// Pack small frames for one endpoint into one Ethernet frame (native mode only).
     pub bundle: bool,
     /// When endpoints go through `omxd` instead of their own packet socket (`OMX_DAEMON`).
@@ -184,8 +184,11 @@ impl RuntimeConfig {
     /// or shared-memory delivery may carry it (larger local sends are read in place by
     /// the receiver, so their buffer stays lent until they complete).
     pub fn copy_send_max(&self) -> u32 {
-        // The engine's eager limits (`Engine::eager_limit`) decide what is captured.
-        let net = self.engine_config().effective_rndv_threshold();
+        // The engine's eager limits (`Engine::eager_limit`) decide what is captured;
+        // over the network they follow each partner's frame size, the smallest at worst.
+        let net = self
+            .engine_config()
+            .rndv_threshold_with(&self.wire.with_mtu(NATIVE_MTU_MIN));
         if self.disable_self && self.disable_shared {
             net
         } else {
@@ -213,8 +216,9 @@ impl RuntimeConfig {
                 }
                 WireConfig::mx_compat()
             }
+            // A cap: each board uses its own MTU up to it.
             _ => WireConfig::native_checksummed(
-                num("OMX_MTU", None, 9000).clamp(1500, 65535) as u32,
+                num("OMX_MTU", None, 9000).clamp(i64::from(NATIVE_MTU_MIN), 65535) as u32,
                 checksum,
             ),
         };
@@ -286,15 +290,7 @@ impl RuntimeConfig {
             progress_thread: flag("OMX_PROGRESS_THREAD", None, true),
             unexp_max_bytes: num("OMX_UNEXP_MAX", None, 256 << 20).max(0) as usize,
             rx_ring_bytes: num("OMX_RX_RING_KB", None, 16384).max(0) as usize * 1024,
-            direct_recv: match var("OMX_DIRECT_RECV", None).as_deref().map(str::trim) {
-                Some("placed") => DirectRecv::Placed,
-                Some("batched") => DirectRecv::Batched,
-                Some(v) if atoi(v) == 0 => DirectRecv::Off,
-                _ if wire.pull_reply_max >= DIRECT_RECV_MIN_REPLY => DirectRecv::Placed,
-                Some(_) => DirectRecv::Batched,
-                None if wire.pull_reply_max >= DIRECT_RECV_BATCHED_MIN_REPLY => DirectRecv::Batched,
-                None => DirectRecv::Off,
-            },
+            direct_recv: var("OMX_DIRECT_RECV", None),
             bundle: wire.mode == omx_wire::WireMode::Native && flag("OMX_BUNDLE", None, true),
             daemon: match var("OMX_DAEMON", None).as_deref().map(str::trim) {
                 Some("1") | Some("always") => DaemonUse::Always,
@@ -304,8 +300,43 @@ impl RuntimeConfig {
         }
     }
 
+    /// Smallest interface MTU a board needs: the native floor, or the MX-wire
+    /// layout's fixed frame size.
+    pub fn min_board_mtu(&self) -> u32 {
+        match self.wire.mode {
+            omx_wire::WireMode::Native => NATIVE_MTU_MIN,
+            omx_wire::WireMode::MxCompat => self.wire.mtu,
+        }
+    }
+
+    /// The frame sizes of a board whose interface has MTU `iface_mtu`: its own MTU up
+    /// to the `OMX_MTU` cap (native), or the MX-wire layout's.
+    pub fn board_wire(&self, iface_mtu: u32) -> WireConfig {
+        self.wire
+            .with_mtu(iface_mtu.min(self.wire.mtu).max(NATIVE_MTU_MIN))
+    }
+
+    /// How a board with frame sizes `wire` receives pull replies (`OMX_DIRECT_RECV`).
+    pub fn direct_recv_for(&self, wire: &WireConfig) -> DirectRecv {
+        match self.direct_recv.as_deref().map(str::trim) {
+            Some("placed") => DirectRecv::Placed,
+            Some("batched") => DirectRecv::Batched,
+            Some(v) if atoi(v) == 0 => DirectRecv::Off,
+            _ if wire.pull_reply_max >= DIRECT_RECV_MIN_REPLY => DirectRecv::Placed,
+            Some(_) => DirectRecv::Batched,
+            None if wire.pull_reply_max >= DIRECT_RECV_BATCHED_MIN_REPLY => DirectRecv::Batched,
+            None => DirectRecv::Off,
+        }
+    }
+
+    /// The engine configuration at the `OMX_MTU` cap.
     pub fn engine_config(&self) -> EngineConfig {
-        let mut e = EngineConfig::new(self.wire);
+        self.engine_config_for(self.wire)
+    }
+
+    /// The engine configuration of an endpoint on a board with frame sizes `wire`.
+    pub fn engine_config_for(&self, wire: WireConfig) -> EngineConfig {
+        let mut e = EngineConfig::new(wire);
         e.rndv_threshold = self.rndv_threshold;
         e.resends_max = self.resends_max;
         e.zombie_max = self.zombie_max;

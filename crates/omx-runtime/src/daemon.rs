@@ -380,7 +380,7 @@ fn open_for_client(
         direct: None,
     };
     let mut iface = board.iface.clone();
-    iface.mtu = iface.mtu.min(rt.cfg.wire.mtu);
+    iface.mtu = iface.mtu.min(board.wire.mtu);
     let opts = SocketOptions {
         rx_ring_bytes: rt.cfg.rx_ring_bytes,
         ..SocketOptions::default()

@@ -235,7 +235,7 @@ impl Endpoint {
         // Size the receive ring for our frames, not for a larger interface MTU (lo's
         // 64 KiB would leave few slots and drop frames of a deep pull pipeline).
         let mut iface = b.iface.clone();
-        iface.mtu = iface.mtu.min(rt.cfg.wire.mtu);
+        iface.mtu = iface.mtu.min(b.wire.mtu);
         if relayed {
             return Self::open_relayed(rt, &b, index, key, iface);
         }
@@ -247,7 +247,8 @@ impl Endpoint {
         // Direct receive needs the payload placed by the kernel as it arrives: not with
         // a copy engine (it copies from frames), injected faults (they act on frames)
         // or checksums (verified before anything is placed).
-        let direct = rt.cfg.direct_recv != DirectRecv::Off
+        let direct_recv = rt.cfg.direct_recv_for(&b.wire);
+        let direct = direct_recv != DirectRecv::Off
             && rt.cfg.faults.is_none()
             && crate::copy::engine(&rt.cfg.copy).is_none()
             && !rt.cfg.wire.checksum;
@@ -293,7 +294,7 @@ impl Endpoint {
         // replies of every pull in flight, which the ring's size bounds (see assemble).
         let direct_rx = if direct {
             let buf = opts.rx_ring_bytes.max(4 << 20) * 2;
-            let batch = match rt.cfg.direct_recv {
+            let batch = match direct_recv {
                 DirectRecv::Batched => DIRECT_RECV_BATCH,
                 _ => 0,
             };
@@ -399,7 +400,7 @@ impl Endpoint {
             key,
         };
         let peers = b.peers.lock().expect("peer lock").table.clone();
-        let mut ecfg = rt.cfg.engine_config();
+        let mut ecfg = rt.cfg.engine_config_for(b.wire);
         if let Some(l) = sock.ring_layout() {
             // Replies to every outstanding pull request must fit in the receive ring
             // (with room for other traffic): the kernel drops what does not.
@@ -1964,7 +1965,7 @@ impl Shared {
                     continue;
                 }
                 if bundle && Bundler::eligible(&t) {
-                    bundler.push(&t, sock);
+                    bundler.push(&t, sock, |mac, ep| engine.frame_limit(mac, ep));
                     continue;
                 }
                 bundler.emit(sock);

@@ -32,6 +32,9 @@ pub struct PeerState {
 pub struct Board {
     pub index: u32,
     pub iface: Interface,
+    /// Frame sizes of this board: its interface's MTU up to the `OMX_MTU` cap (native
+    /// mode), which its endpoints advertise and agree down with each partner.
+    pub wire: omx_wire::WireConfig,
     pub nic_id: NicId,
     /// `host:index`, the name peers resolve.
     pub name: String,
@@ -116,7 +119,7 @@ impl Runtime {
     }
 
     pub fn init(cfg: RuntimeConfig) -> Result<Runtime, String> {
-        let (ifaces, warnings) = select_boards(cfg.wire.mtu, cfg.ifaces.as_deref())
+        let (ifaces, warnings) = select_boards(cfg.min_board_mtu(), cfg.ifaces.as_deref())
             .map_err(|e| format!("cannot list interfaces: {e}"))?;
         let static_peers = match &cfg.peers_file {
             Some(f) => {
@@ -139,6 +142,7 @@ impl Runtime {
             table.add(nic_id, Some(name.clone()));
             let board = Board {
                 index: i as u32,
+                wire: cfg.board_wire(iface.mtu),
                 iface,
                 nic_id,
                 name,

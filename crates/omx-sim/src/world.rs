@@ -67,6 +67,9 @@ pub struct LinkStats {
     pub reordered: u64,
     pub corrupted: u64,
     pub undeliverable: u64,
+    /// Frames longer than the sending or the receiving host's MTU, dropped as a real
+    /// link drops them.
+    pub oversize: u64,
 }
 
 pub struct Host {
@@ -74,6 +77,8 @@ pub struct Host {
     pub engines: Vec<Engine>,
     pub mem: Memory,
     pub completions: Vec<(u8, Completion)>,
+    /// The host's interface MTU (see [`World::set_host_mtu`]); `None`: unlimited.
+    pub mtu: Option<u32>,
     tx_busy_until: Time,
 }
 
@@ -172,6 +177,7 @@ impl World {
                     .collect(),
                 mem: Memory::default(),
                 completions: Vec::new(),
+                mtu: None,
                 tx_busy_until: 0,
             })
             .collect();
@@ -219,6 +225,27 @@ impl World {
         };
         self.hosts[host].engines[ep as usize] = Engine::new(cfg, params, peers);
         self.hosts[host].completions.retain(|(e, _)| *e != ep);
+    }
+
+    /// Gives host `host` an interface of MTU `mtu`: its endpoints are reopened with
+    /// native frames of that size (as the runtime sizes them from its board), and frames
+    /// longer than it, sent or received, are dropped (`LinkStats::oversize`). Call
+    /// before connecting.
+    pub fn set_host_mtu(&mut self, host: usize, mtu: u32) {
+        self.hosts[host].mtu = Some(mtu);
+        for ep in 0..self.hosts[host].engines.len() as u8 {
+            let old = &self.hosts[host].engines[ep as usize];
+            let mut cfg = old.config().clone();
+            cfg.wire = cfg.wire.with_mtu(mtu);
+            let (peers, params) = (old.peers().clone(), *old.params());
+            self.hosts[host].engines[ep as usize] = Engine::new(cfg, params, peers);
+        }
+    }
+
+    fn fits_mtu(&self, host: usize, frame: &[u8]) -> bool {
+        self.hosts[host]
+            .mtu
+            .is_none_or(|m| frame.len() <= m as usize + omx_wire::ETH_HEADER_LEN)
     }
 
     /// Drains every engine's output: copies, frames, completions.
@@ -446,6 +473,10 @@ impl World {
         };
         if self.down[to] {
             self.stats.lost += 1;
+            return;
+        }
+        if !self.fits_mtu(from, frame) || !self.fits_mtu(to, frame) {
+            self.stats.oversize += 1;
             return;
         }
         for _ in 0..copies {

@@ -29,10 +29,43 @@ impl Interface {
         self.mtu as usize + crate::ETH_HEADER_LEN
     }
 
-    /// Whether the default (no `OMX_IFACES`) rule attaches this interface.
-    pub fn is_default_board(&self, required_mtu: u32) -> bool {
-        self.up && self.ethernet && !self.loopback && self.mtu >= required_mtu
+    /// Why the default (no `OMX_IFACES`) rule leaves this interface out, `None` when it
+    /// attaches it: up, Ethernet, not loopback, and an MTU of at least `min_mtu`.
+    pub fn default_skip_reason(&self, min_mtu: u32) -> Option<String> {
+        if self.loopback {
+            Some("loopback (name it in OMX_IFACES to use it)".into())
+        } else if !self.ethernet {
+            Some("not Ethernet".into())
+        } else if !self.up {
+            Some("down".into())
+        } else if self.mtu < min_mtu {
+            Some(format!("MTU {} below the {min_mtu} omx needs", self.mtu))
+        } else {
+            None
+        }
     }
+}
+
+/// One interface and whether it becomes a board: `skipped` says why not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Surveyed {
+    pub iface: Interface,
+    pub skipped: Option<String>,
+}
+
+/// Every interface of `all`, in kernel order, with the reason [`select_from`] leaves it
+/// out (same arguments), so that tools can say why an interface is not used.
+pub fn survey(all: &[Interface], min_mtu: u32, names: Option<&[String]>) -> Vec<Surveyed> {
+    all.iter()
+        .map(|i| Surveyed {
+            iface: i.clone(),
+            skipped: match names {
+                None => i.default_skip_reason(min_mtu),
+                Some(list) if list.contains(&i.name) => None,
+                Some(_) => Some("not listed in OMX_IFACES".into()),
+            },
+        })
+        .collect()
 }
 
 /// Lists the interfaces of the calling thread's network namespace in kernel
@@ -90,32 +123,34 @@ fn unknown(name: &str) -> io::Error {
 /// Picks the interfaces to attach as boards, following the original driver's rule.
 ///
 /// * `names == None`: every interface that is up, Ethernet, not loopback and
-///   has `mtu >= required_mtu`, in kernel order. Silently skipping the others
-///   is what lets a default configuration run on any machine.
+///   has `mtu >= min_mtu` (what the wire mode needs: each board then uses frames
+///   of its own MTU), in kernel order. Skipping the others is what lets a default
+///   configuration run on any machine; [`survey`] says why each one was skipped.
 /// * `names == Some(list)` (from `OMX_IFACES=if1,if2`): exactly those, in
 ///   that order, `lo` included. The user asked for them explicitly, so one
 ///   that is down or has a small MTU is still attached (it may come up or be
 ///   reconfigured later) and only a warning is returned; an unknown name or a
 ///   duplicate is an error.
 pub fn select_boards(
-    required_mtu: u32,
+    min_mtu: u32,
     names: Option<&[String]>,
 ) -> io::Result<(Vec<Interface>, Vec<String>)> {
     let all = list_interfaces()?;
-    select_from(all, required_mtu, names)
+    select_from(all, min_mtu, names)
 }
 
 /// [`select_boards`] on an explicit interface list (testable without a kernel).
 pub fn select_from(
     all: Vec<Interface>,
-    required_mtu: u32,
+    min_mtu: u32,
     names: Option<&[String]>,
 ) -> io::Result<(Vec<Interface>, Vec<String>)> {
     let mut warnings = Vec::new();
     let Some(names) = names else {
-        let boards = all
+        let boards = survey(&all, min_mtu, None)
             .into_iter()
-            .filter(|i| i.is_default_board(required_mtu))
+            .filter(|s| s.skipped.is_none())
+            .map(|s| s.iface)
             .collect();
         return Ok((boards, warnings));
     };
@@ -134,9 +169,9 @@ pub fn select_from(
         if !iface.up {
             warnings.push(format!("interface {name} is down; attached anyway"));
         }
-        if iface.mtu < required_mtu {
+        if iface.mtu < min_mtu {
             warnings.push(format!(
-                "interface {name} has MTU {} < required {required_mtu}; large frames will be dropped",
+                "interface {name} has MTU {} < required {min_mtu}; large frames will be dropped",
                 iface.mtu
             ));
         }
@@ -156,12 +191,12 @@ pub fn parse_iface_list(s: &str) -> Vec<String> {
 
 /// [`select_boards`] with the list taken from the `OMX_IFACES` environment
 /// variable when it is set and non-empty.
-pub fn select_boards_from_env(required_mtu: u32) -> io::Result<(Vec<Interface>, Vec<String>)> {
+pub fn select_boards_from_env(min_mtu: u32) -> io::Result<(Vec<Interface>, Vec<String>)> {
     let names = std::env::var("OMX_IFACES")
         .ok()
         .map(|v| parse_iface_list(&v))
         .filter(|l| !l.is_empty());
-    select_boards(required_mtu, names.as_deref())
+    select_boards(min_mtu, names.as_deref())
 }
 
 #[cfg(test)]
@@ -203,11 +238,35 @@ mod tests {
 
     #[test]
     fn default_rule() {
-        let (b, w) = select_from(sample(), 1500, None).unwrap();
+        let (b, w) = select_from(sample(), 1280, None).unwrap();
         assert_eq!(names(&b), ["eth0", "eth1"]);
         assert!(w.is_empty());
-        let (b, _) = select_from(sample(), 9000, None).unwrap();
+        let (b, _) = select_from(sample(), 4144, None).unwrap();
         assert_eq!(names(&b), ["eth1"]);
+    }
+
+    #[test]
+    fn survey_says_why_each_interface_is_skipped() {
+        let mut all = sample();
+        all.push(iface("eth3", 6, 1200, true, true, false));
+        let why: Vec<_> = survey(&all, 1280, None)
+            .into_iter()
+            .map(|s| (s.iface.name, s.skipped))
+            .collect();
+        let reason = |n: &str| why.iter().find(|w| w.0 == n).unwrap().1.clone();
+        assert!(reason("lo").unwrap().contains("loopback"));
+        assert_eq!(reason("eth0"), None);
+        assert_eq!(reason("eth1"), None);
+        assert_eq!(reason("eth2").as_deref(), Some("down"));
+        assert_eq!(reason("tun0").as_deref(), Some("not Ethernet"));
+        assert_eq!(
+            reason("eth3").as_deref(),
+            Some("MTU 1200 below the 1280 omx needs")
+        );
+        let listed = ["lo".to_string()];
+        let s = survey(&all, 1280, Some(&listed));
+        assert_eq!(s[0].skipped, None);
+        assert!(s[1..].iter().all(|s| s.skipped.is_some()));
     }
 
     #[test]

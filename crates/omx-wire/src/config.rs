@@ -79,6 +79,15 @@ pub const RNDV_DATA_LEN: u16 = 8;
 pub const CONNECT_DATA_LEN: u8 = 16;
 /// Data length carried by an ACK TRUC; receivers drop anything shorter.
 pub const TRUC_DATA_LEN: u8 = 16;
+/// CONNECT body byte 29 when bytes 30..31 carry the sender's frame size
+/// ([`crate::Connect::link_mtu`]); the original leaves these pads unset.
+pub const CONNECT_MTU_MARKER: u8 = 0x4D;
+/// Smallest interface MTU native mode runs on (the IPv6 minimum: every link that
+/// carries IPv6 carries it).
+pub const NATIVE_MTU_MIN: u32 = 1280;
+/// Native frame size assumed for a peer that does not advertise one in its CONNECT
+/// (an Open-MX peer): standard Ethernet, which every link carries.
+pub const NATIVE_MTU_UNADVERTISED: u32 = 1500;
 /// `frag_pipeline` value of MX-wire-compat MEDIUM fragments (log2 of 4096).
 pub const COMPAT_FRAG_PIPELINE: u8 = 12;
 /// Largest frame the raw endpoint accepts, Ethernet header included.
@@ -199,6 +208,39 @@ impl WireConfig {
     /// configuration (native endpoint frames, TRUC to NACK_MCP).
     pub fn checksums(&self, type_byte: u8) -> bool {
         self.checksum && self.mode == WireMode::Native && (35..=45).contains(&type_of(type_byte))
+    }
+
+    /// The same configuration at another native frame size (ethertype and checksum
+    /// kept). MX-wire mode has one fixed layout: returned unchanged.
+    pub fn with_mtu(&self, mtu: u32) -> WireConfig {
+        if self.is_compat() {
+            return *self;
+        }
+        WireConfig {
+            ethertype: self.ethertype,
+            ..Self::native_sized(mtu, self.checksum)
+        }
+    }
+
+    /// The configuration to use with a partner that advertised `advertised` in its
+    /// CONNECT (0: none): the smaller of the two frame sizes, an unadvertised peer
+    /// counted as [`NATIVE_MTU_UNADVERTISED`], never below [`NATIVE_MTU_MIN`]. MX-wire
+    /// mode has one fixed size for all.
+    pub fn for_partner(&self, advertised: u16) -> WireConfig {
+        let theirs = match u32::from(advertised) {
+            0 => NATIVE_MTU_UNADVERTISED,
+            m => m.max(NATIVE_MTU_MIN),
+        };
+        self.with_mtu(self.mtu.min(theirs))
+    }
+
+    /// What this configuration advertises in its CONNECT packets (0 in MX-wire mode,
+    /// whose layout has no room for it).
+    pub fn advertised_mtu(&self) -> u16 {
+        match self.mode {
+            WireMode::Native => self.mtu.min(U16_FRAME_MAX) as u16,
+            WireMode::MxCompat => 0,
+        }
     }
 
     /// True for the MX-wire-compatible layouts.
@@ -362,6 +404,26 @@ mod tests {
         fn c_checks(on: bool, t: u8) -> bool {
             WireConfig::native_checksummed(9000, on).checksums(t | LATENCY_FLAG)
         }
+    }
+
+    #[test]
+    fn partners_agree_on_the_smaller_size() {
+        let big = WireConfig::native_checksummed(9000, true);
+        let small = WireConfig::native_checksummed(1500, true);
+        assert_eq!(big.for_partner(small.advertised_mtu()), small);
+        assert_eq!(small.for_partner(big.advertised_mtu()), small);
+        let mut odd = WireConfig::native(9000);
+        odd.ethertype = 0x1234;
+        let agreed = odd.for_partner(1400);
+        assert_eq!((agreed.mtu, agreed.ethertype), (1400, 0x1234));
+        assert_eq!(agreed.medium_frag_max, 1352);
+        // Unadvertised: standard Ethernet; nonsense sizes: the floor.
+        assert_eq!(big.for_partner(0).mtu, NATIVE_MTU_UNADVERTISED);
+        assert_eq!(big.for_partner(64).mtu, NATIVE_MTU_MIN);
+        assert_eq!(WireConfig::native(65535).advertised_mtu(), 65535);
+        let mx = WireConfig::mx_compat();
+        assert_eq!(mx.for_partner(1500), mx);
+        assert_eq!(mx.advertised_mtu(), 0);
     }
 
     #[test]

@@ -18,8 +18,8 @@
 use crate::bytes::Reader;
 use crate::config::{
     checksum_of, type_of, WireConfig, WireMode, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN,
-    COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN, HOSTNAME_MAX, RNDV_DATA_LEN, SMALL_MAX, TINY_MAX,
-    TRUC_DATA_LEN, TRUC_TYPE_ACK,
+    COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN, CONNECT_MTU_MARKER, HOSTNAME_MAX, RNDV_DATA_LEN,
+    SMALL_MAX, TINY_MAX, TRUC_DATA_LEN, TRUC_TYPE_ACK,
 };
 use crate::error::DecodeError;
 use crate::packet::{
@@ -440,6 +440,12 @@ fn connect(b: Reader<'_, 32>) -> Result<Connect, DecodeError> {
         // Byte 28 is a pad in requests; report it as 0 there so garbage from
         // a non-zeroing sender never looks like a status.
         status_code: if is_reply { b.u8::<28>() } else { 0 },
+        // Only behind the marker: an Open-MX sender leaves these pads unset.
+        link_mtu: if b.u8::<29>() == CONNECT_MTU_MARKER {
+            b.u16::<30>()
+        } else {
+            0
+        },
     };
     if c.length < CONNECT_DATA_LEN {
         return Err(DecodeError::BadDataLength);

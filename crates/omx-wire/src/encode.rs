@@ -9,7 +9,7 @@
 use crate::bytes::Writer;
 use crate::config::{
     checksum_of, WireConfig, WireMode, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN,
-    MIN_FRAME_LEN,
+    CONNECT_MTU_MARKER, MIN_FRAME_LEN,
 };
 use crate::error::EncodeError;
 use crate::packet::{
@@ -280,6 +280,12 @@ fn connect(ptype: u8, c: &Connect) -> Writer<32> {
     // Byte 28 is a pad in requests: the status only exists in replies.
     if c.is_reply {
         w.u8::<28>(c.status_code);
+    }
+    // Bytes 29..31 are pads the original ignores: an advertised size goes there behind
+    // a marker, and an unadvertised one leaves them zero (the original's layout).
+    if c.link_mtu != 0 {
+        w.u8::<29>(CONNECT_MTU_MARKER);
+        w.u16::<30>(c.link_mtu);
     }
     w
 }

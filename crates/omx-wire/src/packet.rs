@@ -271,6 +271,11 @@ pub struct Connect {
     /// [`crate::CONNECT_STATUS_BAD_KEY`]. The byte is a pad in requests, so
     /// encode ignores it there and decode reports 0.
     pub status_code: u8,
+    /// omx native mode: the largest frame (MTU) the sender's board carries, so that
+    /// both ends can agree on the smaller one. 0 = not advertised (Open-MX and MX
+    /// peers, and omx in MX-wire mode), encoded as all-zero pad bytes. See
+    /// [`crate::CONNECT_MTU_MARKER`].
+    pub link_mtu: u16,
 }
 
 /// TRUC (explicit library ack) body (spec §4.8).

@@ -557,6 +557,7 @@ fn connect_request() -> Connect {
         is_reply: false,
         connect_seqnum: 0x9C,
         status_code: CONNECT_STATUS_SUCCESS,
+        link_mtu: 0,
     }
 }
 
@@ -580,6 +581,56 @@ fn connect() {
             &[],
         );
         check(&cfg, &CONNECT_REPLY, hdr(0x0102), Packet::Connect(rep), &[]);
+    }
+}
+
+/// An omx native peer's advertised frame size fills pads the original ignores (frame
+/// offsets 45..47); everything else is the unadvertised frame byte for byte.
+#[test]
+fn connect_with_advertised_mtu() {
+    let cfg = WireConfig::native_9000();
+    for (req, golden) in [
+        (connect_request(), &CONNECT_REQUEST),
+        (
+            Connect {
+                dst_endpoint: 0x03,
+                src_endpoint: 0x02,
+                app_key_or_target_session: 0x99AA_BBCC,
+                is_reply: true,
+                status_code: CONNECT_STATUS_BAD_KEY,
+                ..connect_request()
+            },
+            &CONNECT_REPLY,
+        ),
+    ] {
+        let advertised = Connect {
+            link_mtu: 9000,
+            ..req
+        };
+        let mut f = Vec::new();
+        encode(
+            &hdr(PEER_INDEX_NONE),
+            &Packet::Connect(advertised),
+            &[],
+            &cfg,
+            &mut f,
+        )
+        .unwrap();
+        let mut expected = golden.to_vec();
+        expected[14..16].copy_from_slice(&PEER_INDEX_NONE.to_be_bytes());
+        expected[45..48].copy_from_slice(&[omx_wire::CONNECT_MTU_MARKER, 0x23, 0x28]);
+        assert_eq!(f, expected);
+        let d = decode(&f, &cfg).unwrap();
+        assert_eq!(d.packet, Packet::Connect(advertised));
+        // Without the marker the bytes are an Open-MX sender's garbage, not a size.
+        f[45] = 0;
+        assert_eq!(
+            decode(&f, &cfg).unwrap().packet,
+            Packet::Connect(Connect {
+                link_mtu: 0,
+                ..advertised
+            })
+        );
     }
 }
 

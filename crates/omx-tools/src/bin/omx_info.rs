@@ -34,6 +34,36 @@ fn driver_of(iface: &str) -> Option<String> {
         })
 }
 
+/// Every interface of this namespace, and why it is or is not a board.
+fn print_interfaces(rt: &omx_runtime::runtime::Runtime) {
+    let Ok(all) = omx_transport::list_interfaces() else {
+        return;
+    };
+    let rule = match &rt.cfg.ifaces {
+        Some(l) => format!("those in OMX_IFACES={}", l.join(",")),
+        None => format!(
+            "up, Ethernet, not loopback, MTU at least {}",
+            rt.cfg.min_board_mtu()
+        ),
+    };
+    println!("Interfaces (used: {rule}):");
+    for s in omx_transport::survey(&all, rt.cfg.min_board_mtu(), rt.cfg.ifaces.as_deref()) {
+        let i = &s.iface;
+        let verdict = match (
+            &s.skipped,
+            rt.boards.iter().find(|b| b.iface.name == i.name),
+        ) {
+            (None, Some(b)) => format!(
+                "used as board #{}, frames up to MTU {} (medium fragments {} B, pull replies {} B)",
+                b.index, b.wire.mtu, b.wire.medium_frag_max, b.wire.pull_reply_max
+            ),
+            (None, None) => "used (not attached by this process)".to_string(),
+            (Some(why), _) => format!("skipped: {why}"),
+        };
+        println!("  {:<12} MTU {:<6} {verdict}", i.name, i.mtu);
+    }
+}
+
 fn main() {
     let a = Args::parse();
     let verbose = !a.quiet;
@@ -46,14 +76,27 @@ fn main() {
             "omx {} (Open-MX 1.5 protocol, MX 1.2 API)",
             env!("CARGO_PKG_VERSION")
         );
-        let mode = match rt.cfg.wire.mode {
-            omx_wire::WireMode::Native if rt.cfg.wire.checksum => {
-                format!("native, MTU {}, CRC32C frame checksums", rt.cfg.wire.mtu)
-            }
-            omx_wire::WireMode::Native => format!("native, MTU {}", rt.cfg.wire.mtu),
-            omx_wire::WireMode::MxCompat => "MX-wire-compatible".to_string(),
+        let w = &rt.cfg.wire;
+        let mode = match w.mode {
+            omx_wire::WireMode::Native => format!(
+                "native, frames follow each board's MTU ({} to {}, the OMX_MTU cap){}",
+                rt.cfg.min_board_mtu(),
+                w.mtu,
+                if w.checksum {
+                    ", CRC32C frame checksums"
+                } else {
+                    ""
+                }
+            ),
+            omx_wire::WireMode::MxCompat => format!(
+                "MX-wire-compatible, fixed 4 KiB fragments: interfaces need MTU {}",
+                w.mtu
+            ),
         };
-        println!(" wire: {mode}, EtherType 0x{:04x}", rt.cfg.wire.ethertype);
+        println!(" wire: {mode}, EtherType 0x{:04x}", w.ethertype);
+    }
+    if verbose || rt.boards.is_empty() {
+        print_interfaces(&rt);
     }
     let boards: Vec<_> = rt
         .boards
@@ -127,10 +170,10 @@ fn main() {
         if !b.iface.up {
             eprintln!("omx_info: warning: interface {} is down", b.iface.name);
         }
-        if b.iface.mtu < rt.cfg.wire.mtu {
+        if b.iface.mtu < b.wire.mtu {
             eprintln!(
                 "omx_info: warning: interface {} MTU {} is below the required {}",
-                b.iface.name, b.iface.mtu, rt.cfg.wire.mtu
+                b.iface.name, b.iface.mtu, b.wire.mtu
             );
         }
     }

@@ -197,6 +197,7 @@ fn connect() -> impl Strategy<Value = (Packet, Vec<u8>)> {
                 connect_seqnum: t.7,
                 // Requests have no status byte.
                 status_code: if is_reply { status } else { 0 },
+                link_mtu: u16::from(t.7) * 257,
             };
             (Packet::Connect(c), Vec::new())
         })
