@@ -111,6 +111,7 @@ echo "  lat(us)  one-way latency in microseconds: half a round trip of omx_perf'
 echo "  MB/s     length / lat(us) = 10^6 bytes per second moved one way; MiB/s the same in 2^20 bytes"
 echo "  floor    what bare frames do on this link with no matching, reliability, flow control or"
 echo "           data placement: omx cannot go below its latency; its streaming rate is a rough ceiling"
-echo "  figures vary about 10-15% from run to run on a shared machine; bench/run.sh (make bench) compares more peers"
+echo "  figures vary 10-15% from run to run on an idle machine, far more while other work runs;"
+echo "  make bench compares omx with more peers (TCP, libfabric, UCX)"
 echo
 echo "summary: 8 B one-way latency ${lat8:-?} us (floor ${raw_lat:-?} us), 4 MiB ping-pong bandwidth ${bw4m:-?} MB/s (raw stream ${raw_bw:-?} MB/s); $((SECONDS - T0)) s"
