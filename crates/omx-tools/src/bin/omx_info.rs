@@ -198,8 +198,8 @@ fn table_provenance(b: &Board) -> String {
         "in use by an omx process of this host".to_string()
     } else {
         format!(
-            "no omx process of this host uses the board: peers listed are from earlier \
-             runs; dropped after {} unused",
+            "no omx process of this host uses the board: peers listed were learned by \
+             processes that have exited; dropped after {} unused",
             fmt_age(STALE_PEERS_AFTER)
         )
     };
