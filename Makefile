@@ -34,11 +34,14 @@ $(LIBDIR)/libfabric/libomx-fi.so: $(PROVIDER_SRC) fabric/omx_fi.h include/myriex
 		-o $@ $(PROVIDER_SRC) -L$(LIBDIR) -l:libmyriexpress.so.0 -lfabric -lpthread \
 		'-Wl,-rpath,$$ORIGIN/..' -Wl,-z,defs
 
-## The main job: two hosts (network namespaces, veth) ping-pong 0 B to 4 MiB with omx_perf.
+## The main job: two hosts (network namespaces, veth) ping-pong 0 B to 4 MiB with omx_perf,
+## medians of 3 passes beside the raw-frame floor (raw_pingpong, raw_stream) of the same run.
 demo: build
+	$(CARGO) build --release -p omx-transport --example raw_pingpong --example raw_stream
 	scripts/demo.sh
 
-## The protocol alone: two simulated hosts, no network needed.
+## The protocol alone: two simulated hosts, no network needed; the times are those of a
+## link model, not of this machine.
 demo-sim: build
 	$(RELEASE_DIR)/omx-sim-pingpong -N 100
 

@@ -16,6 +16,7 @@ BIN=target/release
 H=scripts/hosts.sh
 export OMX_NS_PREFIX=omxcsum
 say() { echo "checksum: $*" >&2; }
+. scripts/progress.sh
 
 [ "$(id -u)" = 0 ] || { say "needs root (network namespaces)"; exit 1; }
 cargo build --release -q -p omx-tools
@@ -49,8 +50,10 @@ run() {
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
 declare -A lat bw
+progress_start checksum $((RUNS * 2))
 for ((r = 1; r <= RUNS; r++)); do
   for c in 0 1; do
+    progress "run $r of $RUNS, OMX_CHECKSUM=$c: 8 B latency and 4 MiB bandwidth"
     l=$(run "$c" 8 "$ITERS")
     b=$(run "$c" 4194304 200)
     say "run $r OMX_CHECKSUM=$c: 8 B [$l] 4 MiB [$b]"

@@ -29,6 +29,7 @@ export OMX_NS_PREFIX=omxcoal
 OUT=${OUT:-bench/results/coalescing-$(date +%Y%m%d-%H%M%S)}
 T0=$(date +%s)
 say() { echo "coalescing: $*" >&2; }
+. scripts/progress.sh
 
 [ "$(id -u)" = 0 ] || { say "needs root (network namespaces)"; exit 1; }
 python3 -c 'import matplotlib' 2>/dev/null || say "python3 lacks matplotlib: no PNG (pip install matplotlib)"
@@ -97,6 +98,7 @@ start_server() { # log cmd...
 msgrate() {
   local test=$1 pol=$2 size=$3 run=$4 n=$5 secs=$6 cw=$7 sw=$8
   local tag="$test-$pol-$size-$run" st=ok c s
+  progress "$tag (omx_msgrate)"
   start_server "$OUT/logs/$tag.server" env OMX_COALESCING="$pol" "$BIN/omx_msgrate" --sleep --csv -s "$size" -w "$sw"
   if ! timeout 30 $H exec 1 env OMX_COALESCING="$pol" "$BIN/omx_msgrate" --sleep --csv -d h0:0 \
       -s "$size" -n "$n" -t "$secs" -w "$cw" > "$OUT/logs/$tag.client" 2>&1; then
@@ -125,6 +127,7 @@ msgrate() {
 perf() {
   local test=$1 pol=$2 size=$3 run=$4; shift 4
   local tag="$test-$pol-$size-$run" st=ok line
+  progress "$tag (omx_perf)"
   start_server "$OUT/logs/$tag.server" env OMX_COALESCING="$pol" "$BIN/omx_perf" -w
   if ! timeout 30 $H exec 1 env OMX_COALESCING="$pol" "$BIN/omx_perf" -d h0:0 -w -v -P 0 "$@" \
       > "$OUT/logs/$tag.client" 2>&1; then
@@ -145,6 +148,7 @@ perf() {
 
 # Runs outermost, policies innermost: slow drifts of the (shared) machine spread over
 # every policy instead of landing on one.
+progress_start coalescing $((RUNS * $(wc -w <<<"$POLICIES") * 6))
 for run in $(seq 1 "$RUNS"); do
   for pol in $POLICIES; do
     # Table I: one-direction message rate, receiver wake-ups per message.

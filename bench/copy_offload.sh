@@ -43,6 +43,7 @@ OUT=${OUT:-bench/results/copy-offload-$(date +%Y%m%d-%H%M%S)}
 T0=$(date +%s)
 
 say() { echo "copy_offload: $*" >&2; }
+. scripts/progress.sh
 die() { say "$*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, packet sockets)"
@@ -120,6 +121,7 @@ elsewhere() {
 # elsewhere; the receiver's first line is left in $TMP/last.
 run() {
   local a ew
+  progress "$1 offload $2 rep $3"
   for a in $(seq "$ATTEMPTS"); do
     run_once "$@" || return 1
     ew=$(elsewhere); ew=${ew:-0}
@@ -163,6 +165,7 @@ window_for() { if [ "$1" -ge 2097152 ]; then echo 4; else echo 8; fi; }
 
 # ---- stream: the Figure 11 shape ----
 nsz=$(wc -w <<<"$SIZES")
+progress_start copy_offload $((REPS * nsz * 2 + 1 + REPS * 2 + $(wc -w <<<"${SWEEP_MS:-}") * 2))
 say "stream: $nsz sizes x 2 modes x $REPS reps, results in $OUT"
 for rep in $(seq "$REPS"); do
   for s in $SIZES; do

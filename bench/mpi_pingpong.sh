@@ -54,6 +54,7 @@ provdir="$root/build/lib/libfabric"
 T0=$(date +%s)
 
 say() { echo "mpi_pingpong: $*" >&2; }
+. scripts/progress.sh
 die() {
   say "$*"
   exit 1
@@ -297,8 +298,9 @@ raw_pp() {
   done
 }
 
+progress_start mpi_pingpong "$(wc -w <<<"$STACKS")"
 for stack in $STACKS; do
-  say "$stack (elapsed $(($(date +%s) - T0)) s)"
+  progress "$stack"
   case $stack in
   mpi-*) mpi "$stack" ;;
   fi-*) for s in $FI_SIZES; do [ "$s" -le "$MAX" ] && fi_pp "$stack" "$s"; done ;;

@@ -15,6 +15,7 @@ export OMX_NS_PREFIX=omxbd
 OUT=${OUT:-bench/results/omxd-$(date +%Y%m%d-%H%M%S)}
 USER_NAME=omxbench
 say() { echo "omxd-bench: $*" >&2; }
+. scripts/progress.sh
 
 [ "$(id -u)" = 0 ] || { say "needs root (namespaces, a test user)"; exit 1; }
 id "$USER_NAME" >/dev/null 2>&1 ||
@@ -71,12 +72,15 @@ median() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
 echo "| path | wait | 8 B latency (us) | 4 MiB (MB/s) |" >"$OUT/summary.md"
 echo "|---|---|---|---|" >>"$OUT/summary.md"
-for cfg in "root:-:0" "user:-:0" "user:-:50" "root:-w:0" "user:-w:0"; do
+configs=("root:-:0" "user:-:0" "user:-:50" "root:-w:0" "user:-w:0")
+progress_start omxd-bench $((${#configs[@]} * RUNS))
+for cfg in "${configs[@]}"; do
   IFS=: read -r mode wait spin <<<"$cfg"
   [ "$wait" = - ] && wait=""
   start_daemons "$spin"
   lats=() bws=()
   for r in $(seq "$RUNS"); do
+    progress "$mode ${wait:-busy} (spin ${spin} us) run $r of $RUNS"
     read -r l b < <(run "$mode" "$wait")
     lats+=("$l") bws+=("$b")
   done

@@ -42,7 +42,8 @@ stop_bg() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   pids=(); sleep 0.2
 }
-progress() { echo "bench [$MTU]: $*" >&2; }
+. scripts/progress.sh
+progress_start "peers [MTU $MTU]" 7
 
 raw_lat() { # $1 = spin|block
   for _ in $(seq "$RUNS"); do

@@ -24,6 +24,7 @@
 
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/progress.sh
 
 messages="${SOAK_MESSAGES:-1000000}"
 runs="${SOAK_RUNS:-2:native:9000 2:native:1500 2:mx:9000 4:native:9000 4:native:1500 4:mx:9000}"
@@ -82,6 +83,7 @@ rows=()
 failed=0
 soak_start=$SECONDS
 
+progress_start soak "$nruns"
 echo "soak: $messages messages over $nruns runs, faults $faults,corrupt:$corrupt (checksums: $checksum), seed $seed, max size $max_size"
 k=0
 for r in "${run_list[@]}"; do
@@ -105,7 +107,7 @@ for r in "${run_list[@]}"; do
     else
         run_corrupt="$corrupt_unchecked"
     fi
-    echo "run $k/$nruns: $n hosts, $mode, MTU $mtu, ${wire[*]:-no checksum} corrupt:$run_corrupt, $each messages per host"
+    progress "run $k/$nruns: $n hosts, $mode, MTU $mtu, ${wire[*]:-no checksum} corrupt:$run_corrupt, $each messages per host"
     start=$SECONDS
     pids=()
     for ((i = 0; i < n; i++)); do
@@ -151,6 +153,7 @@ for r in "${run_list[@]}"; do
         "${v[duplicated]}" "${v[corrupted]}" "${v[misordered]}" \
         "${v[frames_corrupted]}" "${v[drop_checksum]}" \
         "$((${v[bytes]%.*} / 1048576))" "$secs" "$verdict")")
+    progress_note "run $k/$nruns $verdict in ${secs}s (${v[delivered]} messages delivered)"
     "$hosts" down
 done
 

@@ -3,12 +3,23 @@
 //! MAC): endpoint index ownership (flock, released by the kernel when a process dies),
 //! the board-service owner, per-endpoint info and counters for the tools, and the
 //! board's peer table.
+//!
+//! The peer table outlives the processes that learned it (as the original's driver
+//! table does), but not for ever: when no process of this host uses the board and the
+//! table has not changed for `STALE_PEERS_AFTER`, it is a leftover of a run long gone
+//! (its peers may no longer exist, or their names may now belong to others) and the
+//! next process to open the board starts afresh (discovery refills it in milliseconds).
 
 use omx_proto::NicId;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Age from which an unused board's shared peer table is discarded.
+pub const STALE_PEERS_AFTER: Duration = Duration::from_secs(600);
 
 /// An exclusive `flock` held for as long as this value lives.
 #[derive(Debug)]
@@ -54,11 +65,63 @@ pub fn mac_hex(nic: NicId) -> String {
 }
 
 impl BoardDir {
+    /// The board's directory under `OMX_STATE_DIR` (default `/dev/shm`); a stale peer
+    /// table found there is discarded (see the module comment).
     pub fn open(nic: NicId) -> io::Result<Self> {
         let base = std::env::var("OMX_STATE_DIR").unwrap_or_else(|_| "/dev/shm".into());
-        let path = PathBuf::from(base).join(format!("omx-{}", mac_hex(nic)));
+        Self::open_in(Path::new(&base), nic)
+    }
+
+    pub fn open_in(base: &Path, nic: NicId) -> io::Result<Self> {
+        let path = base.join(format!("omx-{}", mac_hex(nic)));
         fs::create_dir_all(&path)?;
-        Ok(BoardDir { path })
+        let dir = BoardDir { path };
+        dir.discard_stale_peers(STALE_PEERS_AFTER);
+        Ok(dir)
+    }
+
+    /// Time since the shared peer table last changed (None: there is none).
+    pub fn peers_age(&self) -> Option<Duration> {
+        let modified = fs::metadata(self.path.join("peers"))
+            .ok()?
+            .modified()
+            .ok()?;
+        Some(
+            SystemTime::now()
+                .duration_since(modified)
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Whether a live process holds one of the board's locks (an endpoint, the raw
+    /// endpoint or the board service). Read from `/proc/locks`, so that asking never
+    /// takes a lock an opening endpoint may want at that instant; true when it cannot
+    /// be told.
+    pub fn in_use(&self) -> bool {
+        let Ok(locks) = fs::read_to_string("/proc/locks") else {
+            return true;
+        };
+        let Ok(entries) = fs::read_dir(&self.path) else {
+            return true;
+        };
+        let held: Vec<(u32, u32, u64)> = locks.lines().filter_map(parse_lock_line).collect();
+        entries.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".lock")
+                && name != "totals.lock"
+                && e.metadata().is_ok_and(|m| {
+                    let key = (libc::major(m.dev()), libc::minor(m.dev()), m.ino());
+                    held.contains(&key)
+                })
+        })
+    }
+
+    /// Removes the shared peer table when it is older than `max_age` and no process of
+    /// this host uses the board; true if it did.
+    pub fn discard_stale_peers(&self, max_age: Duration) -> bool {
+        let stale = self.peers_age().is_some_and(|age| age > max_age) && !self.in_use();
+        stale && fs::remove_file(self.path.join("peers")).is_ok()
     }
 
     pub fn path(&self) -> &std::path::Path {
@@ -217,6 +280,21 @@ impl BoardDir {
     }
 }
 
+/// The file a `/proc/locks` line is about, as (major, minor, inode): the lock holder's
+/// line reads `1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF` (device numbers in hex);
+/// waiters' lines (`1: -> FLOCK ...`) are skipped.
+fn parse_lock_line(line: &str) -> Option<(u32, u32, u64)> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.get(1) == Some(&"->") {
+        return None;
+    }
+    let mut id = fields.get(5)?.split(':');
+    let major = u32::from_str_radix(id.next()?, 16).ok()?;
+    let minor = u32::from_str_radix(id.next()?, 16).ok()?;
+    let inode = id.next()?.parse().ok()?;
+    Some((major, minor, inode))
+}
+
 pub fn parse_mac(s: &str) -> Option<NicId> {
     let parts: Vec<&str> = s.split(':').collect();
     if parts.len() != 6 {
@@ -358,5 +436,84 @@ mod tests {
         );
         assert!(parse_peers("zz:00 x\n").is_err());
         assert!(parse_peers("02:00:00:00:00:01 a b\n").is_err());
+    }
+
+    const NIC: NicId = 0x0200_0000_0001;
+
+    fn board_with_peers(base: &Path) -> BoardDir {
+        let dir = BoardDir::open_in(base, NIC).unwrap();
+        dir.save_peers(&[
+            (NIC, Some("me:0".into())),
+            (0x0200_0000_0002, Some("gone:0".into())),
+        ])
+        .unwrap();
+        dir
+    }
+
+    fn age_peers_file(dir: &BoardDir, by: Duration) {
+        let f = File::options()
+            .write(true)
+            .open(dir.path().join("peers"))
+            .unwrap();
+        f.set_modified(SystemTime::now() - by).unwrap();
+    }
+
+    fn temp_base(tag: &str) -> PathBuf {
+        let base = std::env::temp_dir().join(format!("omx-registry-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        base
+    }
+
+    #[test]
+    fn an_unused_boards_old_peer_table_is_discarded_at_open() {
+        let base = temp_base("stale");
+        let dir = board_with_peers(&base);
+        age_peers_file(&dir, STALE_PEERS_AFTER + Duration::from_secs(60));
+        assert!(!dir.in_use(), "no process holds a lock of this board");
+        let reopened = BoardDir::open_in(&base, NIC).unwrap();
+        assert_eq!(reopened.load_peers(), vec![]);
+        assert_eq!(reopened.peers_age(), None);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_recent_peer_table_is_kept_at_open() {
+        let base = temp_base("recent");
+        let dir = board_with_peers(&base);
+        age_peers_file(&dir, STALE_PEERS_AFTER / 2);
+        let reopened = BoardDir::open_in(&base, NIC).unwrap();
+        assert_eq!(reopened.load_peers().len(), 2);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn an_old_peer_table_of_a_board_in_use_is_kept() {
+        let base = temp_base("inuse");
+        let dir = board_with_peers(&base);
+        age_peers_file(&dir, STALE_PEERS_AFTER * 2);
+        let (_, lock) = dir
+            .lock_endpoint(Some(3), 32)
+            .unwrap()
+            .expect("endpoint 3 free");
+        assert!(dir.in_use(), "endpoint 3's lock is held");
+        let reopened = BoardDir::open_in(&base, NIC).unwrap();
+        assert_eq!(reopened.load_peers().len(), 2);
+        drop(lock);
+        assert!(!dir.in_use(), "the lock was released");
+        assert!(dir.discard_stale_peers(STALE_PEERS_AFTER));
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn proc_locks_lines() {
+        assert_eq!(
+            parse_lock_line("1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF"),
+            Some((0, 0x1a, 5678))
+        );
+        assert_eq!(
+            parse_lock_line("1: -> FLOCK  ADVISORY  WRITE 99 00:1a:5678 0 EOF"),
+            None
+        );
+        assert_eq!(parse_lock_line("garbage"), None);
     }
 }

@@ -1,8 +1,11 @@
 //! omx_info: version, attached boards and the peer table.
 
 use clap::Parser;
-use omx_runtime::{MAX_ENDPOINTS, MAX_PEERS};
+use omx_proto::NicId;
+use omx_runtime::registry::STALE_PEERS_AFTER;
+use omx_runtime::{Board, Runtime, MAX_ENDPOINTS, MAX_PEERS};
 use omx_tools::{fmt_mac, runtime_or_exit};
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -17,7 +20,8 @@ struct Args {
     /// Quiet: boards only.
     #[arg(short = 'q')]
     quiet: bool,
-    /// Verbose (default).
+    /// More detail on the peer tables: which peers are this host's own boards or
+    /// still unnamed, the table's file and age, and whether a process uses the board.
     #[arg(short = 'v')]
     verbose: bool,
 }
@@ -190,8 +194,13 @@ fn main() {
         }
         println!("{}", "=".repeat(48));
         for (i, (nic, name)) in peers.iter().enumerate() {
+            let detail = if a.verbose {
+                peer_detail(&rt, b, *nic, name.is_some())
+            } else {
+                String::new()
+            };
             println!(
-                "  {i}) {} {}",
+                "  {i}) {} {}{detail}",
                 fmt_mac(*nic),
                 name.as_deref().unwrap_or("<unknown>")
             );
@@ -199,5 +208,51 @@ fn main() {
         if peers.len() >= MAX_PEERS {
             eprintln!("omx_info: warning: the peer table is full");
         }
+        if a.verbose {
+            println!("{}", table_provenance(b));
+        }
+    }
+}
+
+/// `-v`: what a peer-table entry is.
+fn peer_detail(rt: &Runtime, b: &Board, nic: NicId, named: bool) -> String {
+    if nic == b.nic_id {
+        return "  (this board)".into();
+    }
+    if let Some(own) = rt.boards.iter().find(|o| o.nic_id == nic) {
+        return format!("  (board #{} of this host)", own.index);
+    }
+    if !named {
+        return "  (heard, name not learned yet)".into();
+    }
+    String::new()
+}
+
+/// `-v`: where the board's peer table lives and whether it is current: peers stay
+/// listed after the processes that learned them exit, until the table has been
+/// unused for `STALE_PEERS_AFTER`.
+fn table_provenance(b: &Board) -> String {
+    let file = b.dir.path().join("peers");
+    let age = match b.dir.peers_age() {
+        Some(age) => format!("{}, changed {} ago", file.display(), fmt_age(age)),
+        None => format!("{} (none yet)", file.display()),
+    };
+    let users = if b.dir.in_use() {
+        "in use by an omx process of this host".to_string()
+    } else {
+        format!(
+            "no omx process of this host uses the board: peers listed were learned by \
+             processes that have exited; dropped after {} unused",
+            fmt_age(STALE_PEERS_AFTER)
+        )
+    };
+    format!("  peer table: {age}; {users}")
+}
+
+fn fmt_age(d: Duration) -> String {
+    match d.as_secs() {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s => format!("{} h", s / 3600),
     }
 }

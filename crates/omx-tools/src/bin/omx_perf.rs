@@ -16,6 +16,15 @@ const CONNECT_BACK_CONTEXT: u64 = 0xdead_beef;
 #[command(
     name = "omx_perf",
     about = "omx ping-pong benchmark",
+    long_about = "omx ping-pong benchmark. Start a server (no -d) on one host, then a \
+                  client with -d SERVER_BOARD_NAME (host:board, e.g. h0:0) on another: for \
+                  each length (from -S, times -M plus -I, below -E) the client sends, the \
+                  server replies with the same length, -W warm-up then -N timed round \
+                  trips. The client prints one line per length: length in bytes, one-way \
+                  latency in microseconds (the mean of the timed round trips, halved; the \
+                  whole round trip with -U), and the bandwidth that gives (length / \
+                  latency) in MB/s (10^6 bytes) and MiB/s.",
+    after_help = "Example: omx_perf &  then  omx_perf -d myhost:0 -S 8 -E 9 -N 10000",
     disable_version_flag = true
 )]
 struct Args {
@@ -40,6 +49,9 @@ struct Args {
     /// Yield between polls.
     #[arg(short = 'y')]
     yield_: bool,
+    /// Verbose: the server says when it starts and when a client is done; the client
+    /// adds per-iteration sleeps and wake-ups (by a frame, by the timer) of its own
+    /// side; both print their endpoint's non-zero counters at exit.
     #[arg(short = 'v')]
     verbose: bool,
     /// Page-aligned (64 KiB) buffers.
@@ -457,6 +469,16 @@ fn client(a: &Args, io: &Io, dest: &str) {
     let max = lengths.iter().copied().max().unwrap_or(0) as usize;
     let mut bufs = Buffers::new(max, a.aligned);
     let mut scratch = Vec::new();
+    // Lines of numbers only below it, so scripts keep reading rows whose first field
+    // is a number.
+    print!(
+        "{:>9} {:>9} {:>9} {:>9}",
+        "length", "lat(us)", "MB/s", "MiB/s"
+    );
+    if a.verbose {
+        print!(" {:>7} {:>7} {:>7}", "sleeps", "wk_io", "wk_tmr");
+    }
+    println!();
     for &len in &lengths {
         let reply_len_ = if a.unidir { 0 } else { len };
         let (pat, reply_pat) = if a.check {

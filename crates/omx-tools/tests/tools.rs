@@ -1,0 +1,94 @@
+//! What the tools show a user, on a namespace host (needs root; otherwise prints why
+//! and passes): omx_info hides the peer table a long-finished run left behind, and
+//! omx_counters -s shows the intra-node traffic of processes of one host.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, SystemTime};
+
+const MIN: Duration = Duration::from_secs(60);
+
+/// A peer table as an earlier run on h0 would have left it, `age` ago.
+fn leave_peer_table(h: &Hosts, age: Duration) {
+    let mac = h.mac(0);
+    let dir = h.state.join(format!(
+        "omx-{}",
+        mac.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("peers");
+    std::fs::write(
+        &file,
+        format!("{} h0:0\n02:aa:bb:cc:dd:ee gone:0\n", fmt_mac(mac)),
+    )
+    .unwrap();
+    let f = std::fs::File::options().write(true).open(&file).unwrap();
+    f.set_modified(SystemTime::now() - age).unwrap();
+}
+
+#[test]
+fn omx_info_drops_the_peer_table_of_a_long_finished_run() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    // A table from a minute ago is shown (with its age under -v) ...
+    leave_peer_table(&h, MIN);
+    let recent = h.tool(0, OMX_INFO, &["-v"]);
+    assert!(
+        recent.contains("gone:0"),
+        "recent table not shown:\n{recent}"
+    );
+    assert!(
+        recent.contains("no omx process of this host uses the board"),
+        "-v does not say the table is unused:\n{recent}"
+    );
+    // ... one an hour old, with no process using the board, is a leftover: dropped.
+    leave_peer_table(&h, 60 * MIN);
+    let old = h.tool(0, OMX_INFO, &[]);
+    assert!(!old.contains("gone:0"), "stale peer still listed:\n{old}");
+    assert!(old.contains("h0:0"), "the board itself is missing:\n{old}");
+}
+
+#[test]
+fn omx_counters_shared_shows_intra_node_traffic() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &["-e", "0"], &[]);
+    let client = h.run(
+        0,
+        "omx_perf client (same host)",
+        OMX_PERF,
+        &[
+            "-d", "h0:0", "-e", "1", "-S", "8", "-E", "9", "-N", "50", "-W", "1", "-P", "0",
+        ],
+        &[],
+        2 * MIN,
+    );
+    server.wait_timeout(MIN);
+    let why = reports(&[&client, &server]);
+    assert!(client.succeeded() && server.succeeded(), "{why}");
+    let shared = h.tool(0, OMX_COUNTERS, &["-s"]);
+    let counters = parse_counters(&shared);
+    let sent = counters
+        .iter()
+        .find(|(n, _)| n == "send_local_eager")
+        .map(|(_, v)| *v);
+    // 51 round trips, 102 messages, plus the parameter exchange.
+    assert!(
+        sent.is_some_and(|v| v >= 102),
+        "omx_counters -s lacks the intra-node sends:\n{shared}"
+    );
+    assert!(
+        counters.iter().all(|(n, _)| n.contains("local")),
+        "omx_counters -s shows more than the intra-node counters:\n{shared}"
+    );
+    let boards = h.tool(0, OMX_COUNTERS, &["-b", "0"]);
+    assert!(
+        !boards.contains("send_local_eager"),
+        "board counters still show intra-node traffic:\n{boards}"
+    );
+}
