@@ -347,6 +347,11 @@ impl Endpoint {
             RelayError::Refused(Refusal::BadEndpoint) => {
                 Error::BadArgument("endpoint index out of range or reserved by omxd")
             }
+            e @ RelayError::Unreachable(_) => Error::Io(std::io::Error::other(format!(
+                "no packet-socket privilege (CAP_NET_RAW), and {e} (socket {}): \
+                 is omxd running on this host (root: omxd -f -v)?",
+                path.display()
+            ))),
             e => Error::Io(std::io::Error::other(format!(
                 "no packet-socket privilege (CAP_NET_RAW), and {e} (socket {})",
                 path.display()
