@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi bench-mpi lint soak-sim soak fuzz bench-engine bench install clean
+.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install bench-mpi lint soak-sim soak fuzz bench-engine bench install clean
 
 all: build
 
@@ -43,7 +43,7 @@ demo-sim: build
 	$(RELEASE_DIR)/omx-sim-pingpong -N 100
 
 ## Every test: unit, property, simulation, fault-injection and hostile-input tests.
-test: test-rust test-c test-ofi test-mpi
+test: test-rust test-c test-ofi test-mpi test-install
 
 ## The C headers compile as C99/C11/C++11 and match the spec's ABI layout; the MX C
 ## test suite runs against libmyriexpress on test hosts (skipped when not root).
@@ -57,6 +57,10 @@ test-ofi:
 	@if echo '#include <rdma/providers/fi_prov.h>' | $(CC) -E - >/dev/null 2>&1; then \
 		$(MAKE) provider; else echo "libfabric headers missing: provider not built"; fi
 	tests/ofi/run.sh
+
+## make install to a temporary prefix, then a C program built with pkg-config alone runs.
+test-install:
+	tests/install/run.sh
 
 test-rust:
 	$(CARGO) test --workspace --all-targets
@@ -101,6 +105,10 @@ bench-engine:
 	$(CARGO) bench -p omx-sim --bench engine
 
 VERSION := 0.1.0
+## Programs built with the installed .pc files find the library in the prefix by their
+## run path; /usr/lib is searched by default and needs none.
+comma := ,
+PC_RPATH := $(if $(filter /usr /usr/,$(PREFIX)),,-Wl$(comma)-rpath$(comma)$${libdir} )
 
 install: build provider
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
@@ -116,7 +124,8 @@ install: build provider
 	install -d $(DESTDIR)$(PREFIX)/include/mx_internals
 	install -m 644 include/mx_internals/mx__fops.h include/mx_internals/mx__driver_interface.h $(DESTDIR)$(PREFIX)/include/mx_internals/
 	for pc in omx myriexpress; do \
-		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' include/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
+		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@RPATH@|$(PC_RPATH)|g' \
+			include/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
 	done
 	# omxd, the host service for unprivileged users (docs/SECURITY.md), and its unit.
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system
