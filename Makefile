@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi bench-mpi lint soak-sim soak fuzz fuzz-smoke bench-engine bench install clean
+.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install bench-mpi lint soak-sim soak fuzz fuzz-smoke bench-engine bench install clean
 
 all: build
 
@@ -64,6 +64,10 @@ test-ofi:
 		$(MAKE) provider; else echo "libfabric headers missing: provider not built"; fi
 	tests/ofi/run.sh
 
+## make install to a temporary prefix, then a C program built with pkg-config alone runs.
+test-install:
+	tests/install/run.sh
+
 test-rust:
 	$(CARGO) test --workspace --all-targets
 
@@ -116,6 +120,10 @@ bench-engine:
 	$(CARGO) bench -p omx-sim --bench engine
 
 VERSION := 0.1.0
+## Programs built with the installed .pc files find the library in the prefix by their
+## run path; /usr/lib is searched by default and needs none.
+comma := ,
+PC_RPATH := $(if $(filter /usr /usr/,$(PREFIX)),,-Wl$(comma)-rpath$(comma)$${libdir} )
 
 install: build provider
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
@@ -131,7 +139,8 @@ install: build provider
 	install -d $(DESTDIR)$(PREFIX)/include/mx_internals
 	install -m 644 include/mx_internals/mx__fops.h include/mx_internals/mx__driver_interface.h $(DESTDIR)$(PREFIX)/include/mx_internals/
 	for pc in omx myriexpress; do \
-		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' include/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
+		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@RPATH@|$(PC_RPATH)|g' \
+			include/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
 	done
 	# omxd, the host service for unprivileged users (docs/SECURITY.md), and its unit.
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system

@@ -61,6 +61,7 @@ add $((-rust_skips)) 0 "$rust_skips"
 suite test-c
 suite test-ofi
 suite test-mpi
+suite test-install
 
 echo "== summary of every suite"
 if [ "$rust_skips" -gt 0 ]; then

@@ -30,14 +30,16 @@ use crate::Endpoint;
 /// Endpoint index the daemon's board service holds on every board; clients
 /// get the others.
 pub const SERVICE_ENDPOINT: u8 = MAX_ENDPOINTS - 1;
-/// Default path of the daemon's socket.
-pub const DEFAULT_SOCKET: &str = "/run/omxd.sock";
+/// Default name of the daemon's socket: an abstract unix socket (`@`), so each
+/// network namespace (each host) has its own and none is left behind on exit.
+pub const DEFAULT_SOCKET: &str = "@omxd";
 /// Key of the service endpoints (they never receive application messages).
 const SERVICE_KEY: u32 = 0x6f6d_7864;
 /// Frames moved per direction per relay pass.
 const RELAY_BATCH: usize = 64;
 
-/// Where the daemon listens, or where clients find it (`OMX_DAEMON_SOCKET`).
+/// Where the daemon listens, or where clients find it (`OMX_DAEMON_SOCKET`: a
+/// file path, or `@name` for an abstract socket).
 pub fn socket_path() -> PathBuf {
     std::env::var_os("OMX_DAEMON_SOCKET")
         .map(PathBuf::from)
@@ -234,6 +236,9 @@ pub fn run(rt: Arc<Runtime>, cfg: DaemonConfig) -> io::Result<()> {
     if rt.boards.is_empty() {
         return Err(io::Error::new(io::ErrorKind::NotFound, "no board attached"));
     }
+    // The socket first: a second daemon on this host stops here, saying who runs.
+    block_stop_signals();
+    let (listener, files) = take_socket(&cfg.socket, &rt)?;
     let mut services = Vec::new();
     for b in &rt.boards {
         secure_board_dir(b)?;
@@ -247,12 +252,9 @@ pub fn run(rt: Arc<Runtime>, cfg: DaemonConfig) -> io::Result<()> {
         }
         services.push(ep);
     }
-    let _ = std::fs::remove_file(&cfg.socket);
-    let listener = relay::seqpacket_listen(&cfg.socket, 64)?;
-    // Any local user may ask; credentials are checked per connection.
-    std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o666))?;
+    spawn_stop_waiter(files.0.clone(), cfg.verbose)?;
     let stats = Arc::new(DaemonStats::default());
-    spawn_stats_writer(&cfg.socket, stats.clone())?;
+    spawn_stats_writer(files.0.stats.clone(), stats.clone())?;
     if cfg.verbose {
         eprintln!("omxd: listening on {}", cfg.socket.display());
     }
@@ -267,17 +269,162 @@ pub fn run(rt: Arc<Runtime>, cfg: DaemonConfig) -> io::Result<()> {
     }
 }
 
-/// Writes `<socket>.stats` once a second (atomically, by rename).
-fn spawn_stats_writer(socket: &Path, stats: Arc<DaemonStats>) -> io::Result<()> {
-    let path = PathBuf::from(format!("{}.stats", socket.display()));
-    let tmp = PathBuf::from(format!("{}.stats.tmp", socket.display()));
+/// Writes the counters to each board's `omxd.stats` once a second (atomically,
+/// by rename).
+fn spawn_stats_writer(paths: Vec<PathBuf>, stats: Arc<DaemonStats>) -> io::Result<()> {
     std::thread::Builder::new()
         .name("omxd-stats".into())
         .spawn(move || loop {
-            if std::fs::write(&tmp, stats.render()).is_ok() {
-                let _ = std::fs::rename(&tmp, &path);
+            let text = stats.render();
+            for path in &paths {
+                let tmp = path.with_extension("stats.tmp");
+                if std::fs::write(&tmp, &text).is_ok() {
+                    let _ = std::fs::rename(&tmp, path);
+                }
             }
             std::thread::sleep(Duration::from_secs(1));
+        })?;
+    Ok(())
+}
+
+/// Name of the daemon's counters file in each board directory.
+pub const STATS_FILE: &str = "omxd.stats";
+
+/// The files a running daemon owns, removed when it stops.
+#[derive(Clone, Debug)]
+pub struct DaemonFiles {
+    /// The socket file and its identity (device, inode), or `None` for an
+    /// abstract socket (which goes away with the process).
+    socket: Option<(PathBuf, u64, u64)>,
+    stats: Vec<PathBuf>,
+}
+
+impl DaemonFiles {
+    /// Removes the socket file (only if it is still the one bound here) and the
+    /// counters files.
+    fn remove(&self) {
+        use std::os::unix::fs::MetadataExt;
+        if let Some((path, dev, ino)) = &self.socket {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.dev() == *dev && m.ino() == *ino) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        for p in &self.stats {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Removes the daemon's files when `run` returns with an error.
+struct FilesGuard(DaemonFiles);
+
+impl Drop for FilesGuard {
+    fn drop(&mut self) {
+        self.0.remove();
+    }
+}
+
+/// Who is at the other end of a daemon socket, for error messages.
+fn holder_of(socket: &Path) -> Option<String> {
+    let fd = relay::seqpacket_connect(socket).ok()?;
+    let (pid, uid, _) = relay::peer_cred(fd.as_raw_fd()).ok()?;
+    Some(format!("pid {pid}, uid {uid}"))
+}
+
+/// Binds the daemon's socket without ever taking one that is in use: an abstract
+/// name is refused by the kernel while bound (it is per network namespace, so each
+/// namespace host has its own); an existing socket file is replaced only when
+/// nothing answers on it (left by a daemon that was killed).
+fn take_socket(socket: &Path, rt: &Runtime) -> io::Result<(OwnedFd, FilesGuard)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let in_use = |holder: Option<String>| {
+        let who = holder.map(|h| format!(" ({h})")).unwrap_or_default();
+        io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "{} is in use by another omxd{who}: stop it first, or give this one \
+                 another socket (-s, OMX_DAEMON_SOCKET)",
+                socket.display()
+            ),
+        )
+    };
+    let is_abstract = relay::is_abstract_socket(socket);
+    if !is_abstract {
+        if let Ok(m) = std::fs::symlink_metadata(socket) {
+            if !m.file_type().is_socket() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a socket", socket.display()),
+                ));
+            }
+            if let Some(h) = holder_of(socket) {
+                return Err(in_use(Some(h)));
+            }
+            // Nothing listens: a stale file from a daemon that did not clean up.
+            std::fs::remove_file(socket)?;
+        }
+    }
+    let listener = match relay::seqpacket_listen(socket, 64) {
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => return Err(in_use(holder_of(socket))),
+        r => r?,
+    };
+    let socket_file = if is_abstract {
+        None
+    } else {
+        // Any local user may ask; credentials are checked per connection.
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))?;
+        let m = std::fs::symlink_metadata(socket)?;
+        Some((socket.to_path_buf(), m.dev(), m.ino()))
+    };
+    let stats = rt
+        .boards
+        .iter()
+        .map(|b| b.dir.path().join(STATS_FILE))
+        .collect();
+    let files = DaemonFiles {
+        socket: socket_file,
+        stats,
+    };
+    Ok((listener, FilesGuard(files)))
+}
+
+/// Blocks the stop signals (SIGTERM, SIGINT, SIGHUP) in the calling thread and in
+/// every thread it starts afterwards, so that only `run`'s waiter takes them and
+/// can clean up. Call first thing in `main`, before any thread exists.
+pub fn block_stop_signals() {
+    let set = stop_signals();
+    // SAFETY: `set` is an initialised signal set; the old mask is not wanted.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set before sigaddset uses it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        set
+    }
+}
+
+/// Waits for a stop signal, removes the daemon's files and exits at once: client
+/// connections close with the process, and clients see their relay end.
+fn spawn_stop_waiter(files: DaemonFiles, verbose: bool) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("omxd-signals".into())
+        .spawn(move || {
+            let set = stop_signals();
+            let mut sig = 0;
+            // SAFETY: `set` is initialised and `sig` writable; the signals are
+            // blocked in every thread (block_stop_signals), so sigwait takes them.
+            while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+            if verbose {
+                eprintln!("omxd: signal {sig}, stopping");
+            }
+            files.remove();
+            std::process::exit(0);
         })?;
     Ok(())
 }

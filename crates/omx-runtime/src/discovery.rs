@@ -29,6 +29,8 @@ pub struct Discovery {
     serials: HashMap<NicId, u32>,
     queried: HashMap<NicId, Time>,
     magic: u32,
+    /// The board's `solicit` count last acted on.
+    pub solicited: u64,
 }
 
 /// What happened to the peer table.
@@ -49,7 +51,22 @@ impl Discovery {
             serials: HashMap::new(),
             queried: HashMap::new(),
             magic: HOST_QUERY_MAGIC_INIT,
+            solicited: 0,
         }
+    }
+
+    /// Asks the network now (a name lookup or a connect found nothing): a broadcast
+    /// announcement, which every board that does not know this one answers, and a
+    /// name query to every peer whose name is unknown.
+    pub fn solicit(&mut self, now: Time, peers: &PeerTable, wire: &WireConfig) -> Vec<Vec<u8>> {
+        let mut out = vec![self.announcement(BROADCAST)];
+        for (_, p) in peers.iter() {
+            if p.name.is_none() && p.nic_id != self.nic {
+                self.queried.insert(p.nic_id, now);
+                out.extend(self.query(peers, p.nic_id, wire));
+            }
+        }
+        out
     }
 
     fn announcement(&self, dst: [u8; 6]) -> Vec<u8> {

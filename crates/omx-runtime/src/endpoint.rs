@@ -194,6 +194,11 @@ pub struct Endpoint {
     progress: Option<JoinHandle<()>>,
 }
 
+/// Whether `nic` can be a board's MAC: 48 bits, not zero, not multicast/broadcast.
+fn is_unicast_nic(nic: NicId) -> bool {
+    nic != 0 && nic >> 48 == 0 && (nic >> 40) & 1 == 0
+}
+
 fn random_u32() -> u32 {
     let mut b = [0u8; 4];
     // SAFETY: getrandom writes at most 4 bytes into b.
@@ -348,6 +353,11 @@ impl Endpoint {
             RelayError::Refused(Refusal::BadEndpoint) => {
                 Error::BadArgument("endpoint index out of range or reserved by omxd")
             }
+            e @ RelayError::Unreachable(_) => Error::Io(std::io::Error::other(format!(
+                "no packet-socket privilege (CAP_NET_RAW), and {e} (socket {}): \
+                 is omxd running on this host (root: omxd -f -v)?",
+                path.display()
+            ))),
             e => Error::Io(std::io::Error::other(format!(
                 "no packet-socket privilege (CAP_NET_RAW), and {e} (socket {})",
                 path.display()
@@ -611,7 +621,16 @@ impl Endpoint {
                 let board = &self.shared.board;
                 board.merge_peers(&board.dir.load_peers());
                 self.shared.sync_peers(&mut core);
-                let r = core.engine.connect(now, nic, endpoint, key, context);
+                let mut r = core.engine.connect(now, nic, endpoint, key, context);
+                if r.is_err() && is_unicast_nic(nic) {
+                    // Not heard of yet (its announcement may still be on the way), but
+                    // a nic id is the board's MAC: frames can go to it now. Connect,
+                    // resending until the timeout, and have discovery announce this
+                    // board so the peer learns it and takes the connect.
+                    core.engine.add_peer(nic, None);
+                    board.solicit.fetch_add(1, Ordering::Relaxed);
+                    r = core.engine.connect(now, nic, endpoint, key, context);
+                }
                 if r.is_err() {
                     // Still unknown (MX's NIC_NOT_FOUND): let discovery move meanwhile.
                     self.shared.progress_at(&mut core, Some(now), true);
@@ -1768,7 +1787,12 @@ impl Shared {
             }
             engine.handle_frame(now, f);
         }
-        if !core.board_rx.is_empty() || core.discovery.as_ref().is_some_and(|d| d.deadline() <= now)
+        let solicit = self.board.solicit.load(Ordering::Relaxed);
+        if !core.board_rx.is_empty()
+            || core
+                .discovery
+                .as_ref()
+                .is_some_and(|d| d.deadline() <= now || d.solicited != solicit)
         {
             self.run_discovery(core, now);
         }
@@ -2020,6 +2044,11 @@ impl Shared {
                 let o = d.on_frame(now, f, &mut st.table, &wire);
                 changed |= o.changed;
                 out.extend(o.frames);
+            }
+            let solicit = self.board.solicit.load(Ordering::Relaxed);
+            if d.solicited != solicit {
+                d.solicited = solicit;
+                out.extend(d.solicit(now, &st.table, &wire));
             }
             let o = d.tick(now, &st.table, &wire);
             out.extend(o.frames);

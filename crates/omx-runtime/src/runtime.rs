@@ -42,6 +42,9 @@ pub struct Board {
     pub peers: Mutex<PeerState>,
     /// Mirror of `peers.version`, read without the lock on every progress pass.
     pub peers_version: AtomicU64,
+    /// Bumped to ask this process's discovery (if it runs the board service) to ask
+    /// the network now: a broadcast announcement and name queries to unnamed peers.
+    pub solicit: AtomicU64,
 }
 
 impl Board {
@@ -149,6 +152,7 @@ impl Runtime {
                 dir,
                 peers: Mutex::new(PeerState { table, version: 1 }),
                 peers_version: AtomicU64::new(1),
+                solicit: AtomicU64::new(0),
             };
             board.merge_peers(&static_peers);
             board.merge_peers(&board.dir.load_peers());
@@ -187,9 +191,13 @@ impl Runtime {
     }
 
     /// Resolves a board name (`host:board`) to its nic id, waiting up to `wait` for
-    /// discovery (run by the endpoints) to learn it.
+    /// discovery (run by the endpoints) to learn it. An unknown name makes discovery
+    /// ask the network at once (and every half second while waiting), instead of
+    /// waiting for the next periodic announcement or name query.
     pub fn hostname_to_nic_id(&self, name: &str, wait: Duration) -> Option<NicId> {
+        const ASK_EVERY: Duration = Duration::from_millis(500);
         let until = Instant::now() + wait;
+        let mut next_ask = Instant::now();
         loop {
             if let Some(n) = self.find_name(name) {
                 return Some(n);
@@ -203,8 +211,28 @@ impl Runtime {
             if Instant::now() >= until {
                 return None;
             }
+            if Instant::now() >= next_ask {
+                next_ask = Instant::now() + ASK_EVERY;
+                for b in &self.boards {
+                    b.solicit.fetch_add(1, Ordering::Relaxed);
+                }
+            }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// Whether any board's peer table holds `nic` (it was heard, or a peers file
+    /// names it).
+    pub fn knows_nic(&self, nic: NicId) -> bool {
+        self.boards.iter().any(|b| {
+            b.merge_peers(&b.dir.load_peers());
+            b.peers
+                .lock()
+                .expect("peer lock")
+                .table
+                .index_of(nic)
+                .is_some()
+        })
     }
 
     pub fn nic_id_to_hostname(&self, nic: NicId) -> Option<String> {

@@ -5,100 +5,12 @@
 
 mod common;
 
+use common::users::*;
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const OMXD: &str = env!("CARGO_BIN_EXE_omxd");
-const OMX_ATTACK: &str = env!("CARGO_BIN_EXE_omx_attack");
 const MIN: Duration = Duration::from_secs(60);
-/// Test users (system accounts without home or shell), created when missing.
-const USER_A: &str = "omxtest-a";
-const USER_B: &str = "omxtest-b";
-
-fn ensure_user(name: &str) -> bool {
-    let exists = |n: &str| {
-        Command::new("id")
-            .arg(n)
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if exists(name) {
-        return true;
-    }
-    let made = Command::new("useradd")
-        .args([
-            "--system",
-            "--no-create-home",
-            "--shell",
-            "/usr/sbin/nologin",
-            name,
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    made && exists(name)
-}
-
-fn uid_of(name: &str) -> u32 {
-    let out = Command::new("id")
-        .args(["-u", name])
-        .output()
-        .expect("id -u");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("uid")
-}
-
-/// Users can neither read the build tree of every checkout nor be sure to; the
-/// binaries they run are copied to a world-readable directory.
-struct Bins {
-    dir: PathBuf,
-}
-
-impl Bins {
-    fn new(tag: &str) -> Bins {
-        let dir = std::env::temp_dir().join(format!("omxd-test-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        for b in [OMX_PERF, OMX_ATTACK] {
-            let name = Path::new(b).file_name().unwrap();
-            std::fs::copy(b, dir.join(name)).unwrap();
-        }
-        set_mode(&dir, 0o755);
-        Bins { dir }
-    }
-    fn path(&self, full: &str) -> String {
-        let name = Path::new(full).file_name().unwrap();
-        self.dir.join(name).to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for Bins {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn set_mode(p: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-fn skip_here() -> bool {
-    if skip() {
-        return true;
-    }
-    let has_setpriv = Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_setpriv || !ensure_user(USER_A) || !ensure_user(USER_B) {
-        return skip_test("needs setpriv and useradd to run as unprivileged users");
-    }
-    false
-}
 
 /// Namespace hosts with an omxd on each.
 struct Setup {
@@ -153,17 +65,8 @@ impl Setup {
         p
     }
 
-    /// omxd's counters on host `i` (`<socket>.stats`, rewritten once a second).
     fn stats(&self, i: usize) -> Vec<(String, u64)> {
-        let p = format!("{}.stats", Self::socket_of(&self.h, i).display());
-        std::fs::read_to_string(p)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| {
-                let (n, v) = l.split_once(' ')?;
-                Some((n.to_string(), v.trim().parse().ok()?))
-            })
-            .collect()
+        daemon_stats(&self.h, i)
     }
 
     fn stat(&self, i: usize, name: &str) -> u64 {
@@ -192,10 +95,10 @@ fn attached(p: &mut Proc) -> bool {
 
 #[test]
 fn two_unprivileged_users_pingpong_through_omxd() {
-    if skip_here() {
+    if skip_without_users() {
         return;
     }
-    let bins = Bins::new("users");
+    let bins = Bins::new("users", &[OMX_PERF, OMX_ATTACK]);
     let perf = bins.path(OMX_PERF);
     let s = Setup::new(2);
     let mut servers = Vec::new();
@@ -271,10 +174,10 @@ fn two_unprivileged_users_pingpong_through_omxd() {
 
 #[test]
 fn hostile_user_cannot_take_sniff_read_or_impersonate_an_endpoint() {
-    if skip_here() {
+    if skip_without_users() {
         return;
     }
-    let bins = Bins::new("attack");
+    let bins = Bins::new("attack", &[OMX_PERF, OMX_ATTACK]);
     let (perf, attack) = (bins.path(OMX_PERF), bins.path(OMX_ATTACK));
     let s = Setup::new(2);
     let mut server = s.spawn_as(0, USER_A, "victim server", &perf, &["-e", "0", "-w"]);

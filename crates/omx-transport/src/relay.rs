@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use crate::sys;
 
-pub use crate::sys::{peer_cred, poll_many, seqpacket_accept, seqpacket_listen};
+pub use crate::sys::{
+    is_abstract_socket, peer_cred, poll_many, seqpacket_accept, seqpacket_connect, seqpacket_listen,
+};
 
 const MAGIC: [u8; 4] = *b"OMXD";
 /// Version of the open exchange; the daemon refuses any other.
@@ -176,6 +178,17 @@ impl std::error::Error for RelayError {}
 pub fn open_endpoint(path: &Path, req: OpenRequest) -> Result<(OwnedFd, u8), RelayError> {
     let fd = sys::seqpacket_connect(path).map_err(RelayError::Unreachable)?;
     let raw = fd.as_raw_fd();
+    if sys::is_abstract_socket(path) {
+        // Any user may bind a free abstract name (no file permissions guard it), so
+        // only a daemon run by root, or by this very user, is trusted with frames.
+        let (pid, uid, _) = sys::peer_cred(raw).map_err(RelayError::Unreachable)?;
+        if uid != 0 && uid != sys::geteuid() {
+            return Err(RelayError::Protocol(format!(
+                "{} is held by pid {pid} of uid {uid}, not by root: not trusted",
+                path.display()
+            )));
+        }
+    }
     sys::send_message(raw, &req.encode()).map_err(RelayError::Unreachable)?;
     let ev = sys::poll_fd(raw, libc::POLLIN, Some(OPEN_TIMEOUT))
         .map_err(|e| RelayError::Protocol(e.to_string()))?;

@@ -747,23 +747,43 @@ pub fn page_size() -> usize {
     }
 }
 
-/// A `sockaddr_un` for `path`; paths that do not fit (107 bytes) are refused.
-fn unix_addr(path: &std::path::Path) -> io::Result<libc::sockaddr_un> {
+/// A `sockaddr_un` for `path` and its length. A path starting with `@` names an
+/// abstract socket (Linux): no file, one name space per network namespace, gone
+/// with the socket. Names that do not fit (107 bytes) are refused.
+fn unix_addr(path: &std::path::Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
     use std::os::unix::ffi::OsStrExt;
     // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
     let mut a: libc::sockaddr_un = unsafe { zeroed() };
     a.sun_family = libc::AF_UNIX as libc::sa_family_t;
     let bytes = path.as_os_str().as_bytes();
-    if bytes.is_empty() || bytes.len() >= a.sun_path.len() || bytes.contains(&0) {
+    // The abstract name is the bytes after the `@`, stored after a NUL.
+    let (name, at) = match bytes.strip_prefix(b"@") {
+        Some(name) => (name, 1),
+        None => (bytes, 0),
+    };
+    if name.is_empty() || at + name.len() >= a.sun_path.len() || name.contains(&0) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("unix socket path {} is empty or too long", path.display()),
+            format!("unix socket name {} is empty or too long", path.display()),
         ));
     }
-    for (d, s) in a.sun_path.iter_mut().zip(bytes) {
+    for (d, s) in a.sun_path[at..].iter_mut().zip(name) {
         *d = *s as libc::c_char;
     }
-    Ok(a)
+    // Abstract names are compared over exactly the length given, so both ends
+    // pass the name's own length; a path may pass the whole structure.
+    let len = if at == 1 {
+        std::mem::offset_of!(libc::sockaddr_un, sun_path) + 1 + name.len()
+    } else {
+        size_of::<libc::sockaddr_un>()
+    };
+    Ok((a, len as libc::socklen_t))
+}
+
+/// Whether `path` names an abstract unix socket (see [`unix_addr`]).
+pub fn is_abstract_socket(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes().starts_with(b"@")
 }
 
 fn seqpacket_socket() -> io::Result<OwnedFd> {
@@ -777,15 +797,9 @@ fn seqpacket_socket() -> io::Result<OwnedFd> {
 /// A listening `AF_UNIX`/`SOCK_SEQPACKET` socket bound at `path` (blocking).
 pub fn seqpacket_listen(path: &std::path::Path, backlog: i32) -> io::Result<OwnedFd> {
     let fd = seqpacket_socket()?;
-    let a = unix_addr(path)?;
-    // SAFETY: `a` is a valid sockaddr_un and its exact size is passed.
-    cvt(unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&a as *const libc::sockaddr_un).cast(),
-            size_of::<libc::sockaddr_un>() as libc::socklen_t,
-        )
-    })?;
+    let (a, len) = unix_addr(path)?;
+    // SAFETY: `a` is a valid sockaddr_un and `len` does not exceed its size.
+    cvt(unsafe { libc::bind(fd.as_raw_fd(), (&a as *const libc::sockaddr_un).cast(), len) })?;
     // SAFETY: plain syscall on a socket we own.
     cvt(unsafe { libc::listen(fd.as_raw_fd(), backlog) })?;
     Ok(fd)
@@ -815,15 +829,9 @@ pub fn seqpacket_accept(listener: RawFd) -> io::Result<OwnedFd> {
 /// Connects a blocking `SOCK_SEQPACKET` socket to `path`.
 pub fn seqpacket_connect(path: &std::path::Path) -> io::Result<OwnedFd> {
     let fd = seqpacket_socket()?;
-    let a = unix_addr(path)?;
-    // SAFETY: `a` is a valid sockaddr_un and its exact size is passed.
-    cvt(unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&a as *const libc::sockaddr_un).cast(),
-            size_of::<libc::sockaddr_un>() as libc::socklen_t,
-        )
-    })?;
+    let (a, len) = unix_addr(path)?;
+    // SAFETY: `a` is a valid sockaddr_un and `len` does not exceed its size.
+    cvt(unsafe { libc::connect(fd.as_raw_fd(), (&a as *const libc::sockaddr_un).cast(), len) })?;
     Ok(fd)
 }
 

@@ -11,7 +11,8 @@ use omx_tools::runtime_or_exit;
 #[derive(Parser)]
 #[command(name = "omxd", about = "omx host service for unprivileged processes")]
 struct Args {
-    /// Unix socket clients connect to (default: $OMX_DAEMON_SOCKET or /run/omxd.sock).
+    /// Unix socket clients connect to: a path, or `@name` for an abstract socket
+    /// (default: $OMX_DAEMON_SOCKET or `@omxd`, one per network namespace).
     #[arg(short = 's', long)]
     socket: Option<PathBuf>,
     /// Keep polling a busy relay this many microseconds before sleeping
@@ -30,6 +31,8 @@ struct Args {
 }
 
 fn main() {
+    // Before any thread starts, so that SIGTERM reaches the cleanup and no other thread.
+    daemon::block_stop_signals();
     let a = Args::parse();
     let _ = a.foreground;
     let rt = runtime_or_exit("omxd");

@@ -3,6 +3,8 @@
 //! with their output captured, killed by a guard.
 #![allow(dead_code)]
 
+pub mod users;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -278,13 +280,38 @@ impl Proc {
 
     /// Waits until stdout satisfies `pred` (true), the process ends, or `timeout`.
     pub fn wait_stdout(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> bool {
+        self.wait_output(timeout, Proc::stdout, pred)
+    }
+
+    /// Waits until stderr satisfies `pred` (true), the process ends, or `timeout`.
+    pub fn wait_stderr(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> bool {
+        self.wait_output(timeout, Proc::stderr, pred)
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the end.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if self.reap().is_none() {
+            // Our own child, not reaped yet: the pid is still its.
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+        }
+        self.wait_timeout(timeout)
+    }
+
+    fn wait_output(
+        &mut self,
+        timeout: Duration,
+        stream: fn(&Proc) -> String,
+        pred: impl Fn(&str) -> bool,
+    ) -> bool {
         let until = Instant::now() + timeout;
         loop {
-            if pred(&self.stdout()) {
+            if pred(&stream(self)) {
                 return true;
             }
             if self.reap().is_some() {
-                return pred(&self.stdout());
+                return pred(&stream(self));
             }
             if Instant::now() >= until {
                 return false;

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# run.sh - installs omx to a temporary prefix (`make install PREFIX=...`), builds a
+# C program against it with pkg-config alone and runs it, as a user of the
+# installed library would: no LD_LIBRARY_PATH, no ldconfig, nothing from the
+# build tree. The installed .pc files put the prefix's lib directory in the
+# program's run path (README: "Installing").
+#
+#   tests/install/run.sh
+#
+# Prints "PASS name" or "FAIL name" per check (with the log of a failure), then
+# "N passed, M failed"; exits non-zero on any failure. Environment: CC (gcc),
+# TEST_TIMEOUT (600 s for the install, which builds what is missing).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+CC=${CC:-gcc}
+TEST_TIMEOUT=${TEST_TIMEOUT:-600}
+hosts=true # runner_cleanup takes test hosts down; this suite makes none
+# shellcheck source=tests/runner.sh
+. "$root/tests/runner.sh"
+runner_start install
+
+if ! command -v pkg-config >/dev/null; then
+  echo "FAIL pkg-config"
+  echo "    pkg-config not found (apt-get install pkg-config)"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+prefix="$tmp/prefix"
+log="$tmp/log"
+
+# make install builds the libfabric provider too, which needs libfabric's headers.
+status=0
+timeout "$TEST_TIMEOUT" make -C "$root" --no-print-directory install PREFIX="$prefix" \
+  >"$log/install" 2>&1 || status=$?
+report install "$status" "$log/install"
+[ "$status" -eq 0 ] || { summary; exit 1; }
+
+# Only what the prefix holds: pkg-config's search path is its lib/pkgconfig alone.
+export PKG_CONFIG_LIBDIR="$prefix/lib/pkgconfig"
+unset PKG_CONFIG_PATH LD_LIBRARY_PATH
+cat >"$tmp/prog.c" <<'C'
+#include <myriexpress.h>
+#include <stdio.h>
+
+int main(void) {
+  mx_return_t r = mx_init();
+  if (r != MX_SUCCESS) {
+    printf("mx_init: %s\n", mx_strerror(r));
+    return 1;
+  }
+  printf("mx_init: %s\n", mx_strerror(r));
+  mx_finalize();
+  return 0;
+}
+C
+
+for pc in myriexpress omx; do
+  status=0
+  {
+    flags=$(pkg-config --cflags --libs "$pc") &&
+      echo "$CC prog.c $flags" &&
+      # shellcheck disable=SC2086 # the flags are words
+      $CC -Wall -Werror -o "$tmp/bin/prog-$pc" "$tmp/prog.c" $flags &&
+      # The library the loader picks must be the prefix's.
+      ldd "$tmp/bin/prog-$pc" | tee /dev/stderr |
+      grep -q "libmyriexpress.so.0 => $prefix/lib/libmyriexpress.so.0 " &&
+      OMX_STATE_DIR="$tmp" timeout "$TEST_TIMEOUT" "$tmp/bin/prog-$pc" | tee /dev/stderr |
+      grep -qx "mx_init: Success"
+  } >"$log/$pc" 2>&1 || status=$?
+  report "pkg-config $pc: build and run" "$status" "$log/$pc"
+done
+summary
