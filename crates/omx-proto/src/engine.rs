@@ -663,7 +663,7 @@ impl Engine {
         let pulls = self
             .pulls
             .keys()
-            .filter_map(|k| self.pulls.get(k)?.deadline(&self.cfg));
+            .filter_map(|k| self.pulls.get(k)?.deadline());
         partners.chain(pulls).min()
     }
 

@@ -17,6 +17,7 @@ mod partner;
 mod peers;
 mod pull;
 mod recv;
+pub mod rtt;
 mod send;
 pub mod seqnum;
 pub mod slab;

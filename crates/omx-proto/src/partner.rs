@@ -1,6 +1,7 @@
 //! Per-remote-endpoint state: sessions, the two sequence streams, retransmission queue,
 //! out-of-order ("early") packets and partially received medium messages.
 
+use crate::rtt::RttEstimator;
 use crate::seqnum::Seq;
 use crate::slab::Key;
 use crate::types::{NicId, Time};
@@ -29,6 +30,8 @@ pub(crate) struct SendRecord {
     pub req: Option<Key>,
     /// Counted in the endpoint's zombie total until acked.
     pub zombie: bool,
+    /// First transmission: the resend budget runs from here.
+    pub first_send: Time,
     pub last_send: Time,
     pub resends: u32,
     pub resends_max: u32,
@@ -61,6 +64,9 @@ impl PartialMedium {
     }
 }
 
+/// Fixed-point unit of [`Partner::pull_window`].
+const WINDOW_UNIT: u32 = 256;
+
 pub(crate) struct Partner {
     pub nic_id: NicId,
     pub endpoint: u8,
@@ -77,6 +83,18 @@ pub(crate) struct Partner {
     /// Sends waiting for a sequence number (too many unacked).
     pub throttled: VecDeque<Key>,
     pub resend_deadline: Option<Time>,
+    /// Round trips of sequenced packets to their acks: the retransmission timeout.
+    pub rtt: RttEstimator,
+    /// Explicit acks that did not advance while packets were unacked (the receiver saw
+    /// a gap): they trigger a fast retransmit of the oldest packet.
+    pub dup_acks: u32,
+    /// Round trips of pull blocks (request to last reply): the re-request timeout.
+    pub pull_rtt: RttEstimator,
+    /// Pull blocks in flight allowed toward this partner, in 1/256 blocks: halved on
+    /// burst losses, grown by one block per window of completed blocks.
+    pub pull_window: u32,
+    /// Last time the pull window was cut (at most one cut per round trip).
+    pub pull_window_cut: Time,
     /// Connect requests in flight, oldest first.
     pub connects: VecDeque<Key>,
     pub connect_seqnum: u8,
@@ -121,6 +139,11 @@ impl Partner {
             unacked: VecDeque::new(),
             throttled: VecDeque::new(),
             resend_deadline: None,
+            rtt: RttEstimator::default(),
+            dup_acks: 0,
+            pull_rtt: RttEstimator::default(),
+            pull_window: u32::MAX,
+            pull_window_cut: 0,
             connects: VecDeque::new(),
             connect_seqnum: 0,
             next_match: Seq::first(0),
@@ -180,6 +203,49 @@ impl Partner {
             self.unacked.pop_front()
         } else {
             None
+        }
+    }
+
+    /// The retransmission timeout of sequenced packets now.
+    pub fn rto(&self, cfg: &crate::EngineConfig) -> Time {
+        self.rtt.rto(cfg.rto_min, cfg.rto_initial, cfg.resend_delay)
+    }
+
+    /// The re-request timeout of pull blocks now.
+    pub fn pull_rto(&self, cfg: &crate::EngineConfig) -> Time {
+        self.pull_rtt
+            .rto(cfg.pull_rto_min, cfg.rto_initial, cfg.pull_resend_delay)
+    }
+
+    /// Pull blocks allowed in flight toward this partner (at least one).
+    pub fn pull_blocks_allowed(&self, configured: u32) -> u32 {
+        let configured = configured.max(1);
+        if self.pull_window == u32::MAX {
+            return configured;
+        }
+        (self.pull_window / WINDOW_UNIT).clamp(1, configured)
+    }
+
+    /// A burst of lost pull replies: halve the blocks in flight (once per round trip).
+    pub fn cut_pull_window(&mut self, now: Time, configured: u32, rtt: Time) -> bool {
+        if now < self.pull_window_cut.saturating_add(rtt) && self.pull_window_cut != 0 {
+            return false;
+        }
+        let current = self.pull_blocks_allowed(configured) * WINDOW_UNIT;
+        self.pull_window = (current / 2).max(WINDOW_UNIT);
+        self.pull_window_cut = now.max(1);
+        true
+    }
+
+    /// A pull block completed: grow the window by about one block per window of blocks.
+    pub fn grow_pull_window(&mut self, configured: u32) {
+        if self.pull_window == u32::MAX {
+            return;
+        }
+        let blocks = self.pull_window / WINDOW_UNIT;
+        self.pull_window += WINDOW_UNIT / blocks.max(1);
+        if self.pull_window >= configured.max(1) * WINDOW_UNIT {
+            self.pull_window = u32::MAX;
         }
     }
 

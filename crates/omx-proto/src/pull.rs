@@ -1,11 +1,20 @@
 //! Large messages: the receiver pulls blocks of frames from the sender's registered
-//! region, several blocks in flight, re-requesting only missing frames after a timeout.
+//! region, several blocks in flight, re-requesting only missing frames.
+//!
+//! Loss recovery: the sender answers each request with its frames in order and a link
+//! keeps them in order, so a reply that arrives past frames not yet seen proves those
+//! lost: they are re-requested at once (a per-pull queue of requested runs is walked
+//! as replies arrive). Only losses at the very end of the traffic wait for the block
+//! timeout, which follows the measured block round trip. A burst of lost frames (a
+//! full ring or switch queue) halves the blocks in flight toward that partner; they
+//! grow back as blocks complete.
 
 use crate::engine::{Engine, Request, MAX_PULLS};
 use crate::recv::nack_status;
 use crate::slab::Key;
 use crate::transmit::Payload;
 use crate::types::*;
+use std::collections::VecDeque;
 use omx_wire::{
     Header, NackMcp, NackType, Notify, Packet, Pull as PullPacket, PullReply, PULL_MAGIC_XOR,
 };
@@ -18,7 +27,12 @@ pub(crate) struct Block {
     start: u32,
     end: u32,
     missing: u32,
-    requested_at: Time,
+    /// When its missing frames are requested again: a timeout after the last (re)request
+    /// of any of its frames, fixed when armed (as a transport's retransmission timer).
+    due: Time,
+    first_requested: Time,
+    /// Some frame was requested again: its completion time is no round-trip sample.
+    rerequested: bool,
 }
 
 pub(crate) struct Pull {
@@ -39,6 +53,9 @@ pub(crate) struct Pull {
     frames_received: u32,
     next_frame: u32,
     blocks: Vec<Block>,
+    /// Runs of frames `[start, end)` requested and not yet answered, in request order:
+    /// replies come back in this order unless frames are lost.
+    awaited: VecDeque<(u32, u32)>,
     last_progress: Time,
 }
 
@@ -77,11 +94,47 @@ impl Pull {
         true
     }
 
-    pub(crate) fn deadline(&self, cfg: &crate::EngineConfig) -> Option<Time> {
-        self.blocks
-            .iter()
-            .map(|b| b.requested_at + cfg.pull_resend_delay)
-            .min()
+    /// When the first block times out.
+    pub(crate) fn deadline(&self) -> Option<Time> {
+        self.blocks.iter().map(|b| b.due).min()
+    }
+
+    /// Runs of missing frames within `[start, end)`.
+    fn missing_runs(&self, start: u32, end: u32, out: &mut Vec<(u32, u32)>) {
+        let mut k = start;
+        while k < end {
+            if self.has(k) {
+                k += 1;
+                continue;
+            }
+            let s = k;
+            while k < end && !self.has(k) {
+                k += 1;
+            }
+            out.push((s, k));
+        }
+    }
+
+    /// Frame `k` arrived: every awaited frame requested before it is lost. Returns the
+    /// runs of those still missing.
+    fn passed_over(&mut self, k: u32) -> Vec<(u32, u32)> {
+        let Some(at) = self.awaited.iter().position(|&(s, e)| s <= k && k < e) else {
+            return Vec::new();
+        };
+        let mut lost = Vec::new();
+        for _ in 0..at {
+            let (s, e) = self.awaited.pop_front().expect("counted");
+            self.missing_runs(s, e, &mut lost);
+        }
+        let front = self.awaited.front_mut().expect("found");
+        let (s, e) = *front;
+        if k + 1 >= e {
+            self.awaited.pop_front();
+        } else {
+            front.0 = k + 1;
+        }
+        self.missing_runs(s, k, &mut lost);
+        lost
     }
 }
 
@@ -146,6 +199,7 @@ impl Engine {
             frames_received: 0,
             next_frame: 0,
             blocks: Vec::new(),
+            awaited: VecDeque::new(),
             last_progress: now,
         };
         let pk = self.pulls.insert(pull);
@@ -155,7 +209,12 @@ impl Engine {
     /// Keeps the configured number of blocks requested ahead.
     fn refill_blocks(&mut self, now: Time, pk: Key) {
         let per_block = self.cfg.wire.pull_block_replies;
-        let want = self.cfg.pull_blocks_outstanding.max(1) as usize;
+        let Some(pid) = self.pulls.get(pk).map(|p| p.partner) else {
+            return;
+        };
+        let partner = &self.partners[pid.0 as usize];
+        let want = partner.pull_blocks_allowed(self.cfg.pull_blocks_outstanding) as usize;
+        let rto = partner.pull_rto(&self.cfg);
         let cap = self.cfg.pull_blocks_max.max(1) as usize;
         let mut total = self.blocks_outstanding();
         loop {
@@ -176,9 +235,11 @@ impl Engine {
                 start,
                 end,
                 missing: end - start,
-                requested_at: now,
+                due: now + rto,
+                first_requested: now,
+                rerequested: false,
             });
-            self.hint_deadline(now + self.cfg.pull_resend_delay);
+            self.hint_deadline(now + rto);
             self.request_frames(pk, start, end);
         }
     }
@@ -203,9 +264,11 @@ impl Engine {
 
     /// Sends one PULL for frames `[start, end)` of the pull.
     fn request_frames(&mut self, pk: Key, start: u32, end: u32) {
-        let Some(pull) = self.pulls.get(pk) else {
+        let Some(pull) = self.pulls.get_mut(pk) else {
             return;
         };
+        pull.awaited.push_back((start, end));
+        let pull = &*pull;
         let first_frame_offset = if start == 0 { pull.off0 } else { 0 };
         let block_length = pull.frame_end(end - 1) - pull.frame_start(start);
         let packet = PullPacket {
@@ -326,11 +389,27 @@ impl Engine {
         pull.last_progress = now;
         pull.blocks[bi].missing -= 1;
         let block_done = pull.blocks[bi].missing == 0;
+        let pid = pull.partner;
+        let mut sample = None;
         if block_done {
-            pull.blocks.remove(bi);
+            let b = pull.blocks.remove(bi);
+            sample = (!b.rerequested).then(|| now.saturating_sub(b.first_requested));
         }
+        let lost = pull.passed_over(k);
         let all_done = pull.frames_received == pull.frames_total;
         let req = pull.req;
+        let configured = self.cfg.pull_blocks_outstanding;
+        let partner = &mut self.partners[pid.0 as usize];
+        match sample {
+            Some(rtt) => partner.pull_rtt.sample(rtt),
+            None => partner.pull_rtt.progress(),
+        }
+        if block_done {
+            partner.grow_pull_window(configured);
+        }
+        if !lost.is_empty() {
+            self.rerequest_lost(now, c.pull, &lost);
+        }
         if let Some(Request::Recv(rr)) = self.requests.get_mut(req) {
             if let Some(a) = rr.active.as_mut() {
                 a.received += len as u32;
@@ -471,13 +550,51 @@ impl Engine {
         self.send_notify(now, pid, n);
     }
 
-    /// Re-requests missing frames of blocks without progress; aborts stalled pulls.
+    /// Frames passed over by a later reply: request them again now. A long run of them
+    /// is a burst (a full queue somewhere): fewer blocks go in flight for a while.
+    fn rerequest_lost(&mut self, now: Time, pk: Key, lost: &[(u32, u32)]) {
+        let Some(pull) = self.pulls.get_mut(pk) else {
+            return;
+        };
+        let pid = pull.partner;
+        let rto = self.partners[pid.0 as usize].pull_rto(&self.cfg);
+        for b in pull.blocks.iter_mut() {
+            if lost.iter().any(|&(s, e)| b.start <= s && e <= b.end) {
+                b.rerequested = true;
+                b.due = now + rto;
+            }
+        }
+        let burst = lost
+            .iter()
+            .any(|&(s, e)| e - s >= self.cfg.pull_burst_frames.max(1));
+        if burst {
+            self.cut_pull_window(now, pid);
+        }
+        for &(s, e) in lost {
+            self.counters.pull_rerequests += 1;
+            self.counters.pull_fast_rerequests += 1;
+            self.counters.pull_frames_rerequested += (e - s) as u64;
+            self.request_frames(pk, s, e);
+        }
+        self.hint_deadline(now + rto);
+    }
+
+    fn cut_pull_window(&mut self, now: Time, pid: PartnerId) {
+        let configured = self.cfg.pull_blocks_outstanding;
+        let p = &mut self.partners[pid.0 as usize];
+        let rtt = p.pull_rtt.srtt;
+        if p.cut_pull_window(now, configured, rtt) {
+            self.counters.pull_window_cuts += 1;
+        }
+    }
+
+    /// Re-requests missing frames of blocks without progress for a timeout (the tail
+    /// of the traffic, where no later reply reveals a loss); aborts stalled pulls.
     pub(crate) fn pull_timeouts(&mut self, now: Time) {
-        let delay = self.cfg.pull_resend_delay;
         let abort_after = self.cfg.pull_timeout_total();
         let keys: Vec<Key> = self.pulls.keys().collect();
         for pk in keys {
-            let Some(pull) = self.pulls.get_mut(pk) else {
+            let Some(pull) = self.pulls.get(pk) else {
                 continue;
             };
             if now.saturating_sub(pull.last_progress) >= abort_after {
@@ -485,28 +602,33 @@ impl Engine {
                 self.finish_pull(now, pk, Some(StatusCode::EndpointUnreachable));
                 continue;
             }
-            let mut runs = Vec::new();
-            for b in pull
-                .blocks
-                .iter_mut()
-                .filter(|b| b.requested_at + delay <= now)
-            {
-                b.requested_at = now;
-                let mut k = b.start;
-                while k < b.end {
-                    if pull.received[(k / 64) as usize] & (1 << (k % 64)) != 0 {
-                        k += 1;
-                        continue;
-                    }
-                    let s = k;
-                    while k < b.end && pull.received[(k / 64) as usize] & (1 << (k % 64)) == 0 {
-                        k += 1;
-                    }
-                    runs.push((s, k));
-                }
+            if !pull.blocks.iter().any(|b| b.due <= now) {
+                continue;
             }
+            let pid = pull.partner;
+            let partner = &mut self.partners[pid.0 as usize];
+            partner.pull_rtt.back_off();
+            let rto = partner.pull_rto(&self.cfg);
+            let pull = self.pulls.get_mut(pk).expect("present");
+            let mut runs = Vec::new();
+            let mut expired = Vec::new();
+            for b in pull.blocks.iter_mut().filter(|b| b.due <= now) {
+                b.due = now + rto;
+                b.rerequested = true;
+                expired.push((b.start, b.end));
+            }
+            // What was awaited of these blocks is asked for again below.
+            pull.awaited
+                .retain(|&(s, e)| !expired.iter().any(|&(bs, be)| bs <= s && e <= be));
+            for &(s, e) in &expired {
+                pull.missing_runs(s, e, &mut runs);
+            }
+            self.counters.pull_block_timeouts += 1;
+            self.hint_deadline(now + rto);
+            self.cut_pull_window(now, pid);
             for (s, e) in runs {
                 self.counters.pull_rerequests += 1;
+                self.counters.pull_frames_rerequested += (e - s) as u64;
                 self.request_frames(pk, s, e);
             }
         }

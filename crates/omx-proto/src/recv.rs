@@ -461,7 +461,12 @@ impl Engine {
             return;
         }
         if ahead <= self.cfg.early_window {
-            self.store_early(pid, seq, frag, frame);
+            if self.store_early(pid, seq, frag, frame) {
+                // A gap in the stream: tell the sender at once (a duplicate ack) so it
+                // resends the missing packet now rather than at its timeout.
+                self.counters.send_dup_ack += 1;
+                self.send_ack(pid);
+            }
             return;
         }
         self.counters.drop_obsolete += 1;
@@ -471,10 +476,12 @@ impl Engine {
         }
     }
 
-    fn store_early(&mut self, pid: PartnerId, seq: Seq, frag: Option<u8>, frame: Bytes) {
+    /// Keeps an out-of-order packet for later; false if it was not kept (a duplicate, or
+    /// no room).
+    fn store_early(&mut self, pid: PartnerId, seq: Seq, frag: Option<u8>, frame: Bytes) -> bool {
         if self.early_bytes + frame.len() > self.cfg.early_max_bytes {
             self.counters.drop_early_full += 1;
-            return;
+            return false;
         }
         let wire = self.cfg.wire;
         let p = &mut self.partners[pid.0 as usize];
@@ -487,11 +494,12 @@ impl Engine {
             });
         if dup {
             self.counters.drop_obsolete += 1;
-            return;
+            return false;
         }
         p.early_bytes += frame.len();
         self.early_bytes += frame.len();
         slot.push(frame);
+        true
     }
 
     /// After the message at `next_match` was taken: advance, ack, replay early packets.
@@ -812,7 +820,13 @@ impl Engine {
             return;
         }
         p.acknum_seen = t.acknum;
-        self.apply_ack(now, pid, Seq(t.lib_seqnum));
+        let upto = Seq(t.lib_seqnum);
+        let advances = p.unacked.front().is_some_and(|r| r.seq.before(upto));
+        if advances {
+            self.apply_ack(now, pid, upto);
+        } else {
+            self.on_duplicate_ack(now, pid, upto);
+        }
     }
 
     pub(crate) fn on_nack_lib(&mut self, now: Time, src: NicId, n: NackLib) {

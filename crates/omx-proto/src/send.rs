@@ -236,8 +236,8 @@ impl Engine {
             }
         }
         let zombie = eager && self.zombies < self.cfg.zombie_max;
-        let delay = self.cfg.resend_delay;
-        let p = self.partner(pid);
+        let p = &mut self.partners[pid.0 as usize];
+        let delay = p.rto(&self.cfg);
         let seq = p.next_send;
         p.next_send = seq.next();
         p.unacked.push_back(SendRecord {
@@ -245,6 +245,7 @@ impl Engine {
             packet,
             req: if zombie { None } else { Some(k) },
             zombie,
+            first_send: now,
             last_send: now,
             resends: 0,
             resends_max,
@@ -466,14 +467,15 @@ impl Engine {
         let seq = p.next_send;
         p.next_send = seq.next();
         let resends_max = self.cfg.resends_max;
-        let delay = self.cfg.resend_delay;
         let src_endpoint = self.me.endpoint;
-        let p = self.partner(pid);
+        let p = &mut self.partners[pid.0 as usize];
+        let delay = p.rto(&self.cfg);
         p.unacked.push_back(SendRecord {
             seq,
             packet: SentPacket::Notify(Notify { src_endpoint, ..n }),
             req: None,
             zombie: false,
+            first_send: now,
             last_send: now,
             resends: 0,
             resends_max,
@@ -498,8 +500,14 @@ impl Engine {
         if !p.unacked.front().is_some_and(|r| r.seq.before(upto)) {
             return;
         }
+        // The newest record sent once gives the round-trip sample (Karn's rule: a
+        // resent one could be answering either transmission).
+        let mut sample = None;
         // One record at a time (no list of them: this runs for every frame received).
         while let Some(rec) = self.partners[pid.0 as usize].pop_acked(upto) {
+            if rec.resends == 0 {
+                sample = Some(now.saturating_sub(rec.last_send));
+            }
             if rec.zombie {
                 self.zombies -= 1;
             }
@@ -512,7 +520,42 @@ impl Engine {
                 self.complete_send(k, status);
             }
         }
+        let p = &mut self.partners[pid.0 as usize];
+        p.dup_acks = 0;
+        match sample {
+            Some(rtt) => p.rtt.sample(rtt),
+            None => p.rtt.progress(),
+        }
         self.release_throttled(now, pid);
+    }
+
+    /// An explicit ack that acknowledged nothing new while packets wait: the receiver
+    /// holds later packets and misses the oldest one. Resend that one at once instead
+    /// of waiting for the timeout, unless it was sent within the last round trip (the
+    /// ack may predate that transmission).
+    pub(crate) fn on_duplicate_ack(&mut self, now: Time, pid: PartnerId, upto: Seq) {
+        let p = &mut self.partners[pid.0 as usize];
+        let Some(front) = p.unacked.front() else {
+            return;
+        };
+        if front.seq != upto {
+            return;
+        }
+        p.dup_acks += 1;
+        self.counters.recv_dup_ack += 1;
+        if p.dup_acks < self.cfg.dup_ack_threshold.max(1) {
+            return;
+        }
+        let recent = p.rtt.srtt.max(self.cfg.rto_min / 4);
+        if now < front.last_send.saturating_add(recent) {
+            return;
+        }
+        p.dup_acks = 0;
+        let rec = p.unacked.front_mut().expect("checked");
+        rec.resends += 1;
+        rec.last_send = now;
+        self.counters.fast_retransmits += 1;
+        self.transmit_record(pid, 0);
     }
 
     pub(crate) fn release_throttled(&mut self, now: Time, pid: PartnerId) {
@@ -569,11 +612,15 @@ impl Engine {
         let delay = self.cfg.resend_delay;
         let mut next: Option<Time> = None;
         let mut exhausted = false;
+        let mut rto = self.partners[pid.0 as usize].rto(&self.cfg);
+        let mut backed_off = false;
         let count = self.partners[pid.0 as usize].unacked.len();
         for idx in 0..count {
             let rec = &mut self.partners[pid.0 as usize].unacked[idx];
-            if rec.last_send + delay <= now {
-                if rec.resends >= rec.resends_max {
+            if rec.last_send + rto <= now {
+                // The budget is time: `resends_max` resend delays since the first send.
+                let budget = delay.saturating_mul(rec.resends_max as u64);
+                if now.saturating_sub(rec.first_send) >= budget {
                     exhausted = true;
                     break;
                 }
@@ -581,8 +628,16 @@ impl Engine {
                 rec.last_send = now;
                 self.counters.resends += 1;
                 self.transmit_record(pid, idx);
+                if !backed_off {
+                    // One back-off per timeout, however many packets it resends.
+                    backed_off = true;
+                    let p = &mut self.partners[pid.0 as usize];
+                    p.rtt.back_off();
+                    rto = p.rto(&self.cfg);
+                    self.counters.rto_timeouts += 1;
+                }
             }
-            let due = self.partners[pid.0 as usize].unacked[idx].last_send + delay;
+            let due = self.partners[pid.0 as usize].unacked[idx].last_send + rto;
             next = Some(next.map_or(due, |n: Time| n.min(due)));
         }
         let connects: Vec<Key> = self.partners[pid.0 as usize]
