@@ -27,7 +27,9 @@ pub struct EngineConfig {
     /// Duplicate acks that trigger a fast retransmit (Ethernet keeps a link's frames in
     /// order, so one proves a gap).
     pub dup_ack_threshold: u32,
-    /// Delay before an explicit ack when no reply carried a piggybacked one.
+    /// Delay before an explicit ack when no reply carried a piggybacked one. Kept below
+    /// the retransmission timeout's floor, so an isolated message is acked before its
+    /// sender would resend it (the original waited 16 ms, with 500 ms resends).
     pub ack_delay: Time,
     /// Received-but-unacked messages that trigger an immediate explicit ack.
     pub not_acked_max: u16,
@@ -72,7 +74,7 @@ impl EngineConfig {
             rto_initial: 20 * NS_PER_MS,
             pull_burst_frames: 4,
             dup_ack_threshold: 1,
-            ack_delay: 16 * NS_PER_MS,
+            ack_delay: 100 * NS_PER_US,
             not_acked_max: 4,
             zombie_max: 512,
             pull_blocks_outstanding: wire.pull_blocks_outstanding,

@@ -55,6 +55,15 @@ pub(crate) struct PartialMedium {
 }
 
 impl PartialMedium {
+    /// Whether a fragment before `i` is still missing (fragments are sent in order, so
+    /// it was lost).
+    pub fn hole_before(&self, i: u8) -> bool {
+        let (w, b) = ((i / 64) as usize, i % 64);
+        let full_words = self.frags_seen[..w].iter().any(|&x| x != u64::MAX);
+        let below = (1u64 << b) - 1;
+        full_words || self.frags_seen[w] & below != below
+    }
+
     /// Marks fragment `i` seen; false if it was already.
     pub fn mark(&mut self, i: u8) -> bool {
         let (w, b) = ((i / 64) as usize, i % 64);
@@ -85,11 +94,22 @@ pub(crate) struct Partner {
     pub resend_deadline: Option<Time>,
     /// Round trips of sequenced packets to their acks: the retransmission timeout.
     pub rtt: RttEstimator,
+    /// Last ack that acknowledged something: the stream's timer restarts there.
+    pub acked_at: Time,
+    /// Loss recovery in progress: until everything sent before it began (below the
+    /// sequence number) is acked, each ack that advances resends the next packet at
+    /// once if it was sent before the recovery began (NewReno's partial acks), so
+    /// several losses in one window cost a round trip each, not a timeout each.
+    pub recovery: Option<(Seq, Time)>,
     /// Explicit acks that did not advance while packets were unacked (the receiver saw
     /// a gap): they trigger a fast retransmit of the oldest packet.
     pub dup_acks: u32,
-    /// Round trips of pull blocks (request to last reply): the re-request timeout.
+    /// Round trips of pull requests (to their first reply): the re-request timeout.
     pub pull_rtt: RttEstimator,
+    /// Last pull reply accepted from this partner: pull timeouts run from here.
+    pub pull_heard: Time,
+    /// Pull requests to this partner not yet answered, in request order.
+    pub pull_awaited: VecDeque<crate::pull::Run>,
     /// Pull blocks in flight allowed toward this partner, in 1/256 blocks: halved on
     /// burst losses, grown by one block per window of completed blocks.
     pub pull_window: u32,
@@ -140,8 +160,12 @@ impl Partner {
             throttled: VecDeque::new(),
             resend_deadline: None,
             rtt: RttEstimator::default(),
+            acked_at: 0,
+            recovery: None,
             dup_acks: 0,
             pull_rtt: RttEstimator::default(),
+            pull_heard: 0,
+            pull_awaited: VecDeque::new(),
             pull_window: u32::MAX,
             pull_window_cut: 0,
             connects: VecDeque::new(),

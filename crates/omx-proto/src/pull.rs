@@ -14,7 +14,6 @@ use crate::recv::nack_status;
 use crate::slab::Key;
 use crate::transmit::Payload;
 use crate::types::*;
-use std::collections::VecDeque;
 use omx_wire::{
     Header, NackMcp, NackType, Notify, Packet, Pull as PullPacket, PullReply, PULL_MAGIC_XOR,
 };
@@ -27,17 +26,28 @@ pub(crate) struct Block {
     start: u32,
     end: u32,
     missing: u32,
-    /// When its missing frames are requested again: a timeout after the last (re)request
-    /// of any of its frames, fixed when armed (as a transport's retransmission timer).
-    due: Time,
-    first_requested: Time,
-    /// Some frame was requested again: its completion time is no round-trip sample.
-    rerequested: bool,
+    /// Last (re)request of any of its frames, and the timeout armed then: its missing
+    /// frames are asked for again once the partner has sent no reply for that long
+    /// since (see [`Pull::deadline`]).
+    requested_at: Time,
+    rto: Time,
+}
+
+/// Frames `[start, end)` of a pull asked for in one request. A partner's runs are
+/// awaited in request order, across all pulls from it (it serves requests in order).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    pull: Key,
+    start: u32,
+    end: u32,
+    asked_at: Time,
+    /// None of its frames was asked for before: its first reply times a round trip.
+    fresh: bool,
 }
 
 pub(crate) struct Pull {
     req: Key,
-    partner: PartnerId,
+    pub(crate) partner: PartnerId,
     handle: MemHandle,
     /// Offset of the pulled data in `handle` (one-sided puts land mid-buffer).
     base: u64,
@@ -53,9 +63,6 @@ pub(crate) struct Pull {
     frames_received: u32,
     next_frame: u32,
     blocks: Vec<Block>,
-    /// Runs of frames `[start, end)` requested and not yet answered, in request order:
-    /// replies come back in this order unless frames are lost.
-    awaited: VecDeque<(u32, u32)>,
     last_progress: Time,
 }
 
@@ -94,9 +101,16 @@ impl Pull {
         true
     }
 
-    /// When the first block times out.
-    pub(crate) fn deadline(&self) -> Option<Time> {
-        self.blocks.iter().map(|b| b.due).min()
+    /// When the first block times out: its timeout after its last request or after the
+    /// partner's last pull reply, whichever is later. A sender serves requests in
+    /// order, so replies to earlier ones delay a block's without any loss: only
+    /// silence from the partner is a timeout. (The deadline only moves later, except
+    /// when a block is re-armed, which hints the engine's timer.)
+    pub(crate) fn deadline(&self, heard: Time) -> Option<Time> {
+        self.blocks
+            .iter()
+            .map(|b| b.requested_at.max(heard) + b.rto)
+            .min()
     }
 
     /// Runs of missing frames within `[start, end)`.
@@ -113,28 +127,6 @@ impl Pull {
             }
             out.push((s, k));
         }
-    }
-
-    /// Frame `k` arrived: every awaited frame requested before it is lost. Returns the
-    /// runs of those still missing.
-    fn passed_over(&mut self, k: u32) -> Vec<(u32, u32)> {
-        let Some(at) = self.awaited.iter().position(|&(s, e)| s <= k && k < e) else {
-            return Vec::new();
-        };
-        let mut lost = Vec::new();
-        for _ in 0..at {
-            let (s, e) = self.awaited.pop_front().expect("counted");
-            self.missing_runs(s, e, &mut lost);
-        }
-        let front = self.awaited.front_mut().expect("found");
-        let (s, e) = *front;
-        if k + 1 >= e {
-            self.awaited.pop_front();
-        } else {
-            front.0 = k + 1;
-        }
-        self.missing_runs(s, k, &mut lost);
-        lost
     }
 }
 
@@ -199,7 +191,6 @@ impl Engine {
             frames_received: 0,
             next_frame: 0,
             blocks: Vec::new(),
-            awaited: VecDeque::new(),
             last_progress: now,
         };
         let pk = self.pulls.insert(pull);
@@ -235,12 +226,11 @@ impl Engine {
                 start,
                 end,
                 missing: end - start,
-                due: now + rto,
-                first_requested: now,
-                rerequested: false,
+                requested_at: now,
+                rto,
             });
             self.hint_deadline(now + rto);
-            self.request_frames(pk, start, end);
+            self.request_frames(now, pk, start, end, true);
         }
     }
 
@@ -262,13 +252,20 @@ impl Engine {
         }
     }
 
-    /// Sends one PULL for frames `[start, end)` of the pull.
-    fn request_frames(&mut self, pk: Key, start: u32, end: u32) {
-        let Some(pull) = self.pulls.get_mut(pk) else {
+    /// Sends one PULL for frames `[start, end)` of the pull (`fresh`: never asked for).
+    fn request_frames(&mut self, now: Time, pk: Key, start: u32, end: u32, fresh: bool) {
+        let Some(pull) = self.pulls.get(pk) else {
             return;
         };
-        pull.awaited.push_back((start, end));
-        let pull = &*pull;
+        self.partners[pull.partner.0 as usize]
+            .pull_awaited
+            .push_back(Run {
+                pull: pk,
+                start,
+                end,
+                asked_at: now,
+                fresh,
+            });
         let first_frame_offset = if start == 0 { pull.off0 } else { 0 };
         let block_length = pull.frame_end(end - 1) - pull.frame_start(start);
         let packet = PullPacket {
@@ -390,16 +387,16 @@ impl Engine {
         pull.blocks[bi].missing -= 1;
         let block_done = pull.blocks[bi].missing == 0;
         let pid = pull.partner;
-        let mut sample = None;
         if block_done {
-            let b = pull.blocks.remove(bi);
-            sample = (!b.rerequested).then(|| now.saturating_sub(b.first_requested));
+            pull.blocks.remove(bi);
         }
-        let lost = pull.passed_over(k);
+        let (lost, sample) = self.passed_over(now, pid, c.pull, k);
+        let pull = self.pulls.get(c.pull).expect("checked");
         let all_done = pull.frames_received == pull.frames_total;
         let req = pull.req;
         let configured = self.cfg.pull_blocks_outstanding;
         let partner = &mut self.partners[pid.0 as usize];
+        partner.pull_heard = now;
         match sample {
             Some(rtt) => partner.pull_rtt.sample(rtt),
             None => partner.pull_rtt.progress(),
@@ -408,7 +405,7 @@ impl Engine {
             partner.grow_pull_window(configured);
         }
         if !lost.is_empty() {
-            self.rerequest_lost(now, c.pull, &lost);
+            self.rerequest_lost(now, pid, lost);
         }
         if let Some(Request::Recv(rr)) = self.requests.get_mut(req) {
             if let Some(a) = rr.active.as_mut() {
@@ -468,6 +465,7 @@ impl Engine {
         let Some(pull) = self.pulls.remove(pk) else {
             return;
         };
+        self.forget_awaited(pull.partner, pk);
         let xfer = if error.is_some() { 0 } else { pull.xfer };
         self.notify_sender(now, pull.partner, pull.rdma_id, pull.rdma_seq, xfer);
         match error {
@@ -550,31 +548,93 @@ impl Engine {
         self.send_notify(now, pid, n);
     }
 
-    /// Frames passed over by a later reply: request them again now. A long run of them
-    /// is a burst (a full queue somewhere): fewer blocks go in flight for a while.
-    fn rerequest_lost(&mut self, now: Time, pk: Key, lost: &[(u32, u32)]) {
-        let Some(pull) = self.pulls.get_mut(pk) else {
-            return;
+    /// Frame `k` of pull `pk` arrived from partner `pid`: every frame it asked for
+    /// before that one is lost (replies come in request order). Returns the runs of
+    /// those still missing, and a round-trip sample when `k` is the first reply to a
+    /// request for frames never asked for before.
+    fn passed_over(
+        &mut self,
+        now: Time,
+        pid: PartnerId,
+        pk: Key,
+        k: u32,
+    ) -> (Vec<(Key, u32, u32)>, Option<Time>) {
+        let awaited = &mut self.partners[pid.0 as usize].pull_awaited;
+        let Some(at) = awaited
+            .iter()
+            .position(|r| r.pull == pk && r.start <= k && k < r.end)
+        else {
+            return (Vec::new(), None);
         };
-        let pid = pull.partner;
-        let rto = self.partners[pid.0 as usize].pull_rto(&self.cfg);
-        for b in pull.blocks.iter_mut() {
-            if lost.iter().any(|&(s, e)| b.start <= s && e <= b.end) {
-                b.rerequested = true;
-                b.due = now + rto;
+        let mut lost = Vec::new();
+        let mut runs = Vec::new();
+        // Requests sent shortly before this one may just have been overtaken (a link
+        // may reorder a little): they are lost only when asked a quarter round trip
+        // earlier, as in TCP's RACK.
+        let asked = awaited[at].asked_at;
+        let reorder_window = self.partners[pid.0 as usize].pull_rtt.srtt / 4;
+        let awaited = &mut self.partners[pid.0 as usize].pull_awaited;
+        let mut kept = 0;
+        for _ in 0..at {
+            let r = awaited.remove(kept).expect("counted");
+            if r.asked_at + reorder_window > asked {
+                awaited.insert(kept, r);
+                kept += 1;
+                continue;
+            }
+            if let Some(pull) = self.pulls.get(r.pull) {
+                runs.clear();
+                pull.missing_runs(r.start, r.end, &mut runs);
+                lost.extend(runs.iter().map(|&(s, e)| (r.pull, s, e)));
             }
         }
+        let at = kept;
+        let front = &mut awaited[at];
+        let run = *front;
+        let sample = (run.fresh && run.start == k && at == 0).then(|| now - run.asked_at);
+        if k + 1 >= run.end {
+            awaited.remove(at);
+        } else {
+            front.start = k + 1;
+            front.fresh = false;
+        }
+        if let Some(pull) = self.pulls.get(pk) {
+            runs.clear();
+            pull.missing_runs(run.start, k, &mut runs);
+            lost.extend(runs.iter().map(|&(s, e)| (pk, s, e)));
+        }
+        (lost, sample)
+    }
+
+    /// A pull ended: its replies are no longer awaited.
+    fn forget_awaited(&mut self, pid: PartnerId, pk: Key) {
+        self.partners[pid.0 as usize]
+            .pull_awaited
+            .retain(|r| r.pull != pk);
+    }
+
+    /// Frames passed over by a later reply: request them again now. A long run of them
+    /// is a burst (a full queue somewhere): fewer blocks go in flight for a while.
+    fn rerequest_lost(&mut self, now: Time, pid: PartnerId, lost: Vec<(Key, u32, u32)>) {
+        let rto = self.partners[pid.0 as usize].pull_rto(&self.cfg);
         let burst = lost
             .iter()
-            .any(|&(s, e)| e - s >= self.cfg.pull_burst_frames.max(1));
+            .any(|&(_, s, e)| e - s >= self.cfg.pull_burst_frames.max(1));
         if burst {
             self.cut_pull_window(now, pid);
         }
-        for &(s, e) in lost {
+        for (pk, s, e) in lost {
+            let Some(pull) = self.pulls.get_mut(pk) else {
+                continue;
+            };
+            if let Some(b) = pull.blocks.iter_mut().find(|b| b.start <= s && e <= b.end) {
+                b.requested_at = now;
+                b.rto = rto;
+            }
             self.counters.pull_rerequests += 1;
             self.counters.pull_fast_rerequests += 1;
             self.counters.pull_frames_rerequested += (e - s) as u64;
-            self.request_frames(pk, s, e);
+            self.request_frames(now, pk, s, e, false);
         }
         self.hint_deadline(now + rto);
     }
@@ -602,34 +662,37 @@ impl Engine {
                 self.finish_pull(now, pk, Some(StatusCode::EndpointUnreachable));
                 continue;
             }
-            if !pull.blocks.iter().any(|b| b.due <= now) {
+            let pid = pull.partner;
+            let heard = self.partners[pid.0 as usize].pull_heard;
+            let overdue = |b: &Block| b.requested_at.max(heard) + b.rto <= now;
+            if !pull.blocks.iter().any(overdue) {
                 continue;
             }
-            let pid = pull.partner;
             let partner = &mut self.partners[pid.0 as usize];
             partner.pull_rtt.back_off();
             let rto = partner.pull_rto(&self.cfg);
             let pull = self.pulls.get_mut(pk).expect("present");
             let mut runs = Vec::new();
             let mut expired = Vec::new();
-            for b in pull.blocks.iter_mut().filter(|b| b.due <= now) {
-                b.due = now + rto;
-                b.rerequested = true;
+            for b in pull.blocks.iter_mut().filter(|b| overdue(b)) {
+                b.requested_at = now;
+                b.rto = rto;
                 expired.push((b.start, b.end));
             }
-            // What was awaited of these blocks is asked for again below.
-            pull.awaited
-                .retain(|&(s, e)| !expired.iter().any(|&(bs, be)| bs <= s && e <= be));
             for &(s, e) in &expired {
                 pull.missing_runs(s, e, &mut runs);
             }
+            // What was awaited of these blocks is asked for again below.
+            self.partners[pid.0 as usize].pull_awaited.retain(|r| {
+                r.pull != pk || !expired.iter().any(|&(s, e)| s <= r.start && r.end <= e)
+            });
             self.counters.pull_block_timeouts += 1;
             self.hint_deadline(now + rto);
             self.cut_pull_window(now, pid);
             for (s, e) in runs {
                 self.counters.pull_rerequests += 1;
                 self.counters.pull_frames_rerequested += (e - s) as u64;
-                self.request_frames(pk, s, e);
+                self.request_frames(now, pk, s, e, false);
             }
         }
     }
@@ -639,6 +702,7 @@ impl Engine {
         for pk in keys {
             if self.pulls.get(pk).is_some_and(|p| p.partner == pid) {
                 if let Some(pull) = self.pulls.remove(pk) {
+                    self.forget_awaited(pid, pk);
                     self.fail_recv(pull.req, code);
                 }
             }
@@ -668,6 +732,7 @@ impl Engine {
         let Some(pull) = self.pulls.remove(pk) else {
             return;
         };
+        self.forget_awaited(pull.partner, pk);
         self.fail_recv(pull.req, code);
         self.start_waiting_pulls(now);
     }

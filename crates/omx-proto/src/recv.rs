@@ -461,12 +461,12 @@ impl Engine {
             return;
         }
         if ahead <= self.cfg.early_window {
-            if self.store_early(pid, seq, frag, frame) {
-                // A gap in the stream: tell the sender at once (a duplicate ack) so it
-                // resends the missing packet now rather than at its timeout.
-                self.counters.send_dup_ack += 1;
-                self.send_ack(pid);
-            }
+            self.store_early(pid, seq, frag, frame);
+            // A gap in the stream (every packet past it, resent ones included, shows
+            // it): tell the sender at once with a duplicate ack, so it resends the
+            // missing packet now rather than at its timeout.
+            self.counters.send_dup_ack += 1;
+            self.send_ack(pid);
             return;
         }
         self.counters.drop_obsolete += 1;
@@ -476,12 +476,11 @@ impl Engine {
         }
     }
 
-    /// Keeps an out-of-order packet for later; false if it was not kept (a duplicate, or
-    /// no room).
-    fn store_early(&mut self, pid: PartnerId, seq: Seq, frag: Option<u8>, frame: Bytes) -> bool {
+    /// Keeps an out-of-order packet for later (not a duplicate, and within the bound).
+    fn store_early(&mut self, pid: PartnerId, seq: Seq, frag: Option<u8>, frame: Bytes) {
         if self.early_bytes + frame.len() > self.cfg.early_max_bytes {
             self.counters.drop_early_full += 1;
-            return false;
+            return;
         }
         let wire = self.cfg.wire;
         let p = &mut self.partners[pid.0 as usize];
@@ -494,16 +493,16 @@ impl Engine {
             });
         if dup {
             self.counters.drop_obsolete += 1;
-            return false;
+            return;
         }
         p.early_bytes += frame.len();
         self.early_bytes += frame.len();
         slot.push(frame);
-        true
     }
 
     /// After the message at `next_match` was taken: advance, ack, replay early packets.
     fn after_in_order(&mut self, now: Time, pid: PartnerId) {
+        let mut replayed = false;
         loop {
             let p = self.partner(pid);
             p.next_match = p.next_match.next();
@@ -511,8 +510,13 @@ impl Engine {
             self.schedule_ack(now, pid);
             let p = self.partner(pid);
             let Some(frames) = p.early.remove(&p.next_match.0) else {
+                if replayed && p.next_frag != p.last_acked {
+                    // A gap just filled: the sender is recovering, ack at once.
+                    self.send_ack(pid);
+                }
                 return;
             };
+            replayed = true;
             let bytes: usize = frames.iter().map(|f| f.len()).sum();
             p.early_bytes -= bytes;
             self.early_bytes -= bytes;
@@ -632,10 +636,19 @@ impl Engine {
                 p.partials.len() - 1
             }
         };
-        let part = &mut self.partners[pid.0 as usize].partials[idx];
+        let p = &mut self.partners[pid.0 as usize];
+        let next_frag = p.next_frag;
+        let part = &mut p.partials[idx];
         part.received += payload.len() as u32;
         let done = part.received >= part.msg_length;
         let target = part.target;
+        let last_frag = offset as usize + payload.len() >= part.msg_length as usize;
+        if !done && last_frag && part.seq == next_frag && part.hole_before(m.frag_seqnum) {
+            // The last fragment came and an earlier one did not (they are sent in
+            // order): one duplicate ack per transmission gets the message resent now.
+            self.counters.send_dup_ack += 1;
+            self.send_ack(pid);
+        }
         match target {
             PartialTarget::Recv(k) => self.deliver_chunk(k, offset, payload),
             PartialTarget::Unexpected(u) => {

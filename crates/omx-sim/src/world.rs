@@ -22,6 +22,12 @@ pub struct LinkConfig {
     pub reorder_delay: Time,
     /// Probability that 1 to 4 random bytes of a frame are flipped.
     pub corrupt: f64,
+    /// Probability that a frame starts a burst of losses (a queue overflowing), in which
+    /// it and the next frames, up to a count drawn in `burst_len`, are lost, until the
+    /// queue has drained (`burst_time` after the burst began).
+    pub burst: f64,
+    pub burst_len: (u64, u64),
+    pub burst_time: Time,
 }
 
 impl Default for LinkConfig {
@@ -34,6 +40,9 @@ impl Default for LinkConfig {
             reorder: 0.0,
             reorder_delay: 50_000,
             corrupt: 0.0,
+            burst: 0.0,
+            burst_len: (10, 100),
+            burst_time: 200_000,
         }
     }
 }
@@ -67,6 +76,7 @@ pub struct LinkStats {
     pub reordered: u64,
     pub corrupted: u64,
     pub undeliverable: u64,
+    pub bursts: u64,
 }
 
 pub struct Host {
@@ -104,6 +114,9 @@ pub struct World {
     order: u64,
     by_mac: HashMap<NicId, usize>,
     scratch: Vec<u8>,
+    /// Frames still to lose in the current burst, and when it ends at the latest.
+    burst_left: u64,
+    burst_end: Time,
     /// Test hook: frames for which this returns false are dropped (counted as lost).
     pub filter: Option<FrameFilter>,
     /// Hosts whose frames (in and out) vanish, as if powered off.
@@ -194,6 +207,8 @@ impl World {
             down: vec![false; by_mac.len()],
             by_mac,
             scratch: Vec::new(),
+            burst_left: 0,
+            burst_end: 0,
             filter: None,
             send_regions: HashMap::new(),
             local_q: BTreeMap::new(),
@@ -222,6 +237,23 @@ impl World {
     }
 
     /// Drains every engine's output: copies, frames, completions.
+    /// Whether the link drops this frame: independent losses, and bursts.
+    fn lose_frame(&mut self) -> bool {
+        if self.burst_left > 0 && self.now < self.burst_end {
+            self.burst_left -= 1;
+            return true;
+        }
+        self.burst_left = 0;
+        if self.link.burst > 0.0 && self.rng.chance(self.link.burst) {
+            let (lo, hi) = self.link.burst_len;
+            self.burst_left = lo.max(1) - 1 + self.rng.below(hi.saturating_sub(lo) + 1);
+            self.burst_end = self.now + self.link.burst_time;
+            self.stats.bursts += 1;
+            return true;
+        }
+        self.rng.chance(self.link.loss)
+    }
+
     pub fn pump(&mut self) {
         loop {
             let mut busy = false;
@@ -428,7 +460,7 @@ impl World {
         host.tx_busy_until = start + wire_time;
         let depart = host.tx_busy_until;
         let filtered = self.filter.as_mut().is_some_and(|f| !f(frame));
-        if self.rng.chance(self.link.loss) || filtered || self.down[from] {
+        if self.lose_frame() || filtered || self.down[from] {
             self.stats.lost += 1;
             return;
         }
