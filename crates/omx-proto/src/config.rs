@@ -1,6 +1,6 @@
 //! Engine tunables. Defaults follow the original's documented values (behavior.md §1, §4).
 
-use crate::types::{Time, NS_PER_MS};
+use crate::types::{Time, NS_PER_MS, NS_PER_US};
 use omx_wire::WireConfig;
 
 #[derive(Clone, Debug)]
@@ -8,11 +8,28 @@ pub struct EngineConfig {
     pub wire: WireConfig,
     /// Messages longer than this use rendezvous + pull. Clamped to [128, wire.medium_max()].
     pub rndv_threshold: u32,
-    /// Period after which an unacknowledged packet (or connect request) is sent again.
+    /// Period after which a connect request is sent again, and the cap of the
+    /// retransmission timeout of sequenced packets (which follows the measured round trip).
     pub resend_delay: Time,
-    /// Resends before the partner is declared unreachable.
+    /// Resend budget: a packet unacknowledged for `resends_max` resend delays makes the
+    /// partner unreachable (the original counted resends 0.5 s apart; omx resends as
+    /// fast as the round trip allows, so the budget is kept as that time).
     pub resends_max: u32,
-    /// Delay before an explicit ack when no reply carried a piggybacked one.
+    /// Floor of the retransmission timeout of sequenced packets (`OMX_RTO_MIN_US`).
+    pub rto_min: Time,
+    /// Floor of the re-request timeout of pull blocks (`OMX_PULL_RTO_MIN_US`).
+    pub pull_rto_min: Time,
+    /// Timeouts used before a partner's first round-trip sample.
+    pub rto_initial: Time,
+    /// Consecutive pull-reply frames lost in one gap that count as a burst (a full ring
+    /// or switch queue): the pull pipeline to that partner then shrinks.
+    pub pull_burst_frames: u32,
+    /// Duplicate acks that trigger a fast retransmit (Ethernet keeps a link's frames in
+    /// order, so one proves a gap).
+    pub dup_ack_threshold: u32,
+    /// Delay before an explicit ack when no reply carried a piggybacked one. Kept below
+    /// the retransmission timeout's floor, so an isolated message is acked before its
+    /// sender would resend it (the original waited 16 ms, with 500 ms resends).
     pub ack_delay: Time,
     /// Received-but-unacked messages that trigger an immediate explicit ack.
     pub not_acked_max: u16,
@@ -52,7 +69,12 @@ impl EngineConfig {
             rndv_threshold: 32768.min(wire.medium_max()),
             resend_delay: 500 * NS_PER_MS,
             resends_max: 1000,
-            ack_delay: 16 * NS_PER_MS,
+            rto_min: 250 * NS_PER_US,
+            pull_rto_min: NS_PER_MS,
+            rto_initial: 20 * NS_PER_MS,
+            pull_burst_frames: 4,
+            dup_ack_threshold: 1,
+            ack_delay: 100 * NS_PER_US,
             not_acked_max: 4,
             zombie_max: 512,
             pull_blocks_outstanding: wire.pull_blocks_outstanding,

@@ -169,6 +169,13 @@ impl Engine {
             self.counters.drop_connect_reply_stale += 1;
             return;
         };
+        // The handshake is the first round trip measured (a request sent once only).
+        if let Some(Request::Connect(r)) = self.requests.get(k) {
+            if r.resends == 0 {
+                let rtt = now.saturating_sub(r.last_send);
+                self.partner(pid).rtt.sample(rtt);
+            }
+        }
         let code = if c.status_code == CONNECT_STATUS_SUCCESS {
             let new_session = c.app_key_or_target_session;
             let p = &self.partners[pid.0 as usize];

@@ -41,4 +41,6 @@ counters! {
     send_local_eager, send_local_rndv, send_local_notify, send_local_pull_req, send_local_push,
     recv_local_eager, recv_local_rndv, recv_local_pushed, local_copy_refused,
     drop_checksum, partner_evicted, drop_partner_full,
+    fast_retransmits, rto_timeouts, recv_dup_ack, send_dup_ack,
+    pull_fast_rerequests, pull_frames_rerequested, pull_block_timeouts, pull_window_cuts,
 }

@@ -134,6 +134,23 @@ pub(crate) struct Region {
     pub use_seq: u8,
 }
 
+/// Loss-recovery state of one partner (see [`Engine::path_stats`]); times in ns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathStats {
+    pub nic_id: NicId,
+    pub endpoint: u8,
+    /// Smoothed round trip of sequenced packets to their acks, and its variation.
+    pub srtt: Time,
+    pub rttvar: Time,
+    /// Current retransmission timeout (back-off included).
+    pub rto: Time,
+    /// Smoothed round trip of pull blocks, and their current re-request timeout.
+    pub pull_srtt: Time,
+    pub pull_rto: Time,
+    /// Pull blocks allowed in flight toward this partner.
+    pub pull_blocks: u32,
+}
+
 /// Sizes of the engine's internal queues, for memory-bound assertions and tools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueueStats {
@@ -343,6 +360,23 @@ impl Engine {
             local_out: self.local_out.len(),
             partners: self.partners.len(),
         }
+    }
+
+    /// Round-trip estimates and pull pipeline of every partner, for the tools.
+    pub fn path_stats(&self) -> Vec<PathStats> {
+        self.partners
+            .iter()
+            .map(|p| PathStats {
+                nic_id: p.nic_id,
+                endpoint: p.endpoint,
+                srtt: p.rtt.srtt,
+                rttvar: p.rtt.rttvar,
+                rto: p.rto(&self.cfg),
+                pull_srtt: p.pull_rtt.srtt,
+                pull_rto: p.pull_rto(&self.cfg),
+                pull_blocks: p.pull_blocks_allowed(self.cfg.pull_blocks_outstanding),
+            })
+            .collect()
     }
 
     /// Finds or creates the partner for a remote endpoint on a known peer.
@@ -708,10 +742,10 @@ impl Engine {
             .iter()
             .flat_map(|p| [p.ack_deadline, p.resend_deadline])
             .flatten();
-        let pulls = self
-            .pulls
-            .keys()
-            .filter_map(|k| self.pulls.get(k)?.deadline(&self.cfg));
+        let pulls = self.pulls.keys().filter_map(|k| {
+            let pull = self.pulls.get(k)?;
+            pull.deadline(self.partners[pull.partner.0 as usize].pull_heard)
+        });
         partners.chain(pulls).min()
     }
 

@@ -17,6 +17,7 @@ mod partner;
 mod peers;
 mod pull;
 mod recv;
+pub mod rtt;
 mod send;
 pub mod seqnum;
 pub mod slab;
@@ -25,7 +26,7 @@ mod types;
 
 pub use config::EngineConfig;
 pub use counters::Counters;
-pub use engine::{EndpointParams, Engine, QueueStats, UnexpectedInfo};
+pub use engine::{EndpointParams, Engine, PathStats, QueueStats, UnexpectedInfo};
 pub use local::{LocalIn, LocalMsg, LocalPull, LocalSend, PullOutcome, PullSrc, Reach};
 pub use peers::{Peer, PeerTable};
 pub use transmit::{Payload, Transmit, MAX_HEADER_LEN};

@@ -1,6 +1,7 @@
 //! Per-remote-endpoint state: sessions, the two sequence streams, retransmission queue,
 //! out-of-order ("early") packets and partially received medium messages.
 
+use crate::rtt::RttEstimator;
 use crate::seqnum::Seq;
 use crate::slab::Key;
 use crate::types::{NicId, Time};
@@ -29,6 +30,8 @@ pub(crate) struct SendRecord {
     pub req: Option<Key>,
     /// Counted in the endpoint's zombie total until acked.
     pub zombie: bool,
+    /// First transmission: the resend budget runs from here.
+    pub first_send: Time,
     pub last_send: Time,
     pub resends: u32,
     pub resends_max: u32,
@@ -52,6 +55,15 @@ pub(crate) struct PartialMedium {
 }
 
 impl PartialMedium {
+    /// Whether a fragment before `i` is still missing (fragments are sent in order, so
+    /// it was lost).
+    pub fn hole_before(&self, i: u8) -> bool {
+        let (w, b) = ((i / 64) as usize, i % 64);
+        let full_words = self.frags_seen[..w].iter().any(|&x| x != u64::MAX);
+        let below = (1u64 << b) - 1;
+        full_words || self.frags_seen[w] & below != below
+    }
+
     /// Marks fragment `i` seen; false if it was already.
     pub fn mark(&mut self, i: u8) -> bool {
         let (w, b) = ((i / 64) as usize, i % 64);
@@ -60,6 +72,9 @@ impl PartialMedium {
         fresh
     }
 }
+
+/// Fixed-point unit of [`Partner::pull_window`].
+const WINDOW_UNIT: u32 = 256;
 
 pub(crate) struct Partner {
     pub nic_id: NicId,
@@ -77,6 +92,29 @@ pub(crate) struct Partner {
     /// Sends waiting for a sequence number (too many unacked).
     pub throttled: VecDeque<Key>,
     pub resend_deadline: Option<Time>,
+    /// Round trips of sequenced packets to their acks: the retransmission timeout.
+    pub rtt: RttEstimator,
+    /// Last ack that acknowledged something: the stream's timer restarts there.
+    pub acked_at: Time,
+    /// Loss recovery in progress: until everything sent before it began (below the
+    /// sequence number) is acked, each ack that advances resends the next packet at
+    /// once if it was sent before the recovery began (NewReno's partial acks), so
+    /// several losses in one window cost a round trip each, not a timeout each.
+    pub recovery: Option<(Seq, Time)>,
+    /// Explicit acks that did not advance while packets were unacked (the receiver saw
+    /// a gap): they trigger a fast retransmit of the oldest packet.
+    pub dup_acks: u32,
+    /// Round trips of pull requests (to their first reply): the re-request timeout.
+    pub pull_rtt: RttEstimator,
+    /// Last pull reply accepted from this partner: pull timeouts run from here.
+    pub pull_heard: Time,
+    /// Pull requests to this partner not yet answered, in request order.
+    pub pull_awaited: VecDeque<crate::pull::Run>,
+    /// Pull blocks in flight allowed toward this partner, in 1/256 blocks: halved on
+    /// burst losses, grown by one block per window of completed blocks.
+    pub pull_window: u32,
+    /// Last time the pull window was cut (at most one cut per round trip).
+    pub pull_window_cut: Time,
     /// Connect requests in flight, oldest first.
     pub connects: VecDeque<Key>,
     pub connect_seqnum: u8,
@@ -125,6 +163,15 @@ impl Partner {
             unacked: VecDeque::new(),
             throttled: VecDeque::new(),
             resend_deadline: None,
+            rtt: RttEstimator::default(),
+            acked_at: 0,
+            recovery: None,
+            dup_acks: 0,
+            pull_rtt: RttEstimator::default(),
+            pull_heard: 0,
+            pull_awaited: VecDeque::new(),
+            pull_window: u32::MAX,
+            pull_window_cut: 0,
             connects: VecDeque::new(),
             connect_seqnum: 0,
             next_match: Seq::first(0),
@@ -185,6 +232,49 @@ impl Partner {
             self.unacked.pop_front()
         } else {
             None
+        }
+    }
+
+    /// The retransmission timeout of sequenced packets now.
+    pub fn rto(&self, cfg: &crate::EngineConfig) -> Time {
+        self.rtt.rto(cfg.rto_min, cfg.rto_initial, cfg.resend_delay)
+    }
+
+    /// The re-request timeout of pull blocks now.
+    pub fn pull_rto(&self, cfg: &crate::EngineConfig) -> Time {
+        self.pull_rtt
+            .rto(cfg.pull_rto_min, cfg.rto_initial, cfg.pull_resend_delay)
+    }
+
+    /// Pull blocks allowed in flight toward this partner (at least one).
+    pub fn pull_blocks_allowed(&self, configured: u32) -> u32 {
+        let configured = configured.max(1);
+        if self.pull_window == u32::MAX {
+            return configured;
+        }
+        (self.pull_window / WINDOW_UNIT).clamp(1, configured)
+    }
+
+    /// A burst of lost pull replies: halve the blocks in flight (once per round trip).
+    pub fn cut_pull_window(&mut self, now: Time, configured: u32, rtt: Time) -> bool {
+        if now < self.pull_window_cut.saturating_add(rtt) && self.pull_window_cut != 0 {
+            return false;
+        }
+        let current = self.pull_blocks_allowed(configured) * WINDOW_UNIT;
+        self.pull_window = (current / 2).max(WINDOW_UNIT);
+        self.pull_window_cut = now.max(1);
+        true
+    }
+
+    /// A pull block completed: grow the window by about one block per window of blocks.
+    pub fn grow_pull_window(&mut self, configured: u32) {
+        if self.pull_window == u32::MAX {
+            return;
+        }
+        let blocks = self.pull_window / WINDOW_UNIT;
+        self.pull_window += WINDOW_UNIT / blocks.max(1);
+        if self.pull_window >= configured.max(1) * WINDOW_UNIT {
+            self.pull_window = u32::MAX;
         }
     }
 

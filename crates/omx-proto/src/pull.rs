@@ -1,5 +1,13 @@
 //! Large messages: the receiver pulls blocks of frames from the sender's registered
-//! region, several blocks in flight, re-requesting only missing frames after a timeout.
+//! region, several blocks in flight, re-requesting only missing frames.
+//!
+//! Loss recovery: the sender answers each request with its frames in order and a link
+//! keeps them in order, so a reply that arrives past frames not yet seen proves those
+//! lost: they are re-requested at once (a per-pull queue of requested runs is walked
+//! as replies arrive). Only losses at the very end of the traffic wait for the block
+//! timeout, which follows the measured block round trip. A burst of lost frames (a
+//! full ring or switch queue) halves the blocks in flight toward that partner; they
+//! grow back as blocks complete.
 
 use crate::engine::{Engine, Request, MAX_PULLS};
 use crate::recv::nack_status;
@@ -18,12 +26,28 @@ pub(crate) struct Block {
     start: u32,
     end: u32,
     missing: u32,
+    /// Last (re)request of any of its frames, and the timeout armed then: its missing
+    /// frames are asked for again once the partner has sent no reply for that long
+    /// since (see [`Pull::deadline`]).
     requested_at: Time,
+    rto: Time,
+}
+
+/// Frames `[start, end)` of a pull asked for in one request. A partner's runs are
+/// awaited in request order, across all pulls from it (it serves requests in order).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    pull: Key,
+    start: u32,
+    end: u32,
+    asked_at: Time,
+    /// None of its frames was asked for before: its first reply times a round trip.
+    fresh: bool,
 }
 
 pub(crate) struct Pull {
     req: Key,
-    partner: PartnerId,
+    pub(crate) partner: PartnerId,
     handle: MemHandle,
     /// Offset of the pulled data in `handle` (one-sided puts land mid-buffer).
     base: u64,
@@ -77,11 +101,32 @@ impl Pull {
         true
     }
 
-    pub(crate) fn deadline(&self, cfg: &crate::EngineConfig) -> Option<Time> {
+    /// When the first block times out: its timeout after its last request or after the
+    /// partner's last pull reply, whichever is later. A sender serves requests in
+    /// order, so replies to earlier ones delay a block's without any loss: only
+    /// silence from the partner is a timeout. (The deadline only moves later, except
+    /// when a block is re-armed, which hints the engine's timer.)
+    pub(crate) fn deadline(&self, heard: Time) -> Option<Time> {
         self.blocks
             .iter()
-            .map(|b| b.requested_at + cfg.pull_resend_delay)
+            .map(|b| b.requested_at.max(heard) + b.rto)
             .min()
+    }
+
+    /// Runs of missing frames within `[start, end)`.
+    fn missing_runs(&self, start: u32, end: u32, out: &mut Vec<(u32, u32)>) {
+        let mut k = start;
+        while k < end {
+            if self.has(k) {
+                k += 1;
+                continue;
+            }
+            let s = k;
+            while k < end && !self.has(k) {
+                k += 1;
+            }
+            out.push((s, k));
+        }
     }
 }
 
@@ -157,8 +202,10 @@ impl Engine {
         let Some(pid) = self.pulls.get(pk).map(|p| p.partner) else {
             return;
         };
-        let per_block = self.partners[pid.0 as usize].wire.pull_block_replies;
-        let want = self.cfg.pull_blocks_outstanding.max(1) as usize;
+        let partner = &self.partners[pid.0 as usize];
+        let per_block = partner.wire.pull_block_replies;
+        let want = partner.pull_blocks_allowed(self.cfg.pull_blocks_outstanding) as usize;
+        let rto = partner.pull_rto(&self.cfg);
         let cap = self.cfg.pull_blocks_max.max(1) as usize;
         let mut total = self.blocks_outstanding();
         loop {
@@ -180,9 +227,10 @@ impl Engine {
                 end,
                 missing: end - start,
                 requested_at: now,
+                rto,
             });
-            self.hint_deadline(now + self.cfg.pull_resend_delay);
-            self.request_frames(pk, start, end);
+            self.hint_deadline(now + rto);
+            self.request_frames(now, pk, start, end, true);
         }
     }
 
@@ -204,11 +252,20 @@ impl Engine {
         }
     }
 
-    /// Sends one PULL for frames `[start, end)` of the pull.
-    fn request_frames(&mut self, pk: Key, start: u32, end: u32) {
+    /// Sends one PULL for frames `[start, end)` of the pull (`fresh`: never asked for).
+    fn request_frames(&mut self, now: Time, pk: Key, start: u32, end: u32, fresh: bool) {
         let Some(pull) = self.pulls.get(pk) else {
             return;
         };
+        self.partners[pull.partner.0 as usize]
+            .pull_awaited
+            .push_back(Run {
+                pull: pk,
+                start,
+                end,
+                asked_at: now,
+                fresh,
+            });
         let first_frame_offset = if start == 0 { pull.off0 } else { 0 };
         let block_length = pull.frame_end(end - 1) - pull.frame_start(start);
         let packet = PullPacket {
@@ -329,11 +386,27 @@ impl Engine {
         pull.last_progress = now;
         pull.blocks[bi].missing -= 1;
         let block_done = pull.blocks[bi].missing == 0;
+        let pid = pull.partner;
         if block_done {
             pull.blocks.remove(bi);
         }
+        let (lost, sample) = self.passed_over(now, pid, c.pull, k);
+        let pull = self.pulls.get(c.pull).expect("checked");
         let all_done = pull.frames_received == pull.frames_total;
         let req = pull.req;
+        let configured = self.cfg.pull_blocks_outstanding;
+        let partner = &mut self.partners[pid.0 as usize];
+        partner.pull_heard = now;
+        match sample {
+            Some(rtt) => partner.pull_rtt.sample(rtt),
+            None => partner.pull_rtt.progress(),
+        }
+        if block_done {
+            partner.grow_pull_window(configured);
+        }
+        if !lost.is_empty() {
+            self.rerequest_lost(now, pid, lost);
+        }
         if let Some(Request::Recv(rr)) = self.requests.get_mut(req) {
             if let Some(a) = rr.active.as_mut() {
                 a.received += len as u32;
@@ -392,6 +465,7 @@ impl Engine {
         let Some(pull) = self.pulls.remove(pk) else {
             return;
         };
+        self.forget_awaited(pull.partner, pk);
         let xfer = if error.is_some() { 0 } else { pull.xfer };
         self.notify_sender(now, pull.partner, pull.rdma_id, pull.rdma_seq, xfer);
         match error {
@@ -474,13 +548,113 @@ impl Engine {
         self.send_notify(now, pid, n);
     }
 
-    /// Re-requests missing frames of blocks without progress; aborts stalled pulls.
+    /// Frame `k` of pull `pk` arrived from partner `pid`: every frame it asked for
+    /// before that one is lost (replies come in request order). Returns the runs of
+    /// those still missing, and a round-trip sample when `k` is the first reply to a
+    /// request for frames never asked for before.
+    fn passed_over(
+        &mut self,
+        now: Time,
+        pid: PartnerId,
+        pk: Key,
+        k: u32,
+    ) -> (Vec<(Key, u32, u32)>, Option<Time>) {
+        let awaited = &mut self.partners[pid.0 as usize].pull_awaited;
+        let Some(at) = awaited
+            .iter()
+            .position(|r| r.pull == pk && r.start <= k && k < r.end)
+        else {
+            return (Vec::new(), None);
+        };
+        let mut lost = Vec::new();
+        let mut runs = Vec::new();
+        // Requests sent shortly before this one may just have been overtaken (a link
+        // may reorder a little): they are lost only when asked a quarter round trip
+        // earlier, as in TCP's RACK.
+        let asked = awaited[at].asked_at;
+        let reorder_window = self.partners[pid.0 as usize].pull_rtt.srtt / 4;
+        let awaited = &mut self.partners[pid.0 as usize].pull_awaited;
+        let mut kept = 0;
+        for _ in 0..at {
+            let r = awaited.remove(kept).expect("counted");
+            if r.asked_at + reorder_window > asked {
+                awaited.insert(kept, r);
+                kept += 1;
+                continue;
+            }
+            if let Some(pull) = self.pulls.get(r.pull) {
+                runs.clear();
+                pull.missing_runs(r.start, r.end, &mut runs);
+                lost.extend(runs.iter().map(|&(s, e)| (r.pull, s, e)));
+            }
+        }
+        let at = kept;
+        let front = &mut awaited[at];
+        let run = *front;
+        let sample = (run.fresh && run.start == k && at == 0).then(|| now - run.asked_at);
+        if k + 1 >= run.end {
+            awaited.remove(at);
+        } else {
+            front.start = k + 1;
+            front.fresh = false;
+        }
+        if let Some(pull) = self.pulls.get(pk) {
+            runs.clear();
+            pull.missing_runs(run.start, k, &mut runs);
+            lost.extend(runs.iter().map(|&(s, e)| (pk, s, e)));
+        }
+        (lost, sample)
+    }
+
+    /// A pull ended: its replies are no longer awaited.
+    fn forget_awaited(&mut self, pid: PartnerId, pk: Key) {
+        self.partners[pid.0 as usize]
+            .pull_awaited
+            .retain(|r| r.pull != pk);
+    }
+
+    /// Frames passed over by a later reply: request them again now. A long run of them
+    /// is a burst (a full queue somewhere): fewer blocks go in flight for a while.
+    fn rerequest_lost(&mut self, now: Time, pid: PartnerId, lost: Vec<(Key, u32, u32)>) {
+        let rto = self.partners[pid.0 as usize].pull_rto(&self.cfg);
+        let burst = lost
+            .iter()
+            .any(|&(_, s, e)| e - s >= self.cfg.pull_burst_frames.max(1));
+        if burst {
+            self.cut_pull_window(now, pid);
+        }
+        for (pk, s, e) in lost {
+            let Some(pull) = self.pulls.get_mut(pk) else {
+                continue;
+            };
+            if let Some(b) = pull.blocks.iter_mut().find(|b| b.start <= s && e <= b.end) {
+                b.requested_at = now;
+                b.rto = rto;
+            }
+            self.counters.pull_rerequests += 1;
+            self.counters.pull_fast_rerequests += 1;
+            self.counters.pull_frames_rerequested += (e - s) as u64;
+            self.request_frames(now, pk, s, e, false);
+        }
+        self.hint_deadline(now + rto);
+    }
+
+    fn cut_pull_window(&mut self, now: Time, pid: PartnerId) {
+        let configured = self.cfg.pull_blocks_outstanding;
+        let p = &mut self.partners[pid.0 as usize];
+        let rtt = p.pull_rtt.srtt;
+        if p.cut_pull_window(now, configured, rtt) {
+            self.counters.pull_window_cuts += 1;
+        }
+    }
+
+    /// Re-requests missing frames of blocks without progress for a timeout (the tail
+    /// of the traffic, where no later reply reveals a loss); aborts stalled pulls.
     pub(crate) fn pull_timeouts(&mut self, now: Time) {
-        let delay = self.cfg.pull_resend_delay;
         let abort_after = self.cfg.pull_timeout_total();
         let keys: Vec<Key> = self.pulls.keys().collect();
         for pk in keys {
-            let Some(pull) = self.pulls.get_mut(pk) else {
+            let Some(pull) = self.pulls.get(pk) else {
                 continue;
             };
             if now.saturating_sub(pull.last_progress) >= abort_after {
@@ -488,29 +662,37 @@ impl Engine {
                 self.finish_pull(now, pk, Some(StatusCode::EndpointUnreachable));
                 continue;
             }
-            let mut runs = Vec::new();
-            for b in pull
-                .blocks
-                .iter_mut()
-                .filter(|b| b.requested_at + delay <= now)
-            {
-                b.requested_at = now;
-                let mut k = b.start;
-                while k < b.end {
-                    if pull.received[(k / 64) as usize] & (1 << (k % 64)) != 0 {
-                        k += 1;
-                        continue;
-                    }
-                    let s = k;
-                    while k < b.end && pull.received[(k / 64) as usize] & (1 << (k % 64)) == 0 {
-                        k += 1;
-                    }
-                    runs.push((s, k));
-                }
+            let pid = pull.partner;
+            let heard = self.partners[pid.0 as usize].pull_heard;
+            let overdue = |b: &Block| b.requested_at.max(heard) + b.rto <= now;
+            if !pull.blocks.iter().any(overdue) {
+                continue;
             }
+            let partner = &mut self.partners[pid.0 as usize];
+            partner.pull_rtt.back_off();
+            let rto = partner.pull_rto(&self.cfg);
+            let pull = self.pulls.get_mut(pk).expect("present");
+            let mut runs = Vec::new();
+            let mut expired = Vec::new();
+            for b in pull.blocks.iter_mut().filter(|b| overdue(b)) {
+                b.requested_at = now;
+                b.rto = rto;
+                expired.push((b.start, b.end));
+            }
+            for &(s, e) in &expired {
+                pull.missing_runs(s, e, &mut runs);
+            }
+            // What was awaited of these blocks is asked for again below.
+            self.partners[pid.0 as usize].pull_awaited.retain(|r| {
+                r.pull != pk || !expired.iter().any(|&(s, e)| s <= r.start && r.end <= e)
+            });
+            self.counters.pull_block_timeouts += 1;
+            self.hint_deadline(now + rto);
+            self.cut_pull_window(now, pid);
             for (s, e) in runs {
                 self.counters.pull_rerequests += 1;
-                self.request_frames(pk, s, e);
+                self.counters.pull_frames_rerequested += (e - s) as u64;
+                self.request_frames(now, pk, s, e, false);
             }
         }
     }
@@ -520,6 +702,7 @@ impl Engine {
         for pk in keys {
             if self.pulls.get(pk).is_some_and(|p| p.partner == pid) {
                 if let Some(pull) = self.pulls.remove(pk) {
+                    self.forget_awaited(pid, pk);
                     self.fail_recv(pull.req, code);
                 }
             }
@@ -549,6 +732,7 @@ impl Engine {
         let Some(pull) = self.pulls.remove(pk) else {
             return;
         };
+        self.forget_awaited(pull.partner, pk);
         self.fail_recv(pull.req, code);
         self.start_waiting_pulls(now);
     }

@@ -462,6 +462,11 @@ impl Engine {
         }
         if ahead <= self.cfg.early_window {
             self.store_early(pid, seq, frag, frame);
+            // A gap in the stream (every packet past it, resent ones included, shows
+            // it): tell the sender at once with a duplicate ack, so it resends the
+            // missing packet now rather than at its timeout.
+            self.counters.send_dup_ack += 1;
+            self.send_ack(pid);
             return;
         }
         self.counters.drop_obsolete += 1;
@@ -471,6 +476,7 @@ impl Engine {
         }
     }
 
+    /// Keeps an out-of-order packet for later (not a duplicate, and within the bound).
     fn store_early(&mut self, pid: PartnerId, seq: Seq, frag: Option<u8>, frame: Bytes) {
         if self.early_bytes + frame.len() > self.cfg.early_max_bytes {
             self.counters.drop_early_full += 1;
@@ -496,6 +502,7 @@ impl Engine {
 
     /// After the message at `next_match` was taken: advance, ack, replay early packets.
     fn after_in_order(&mut self, now: Time, pid: PartnerId) {
+        let mut replayed = false;
         loop {
             let p = self.partner(pid);
             p.next_match = p.next_match.next();
@@ -503,8 +510,13 @@ impl Engine {
             self.schedule_ack(now, pid);
             let p = self.partner(pid);
             let Some(frames) = p.early.remove(&p.next_match.0) else {
+                if replayed && p.next_frag != p.last_acked {
+                    // A gap just filled: the sender is recovering, ack at once.
+                    self.send_ack(pid);
+                }
                 return;
             };
+            replayed = true;
             let bytes: usize = frames.iter().map(|f| f.len()).sum();
             p.early_bytes -= bytes;
             self.early_bytes -= bytes;
@@ -623,10 +635,19 @@ impl Engine {
                 p.partials.len() - 1
             }
         };
-        let part = &mut self.partners[pid.0 as usize].partials[idx];
+        let p = &mut self.partners[pid.0 as usize];
+        let next_frag = p.next_frag;
+        let part = &mut p.partials[idx];
         part.received += payload.len() as u32;
         let done = part.received >= part.msg_length;
         let target = part.target;
+        let last_frag = offset as usize + payload.len() >= part.msg_length as usize;
+        if !done && last_frag && part.seq == next_frag && part.hole_before(m.frag_seqnum) {
+            // The last fragment came and an earlier one did not (they are sent in
+            // order): one duplicate ack per transmission gets the message resent now.
+            self.counters.send_dup_ack += 1;
+            self.send_ack(pid);
+        }
         match target {
             PartialTarget::Recv(k) => self.deliver_chunk(k, offset, payload),
             PartialTarget::Unexpected(u) => {
@@ -811,7 +832,13 @@ impl Engine {
             return;
         }
         p.acknum_seen = t.acknum;
-        self.apply_ack(now, pid, Seq(t.lib_seqnum));
+        let upto = Seq(t.lib_seqnum);
+        let advances = p.unacked.front().is_some_and(|r| r.seq.before(upto));
+        if advances {
+            self.apply_ack(now, pid, upto);
+        } else {
+            self.on_duplicate_ack(now, pid, upto);
+        }
     }
 
     pub(crate) fn on_nack_lib(&mut self, now: Time, src: NicId, n: NackLib) {

@@ -236,8 +236,8 @@ impl Engine {
             }
         }
         let zombie = eager && self.zombies < self.cfg.zombie_max;
-        let delay = self.cfg.resend_delay;
-        let p = self.partner(pid);
+        let p = &mut self.partners[pid.0 as usize];
+        let delay = p.rto(&self.cfg);
         let seq = p.next_send;
         p.next_send = seq.next();
         p.unacked.push_back(SendRecord {
@@ -245,6 +245,7 @@ impl Engine {
             packet,
             req: if zombie { None } else { Some(k) },
             zombie,
+            first_send: now,
             last_send: now,
             resends: 0,
             resends_max,
@@ -466,14 +467,15 @@ impl Engine {
         let seq = p.next_send;
         p.next_send = seq.next();
         let resends_max = self.cfg.resends_max;
-        let delay = self.cfg.resend_delay;
         let src_endpoint = self.me.endpoint;
-        let p = self.partner(pid);
+        let p = &mut self.partners[pid.0 as usize];
+        let delay = p.rto(&self.cfg);
         p.unacked.push_back(SendRecord {
             seq,
             packet: SentPacket::Notify(Notify { src_endpoint, ..n }),
             req: None,
             zombie: false,
+            first_send: now,
             last_send: now,
             resends: 0,
             resends_max,
@@ -498,8 +500,15 @@ impl Engine {
         if !p.unacked.front().is_some_and(|r| r.seq.before(upto)) {
             return;
         }
+        // The newest record acked gives the round-trip sample, unless a record of this
+        // ack was resent (Karn's rule: the ack could answer either transmission, and
+        // the records held behind a lost one were waiting for its recovery).
+        let mut sample = None;
+        let mut resent = false;
         // One record at a time (no list of them: this runs for every frame received).
         while let Some(rec) = self.partners[pid.0 as usize].pop_acked(upto) {
+            resent |= rec.resends > 0;
+            sample = (!resent).then(|| now.saturating_sub(rec.last_send));
             if rec.zombie {
                 self.zombies -= 1;
             }
@@ -512,7 +521,63 @@ impl Engine {
                 self.complete_send(k, status);
             }
         }
+        let p = &mut self.partners[pid.0 as usize];
+        p.dup_acks = 0;
+        p.acked_at = now;
+        match sample {
+            Some(rtt) => p.rtt.sample(rtt),
+            None => p.rtt.progress(),
+        }
+        if let Some((point, started)) = p.recovery {
+            if upto == point || point.before(upto) {
+                p.recovery = None;
+            } else if p.unacked.front().is_some_and(|r| r.last_send <= started) {
+                let front = p.unacked.front_mut().expect("checked");
+                front.resends += 1;
+                front.last_send = now;
+                self.counters.fast_retransmits += 1;
+                self.transmit_record(pid, 0);
+            }
+        }
         self.release_throttled(now, pid);
+    }
+
+    /// A loss was detected: recovery runs until what is in flight now is acked.
+    fn enter_recovery(&mut self, now: Time, pid: PartnerId) {
+        let p = &mut self.partners[pid.0 as usize];
+        if p.recovery.is_none() {
+            p.recovery = Some((p.next_send, now));
+        }
+    }
+
+    /// An explicit ack that acknowledged nothing new while packets wait: the receiver
+    /// holds later packets and misses the oldest one. Resend that one at once instead
+    /// of waiting for the timeout, unless it was already resent within the last round
+    /// trip (the ack may predate that retransmission).
+    pub(crate) fn on_duplicate_ack(&mut self, now: Time, pid: PartnerId, upto: Seq) {
+        let p = &mut self.partners[pid.0 as usize];
+        let Some(front) = p.unacked.front() else {
+            return;
+        };
+        if front.seq != upto {
+            return;
+        }
+        p.dup_acks += 1;
+        self.counters.recv_dup_ack += 1;
+        if p.dup_acks < self.cfg.dup_ack_threshold.max(1) {
+            return;
+        }
+        let recent = p.rtt.srtt.max(self.cfg.rto_min / 4);
+        if front.resends > 0 && now < front.last_send.saturating_add(recent) {
+            return;
+        }
+        p.dup_acks = 0;
+        let rec = p.unacked.front_mut().expect("checked");
+        rec.resends += 1;
+        rec.last_send = now;
+        self.counters.fast_retransmits += 1;
+        self.transmit_record(pid, 0);
+        self.enter_recovery(now, pid);
     }
 
     pub(crate) fn release_throttled(&mut self, now: Time, pid: PartnerId) {
@@ -569,21 +634,34 @@ impl Engine {
         let delay = self.cfg.resend_delay;
         let mut next: Option<Time> = None;
         let mut exhausted = false;
-        let count = self.partners[pid.0 as usize].unacked.len();
-        for idx in 0..count {
-            let rec = &mut self.partners[pid.0 as usize].unacked[idx];
-            if rec.last_send + delay <= now {
-                if rec.resends >= rec.resends_max {
-                    exhausted = true;
-                    break;
-                }
-                rec.resends += 1;
-                rec.last_send = now;
+        // One timer for the stream, on its oldest packet, restarted by every ack that
+        // advances (as TCP's): the packets behind it are resent when their turn comes,
+        // so one loss costs one timeout, not one per packet in flight.
+        let p = &mut self.partners[pid.0 as usize];
+        if let Some(front) = p.unacked.front() {
+            let rto = p.rto(&self.cfg);
+            let since = front.last_send.max(p.acked_at);
+            // Each packet's budget (mx_set_request_timeout may shorten it) runs from its
+            // first send; checked whenever the timer fires, at least every resend delay.
+            let spent = |r: &SendRecord| {
+                now.saturating_sub(r.first_send) >= delay.saturating_mul(r.resends_max as u64)
+            };
+            if p.unacked.iter().any(spent) {
+                exhausted = true;
+            } else if since + rto > now {
+                next = Some(since + rto);
+            } else {
+                let front = p.unacked.front_mut().expect("checked");
+                front.resends += 1;
+                front.last_send = now;
+                p.rtt.back_off();
+                let rearm = p.rto(&self.cfg);
                 self.counters.resends += 1;
-                self.transmit_record(pid, idx);
+                self.counters.rto_timeouts += 1;
+                self.transmit_record(pid, 0);
+                self.enter_recovery(now, pid);
+                next = Some(now + rearm);
             }
-            let due = self.partners[pid.0 as usize].unacked[idx].last_send + delay;
-            next = Some(next.map_or(due, |n: Time| n.min(due)));
         }
         let connects: Vec<Key> = self.partners[pid.0 as usize]
             .connects
@@ -677,6 +755,8 @@ impl Engine {
         let early = std::mem::take(&mut p.early_bytes);
         p.resend_deadline = None;
         p.ack_deadline = None;
+        p.dup_acks = 0;
+        p.recovery = None;
         p.session = None;
         p.next_send = p.next_send.bump_sesnum();
         p.next_match = p.next_match.bump_sesnum();

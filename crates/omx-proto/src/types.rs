@@ -6,6 +6,7 @@ use bytes::Bytes;
 pub type Time = u64;
 
 pub const NS_PER_MS: u64 = 1_000_000;
+pub const NS_PER_US: u64 = 1_000;
 
 /// A request handle returned by the engine (slot index and generation, so a stale id is
 /// recognised instead of aliasing a newer request).

@@ -22,6 +22,12 @@ pub struct LinkConfig {
     pub reorder_delay: Time,
     /// Probability that 1 to 4 random bytes of a frame are flipped.
     pub corrupt: f64,
+    /// Probability that a frame starts a burst of losses (a queue overflowing), in which
+    /// it and the next frames, up to a count drawn in `burst_len`, are lost, until the
+    /// queue has drained (`burst_time` after the burst began).
+    pub burst: f64,
+    pub burst_len: (u64, u64),
+    pub burst_time: Time,
 }
 
 impl Default for LinkConfig {
@@ -34,6 +40,9 @@ impl Default for LinkConfig {
             reorder: 0.0,
             reorder_delay: 50_000,
             corrupt: 0.0,
+            burst: 0.0,
+            burst_len: (10, 100),
+            burst_time: 200_000,
         }
     }
 }
@@ -70,6 +79,8 @@ pub struct LinkStats {
     /// Frames longer than the sending or the receiving host's MTU, dropped as a real
     /// link drops them.
     pub oversize: u64,
+    /// Bursts of losses started (`LinkConfig::burst`).
+    pub bursts: u64,
 }
 
 pub struct Host {
@@ -109,6 +120,9 @@ pub struct World {
     order: u64,
     by_mac: HashMap<NicId, usize>,
     scratch: Vec<u8>,
+    /// Frames still to lose in the current burst, and when it ends at the latest.
+    burst_left: u64,
+    burst_end: Time,
     /// Test hook: frames for which this returns false are dropped (counted as lost).
     pub filter: Option<FrameFilter>,
     /// Hosts whose frames (in and out) vanish, as if powered off.
@@ -200,6 +214,8 @@ impl World {
             down: vec![false; by_mac.len()],
             by_mac,
             scratch: Vec::new(),
+            burst_left: 0,
+            burst_end: 0,
             filter: None,
             send_regions: HashMap::new(),
             local_q: BTreeMap::new(),
@@ -246,6 +262,23 @@ impl World {
         self.hosts[host]
             .mtu
             .is_none_or(|m| frame.len() <= m as usize + omx_wire::ETH_HEADER_LEN)
+    }
+
+    /// Whether the link drops this frame: independent losses, and bursts.
+    fn lose_frame(&mut self) -> bool {
+        if self.burst_left > 0 && self.now < self.burst_end {
+            self.burst_left -= 1;
+            return true;
+        }
+        self.burst_left = 0;
+        if self.link.burst > 0.0 && self.rng.chance(self.link.burst) {
+            let (lo, hi) = self.link.burst_len;
+            self.burst_left = lo.max(1) - 1 + self.rng.below(hi.saturating_sub(lo) + 1);
+            self.burst_end = self.now + self.link.burst_time;
+            self.stats.bursts += 1;
+            return true;
+        }
+        self.rng.chance(self.link.loss)
     }
 
     /// Drains every engine's output: copies, frames, completions.
@@ -455,7 +488,7 @@ impl World {
         host.tx_busy_until = start + wire_time;
         let depart = host.tx_busy_until;
         let filtered = self.filter.as_mut().is_some_and(|f| !f(frame));
-        if self.rng.chance(self.link.loss) || filtered || self.down[from] {
+        if self.lose_frame() || filtered || self.down[from] {
             self.stats.lost += 1;
             return;
         }

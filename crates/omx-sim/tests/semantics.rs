@@ -235,7 +235,8 @@ fn delayed_and_immediate_explicit_acks() {
     let mut w = w2();
     let to = w.connect(0, 0, 1, 0);
     w.send(0, 0, to, 1, vec![1; 4], false);
-    w.run_idle(w.now + NS_PER_MS);
+    // Half the ack delay: not acked yet.
+    w.run_idle(w.now + 50_000);
     assert_eq!(w.engine(0, 0).stats().unacked, 1, "ack is delayed");
     w.run_idle(w.now + 20 * NS_PER_MS);
     assert_eq!(w.engine(0, 0).stats().unacked, 0);
