@@ -360,6 +360,13 @@ impl RuntimeConfig {
         if let Some(v) = var("OMX_PULL_RESEND_DELAY_MS", None) {
             e.pull_resend_delay = atoi(&v).max(1) as u64 * NS_PER_MS;
         }
+        // Floors of the measured timeouts (the delays above are their caps).
+        if let Some(v) = var("OMX_RTO_MIN_US", None) {
+            e.rto_min = atoi(&v).max(1) as u64 * 1_000;
+        }
+        if let Some(v) = var("OMX_PULL_RTO_MIN_US", None) {
+            e.pull_rto_min = atoi(&v).max(1) as u64 * 1_000;
+        }
         e
     }
 }
