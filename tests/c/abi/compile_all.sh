@@ -145,13 +145,14 @@ fi
 echo "== pkg-config templates"
 if command -v pkg-config >/dev/null 2>&1; then
   for pc in omx myriexpress; do
+    # As `make install` fills them for a prefix outside /usr: with the run path.
     sed -e 's|@PREFIX@|/opt/omx-test|g' -e 's|@VERSION@|0.0.0|g' \
-      "$inc/$pc.pc.in" >"$tmp/$pc.pc"
+      -e 's|@RPATH@|-Wl,-rpath,${libdir} |g' "$inc/$pc.pc.in" >"$tmp/$pc.pc"
     step "$pc.pc has no placeholder left" sh -c "! grep -q '@[A-Z_]*@' '$tmp/$pc.pc'"
     step "$pc.pc validates" env PKG_CONFIG_PATH="$tmp" pkg-config --validate "$pc"
     step "$pc.pc flags" sh -c "
       got=\$(PKG_CONFIG_PATH='$tmp' pkg-config --cflags --libs '$pc' | tr -s ' ' | sed 's/ *\$//')
-      want='-I/opt/omx-test/include -L/opt/omx-test/lib -lmyriexpress'
+      want='-I/opt/omx-test/include -L/opt/omx-test/lib -Wl,-rpath,/opt/omx-test/lib -lmyriexpress'
       echo \"got:  \$got\"; echo \"want: \$want\"; [ \"\$got\" = \"\$want\" ]"
   done
 else
