@@ -64,6 +64,9 @@ pub fn mac_hex(nic: NicId) -> String {
     format!("{:012x}", nic)
 }
 
+/// Attempts, 1 ms apart, to take a named endpoint's lock held by a probe.
+const PROBE_RETRIES: u32 = 20;
+
 impl BoardDir {
     /// The board's directory under `OMX_STATE_DIR` (default `/dev/shm`); a stale peer
     /// table found there is discarded (see the module comment).
@@ -130,19 +133,29 @@ impl BoardDir {
 
     /// Takes endpoint `want` (or the first free one when `None`).
     pub fn lock_endpoint(&self, want: Option<u8>, max: u8) -> io::Result<Option<(u8, LockFile)>> {
-        let range: Vec<u8> = match want {
-            Some(i) => vec![i],
-            None => (0..max).collect(),
+        let Some(i) = want else {
+            for i in 0..max {
+                if let Some(l) = try_flock(&self.path.join(format!("ep{i}.lock")))? {
+                    return Ok(Some((i, l)));
+                }
+            }
+            return Ok(None);
         };
-        for i in range {
-            if let Some(l) = try_flock(&self.path.join(format!("ep{i}.lock")))? {
+        // `endpoint_open` probes by taking the lock for an instant (a board answering
+        // frames for a closed endpoint does, once per frame), so a named endpoint that
+        // looks busy is tried again for a few milliseconds before it is called busy.
+        let path = self.path.join(format!("ep{i}.lock"));
+        for _ in 0..PROBE_RETRIES {
+            if let Some(l) = try_flock(&path)? {
                 return Ok(Some((i, l)));
             }
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        Ok(None)
+        Ok(try_flock(&path)?.map(|l| (i, l)))
     }
 
-    /// Whether some process holds endpoint `i` (its lock is taken).
+    /// Whether some process holds endpoint `i` (its lock is taken). Takes the lock for
+    /// an instant when it is free (see `lock_endpoint`).
     pub fn endpoint_open(&self, i: u8) -> bool {
         matches!(try_flock(&self.path.join(format!("ep{i}.lock"))), Ok(None))
     }
