@@ -248,6 +248,7 @@ impl Endpoint {
             .dir
             .lock_endpoint(index, MAX_ENDPOINTS)?
             .ok_or(Error::Busy)?;
+        b.dir.clear_reach(index);
         let board_lock = b.dir.try_lock_board()?;
         // Direct receive needs the payload placed by the kernel as it arrives: not with
         // a copy engine (it copies from frames), injected faults (they act on frames)
@@ -453,6 +454,9 @@ impl Endpoint {
             }
         };
         let shm_fd = shared.as_ref().map(|s| s.wake_fd());
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        b.dir.mark_reach(index, shared.as_ref().map(|_| uid));
         // Bundles never exceed our frame size: peers' rings are sized for it.
         let bundler = Bundler::new(iface.max_frame_len(), rt.cfg.wire.ethertype);
         let core = Core {
@@ -1061,6 +1065,9 @@ impl Drop for Endpoint {
             (c, core.sock.is_relay())
         };
         let _ = self.shared.board.dir.accumulate_closed(&counters);
+        if !relayed {
+            self.shared.board.dir.clear_reach(self.shared.index);
+        }
         self.shared
             .board
             .dir

@@ -64,6 +64,14 @@ pub fn mac_hex(nic: NicId) -> String {
     format!("{:012x}", nic)
 }
 
+/// How local peers reach an open endpoint (see `BoardDir::reach`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalReach {
+    Opening,
+    Inbox { uid: u32 },
+    Network,
+}
+
 /// Attempts, 1 ms apart, to take a named endpoint's lock held by a probe.
 const PROBE_RETRIES: u32 = 20;
 
@@ -152,6 +160,37 @@ impl BoardDir {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         Ok(try_flock(&path)?.map(|l| (i, l)))
+    }
+
+    /// Records, once an endpoint's open is complete, whether local peers reach it
+    /// through a shared-memory inbox of user `inbox_uid` or only through the network.
+    /// Until then a held lock without an inbox means "still opening" (see `reach`).
+    pub fn mark_reach(&self, i: u8, inbox_uid: Option<u32>) {
+        let text = match inbox_uid {
+            Some(uid) => format!("inbox {uid}\n"),
+            None => "network\n".to_string(),
+        };
+        let _ = self.write_atomic(&format!("ep{i}.reach"), &text);
+    }
+
+    /// Forgets endpoint `i`'s reach record (on close, and by the next opener before
+    /// anything else: a dead process's record must not describe the new endpoint).
+    pub fn clear_reach(&self, i: u8) {
+        let _ = fs::remove_file(self.path.join(format!("ep{i}.reach")));
+    }
+
+    /// How an open endpoint `i` is reached by local peers; `Opening` until its open is
+    /// complete (or when it could not say: an endpoint opened through `omxd`).
+    pub fn reach(&self, i: u8) -> LocalReach {
+        match fs::read_to_string(self.path.join(format!("ep{i}.reach"))) {
+            Ok(t) => match t.trim().strip_prefix("inbox ") {
+                Some(uid) => uid
+                    .parse()
+                    .map_or(LocalReach::Network, |uid| LocalReach::Inbox { uid }),
+                None => LocalReach::Network,
+            },
+            Err(_) => LocalReach::Opening,
+        }
     }
 
     /// Whether some process holds endpoint `i` (its lock is taken). Takes the lock for

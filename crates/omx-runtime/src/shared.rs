@@ -7,6 +7,7 @@
 //! other users are reached through the network path instead.
 
 use crate::memory::MemRegistry;
+use crate::registry::LocalReach;
 use crate::runtime::Board;
 use bytes::Bytes;
 use omx_proto::{
@@ -41,6 +42,11 @@ pub fn inbox_dir(board: &Board) -> PathBuf {
 fn inbox_name(endpoint: u8) -> String {
     format!("ep{endpoint}")
 }
+
+/// How long a local connect waits for an endpoint that is still opening (sockets,
+/// rings and inbox take milliseconds; an endpoint opened through `omxd` cannot say
+/// when it is done and costs this wait once per connect).
+const OPENING_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A message that did not fit in its ring yet (kept in order per partner).
 enum Pending {
@@ -140,6 +146,29 @@ impl SharedChannel {
         Outbox::open(&inbox_dir(b), &inbox_name(endpoint), self.me)
     }
 
+    /// The outbox to `endpoint`, waiting (boundedly) for an endpoint that holds its
+    /// index but is still opening: its inbox appears at the end of the open, and a
+    /// connect that took the network meanwhile would go nowhere (frames to our own
+    /// board do not come back from the interface).
+    fn open_outbox_when_ready(&self, nic: NicId, endpoint: u8) -> Result<Outbox, OutboxError> {
+        let Some(b) = self.board_of(nic) else {
+            return Err(OutboxError::NotFound);
+        };
+        let deadline = std::time::Instant::now() + OPENING_WAIT;
+        loop {
+            let r = self.open_outbox(nic, endpoint);
+            let absent = matches!(r, Err(OutboxError::NotFound) | Err(OutboxError::Closed));
+            if !absent
+                || std::time::Instant::now() >= deadline
+                || b.dir.reach(endpoint) != LocalReach::Opening
+                || !b.dir.endpoint_open(endpoint)
+            {
+                return r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     /// Connects to endpoint `endpoint` of local board `nic` through its inbox.
     pub fn connect(
         &mut self,
@@ -167,7 +196,7 @@ impl SharedChannel {
                 self.backlog.remove(&pid);
             }
         }
-        match self.open_outbox(nic, endpoint) {
+        match self.open_outbox_when_ready(nic, endpoint) {
             Ok(o) => {
                 let r = o.receiver();
                 let req =

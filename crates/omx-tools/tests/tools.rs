@@ -58,6 +58,13 @@ fn omx_counters_shared_shows_intra_node_traffic() {
     }
     let h = Hosts::up(2, 9000);
     let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &["-e", "0"], &[]);
+    // A local connect to an endpoint not open yet fails at once (MX: connection
+    // failed), so the client starts once the server is attached.
+    assert!(
+        server.wait_stdout(MIN, |s| s.contains("Successfully attached")),
+        "{}",
+        server.report()
+    );
     let client = h.run(
         0,
         "omx_perf client (same host)",
