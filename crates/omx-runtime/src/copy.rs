@@ -255,7 +255,7 @@ pub fn calibration() -> Calibration {
     static CAL: OnceLock<Calibration> = OnceLock::new();
     *CAL.get_or_init(|| {
         let path = cache_path();
-        let again = std::env::var("OMX_COPY_RECALIBRATE").is_ok_and(|v| v.trim() == "1");
+        let again = crate::config::settings::flag("OMX_COPY_RECALIBRATE");
         if !again {
             if let Some(c) = std::fs::read_to_string(&path)
                 .ok()
@@ -277,10 +277,9 @@ pub fn calibration() -> Calibration {
 }
 
 fn cache_path() -> std::path::PathBuf {
-    let base = std::env::var("OMX_STATE_DIR").unwrap_or_else(|_| "/dev/shm".into());
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    std::path::PathBuf::from(base).join(format!("omx-copy-calibration-{uid}"))
+    crate::config::state_dir().join(format!("omx-copy-calibration-{uid}"))
 }
 
 fn parse_cal(s: &str) -> Option<Calibration> {

@@ -41,9 +41,7 @@ const RELAY_BATCH: usize = 64;
 /// Where the daemon listens, or where clients find it (`OMX_DAEMON_SOCKET`: a
 /// file path, or `@name` for an abstract socket).
 pub fn socket_path() -> PathBuf {
-    std::env::var_os("OMX_DAEMON_SOCKET")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
+    PathBuf::from(crate::config::settings::text("OMX_DAEMON_SOCKET").unwrap_or_default())
 }
 
 /// Daemon settings (`omxd` command line).

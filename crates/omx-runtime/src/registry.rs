@@ -79,8 +79,7 @@ impl BoardDir {
     /// The board's directory under `OMX_STATE_DIR` (default `/dev/shm`); a stale peer
     /// table found there is discarded (see the module comment).
     pub fn open(nic: NicId) -> io::Result<Self> {
-        let base = std::env::var("OMX_STATE_DIR").unwrap_or_else(|_| "/dev/shm".into());
-        Self::open_in(Path::new(&base), nic)
+        Self::open_in(&crate::config::state_dir(), nic)
     }
 
     pub fn open_in(base: &Path, nic: NicId) -> io::Result<Self> {

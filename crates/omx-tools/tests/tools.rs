@@ -99,3 +99,53 @@ fn omx_counters_shared_shows_intra_node_traffic() {
         "board counters still show intra-node traffic:\n{boards}"
     );
 }
+
+/// `omx_info -c` shows every setting with its value and where it came from: the
+/// `OMX_*` variable, an MX alias (unless `OMX_IGNORE_MX_ENV`), or the default.
+#[test]
+fn omx_info_c_shows_settings_and_their_sources() {
+    let run = |env: &[(&str, &str)]| {
+        let mut c = std::process::Command::new(OMX_INFO);
+        c.arg("-c");
+        for k in [
+            "OMX_MTU",
+            "MX_IMM_ACK",
+            "OMX_NOTACKED_MAX",
+            "OMX_IGNORE_MX_ENV",
+        ] {
+            c.env_remove(k);
+        }
+        c.envs(env.iter().copied());
+        let out = c.output().expect("omx_info -c");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let line = |out: &str, name: &str| -> String {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} line:\n{out}"))
+            .to_string()
+    };
+    let out = run(&[("OMX_MTU", "1500"), ("MX_IMM_ACK", "2")]);
+    let mtu = line(&out, "OMX_MTU");
+    assert!(
+        mtu.starts_with("OMX_MTU=1500 ") && mtu.contains("# environment;"),
+        "{mtu}"
+    );
+    let ack = line(&out, "OMX_NOTACKED_MAX");
+    assert!(
+        ack.starts_with("OMX_NOTACKED_MAX=2 ") && ack.contains("(MX_IMM_ACK)"),
+        "{ack}"
+    );
+    let rndv = line(&out, "OMX_RNDV_THRESHOLD");
+    assert!(
+        rndv.starts_with("OMX_RNDV_THRESHOLD=32768 ") && rndv.contains("# default;"),
+        "{rndv}"
+    );
+    let ignored = run(&[("MX_IMM_ACK", "2"), ("OMX_IGNORE_MX_ENV", "1")]);
+    let ack = line(&ignored, "OMX_NOTACKED_MAX");
+    assert!(
+        ack.starts_with("OMX_NOTACKED_MAX=4 ") && ack.contains("# default;"),
+        "{ack}"
+    );
+}

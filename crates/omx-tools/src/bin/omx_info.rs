@@ -24,6 +24,30 @@ struct Args {
     /// still unnamed, the table's file and age, and whether a process uses the board.
     #[arg(short = 'v')]
     verbose: bool,
+    /// Print every setting (OMX_* environment variable) with its value, where the
+    /// value came from and what it means, then exit.
+    #[arg(short = 'c')]
+    config: bool,
+}
+
+/// `omx_info -c`: one `NAME=value  # source; meaning` line per setting (the part
+/// before `#` can be pasted into a shell).
+fn print_settings() {
+    use omx_runtime::config::settings::{describe_all, Source};
+    let rows = describe_all();
+    let width = rows
+        .iter()
+        .map(|(s, v, _)| s.name.len() + 1 + v.as_deref().map_or(0, str::len))
+        .max()
+        .unwrap_or(0);
+    for (s, value, source) in rows {
+        let assign = format!("{}={}", s.name, value.as_deref().unwrap_or(""));
+        let from = match (source, &value) {
+            (Source::Default, None) => "not set".to_string(),
+            _ => source.describe(s),
+        };
+        println!("{assign:<width$}  # {from}; {}", s.meaning);
+    }
 }
 
 fn driver_of(iface: &str) -> Option<String> {
@@ -70,6 +94,10 @@ fn print_interfaces(rt: &omx_runtime::runtime::Runtime) {
 
 fn main() {
     let a = Args::parse();
+    if a.config {
+        print_settings();
+        return;
+    }
     let verbose = !a.quiet;
     let rt = runtime_or_exit("omx_info");
     for w in &rt.warnings {

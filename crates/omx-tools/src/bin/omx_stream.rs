@@ -612,7 +612,7 @@ compute_ms,compute_wall_ms,transfer_alone_ms,total_ms,overlap_ratio";
             self.size,
             self.count,
             self.window,
-            std::env::var("OMX_COPY_OFFLOAD").unwrap_or_else(|_| "auto".into()),
+            omx_runtime::config::settings::text("OMX_COPY_OFFLOAD").unwrap_or_default(),
             u.copy_thread as u8,
             cpu::ncpus(),
             u.elapsed,

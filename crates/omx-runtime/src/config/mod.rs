@@ -1,5 +1,9 @@
 //! Run-time configuration from `OMX_*` environment variables (with the MX aliases the
-//! original honoured), read once per process.
+//! original honoured), read once per process through the settings table.
+
+pub mod settings;
+
+use settings::{atoi, flag, num, text};
 
 use omx_proto::{EngineConfig, NS_PER_MS};
 use omx_wire::{WireConfig, NATIVE_MTU_MIN};
@@ -79,7 +83,6 @@ pub struct RuntimeConfig {
     /// that arrives within it avoids the cost of waking a sleeping CPU.
     pub wait_spin_for: Duration,
     pub verbose: bool,
-    pub fatal_errors: bool,
     pub disable_self: bool,
     pub disable_shared: bool,
     /// Local messages above this use the one-copy rendezvous (`OMX_SHARED_RNDV_THRESHOLD`).
@@ -122,49 +125,16 @@ pub enum DaemonUse {
     Never,
 }
 
-fn var(name: &str, mx_alias: Option<&str>) -> Option<String> {
-    if let Ok(v) = std::env::var(name) {
-        return Some(v);
-    }
-    let ignore_mx = std::env::var("OMX_IGNORE_MX_ENV").is_ok_and(|v| atoi(&v) != 0);
-    mx_alias
-        .filter(|_| !ignore_mx)
-        .and_then(|a| std::env::var(a).ok())
-}
-
-/// C `atoi` semantics (leading digits, 0 otherwise), as the original parsed booleans.
-fn atoi(s: &str) -> i64 {
-    let t = s.trim_start();
-    let (neg, t) = match t.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, t.strip_prefix('+').unwrap_or(t)),
-    };
-    let n: i64 = t
-        .chars()
-        .take_while(|c| c.is_ascii_digit())
-        .fold(0i64, |a, c| {
-            a.saturating_mul(10).saturating_add(c as i64 - '0' as i64)
-        });
-    if neg {
-        -n
-    } else {
-        n
-    }
-}
-
-fn flag(name: &str, alias: Option<&str>, default: bool) -> bool {
-    var(name, alias).map_or(default, |v| atoi(&v) != 0)
-}
-
 /// `OMX_FATAL_ERRORS` (or MX's `MX_ERRORS_ARE_FATAL`, unless `OMX_IGNORE_MX_ENV`):
 /// whether the default error handler ends the process (default true). Read on its own
 /// by `mx_init`, before the runtime exists.
 pub fn fatal_errors_from_env() -> bool {
-    flag("OMX_FATAL_ERRORS", Some("MX_ERRORS_ARE_FATAL"), true)
+    flag("OMX_FATAL_ERRORS")
 }
 
-fn num(name: &str, alias: Option<&str>, default: i64) -> i64 {
-    var(name, alias).map_or(default, |v| atoi(&v))
+/// The directory of the per-board state (`OMX_STATE_DIR`).
+pub fn state_dir() -> std::path::PathBuf {
+    text("OMX_STATE_DIR").unwrap_or_default().into()
 }
 
 pub fn system_hostname() -> String {
@@ -197,19 +167,18 @@ impl RuntimeConfig {
     }
 
     pub fn from_env() -> Self {
-        let shared_ring_bytes = (num("OMX_SHARED_RING_KB", None, 256).clamp(64, 16384) as usize
-            * 1024)
-            .next_power_of_two();
+        let shared_ring_bytes =
+            (num("OMX_SHARED_RING_KB").clamp(64, 16384) as usize * 1024).next_power_of_two();
         // An eager message is one ring record: larger ones would never fit and wait forever.
         let eager_record_max = omx_transport::shm::max_record_for_ring(shared_ring_bytes)
             - omx_wire::LOCAL_EAGER_HEADER;
-        let shared_rndv_threshold = num("OMX_SHARED_RNDV_THRESHOLD", None, 4096)
+        let shared_rndv_threshold = num("OMX_SHARED_RNDV_THRESHOLD")
             .clamp(0, 1 << 20)
             .min(eager_record_max as i64) as u32;
-        let checksum = flag("OMX_CHECKSUM", None, false);
-        let wire = match var("OMX_WIRE", None).as_deref() {
+        let checksum = flag("OMX_CHECKSUM");
+        let wire = match text("OMX_WIRE").as_deref() {
             Some("mx") | Some("mx-compat") => {
-                if checksum && flag("OMX_VERBOSE", None, false) {
+                if checksum && flag("OMX_VERBOSE") {
                     eprintln!(
                         "omx: OMX_CHECKSUM ignored: MX-wire-compatible frames have no room for a checksum"
                     );
@@ -218,12 +187,12 @@ impl RuntimeConfig {
             }
             // A cap: each board uses its own MTU up to it.
             _ => WireConfig::native_checksummed(
-                num("OMX_MTU", None, 9000).clamp(i64::from(NATIVE_MTU_MIN), 65535) as u32,
+                num("OMX_MTU").clamp(i64::from(NATIVE_MTU_MIN), 65535) as u32,
                 checksum,
             ),
         };
         let mut wire = wire;
-        if let Some(t) = var("OMX_ETHERTYPE", None) {
+        if let Some((t, _)) = settings::lookup("OMX_ETHERTYPE") {
             let t = t.trim_start_matches("0x");
             if let Ok(v) = u16::from_str_radix(t, 16) {
                 if wire.mode == omx_wire::WireMode::Native {
@@ -231,42 +200,35 @@ impl RuntimeConfig {
                 }
             }
         }
-        let spin_us = num("OMX_WAITSPIN_US", None, 50).max(0) as u64;
+        let spin_us = num("OMX_WAITSPIN_US").max(0) as u64;
         RuntimeConfig {
             wire,
-            ifaces: var("OMX_IFACES", None).map(|s| {
-                s.split(',')
-                    .map(|x| x.trim().to_string())
-                    .filter(|x| !x.is_empty())
-                    .collect()
-            }),
-            hostname: var("OMX_HOSTNAME", None).unwrap_or_else(system_hostname),
-            peers_file: var("OMX_PEERS_FILE", None),
-            rndv_threshold: num("OMX_RNDV_THRESHOLD", None, 32768).clamp(128, u32::MAX as i64)
-                as u32,
-            resends_max: num("OMX_RESENDS_MAX", Some("MX_MAX_RETRIES"), 1000).max(1) as u32,
-            zombie_max: num("OMX_ZOMBIE_SEND", Some("MX_ZOMBIE_SEND"), 512).max(0) as usize,
-            not_acked_max: num("OMX_NOTACKED_MAX", Some("MX_IMM_ACK"), 4).clamp(1, 8191) as u16,
-            wait_spin: flag("OMX_WAITSPIN", None, false),
+            ifaces: text("OMX_IFACES")
+                .map(|s| omx_transport::parse_iface_list(&s))
+                .filter(|l| !l.is_empty()),
+            hostname: text("OMX_HOSTNAME").unwrap_or_else(system_hostname),
+            peers_file: text("OMX_PEERS_FILE"),
+            rndv_threshold: num("OMX_RNDV_THRESHOLD").clamp(128, u32::MAX as i64) as u32,
+            resends_max: num("OMX_RESENDS_MAX").max(1) as u32,
+            zombie_max: num("OMX_ZOMBIE_SEND").max(0) as usize,
+            not_acked_max: num("OMX_NOTACKED_MAX").clamp(1, 8191) as u16,
+            wait_spin: flag("OMX_WAITSPIN"),
             wait_spin_for: Duration::from_micros(spin_us),
-            verbose: flag("OMX_VERBOSE", None, false),
-            fatal_errors: fatal_errors_from_env(),
-            disable_self: flag("OMX_DISABLE_SELF", Some("MX_DISABLE_SELF"), false),
-            disable_shared: flag("OMX_DISABLE_SHARED", Some("MX_DISABLE_SHMEM"), false),
+            verbose: flag("OMX_VERBOSE"),
+            disable_self: flag("OMX_DISABLE_SELF"),
+            disable_shared: flag("OMX_DISABLE_SHARED"),
             shared_rndv_threshold,
-            shared_cma: flag("OMX_SHARED_CMA", None, true),
+            shared_cma: flag("OMX_SHARED_CMA"),
             shared_ring_bytes,
-            faults: var("OMX_FAULTS", None).and_then(|s| {
-                match omx_transport::FaultConfig::parse(&s) {
-                    Ok(c) if c.is_active() => Some(c),
-                    Ok(_) => None,
-                    Err(e) => {
-                        eprintln!("omx: OMX_FAULTS ignored: {e}");
-                        None
-                    }
+            faults: text("OMX_FAULTS").and_then(|s| match omx_transport::FaultConfig::parse(&s) {
+                Ok(c) if c.is_active() => Some(c),
+                Ok(_) => None,
+                Err(e) => {
+                    eprintln!("omx: OMX_FAULTS ignored: {e}");
+                    None
                 }
             }),
-            coalescing: match var("OMX_COALESCING", None).as_deref().map(str::trim) {
+            coalescing: match text("OMX_COALESCING").as_deref().map(str::trim) {
                 Some("off") => Coalescing::Off,
                 Some("timer") => Coalescing::Timer,
                 Some("stream") => Coalescing::Stream,
@@ -274,25 +236,25 @@ impl RuntimeConfig {
                 _ => DEFAULT_COALESCING,
             },
             coalescing_delay: Duration::from_micros(
-                num("OMX_COALESCING_US", None, 50).clamp(1, 1_000_000) as u64,
+                num("OMX_COALESCING_US").clamp(1, 1_000_000) as u64
             ),
             copy: crate::copy::CopyConfig {
-                mode: match var("OMX_COPY_OFFLOAD", None).as_deref().map(str::trim) {
+                mode: match text("OMX_COPY_OFFLOAD").as_deref().map(str::trim) {
                     Some("0") | Some("off") => crate::copy::OffloadMode::Off,
                     Some("1") | Some("on") => crate::copy::OffloadMode::On,
                     _ => crate::copy::OffloadMode::Auto,
                 },
-                min_frag: num("OMX_COPY_MIN_FRAG", None, 1024).max(0) as usize,
-                min_msg: num("OMX_COPY_MIN_MSG", None, 65536).clamp(0, u32::MAX as i64) as u32,
-                sync_min: num("OMX_COPY_SYNC_MIN", None, 2 << 20).max(0) as usize,
-                cpu: var("OMX_COPY_CPU", None).and_then(|v| v.trim().parse().ok()),
+                min_frag: num("OMX_COPY_MIN_FRAG").max(0) as usize,
+                min_msg: num("OMX_COPY_MIN_MSG").clamp(0, u32::MAX as i64) as u32,
+                sync_min: num("OMX_COPY_SYNC_MIN").max(0) as usize,
+                cpu: text("OMX_COPY_CPU").and_then(|v| v.trim().parse().ok()),
             },
-            progress_thread: flag("OMX_PROGRESS_THREAD", None, true),
-            unexp_max_bytes: num("OMX_UNEXP_MAX", None, 256 << 20).max(0) as usize,
-            rx_ring_bytes: num("OMX_RX_RING_KB", None, 16384).max(0) as usize * 1024,
-            direct_recv: var("OMX_DIRECT_RECV", None),
-            bundle: wire.mode == omx_wire::WireMode::Native && flag("OMX_BUNDLE", None, true),
-            daemon: match var("OMX_DAEMON", None).as_deref().map(str::trim) {
+            progress_thread: flag("OMX_PROGRESS_THREAD"),
+            unexp_max_bytes: num("OMX_UNEXP_MAX").max(0) as usize,
+            rx_ring_bytes: num("OMX_RX_RING_KB").max(0) as usize * 1024,
+            direct_recv: text("OMX_DIRECT_RECV"),
+            bundle: wire.mode == omx_wire::WireMode::Native && flag("OMX_BUNDLE"),
+            daemon: match text("OMX_DAEMON").as_deref().map(str::trim) {
                 Some("1") | Some("always") => DaemonUse::Always,
                 Some("0") | Some("never") => DaemonUse::Never,
                 _ => DaemonUse::Auto,
@@ -344,42 +306,19 @@ impl RuntimeConfig {
         e.unexp_max_bytes = self.unexp_max_bytes;
         e.shared_rndv_threshold = self.shared_rndv_threshold;
         e.self_enabled = !self.disable_self;
-        if let Some(v) = var("OMX_PULL_BLOCKS", None) {
+        if let Some(v) = text("OMX_PULL_BLOCKS") {
             e.pull_blocks_outstanding = atoi(&v).clamp(1, 64) as u32;
         } else if self.wire.mode == omx_wire::WireMode::Native {
             // The native mode's deeper pipeline: more blocks in flight keep the link busy
             // while completed blocks are being copied and re-requested.
             e.pull_blocks_outstanding = NATIVE_PULL_BLOCKS;
         }
-        if let Some(v) = var("OMX_PARTNERS_MAX", None) {
-            e.partners_max = atoi(&v).clamp(1, 1 << 20) as usize;
-        }
-        if let Some(v) = var("OMX_RESEND_DELAY_MS", None) {
-            e.resend_delay = atoi(&v).max(1) as u64 * NS_PER_MS;
-        }
-        if let Some(v) = var("OMX_PULL_RESEND_DELAY_MS", None) {
-            e.pull_resend_delay = atoi(&v).max(1) as u64 * NS_PER_MS;
-        }
+        e.partners_max = num("OMX_PARTNERS_MAX").clamp(1, 1 << 20) as usize;
+        e.resend_delay = num("OMX_RESEND_DELAY_MS").max(1) as u64 * NS_PER_MS;
+        e.pull_resend_delay = num("OMX_PULL_RESEND_DELAY_MS").max(1) as u64 * NS_PER_MS;
         // Floors of the measured timeouts (the delays above are their caps).
-        if let Some(v) = var("OMX_RTO_MIN_US", None) {
-            e.rto_min = atoi(&v).max(1) as u64 * 1_000;
-        }
-        if let Some(v) = var("OMX_PULL_RTO_MIN_US", None) {
-            e.pull_rto_min = atoi(&v).max(1) as u64 * 1_000;
-        }
+        e.rto_min = num("OMX_RTO_MIN_US").max(1) as u64 * 1_000;
+        e.pull_rto_min = num("OMX_PULL_RTO_MIN_US").max(1) as u64 * 1_000;
         e
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::atoi;
-
-    #[test]
-    fn atoi_like_c() {
-        assert_eq!(atoi("12abc"), 12);
-        assert_eq!(atoi("  -3"), -3);
-        assert_eq!(atoi("x"), 0);
-        assert_eq!(atoi(""), 0);
     }
 }

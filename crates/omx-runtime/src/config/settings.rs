@@ -1,0 +1,264 @@
+//! Every `OMX_*` setting in one table (name, MX alias, default, meaning), the one place
+//! where the process environment is read for them. `RuntimeConfig::from_env` parses
+//! them from here, `omx_info -c` prints the table with each value and its source, and a
+//! test checks README.md's configuration table against it.
+
+use crate::daemon::DEFAULT_SOCKET;
+
+/// One setting. An empty `default` means "not set" (the meaning says what happens then).
+#[derive(Debug)]
+pub struct Setting {
+    pub name: &'static str,
+    /// The MX variable the original honoured for it (unless `OMX_IGNORE_MX_ENV=1`).
+    pub mx_alias: Option<&'static str>,
+    pub default: &'static str,
+    pub meaning: &'static str,
+}
+
+const fn s(name: &'static str, default: &'static str, meaning: &'static str) -> Setting {
+    Setting {
+        name,
+        mx_alias: None,
+        default,
+        meaning,
+    }
+}
+
+const fn mx(
+    name: &'static str,
+    alias: &'static str,
+    default: &'static str,
+    meaning: &'static str,
+) -> Setting {
+    Setting {
+        name,
+        mx_alias: Some(alias),
+        default,
+        meaning,
+    }
+}
+
+/// Every setting, grouped as README.md's table is.
+pub const SETTINGS: &[Setting] = &[
+    // Boards and peers.
+    s("OMX_IFACES", "", "interfaces to attach, comma separated (unset: every one up, Ethernet, not loopback, MTU large enough)"),
+    s("OMX_HOSTNAME", "", "host part of board names (unset: the system hostname)"),
+    s("OMX_PEERS_FILE", "", "static peers, `MAC name` per line (discovery runs anyway)"),
+    s("OMX_STATE_DIR", "/dev/shm", "directory of the per-board state (locks, peer tables, inboxes, counters)"),
+    // Wire.
+    s("OMX_MTU", "9000", "native frame size cap (1280 to 65535); each board follows its own MTU up to it"),
+    s("OMX_WIRE", "native", "`mx`: MX-wire-compatible frames (fixed 4 KiB fragments)"),
+    s("OMX_ETHERTYPE", "0x86df", "EtherType of native frames (hex)"),
+    s("OMX_CHECKSUM", "0", "1: a CRC32C trailer on every native endpoint frame"),
+    s("OMX_BUNDLE", "1", "native mode: pack small frames for one endpoint into one Ethernet frame"),
+    // Protocol.
+    s("OMX_RNDV_THRESHOLD", "32768", "eager/rendezvous switch (bytes)"),
+    mx("OMX_RESENDS_MAX", "MX_MAX_RETRIES", "1000", "resend budget, in resend delays"),
+    s("OMX_RESEND_DELAY_MS", "500", "cap of the retransmission timeout"),
+    s("OMX_PULL_RESEND_DELAY_MS", "1000", "cap of the pull re-request timeout"),
+    s("OMX_RTO_MIN_US", "250", "floor of the retransmission timeout"),
+    s("OMX_PULL_RTO_MIN_US", "1000", "floor of the pull re-request timeout"),
+    s("OMX_PULL_BLOCKS", "", "pull blocks in flight per large message (unset: 8 native, 4 MX wire)"),
+    s("OMX_PARTNERS_MAX", "4096", "remote endpoints an endpoint keeps state for"),
+    mx("OMX_ZOMBIE_SEND", "MX_ZOMBIE_SEND", "512", "sends completed early (buffered) at most"),
+    mx("OMX_NOTACKED_MAX", "MX_IMM_ACK", "4", "packets received before an immediate ack"),
+    s("OMX_UNEXP_MAX", "268435456", "unexpected-queue bytes per endpoint"),
+    // Waiting and progress.
+    s("OMX_WAITSPIN", "0", "1: blocking waits busy-poll forever"),
+    s("OMX_WAITSPIN_US", "50", "blocking waits busy-poll this long before sleeping"),
+    s("OMX_PROGRESS_THREAD", "1", "0: no background progress thread"),
+    s("OMX_COALESCING", "stream", "wake-up policy: off, timer, marked, stream"),
+    s("OMX_COALESCING_US", "50", "the wake-up policies' timer"),
+    s("OMX_RX_RING_KB", "16384", "receive ring of each endpoint's packet socket"),
+    s("OMX_DIRECT_RECV", "", "pull replies through a socket of their own: 0, 1, placed, batched (unset: by frame size)"),
+    // Intra-node.
+    mx("OMX_DISABLE_SELF", "MX_DISABLE_SELF", "0", "1: messages to oneself take the network path"),
+    mx("OMX_DISABLE_SHARED", "MX_DISABLE_SHMEM", "0", "1: endpoints of this host are reached through the network path"),
+    s("OMX_SHARED_RNDV_THRESHOLD", "4096", "local messages above it use the one-copy rendezvous"),
+    s("OMX_SHARED_CMA", "1", "0: never copy between processes (process_vm_readv)"),
+    s("OMX_SHARED_RING_KB", "256", "bytes of each shared-memory ring"),
+    // Copy offload.
+    s("OMX_COPY_OFFLOAD", "auto", "receive copies on a copy thread: 0, 1, auto"),
+    s("OMX_COPY_MIN_FRAG", "1024", "smallest frame whose copy is offloaded"),
+    s("OMX_COPY_MIN_MSG", "65536", "smallest message whose copies are offloaded"),
+    s("OMX_COPY_SYNC_MIN", "2097152", "smallest intra-node copy split with the copy thread"),
+    s("OMX_COPY_CPU", "", "pin the copy thread to this CPU"),
+    s("OMX_COPY_RECALIBRATE", "0", "1: measure the copy offload again (the result is cached per host)"),
+    // Daemon.
+    s("OMX_DAEMON", "auto", "open endpoints through omxd: auto (without CAP_NET_RAW), always, never"),
+    s("OMX_DAEMON_SOCKET", DEFAULT_SOCKET, "where omxd listens: a path, or @name (abstract, per namespace)"),
+    // Diagnostics.
+    s("OMX_VERBOSE", "0", "1: say what the library chose and why"),
+    mx("OMX_FATAL_ERRORS", "MX_ERRORS_ARE_FATAL", "1", "the default error handler ends the process"),
+    s("OMX_IGNORE_MX_ENV", "0", "1: ignore the MX_* aliases"),
+    s("OMX_FAULTS", "", "testing: faults injected on the packet path, e.g. loss:0.02,dup:0.01"),
+];
+
+/// Where a setting's value came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    /// Its `OMX_*` variable.
+    Env,
+    /// The MX alias.
+    MxAlias,
+}
+
+impl Source {
+    pub fn describe(self, s: &Setting) -> String {
+        match self {
+            Source::Default => "default".into(),
+            Source::Env => "environment".into(),
+            Source::MxAlias => format!("environment ({})", s.mx_alias.unwrap_or("")),
+        }
+    }
+}
+
+/// The table row of `name`; a name missing from the table is a programming error.
+pub fn setting(name: &str) -> &'static Setting {
+    SETTINGS
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("{name} is not in the settings table"))
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The value of `name` as set (its variable, else its MX alias), with the source;
+/// `None` when unset.
+pub fn lookup(name: &str) -> Option<(String, Source)> {
+    let row = setting(name);
+    if let Some(v) = env(row.name) {
+        return Some((v, Source::Env));
+    }
+    let alias = row.mx_alias?;
+    let ignore_mx = env("OMX_IGNORE_MX_ENV").is_some_and(|v| atoi(&v) != 0);
+    if ignore_mx {
+        return None;
+    }
+    env(alias).map(|v| (v, Source::MxAlias))
+}
+
+/// The value of `name` as set, else its default (`None` when it has none).
+pub fn text(name: &str) -> Option<String> {
+    lookup(name).map(|(v, _)| v).or_else(|| {
+        let d = setting(name).default;
+        (!d.is_empty()).then(|| d.to_string())
+    })
+}
+
+/// A numeric setting, parsed as C's `atoi` (as the original did).
+pub fn num(name: &str) -> i64 {
+    text(name).map_or(0, |v| atoi(&v))
+}
+
+/// A boolean setting (`atoi != 0`).
+pub fn flag(name: &str) -> bool {
+    num(name) != 0
+}
+
+/// Every setting with its value (as set, or the default) and its source, for
+/// `omx_info -c`.
+pub fn describe_all() -> Vec<(&'static Setting, Option<String>, Source)> {
+    SETTINGS
+        .iter()
+        .map(|s| match lookup(s.name) {
+            Some((v, src)) => (s, Some(v), src),
+            None => (
+                s,
+                (!s.default.is_empty()).then(|| s.default.to_string()),
+                Source::Default,
+            ),
+        })
+        .collect()
+}
+
+/// C `atoi` semantics (leading digits, 0 otherwise), as the original parsed numbers.
+pub fn atoi(s: &str) -> i64 {
+    let t = s.trim_start();
+    let (neg, t) = match t.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let n: i64 = t
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .fold(0i64, |a, c| {
+            a.saturating_mul(10).saturating_add(c as i64 - '0' as i64)
+        });
+    if neg {
+        -n
+    } else {
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atoi_like_c() {
+        assert_eq!(atoi("12abc"), 12);
+        assert_eq!(atoi("  -3"), -3);
+        assert_eq!(atoi("x"), 0);
+        assert_eq!(atoi(""), 0);
+    }
+
+    #[test]
+    fn names_are_unique() {
+        for (i, a) in SETTINGS.iter().enumerate() {
+            assert!(a.name.starts_with("OMX_"), "{}", a.name);
+            assert!(
+                SETTINGS[i + 1..].iter().all(|b| b.name != a.name),
+                "{} twice",
+                a.name
+            );
+        }
+    }
+
+    /// README.md's configuration table lists exactly the settings of this table (rows
+    /// may name several settings; MX aliases are in parentheses).
+    #[test]
+    fn readme_table_matches_settings() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+                .expect("README.md");
+        let start = readme
+            .find("| variable | default | meaning |")
+            .expect("README.md has its configuration table");
+        let mut in_readme = Vec::new();
+        for line in readme[start..].lines().skip(2) {
+            if !line.starts_with('|') {
+                break;
+            }
+            let first = line.split('|').nth(1).unwrap_or("");
+            for part in first.split('`').skip(1).step_by(2) {
+                in_readme.push(part.to_string());
+            }
+        }
+        for s in SETTINGS {
+            assert!(
+                in_readme.iter().any(|n| n == s.name),
+                "README.md lacks {}",
+                s.name
+            );
+            if let Some(a) = s.mx_alias {
+                assert!(
+                    in_readme.iter().any(|n| n == a),
+                    "README.md lacks the alias {a}"
+                );
+            }
+        }
+        for n in &in_readme {
+            assert!(
+                SETTINGS
+                    .iter()
+                    .any(|s| s.name == n || s.mx_alias == Some(n.as_str())),
+                "README.md documents {n}, which the settings table lacks"
+            );
+        }
+    }
+}
