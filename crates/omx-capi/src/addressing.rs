@@ -7,7 +7,6 @@ use omx_runtime::{Error as RtError, Runtime};
 use std::ffi::{c_char, c_void};
 use std::time::Duration;
 
-
 unsafe fn connect_code(s: StatusCode) -> MxReturn {
     match s {
         StatusCode::BadKey => MX_BAD_CONNECTION_KEY,

@@ -6,7 +6,6 @@ use omx_proto::{ReqId, RequestKind};
 use std::ffi::c_void;
 use std::time::Duration;
 
-
 #[allow(clippy::too_many_arguments)] // mirrors the C signature
 unsafe fn post_send(
     e: *mut CEndpoint,

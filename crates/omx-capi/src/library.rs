@@ -5,7 +5,6 @@ use crate::*;
 use omx_runtime::{Endpoint, Error as RtError, Runtime};
 use std::ffi::c_void;
 
-
 #[no_mangle]
 pub extern "C" fn mx__init_api(api: i32) -> MxReturn {
     if api == 0 || (api >> 8) != 0x3 {
