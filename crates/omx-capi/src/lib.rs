@@ -6,6 +6,11 @@
 
 mod types;
 
+// The entry points, for Rust callers (tests, tools) as for C ones.
+pub use addressing::*;
+pub use comm::*;
+pub use library::*;
+
 use omx_proto::{Completion, PartnerId, ReqId, RequestKind, Status};
 use omx_runtime::{Endpoint, Error as RtError, Segment};
 // Keys are pointers and request ids: Fx hashing, no SipHash on every call.
