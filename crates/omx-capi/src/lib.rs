@@ -70,6 +70,7 @@ pub struct CEndpoint {
 
 unsafe extern "C" fn fatal_before_init(msg: *mut c_char, code: MxReturn) -> MxReturn {
     eprintln!("MX: fatal error before mx_init: {} ({code})", cstr(msg));
+    knobs::sleep_before_abort();
     std::process::exit(-1)
 }
 
@@ -79,6 +80,7 @@ unsafe extern "C" fn fatal_handler(msg: *mut c_char, code: MxReturn) -> MxReturn
         cstr(msg),
         cstr(mx_strerror(code) as *mut c_char)
     );
+    knobs::sleep_before_abort();
     std::process::exit(-1)
 }
 
@@ -314,6 +316,7 @@ mod addressing;
 mod comm;
 mod info;
 mod internals;
+mod knobs;
 mod library;
 mod onesided;
 mod raw;

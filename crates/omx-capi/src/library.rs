@@ -62,7 +62,13 @@ pub unsafe extern "C" fn mx_open_endpoint(
         return fail(None, MX_BAD_PARAM_LIST, "bad parameter list");
     }
     let mut handler = None;
-    let mut ctx_mask = 0u64;
+    let mut ctx_mask = crate::knobs::default_context_ids().map_or(0, |(bits, shift)| {
+        if bits == 0 || bits > 16 || bits as u32 + shift as u32 > 64 {
+            0
+        } else {
+            ((1u64 << bits) - 1) << shift
+        }
+    });
     let mut unexp_max = None;
     let plist = if params_count == 0 {
         &[][..]
@@ -96,7 +102,11 @@ pub unsafe extern "C" fn mx_open_endpoint(
     } else {
         vec![board]
     };
-    let index = (endpoint_id != MX_ANY_ENDPOINT).then_some(endpoint_id);
+    let index = if endpoint_id == MX_ANY_ENDPOINT {
+        crate::knobs::any_endpoint()
+    } else {
+        Some(endpoint_id)
+    };
     if index.is_some_and(|i| i >= omx_runtime::MAX_ENDPOINTS as u32) {
         return fail(None, MX_BAD_ENDPOINT, "endpoint index out of range");
     }
@@ -104,6 +114,11 @@ pub unsafe extern "C" fn mx_open_endpoint(
     for b in boards {
         match Endpoint::open(&rt, b, index.map(|i| i as u8), key) {
             Ok(ep) => {
+                let mac = ep.board().nic_id.to_be_bytes();
+                crate::knobs::bind_process(
+                    [mac[2], mac[3], mac[4], mac[5], mac[6], mac[7]],
+                    ep.index() as u32,
+                );
                 if let Some(m) = unexp_max {
                     ep.set_unexpected_max(m);
                 }

@@ -200,6 +200,9 @@ impl RuntimeConfig {
                 }
             }
         }
+        for notice in settings::inert_notices() {
+            eprintln!("{notice}");
+        }
         let spin_us = num("OMX_WAITSPIN_US").max(0) as u64;
         RuntimeConfig {
             wire,

@@ -13,6 +13,9 @@ pub struct Setting {
     pub mx_alias: Option<&'static str>,
     pub default: &'static str,
     pub meaning: &'static str,
+    /// One of the original's knobs that has nothing to act on here: accepted, and a
+    /// one-line notice says so when it is set (`meaning` says why).
+    pub inert: bool,
 }
 
 const fn s(name: &'static str, default: &'static str, meaning: &'static str) -> Setting {
@@ -21,6 +24,7 @@ const fn s(name: &'static str, default: &'static str, meaning: &'static str) -> 
         mx_alias: None,
         default,
         meaning,
+        inert: false,
     }
 }
 
@@ -35,6 +39,17 @@ const fn mx(
         mx_alias: Some(alias),
         default,
         meaning,
+        inert: false,
+    }
+}
+
+const fn inert(name: &'static str, alias: Option<&'static str>, why: &'static str) -> Setting {
+    Setting {
+        name,
+        mx_alias: alias,
+        default: "",
+        meaning: why,
+        inert: true,
     }
 }
 
@@ -88,11 +103,40 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_DAEMON", "auto", "open endpoints through omxd: auto (without CAP_NET_RAW), always, never"),
     s("OMX_DAEMON_SOCKET", DEFAULT_SOCKET, "where omxd listens: a path, or @name (abstract, per namespace)"),
     // Diagnostics.
-    s("OMX_VERBOSE", "0", "1: say what the library chose and why"),
+    mx("OMX_VERBOSE", "MX_VERBOSE", "0", "1: say what the library chose and why"),
     mx("OMX_FATAL_ERRORS", "MX_ERRORS_ARE_FATAL", "1", "the default error handler ends the process"),
     s("OMX_IGNORE_MX_ENV", "0", "1: ignore the MX_* aliases"),
     s("OMX_FAULTS", "", "testing: faults injected on the packet path, e.g. loss:0.02,dup:0.01"),
+    s("OMX_ABORT_SLEEPS", "0", "seconds a fatal error sleeps, printing the pid, before the process exits (to attach a debugger)"),
+    // The original's endpoint knobs.
+    s("OMX_CTXIDS", "", "BITS,SHIFT: context-id split of endpoints opened without the CONTEXT_ID parameter"),
+    s("OMX_ANY_ENDPOINT", "", "endpoint index used when the application asks for any endpoint"),
+    s("OMX_PROCESS_BINDING", "", "bind the process to CPUs when it opens endpoint n: `c0,c1,...` (n-th entry), `all:CPU`, `file` or `file:PATH` (lines `board MAC ep N irq N mask HEX`)"),
+    // The original's knobs with nothing to act on here.
+    inert("OMX_RCACHE", Some("MX_RCACHE"), "registration cache: omx pins and registers no memory, so there is nothing to cache"),
+    inert("OMX_PRCACHE", None, "parallel registration cache: no memory registration here (and no effect in the original either)"),
+    inert("OMX_MEDIUM_SENDQ", None, "medium messages are always copied at post time and complete early"),
+    inert("OMX_WAITINTR", None, "a signal never ends a blocking call early: it resumes, the original's default"),
+    inert("OMX_CONNECT_POLLALL", None, "blocking connects need no polling of other endpoints: the progress thread answers for them"),
+    inert("OMX_VERBOSE_PREFIX", None, "library messages always start with `omx: `"),
+    inert("OMX_VERBDEBUG", None, "the original's debug-library trace mask: use OMX_VERBOSE, omx_counters and omx_endpoint_info"),
+    inert("OMX_DEBUG_SIGNAL", None, "no state dump on a signal: omx_endpoint_info and omx_counters show the live state"),
+    inert("OMX_DEBUG_SIGNAL_NUM", None, "see OMX_DEBUG_SIGNAL"),
+    inert("OMX_DEBUG_REQUESTS", None, "the original's debug-library request checks: no debug library here"),
+    inert("OMX_DEBUG_CHECKSUM", None, "the original's debug payload checksums: OMX_CHECKSUM=1 checks every frame"),
 ];
+
+/// One line per inert setting that is set, saying that it has no effect and why.
+pub fn inert_notices() -> Vec<String> {
+    SETTINGS
+        .iter()
+        .filter(|s| s.inert)
+        .filter_map(|s| {
+            let (v, _) = lookup(s.name)?;
+            Some(format!("omx: {}={v} has no effect: {}", s.name, s.meaning))
+        })
+        .collect()
+}
 
 /// Where a setting's value came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
