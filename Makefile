@@ -125,6 +125,7 @@ VERSION := 0.1.0
 comma := ,
 PC_RPATH := $(if $(filter /usr /usr/,$(PREFIX)),,-Wl$(comma)-rpath$(comma)$${libdir} )
 
+MAN1_TOOLS := omx_info omx_perf omx_counters omx_endpoint_info omx_hostname omx_stream omx_soak
 install: build provider
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 		$(DESTDIR)$(PREFIX)/lib/libfabric
@@ -146,6 +147,10 @@ install: build provider
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 755 $(RELEASE_DIR)/omxd $(DESTDIR)$(PREFIX)/sbin/
 	sed 's|/usr/local|$(PREFIX)|g' dist/omxd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/omxd.service
+	# Manual pages, written by each tool itself (`TOOL --man`).
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	for t in $(MAN1_TOOLS); do $(RELEASE_DIR)/$$t --man > $(DESTDIR)$(PREFIX)/share/man/man1/$$t.1; done
+	$(RELEASE_DIR)/omxd --man > $(DESTDIR)$(PREFIX)/share/man/man8/omxd.8
 
 clean:
 	$(CARGO) clean

@@ -72,4 +72,24 @@ for pc in myriexpress omx; do
   } >"$log/$pc" 2>&1 || status=$?
   report "pkg-config $pc: build and run" "$status" "$log/$pc"
 done
+
+# Every installed tool has its manual page, a roff page naming the tool, that man
+# renders without a warning.
+status=0
+{
+  for page in "$prefix"/share/man/man1/omx_info.1 "$prefix"/share/man/man1/omx_perf.1 \
+    "$prefix"/share/man/man1/omx_counters.1 "$prefix"/share/man/man1/omx_endpoint_info.1 \
+    "$prefix"/share/man/man1/omx_hostname.1 "$prefix"/share/man/man1/omx_stream.1 \
+    "$prefix"/share/man/man1/omx_soak.1 "$prefix"/share/man/man8/omxd.8; do
+    name=$(basename "${page%.*}")
+    grep -q "^\.TH $name " "$page" || { echo "$page: no .TH $name"; exit 1; }
+    grep -q "^\.SH OPTIONS" "$page" || { echo "$page: no OPTIONS"; exit 1; }
+    if command -v groff >/dev/null; then
+      warnings=$(groff -man -Tutf8 -ww -z "$page" 2>&1)
+      [ -z "$warnings" ] || { echo "$page: $warnings"; exit 1; }
+    fi
+    echo "ok $page"
+  done
+} >"$log/man" 2>&1 || status=$?
+report "manual pages" "$status" "$log/man"
 summary

@@ -12,6 +12,30 @@ pub fn fmt_mac(nic: NicId) -> String {
     )
 }
 
+/// Parses a tool's command line, as `A::parse()` does; `--man` as the only argument
+/// prints the tool's manual page (roff) instead, which `make install` installs.
+pub fn parse_args<A: clap::Parser>() -> A {
+    parse_args_in_section::<A>("1")
+}
+
+/// [`parse_args`] for a tool whose manual page belongs in `section` (8 for daemons).
+pub fn parse_args_in_section<A: clap::Parser>(section: &str) -> A {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "--man") && args.next().is_none() {
+        let man = clap_mangen::Man::new(A::command())
+            .section(section)
+            .source(format!("omx {}", env!("CARGO_PKG_VERSION")))
+            .manual("omx manual");
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = man.render(&mut out) {
+            eprintln!("cannot write the manual page: {e}");
+            std::process::exit(1);
+        }
+        std::process::exit(0);
+    }
+    A::parse()
+}
+
 /// The runtime, or an error message and exit code -1 (255) as the original tools.
 pub fn runtime_or_exit(tool: &str) -> Arc<Runtime> {
     match Runtime::global() {

@@ -124,7 +124,7 @@ fn tiny(src_mac: [u8; 6], dst_mac: [u8; 6], src_ep: u8, dst_ep: u8, cfg: &WireCo
 }
 
 fn main() {
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args();
     match a.cmd {
         Cmd::RawSocket => verdict(
             !relay::can_open_packet_socket(),

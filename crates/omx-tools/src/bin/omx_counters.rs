@@ -55,7 +55,7 @@ fn print_counters(counters: &[(String, u64)], keep: fn(&str) -> bool, verbose: b
 }
 
 fn main() {
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args();
     let rt = runtime_or_exit("omx_counters");
     let names = Counters::NAMES;
     let boards: Vec<_> = rt

@@ -23,7 +23,7 @@ struct Args {
 }
 
 fn main() {
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args();
     let rt = runtime_or_exit("omx_endpoint_info");
     let mut found = false;
     for b in rt

@@ -94,7 +94,7 @@ fn vm_hwm_kb() -> u64 {
 }
 
 fn main() {
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args();
     if a.sizes.is_empty() {
         fail("--sizes is empty");
     }

@@ -24,7 +24,7 @@ struct Args {
 }
 
 fn main() {
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args();
     let rt = runtime_or_exit("omx_hostname");
     let Some(b) = rt.board(a.board) else {
         eprintln!("omx_hostname: no board #{}", a.board);

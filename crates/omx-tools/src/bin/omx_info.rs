@@ -93,7 +93,7 @@ fn print_interfaces(rt: &omx_runtime::runtime::Runtime) {
 }
 
 fn main() {
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args();
     if a.config {
         print_settings();
         return;

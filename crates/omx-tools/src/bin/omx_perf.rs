@@ -300,7 +300,7 @@ fn die(msg: &str) -> ! {
 }
 
 fn main() {
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args();
     let rt = runtime_or_exit("omx_perf");
     let index = if a.dest.is_some() {
         a.endpoint

@@ -354,7 +354,7 @@ impl FromPeer {
 }
 
 fn main() {
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args();
     let max = a.max_size;
     let rt = runtime_or_exit("omx_soak");
     let deadline = Instant::now() + Duration::from_secs(a.timeout);

@@ -746,7 +746,7 @@ fn sink(rt: &Arc<Runtime>, a: &Args, size: u32) {
 }
 
 fn main() {
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args();
     if a.sizes.len() >= STREAM_INDEX as usize {
         fail("too many sizes");
     }

@@ -33,7 +33,7 @@ struct Args {
 fn main() {
     // Before any thread starts, so that SIGTERM reaches the cleanup and no other thread.
     daemon::block_stop_signals();
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args_in_section("8");
     let _ = a.foreground;
     let rt = runtime_or_exit("omxd");
     let cfg = DaemonConfig {

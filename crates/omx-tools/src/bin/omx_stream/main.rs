@@ -522,7 +522,7 @@ impl Compute {
 // ---------------------------------------------------------------------------------
 
 fn main() {
-    let a = Args::parse();
+    let a: Args = omx_tools::parse_args();
     if a.window == 0 || a.count == 0 {
         die("-W and -N must be at least 1");
     }
