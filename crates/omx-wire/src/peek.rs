@@ -189,9 +189,12 @@ mod tests {
         ]
     }
 
-    /// One packet of every supported type, addressed from endpoint SRC to endpoint DST,
-    /// with the endpoints peek should report (destination, `src_endpoint` field).
-    fn every_packet() -> Vec<(Packet, Vec<u8>, Option<u8>, Option<u8>)> {
+    /// A packet, its payload, and the endpoints peek should report (destination,
+    /// `src_endpoint` field).
+    type Case = (Packet, Vec<u8>, Option<u8>, Option<u8>);
+
+    /// One packet of every supported type, addressed from endpoint SRC to endpoint DST.
+    fn every_packet() -> Vec<Case> {
         let msg = Msg {
             dst_endpoint: DST,
             src_endpoint: SRC,
