@@ -47,7 +47,7 @@ pub use faults::{FaultConfig, FaultInjector, FaultStats};
 pub use filter::EndpointFilter;
 pub use iface::{
     interface_by_name, list_interfaces, parse_iface_list, rx_coalescing, select_boards,
-    select_boards_from_env, select_from, survey, Interface, RxCoalescing, Surveyed,
+    select_from, survey, Interface, RxCoalescing, Surveyed,
 };
 pub use ring::RingLayout;
 pub use shm::{Inbox, InboxParams, Outbox, OutboxError, ReceiverInfo, SenderId};
