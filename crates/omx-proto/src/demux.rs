@@ -1,8 +1,8 @@
 //! Board-level demultiplexing: which local endpoint a received frame is for, read from
 //! the fixed offsets the original documents for NIC hashing (type byte at 16, endpoint at
-//! 17; pull replies and nacks carry it elsewhere).
+//! 17; pull replies and nacks carry it elsewhere), which [`omx_wire::peek`] reads.
 
-use omx_wire::{PacketType, COMMON_HEADER_LEN, PULL_MAGIC_XOR};
+use omx_wire::{peek, PacketType, COMMON_HEADER_LEN};
 
 /// What a board should do with a received frame before any endpoint sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,26 +15,10 @@ pub enum Route {
 }
 
 pub fn route(frame: &[u8]) -> Route {
-    let Some(&ptype) = frame.get(COMMON_HEADER_LEN) else {
-        return Route::Drop;
-    };
-    let ptype = omx_wire::type_of(ptype);
-    let at = |off: usize| frame.get(COMMON_HEADER_LEN + off).copied();
-    let endpoint = match ptype {
-        t if t == PacketType::Raw as u8
-            || t == PacketType::HostQuery as u8
-            || t == PacketType::HostReply as u8 =>
-        {
-            return Route::Board
-        }
-        t if t == PacketType::PullReply as u8 => at(15).map(|b| b ^ (PULL_MAGIC_XOR & 0xFF) as u8),
-        t if t == PacketType::NackMcp as u8 => at(15).map(|b| b ^ (PULL_MAGIC_XOR & 0xFF) as u8),
-        t if t == PacketType::NackLib as u8 => at(9),
-        omx_wire::BUNDLE_TYPE => at(1),
-        t if (PacketType::Truc as u8..=PacketType::Notify as u8).contains(&t) => at(1),
-        _ => None,
-    };
-    endpoint.map_or(Route::Drop, Route::Endpoint)
+    if peek::is_board_frame(frame) {
+        return Route::Board;
+    }
+    peek::dst_endpoint(frame).map_or(Route::Drop, Route::Endpoint)
 }
 
 /// The NACK a board sends back for a frame addressed to an endpoint that is not open
@@ -97,7 +81,7 @@ fn medium_nack(
 ) -> Option<Vec<u8>> {
     use omx_wire::{Header, NackLib, Packet, PEER_INDEX_NONE};
     let head = frame.get(..COMMON_HEADER_LEN + 32)?;
-    if omx_wire::type_of(head[COMMON_HEADER_LEN]) != PacketType::Medium as u8 {
+    if peek::packet_type(head) != Some(PacketType::Medium as u8) {
         return None;
     }
     let be16 = |off: usize| u16::from_be_bytes([head[off], head[off + 1]]);

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use omx_transport::relay::{self, OpenReply, OpenRequest, Refusal};
 use omx_transport::{EndpointFilter, PacketSocket, SocketOptions, ETH_HEADER_LEN};
-use omx_wire::{type_of, PacketType, COMMON_HEADER_LEN};
+use omx_wire::peek;
 
 use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
 use crate::Endpoint;
@@ -71,42 +71,29 @@ pub enum FrameRefusal {
 }
 
 /// Checks a frame an unprivileged client asks to send as endpoint `endpoint`
-/// of the board whose MAC is `mac`. Offsets are those of the common header
-/// (type at 16) and of the packet bodies: the source endpoint is body byte 2,
-/// or byte 1 in nacks; a PULL_REPLY names no source (the puller checks its
-/// handle and magic, which only the pull's real target was told).
+/// of the board whose MAC is `mac`: an endpoint packet type whose source endpoint
+/// field ([`peek::src_endpoint`]) is the client's; a PULL_REPLY names no source
+/// (the puller checks its handle and magic, which only the pull's real target was told).
 pub fn check_client_frame(
     frame: &[u8],
     mac: [u8; 6],
     ethertype: u16,
     endpoint: u8,
 ) -> Result<(), FrameRefusal> {
-    if frame.len() < COMMON_HEADER_LEN + 3 {
+    if frame.len() <= peek::SRC_ENDPOINT_OFFSET {
         return Err(FrameRefusal::Short);
     }
-    if u16::from_be_bytes([frame[12], frame[13]]) != ethertype {
+    if peek::ethertype(frame) != Some(ethertype) {
         return Err(FrameRefusal::EtherType);
     }
     if frame[6..12] != mac {
         return Err(FrameRefusal::SourceMac);
     }
-    let src_at = match PacketType::from_u8(type_of(frame[COMMON_HEADER_LEN])) {
-        Some(PacketType::PullReply) => None,
-        Some(PacketType::NackLib | PacketType::NackMcp) => Some(COMMON_HEADER_LEN + 1),
-        Some(
-            PacketType::Truc
-            | PacketType::Connect
-            | PacketType::Tiny
-            | PacketType::Small
-            | PacketType::Medium
-            | PacketType::Rndv
-            | PacketType::Pull
-            | PacketType::Notify,
-        ) => Some(COMMON_HEADER_LEN + 2),
-        _ => return Err(FrameRefusal::Type),
-    };
-    match src_at {
-        Some(at) if frame[at] != endpoint => Err(FrameRefusal::SourceEndpoint),
+    if !peek::packet_type(frame).is_some_and(peek::is_endpoint_type) {
+        return Err(FrameRefusal::Type);
+    }
+    match peek::src_endpoint(frame) {
+        Some(src) if src != endpoint => Err(FrameRefusal::SourceEndpoint),
         _ => Ok(()),
     }
 }
@@ -606,7 +593,8 @@ fn relay_frames(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use omx_wire::{encode, Header, Msg, Packet, WireConfig};
+    use omx_wire::{encode, Header, Msg, Packet, PacketType, WireConfig};
+    use peek::TYPE_OFFSET;
 
     const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 
@@ -643,22 +631,22 @@ mod tests {
             Err(FrameRefusal::SourceMac)
         );
         let mut marked = ok.clone();
-        marked[COMMON_HEADER_LEN] |= omx_wire::LATENCY_FLAG;
+        marked[TYPE_OFFSET] |= omx_wire::LATENCY_FLAG;
         assert_eq!(check_client_frame(&marked, MAC, et, 7), Ok(()));
         let mut raw = ok.clone();
-        raw[COMMON_HEADER_LEN] = PacketType::Raw as u8;
+        raw[TYPE_OFFSET] = PacketType::Raw as u8;
         assert_eq!(
             check_client_frame(&raw, MAC, et, 7),
             Err(FrameRefusal::Type)
         );
         let mut bundle = ok.clone();
-        bundle[COMMON_HEADER_LEN] = omx_wire::BUNDLE_TYPE;
+        bundle[TYPE_OFFSET] = omx_wire::BUNDLE_TYPE;
         assert_eq!(
             check_client_frame(&bundle, MAC, et, 7),
             Err(FrameRefusal::Type)
         );
         let mut host_query = ok.clone();
-        host_query[COMMON_HEADER_LEN] = PacketType::HostQuery as u8;
+        host_query[TYPE_OFFSET] = PacketType::HostQuery as u8;
         assert_eq!(
             check_client_frame(&host_query, MAC, et, 7),
             Err(FrameRefusal::Type)

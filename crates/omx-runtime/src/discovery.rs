@@ -7,8 +7,8 @@
 
 use omx_proto::{mac_from_nic_id, nic_id_from_mac, NicId, PeerTable, Time};
 use omx_wire::{
-    decode, encode, Header, HostQuery, HostReply, Packet, WireConfig, HOST_QUERY_MAGIC_INIT,
-    PEER_INDEX_NONE,
+    decode, encode, peek, Header, HostQuery, HostReply, Packet, PacketType, WireConfig,
+    HOST_QUERY_MAGIC_INIT, PEER_INDEX_NONE,
 };
 use std::collections::HashMap;
 
@@ -73,8 +73,8 @@ impl Discovery {
         let mut f = vec![0u8; 64];
         f[..6].copy_from_slice(&dst);
         f[6..12].copy_from_slice(&mac_from_nic_id(self.nic));
-        f[12..14].copy_from_slice(&RAW_ETHERTYPE.to_be_bytes());
-        f[16] = 1;
+        f[peek::ETHERTYPE_OFFSET..][..2].copy_from_slice(&RAW_ETHERTYPE.to_be_bytes());
+        f[peek::TYPE_OFFSET] = PacketType::Raw as u8;
         f[32..36].copy_from_slice(&((self.nic >> 32) as u32).to_be_bytes());
         f[36..40].copy_from_slice(&(self.nic as u32).to_be_bytes());
         f[40..44].copy_from_slice(&self.serial.to_be_bytes());
@@ -137,7 +137,7 @@ impl Discovery {
         wire: &WireConfig,
     ) -> Outcome {
         let mut o = Outcome::default();
-        if frame.len() < 44 || frame.get(16) != Some(&1) {
+        if frame.len() < 44 || !peek::is_raw(frame) {
             return self.on_host_frame(now, frame, peers, wire);
         }
         let hi = u32::from_be_bytes(frame[32..36].try_into().expect("4 bytes")) as u64;

@@ -72,7 +72,7 @@ impl RawEndpoint {
     fn pull(&mut self) {
         let (events, dropped) = (&mut self.events, &mut self.dropped);
         let _ = self.sock.recv_batch(64, |f| {
-            if f.get(16) != Some(&1) {
+            if !omx_wire::peek::is_raw(f) {
                 return;
             }
             if f.len() > RAW_FRAME_MAX || events.len() >= RAW_QUEUE_MAX {

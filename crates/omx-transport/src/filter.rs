@@ -4,30 +4,18 @@
 //! same interface and EtherType. Without a filter each of them would get a
 //! copy of every frame and throw most away; the kernel runs this program
 //! before copying, so each socket only pays for its own traffic.
+//!
+//! The program loads the fields at the offsets [`omx_wire::peek`] defines and
+//! compares them with its type numbers; [`EndpointFilter::accepts`] is the same
+//! selection written with `peek`'s readers, and the tests check that both agree.
 
 use crate::sys::SockFilter;
-
-/// Packet type byte offset (after the 14-byte Ethernet header and the 2-byte peer index).
-pub const TYPE_OFFSET: u32 = 16;
-/// Destination endpoint offset for the "endpoint in the common place" types.
-pub const DST_ENDPOINT_OFFSET: u32 = 17;
-/// NACK_LIB: destination endpoint offset.
-pub const NACK_LIB_ENDPOINT_OFFSET: u32 = 25;
-/// PULL_REPLY / NACK_MCP: offset of the byte that is the endpoint XOR [`PULL_ENDPOINT_XOR`].
-pub const PULL_ENDPOINT_OFFSET: u32 = 31;
-/// Mask XORed into the puller endpoint byte of PULL_REPLY and NACK_MCP.
-pub const PULL_ENDPOINT_XOR: u8 = 0x80;
-
-/// Packet types not addressed to an endpoint: RAW, HOST_QUERY, HOST_REPLY.
-pub const BOARD_TYPES: [u8; 3] = [1, 3, 4];
-/// First and last packet types carrying the endpoint at [`DST_ENDPOINT_OFFSET`]
-/// (PULL_REPLY, inside the range, is handled separately).
-pub const ENDPOINT_TYPES: std::ops::RangeInclusive<u8> = 35..=43;
-pub const TYPE_PULL_REPLY: u8 = 42;
-pub const TYPE_NACK_LIB: u8 = 44;
-pub const TYPE_NACK_MCP: u8 = 45;
-/// omx native-mode bundle of small frames; its destination endpoint is byte 17 too.
-pub const TYPE_BUNDLE: u8 = 46;
+use omx_wire::peek::{
+    self, BOARD_TYPES, DST_ENDPOINT_OFFSET, ENDPOINT_TYPES, ETHERTYPE_OFFSET,
+    MAGIC_ENDPOINT_OFFSET, MAGIC_ENDPOINT_XOR, NACK_LIB_DST_ENDPOINT_OFFSET, TYPE_BUNDLE,
+    TYPE_NACK_LIB, TYPE_NACK_MCP, TYPE_OFFSET, TYPE_PULL_REPLY,
+};
+use omx_wire::{CHECKSUM_FLAG, LATENCY_FLAG};
 
 /// Which frames of the EtherType a socket should see.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,11 +33,7 @@ pub struct EndpointFilter {
     pub direct: Option<u8>,
 }
 
-/// Latency flag in the type byte (native mode).
-pub const LATENCY_FLAG: u8 = 0x80;
-/// Checksum-trailer flag in the type byte (native mode, `omx_wire::CHECKSUM_FLAG`).
-pub const CHECKSUM_FLAG: u8 = 0x40;
-/// Both flags: the type is the rest of the byte.
+/// Both flags: the type is the rest of the byte (as `omx_wire::type_of` strips them).
 const TYPE_FLAGS: u8 = LATENCY_FLAG | CHECKSUM_FLAG;
 
 impl EndpointFilter {
@@ -66,10 +50,9 @@ impl EndpointFilter {
     /// [`crate::DirectRx`] socket of that endpoint takes (reference semantics of
     /// [`EndpointFilter::compile_direct`]).
     pub fn is_direct_pull_reply(ethertype: u16, frame: &[u8], endpoint: u8) -> bool {
-        frame.len() > PULL_ENDPOINT_OFFSET as usize
-            && u16::from_be_bytes([frame[12], frame[13]]) == ethertype
-            && frame[TYPE_OFFSET as usize] & !LATENCY_FLAG == TYPE_PULL_REPLY
-            && frame[PULL_ENDPOINT_OFFSET as usize] ^ PULL_ENDPOINT_XOR == endpoint
+        peek::ethertype(frame) == Some(ethertype)
+            && peek::is_unchecksummed_pull_reply(frame)
+            && peek::dst_endpoint(frame) == Some(endpoint)
     }
 
     /// Classic BPF program of a direct socket: the pull replies (without checksum
@@ -84,29 +67,13 @@ impl EndpointFilter {
         a.finish()
     }
 
-    /// The endpoint a frame is addressed to, per its packet type, or `None` for
-    /// board frames, unknown types and frames too short to carry it.
-    pub fn frame_endpoint(frame: &[u8]) -> Option<u8> {
-        let t = *frame.get(TYPE_OFFSET as usize)? & !TYPE_FLAGS;
-        match t {
-            TYPE_PULL_REPLY | TYPE_NACK_MCP => frame
-                .get(PULL_ENDPOINT_OFFSET as usize)
-                .map(|b| b ^ PULL_ENDPOINT_XOR),
-            TYPE_NACK_LIB => frame.get(NACK_LIB_ENDPOINT_OFFSET as usize).copied(),
-            t if ENDPOINT_TYPES.contains(&t) || t == TYPE_BUNDLE => {
-                frame.get(DST_ENDPOINT_OFFSET as usize).copied()
-            }
-            _ => None,
-        }
-    }
-
     /// Reference semantics of the compiled program (same answer for every
     /// frame): useful to re-check frames queued before a filter change.
     pub fn accepts(&self, ethertype: u16, frame: &[u8]) -> bool {
-        if frame.len() < 14 || u16::from_be_bytes([frame[12], frame[13]]) != ethertype {
+        if peek::ethertype(frame) != Some(ethertype) {
             return false;
         }
-        let Some(&t) = frame.get(TYPE_OFFSET as usize) else {
+        let Some(t) = peek::type_byte(frame) else {
             return false;
         };
         if self.marked_only && t & LATENCY_FLAG == 0 {
@@ -118,11 +85,10 @@ impl EndpointFilter {
         {
             return false;
         }
-        let t = t & !TYPE_FLAGS;
-        if self.board_frames && BOARD_TYPES.contains(&t) {
+        if self.board_frames && peek::is_board_frame(frame) {
             return true;
         }
-        Self::frame_endpoint(frame).is_some_and(|e| self.endpoints.contains(&e))
+        peek::dst_endpoint(frame).is_some_and(|e| self.endpoints.contains(&e))
     }
 
     /// Compiles the filter to a classic BPF program for `SO_ATTACH_FILTER`.
@@ -202,11 +168,11 @@ impl EndpointFilter {
             a.op(ld_b(DST_ENDPOINT_OFFSET));
             a.jump(JA, 0, Target::Label(L_CHECK), Target::Next(0));
             a.label(L_NACK_LIB);
-            a.op(ld_b(NACK_LIB_ENDPOINT_OFFSET));
+            a.op(ld_b(NACK_LIB_DST_ENDPOINT_OFFSET));
             a.jump(JA, 0, Target::Label(L_CHECK), Target::Next(0));
             a.label(L_PULL);
-            a.op(ld_b(PULL_ENDPOINT_OFFSET));
-            a.op(alu(BPF_XOR, PULL_ENDPOINT_XOR as u32));
+            a.op(ld_b(MAGIC_ENDPOINT_OFFSET));
+            a.op(alu(BPF_XOR, MAGIC_ENDPOINT_XOR as u32));
             a.label(L_CHECK);
             for (lo, hi) in ranges {
                 if lo == hi {
@@ -289,20 +255,20 @@ fn alu(op: u16, k: u32) -> SockFilter {
     }
 }
 
-fn ld_h(off: u32) -> SockFilter {
+fn ld_h(off: usize) -> SockFilter {
     SockFilter {
         code: BPF_LD | BPF_H | BPF_ABS,
         jt: 0,
         jf: 0,
-        k: off,
+        k: off as u32,
     }
 }
-fn ld_b(off: u32) -> SockFilter {
+fn ld_b(off: usize) -> SockFilter {
     SockFilter {
         code: BPF_LD | BPF_B | BPF_ABS,
         jt: 0,
         jf: 0,
-        k: off,
+        k: off as u32,
     }
 }
 fn ret(k: u32) -> SockFilter {
@@ -344,14 +310,14 @@ impl Asm {
             Target::Next(0),
             Target::Next(4),
         );
-        self.op(ld_b(PULL_ENDPOINT_OFFSET));
-        self.op(alu(BPF_XOR, PULL_ENDPOINT_XOR as u32));
+        self.op(ld_b(MAGIC_ENDPOINT_OFFSET));
+        self.op(alu(BPF_XOR, MAGIC_ENDPOINT_XOR as u32));
         self.jump(JEQ, endpoint as u32, Target::Next(0), Target::Next(1));
     }
 
     /// Drops every frame of another EtherType.
     fn ethertype_only(&mut self, ethertype: u16) {
-        self.op(ld_h(12));
+        self.op(ld_h(ETHERTYPE_OFFSET));
         self.jump(JEQ, ethertype as u32, Target::Next(1), Target::Next(0));
         self.op(ret(0));
     }
@@ -436,11 +402,11 @@ mod tests {
 
     fn frame(t: u8, ep17: u8, b25: u8, b31: u8) -> Vec<u8> {
         let mut f = vec![0u8; 60];
-        f[12..14].copy_from_slice(&ET.to_be_bytes());
-        f[16] = t;
-        f[17] = ep17;
-        f[25] = b25;
-        f[31] = b31;
+        f[ETHERTYPE_OFFSET..ETHERTYPE_OFFSET + 2].copy_from_slice(&ET.to_be_bytes());
+        f[TYPE_OFFSET] = t;
+        f[DST_ENDPOINT_OFFSET] = ep17;
+        f[NACK_LIB_DST_ENDPOINT_OFFSET] = b25;
+        f[MAGIC_ENDPOINT_OFFSET] = b31;
         f
     }
 
@@ -480,9 +446,13 @@ mod tests {
         assert!(run(&p, &frame(46, 3, 9, 9)) > 0, "BUNDLE by byte 17");
         assert_eq!(run(&p, &frame(47, 3, 3, 3)), 0, "unknown type");
         let mut other = frame(37, 3, 0, 0);
-        other[12] = 0x08;
+        other[ETHERTYPE_OFFSET] = 0x08;
         assert_eq!(run(&p, &other), 0, "other EtherType");
-        assert_eq!(run(&p, &frame(37, 3, 0, 0)[..17]), 0, "short frame");
+        assert_eq!(
+            run(&p, &frame(37, 3, 0, 0)[..DST_ENDPOINT_OFFSET]),
+            0,
+            "short frame"
+        );
     }
 
     #[test]
@@ -513,11 +483,11 @@ mod tests {
         let data = EndpointFilter::new([3], false);
         let d = data.compile(ET);
         for t in [37u8, 42, 44, 45] {
-            let f = frame(t | CHECKSUM_FLAG, 3, 3, 3 ^ PULL_ENDPOINT_XOR);
+            let f = frame(t | CHECKSUM_FLAG, 3, 3, 3 ^ MAGIC_ENDPOINT_XOR);
             assert!(run(&d, &f) > 0, "type {t} with the checksum flag");
             assert!(data.accepts(ET, &f));
             let mut both = f.clone();
-            both[TYPE_OFFSET as usize] |= LATENCY_FLAG;
+            both[TYPE_OFFSET] |= LATENCY_FLAG;
             assert!(run(&d, &both) > 0, "type {t} with both flags");
         }
         assert_eq!(
@@ -534,13 +504,13 @@ mod tests {
             for t in 0..=255u8 {
                 for e in 0..=255u8 {
                     let fr = frame(t, e, e, e);
-                    let want = t & !LATENCY_FLAG == TYPE_PULL_REPLY && e ^ PULL_ENDPOINT_XOR == ep;
+                    let want = t & !LATENCY_FLAG == TYPE_PULL_REPLY && e ^ MAGIC_ENDPOINT_XOR == ep;
                     assert_eq!(run(&p, &fr) > 0, want, "t={t} e={e} ep={ep}");
                     assert_eq!(EndpointFilter::is_direct_pull_reply(ET, &fr, ep), want);
                 }
             }
-            let mut other = frame(TYPE_PULL_REPLY, 0, 0, ep ^ PULL_ENDPOINT_XOR);
-            other[12] ^= 1;
+            let mut other = frame(TYPE_PULL_REPLY, 0, 0, ep ^ MAGIC_ENDPOINT_XOR);
+            other[ETHERTYPE_OFFSET] ^= 1;
             assert_eq!(run(&p, &other), 0, "other EtherType");
         }
         // The data socket of an endpoint with a direct socket leaves exactly those out.
@@ -549,14 +519,19 @@ mod tests {
             ..EndpointFilter::new([3], false)
         };
         let d = data.compile(ET);
-        let pr = frame(TYPE_PULL_REPLY | LATENCY_FLAG, 3, 3, 3 ^ PULL_ENDPOINT_XOR);
+        let pr = frame(TYPE_PULL_REPLY | LATENCY_FLAG, 3, 3, 3 ^ MAGIC_ENDPOINT_XOR);
         assert_eq!(run(&d, &pr), 0);
-        let summed = frame(TYPE_PULL_REPLY | CHECKSUM_FLAG, 3, 3, 3 ^ PULL_ENDPOINT_XOR);
+        let summed = frame(
+            TYPE_PULL_REPLY | CHECKSUM_FLAG,
+            3,
+            3,
+            3 ^ MAGIC_ENDPOINT_XOR,
+        );
         assert!(
             run(&d, &summed) > 0,
             "checksummed pull replies stay on the ring"
         );
-        assert!(run(&d, &frame(TYPE_NACK_MCP, 3, 3, 3 ^ PULL_ENDPOINT_XOR)) > 0);
+        assert!(run(&d, &frame(TYPE_NACK_MCP, 3, 3, 3 ^ MAGIC_ENDPOINT_XOR)) > 0);
     }
 
     #[test]

@@ -189,16 +189,6 @@ pub fn parse_iface_list(s: &str) -> Vec<String> {
         .collect()
 }
 
-/// [`select_boards`] with the list taken from the `OMX_IFACES` environment
-/// variable when it is set and non-empty.
-pub fn select_boards_from_env(min_mtu: u32) -> io::Result<(Vec<Interface>, Vec<String>)> {
-    let names = std::env::var("OMX_IFACES")
-        .ok()
-        .map(|v| parse_iface_list(&v))
-        .filter(|l| !l.is_empty());
-    select_boards(min_mtu, names.as_deref())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,9 +3,10 @@
 //!
 //! * [`list_interfaces`] / [`select_boards`]: which interfaces become boards.
 //! * [`PacketSocket`]: one socket per board and process, bound to the
-//!   EtherType, with an [`EndpointFilter`] compiled to classic BPF so the
-//!   kernel only copies frames for this process's endpoints, an mmap RX ring
-//!   handing out frames in place, and batched `sendmmsg` transmission.
+//!   EtherType, with an [`EndpointFilter`] compiled to classic BPF (offsets and
+//!   type numbers from `omx_wire::peek`) so the kernel only copies frames for
+//!   this process's endpoints, an mmap RX ring handing out frames in place,
+//!   and batched `sendmmsg` transmission.
 //! * [`netns`]: run code inside a named network namespace (tests, tools).
 //! * [`shm`]: intra-node transport: per-endpoint [`Inbox`] of single-producer
 //!   / single-consumer rings in a shared file, one [`Outbox`] slot per sender.
@@ -46,7 +47,7 @@ pub use faults::{FaultConfig, FaultInjector, FaultStats};
 pub use filter::EndpointFilter;
 pub use iface::{
     interface_by_name, list_interfaces, parse_iface_list, rx_coalescing, select_boards,
-    select_boards_from_env, select_from, survey, Interface, RxCoalescing, Surveyed,
+    select_from, survey, Interface, RxCoalescing, Surveyed,
 };
 pub use ring::RingLayout;
 pub use shm::{Inbox, InboxParams, Outbox, OutboxError, ReceiverInfo, SenderId};
@@ -54,9 +55,9 @@ pub use socket::{PacketSocket, SocketOptions, SocketStats};
 pub use sys::MAX_GATHER;
 
 /// EtherType of Open-MX frames.
-pub const OMX_ETHERTYPE: u16 = 0x86DF;
+pub const OMX_ETHERTYPE: u16 = omx_wire::DEFAULT_ETHERTYPE;
 /// Destination MAC + source MAC + EtherType.
-pub const ETH_HEADER_LEN: usize = 14;
+pub const ETH_HEADER_LEN: usize = omx_wire::ETH_HEADER_LEN;
 
 /// Whether the process runs with effective uid 0 (packet sockets and
 /// namespace setup need CAP_NET_RAW / CAP_NET_ADMIN; tests skip otherwise).

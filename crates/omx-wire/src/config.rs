@@ -207,7 +207,9 @@ impl WireConfig {
     /// Whether frames of this type byte get a checksum trailer when sent with this
     /// configuration (native endpoint frames, TRUC to NACK_MCP).
     pub fn checksums(&self, type_byte: u8) -> bool {
-        self.checksum && self.mode == WireMode::Native && (35..=45).contains(&type_of(type_byte))
+        self.checksum
+            && self.mode == WireMode::Native
+            && crate::peek::is_endpoint_type(type_of(type_byte))
     }
 
     /// The same configuration at another native frame size (ethertype and checksum

@@ -180,7 +180,7 @@ fn common_header<'a>(
 /// latency and checksum flags in the type byte; board frames never do.
 fn bare_type(type_byte: u8, cfg: &WireConfig) -> u8 {
     match type_of(type_byte) {
-        t if cfg.mode == WireMode::Native && (35..=45).contains(&t) => t,
+        t if cfg.mode == WireMode::Native && crate::peek::is_endpoint_type(t) => t,
         _ => type_byte,
     }
 }

@@ -6,7 +6,9 @@
 //! ([`encode_header`], [`encode`]). It knows the three reference wire
 //! configurations ([`WireConfig`]): native MTU 9000, native MTU 1500 and
 //! MX-wire-compatible, which differ in sizes and in the MEDIUM and PULL
-//! layouts. All multi-byte fields are big-endian.
+//! layouts. All multi-byte fields are big-endian. [`peek`] reads the routing
+//! fields of a raw frame (type, endpoints) without a decode and is the one
+//! home of their offsets.
 //!
 //! Decoding is the per-frame hot path: it never allocates, never copies
 //! the payload and cannot panic on any input.
@@ -20,6 +22,7 @@ mod encode;
 mod error;
 mod local;
 mod packet;
+pub mod peek;
 
 pub use bundle::*;
 pub use config::*;
