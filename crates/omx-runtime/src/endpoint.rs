@@ -6,10 +6,10 @@ use crate::bundler::Bundler;
 use crate::config::{Coalescing, DaemonUse, DirectRecv, DIRECT_RECV_BATCH};
 use crate::copy::{run_job, Copier, CopyJob};
 use crate::discovery::Discovery;
+use crate::local::{run_local_pull, LocalChannel, LocalConnect};
 use crate::memory::{MemRegistry, Segment, MAX_SEGMENTS};
 use crate::registry::{EndpointInfo, LockFile};
 use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
-use crate::shared::{run_local_pull, LocalConnect, SharedChannel};
 use bytes::{Bytes, BytesMut};
 use omx_proto::demux::{closed_endpoint_nack, route, Route};
 use omx_proto::*;
@@ -82,7 +82,7 @@ struct Core {
     engine: Engine,
     sock: PacketSocket,
     /// This endpoint's pull replies, received straight into place (`OMX_DIRECT_RECV`).
-    direct: Option<DirectRx>,
+    direct_rx: Option<DirectRx>,
     mem: MemRegistry,
     done: DoneTable,
     forgotten: HashSet<ReqId>,
@@ -112,7 +112,7 @@ struct Core {
     unexp_handler: Option<UnexpectedHandler>,
     /// Shared-memory channel to the other endpoints of this host (none when
     /// `OMX_DISABLE_SHARED=1` or when it could not be set up).
-    shared: Option<SharedChannel>,
+    local: Option<LocalChannel>,
     /// Receive copies handed to the copy engine.
     copier: Copier,
     /// `OMX_FAULTS`: faults injected on this endpoint's packet path.
@@ -138,7 +138,7 @@ const TRAFFIC_IDLE: Time = 1_000_000;
 /// Sends posted closer together than this are treated as a stream.
 const STREAM_GAP: Time = 5_000;
 
-struct Shared {
+struct EndpointInner {
     rt: Arc<Runtime>,
     board: Arc<Board>,
     index: u8,
@@ -190,7 +190,7 @@ const APP_QUIET: Duration = Duration::from_micros(500);
 pub type UnexpectedHandler = Box<dyn FnMut(&UnexpectedInfo) -> bool + Send>;
 
 pub struct Endpoint {
-    shared: Arc<Shared>,
+    inner: Arc<EndpointInner>,
     progress: Option<JoinHandle<()>>,
 }
 
@@ -254,7 +254,7 @@ impl Endpoint {
         // a copy engine (it copies from frames), injected faults (they act on frames)
         // or checksums (verified before anything is placed).
         let direct_recv = rt.cfg.direct_recv_for(&b.wire);
-        let direct = direct_recv != DirectRecv::Off
+        let use_direct_rx = direct_recv != DirectRecv::Off
             && rt.cfg.faults.is_none()
             && crate::copy::engine(&rt.cfg.copy).is_none()
             && !rt.cfg.wire.checksum;
@@ -262,7 +262,7 @@ impl Endpoint {
             endpoints: vec![index],
             board_frames: board_lock.is_some(),
             marked_only: false,
-            direct: direct.then_some(index),
+            direct: use_direct_rx.then_some(index),
         };
         // Without latency flags on the wire (MX-compat mode), marked frames cannot be
         // told apart: every frame wakes.
@@ -298,7 +298,7 @@ impl Endpoint {
             PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
         // Bound last, like the data socket, for the same reason. Its buffer holds the
         // replies of every pull in flight, which the ring's size bounds (see assemble).
-        let direct_rx = if direct {
+        let direct_rx = if use_direct_rx {
             let buf = opts.rx_ring_bytes.max(4 << 20) * 2;
             let batch = match direct_recv {
                 DirectRecv::Batched => DIRECT_RECV_BATCH,
@@ -397,7 +397,7 @@ impl Endpoint {
         key: u32,
         iface: omx_transport::Interface,
         sock: PacketSocket,
-        direct: Option<DirectRx>,
+        direct_rx: Option<DirectRx>,
         wake_sock: Option<Mutex<PacketSocket>>,
         coalescing: Coalescing,
         board_lock: Option<LockFile>,
@@ -428,11 +428,11 @@ impl Endpoint {
             return Err(std::io::Error::last_os_error().into());
         }
         let sock_fd = sock.fd();
-        let direct_fd = direct.as_ref().map(DirectRx::fd);
-        let shared = if rt.cfg.disable_shared {
+        let direct_fd = direct_rx.as_ref().map(DirectRx::fd);
+        let local = if rt.cfg.disable_shared {
             None
         } else {
-            match SharedChannel::open(
+            match LocalChannel::open(
                 &b,
                 rt.boards.clone(),
                 index,
@@ -453,16 +453,16 @@ impl Endpoint {
                 }
             }
         };
-        let shm_fd = shared.as_ref().map(|s| s.wake_fd());
+        let shm_fd = local.as_ref().map(|s| s.wake_fd());
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
-        b.dir.mark_reach(index, shared.as_ref().map(|_| uid));
+        b.dir.mark_reach(index, local.as_ref().map(|_| uid));
         // Bundles never exceed our frame size: peers' rings are sized for it.
         let bundler = Bundler::new(iface.max_frame_len(), rt.cfg.wire.ethertype);
         let core = Core {
             engine,
             sock,
-            direct,
+            direct_rx,
             mem: MemRegistry::default(),
             done: DoneTable::default(),
             forgotten: HashSet::default(),
@@ -482,7 +482,7 @@ impl Endpoint {
             last_post: 0,
             timer_at: 0,
             unexp_handler: None,
-            shared,
+            local,
             copier: Copier::new(rt.cfg.copy.clone()),
             faults: rt.cfg.faults.clone().map(|mut c| {
                 // A distinct stream per endpoint and process.
@@ -492,7 +492,7 @@ impl Endpoint {
             in_handler: false,
             _index_lock: lock,
         };
-        let shared = Arc::new(Shared {
+        let inner = Arc::new(EndpointInner {
             rt: rt.clone(),
             board: b,
             index,
@@ -519,11 +519,11 @@ impl Endpoint {
             app_calls: AtomicU64::new(0),
         });
         {
-            let mut core = shared.lock();
-            shared.progress(&mut core);
+            let mut core = inner.lock();
+            inner.progress(&mut core);
         }
         let progress = if rt.cfg.progress_thread {
-            let s = shared.clone();
+            let s = inner.clone();
             Some(
                 std::thread::Builder::new()
                     .name(format!("omx-progress-{index}"))
@@ -532,48 +532,48 @@ impl Endpoint {
         } else {
             None
         };
-        Ok(Endpoint { shared, progress })
+        Ok(Endpoint { inner, progress })
     }
 
     pub fn index(&self) -> u8 {
-        self.shared.index
+        self.inner.index
     }
 
     pub fn board(&self) -> &Arc<Board> {
-        &self.shared.board
+        &self.inner.board
     }
 
     pub fn session(&self) -> u32 {
-        self.shared.session
+        self.inner.session
     }
 
     /// Bounds this endpoint's unexpected-message bytes (see the engine's doc).
     pub fn set_unexpected_max(&self, bytes: usize) {
-        self.shared.app_lock().engine.set_unexpected_max(bytes);
+        self.inner.app_lock().engine.set_unexpected_max(bytes);
     }
 
     /// The application key this endpoint was opened with.
     pub fn key(&self) -> u32 {
-        self.shared.lock().engine.params().key
+        self.inner.lock().engine.params().key
     }
 
     /// Forgets a partner locally (MX `mx_disconnect`): its pending operations fail.
     pub fn disconnect(&self, p: PartnerId) {
-        let mut core = self.shared.app_lock();
-        let now = self.shared.rt.now();
+        let mut core = self.inner.app_lock();
+        let now = self.inner.rt.now();
         core.engine.disconnect(now, p);
-        self.shared.post_drain(&mut core, now, true);
+        self.inner.post_drain(&mut core, now, true);
     }
 
     /// Whether `req` completed (its completion is left for test/wait).
     pub fn peek_done(&self, req: ReqId) -> bool {
-        let core = self.shared.app_lock();
-        let core = self.shared.progress_guard(core);
+        let core = self.inner.app_lock();
+        let core = self.inner.progress_guard(core);
         core.done.contains(req)
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {
-        &self.shared.rt
+        &self.inner.rt
     }
 
     // Read-only accessors make no progress, so they do not count as application calls
@@ -581,21 +581,21 @@ impl Endpoint {
     // counters still has its frames processed.
 
     pub fn counters(&self) -> Counters {
-        self.shared.lock().engine.counters.clone()
+        self.inner.lock().engine.counters.clone()
     }
 
     pub fn stats(&self) -> QueueStats {
-        self.shared.lock().engine.stats()
+        self.inner.lock().engine.stats()
     }
 
     /// Faults injected so far on this endpoint's packet path (`OMX_FAULTS`), if any.
     pub fn fault_stats(&self) -> Option<omx_transport::FaultStats> {
-        self.shared.lock().faults.as_ref().map(|f| f.stats)
+        self.inner.lock().faults.as_ref().map(|f| f.stats)
     }
 
     /// Remote nic id, endpoint index and session of a partner.
     pub fn partner_addr(&self, p: PartnerId) -> Option<(NicId, u8, Option<u32>)> {
-        self.shared.app_lock().engine.partner_addr(p)
+        self.inner.app_lock().engine.partner_addr(p)
     }
 
     pub fn iconnect(
@@ -605,15 +605,15 @@ impl Endpoint {
         key: u32,
         context: u64,
     ) -> Result<ReqId, Error> {
-        let (mut core, now) = self.shared.app_lock_now();
-        let me = (self.shared.board.nic_id, self.shared.index);
-        let Core { engine, shared, .. } = &mut *core;
-        if let Some(sh) = shared
+        let (mut core, now) = self.inner.app_lock_now();
+        let me = (self.inner.board.nic_id, self.inner.index);
+        let Core { engine, local, .. } = &mut *core;
+        if let Some(sh) = local
             .as_mut()
             .filter(|s| s.is_local(nic) && (nic, endpoint) != me)
         {
             if let LocalConnect::Done(r) = sh.connect(engine, nic, endpoint, key, context)? {
-                self.shared.post_drain(&mut core, now, true);
+                self.inner.post_drain(&mut core, now, true);
                 return Ok(r);
             }
         }
@@ -622,9 +622,9 @@ impl Endpoint {
                 // The host may know the board already (another process's discovery wrote
                 // the shared peer file) while this process has not reloaded it yet; an
                 // application that only retries connects would otherwise never reload it.
-                let board = &self.shared.board;
+                let board = &self.inner.board;
                 board.merge_peers(&board.dir.load_peers());
-                self.shared.sync_peers(&mut core);
+                self.inner.sync_peers(&mut core);
                 let mut r = core.engine.connect(now, nic, endpoint, key, context);
                 if r.is_err() && is_unicast_nic(nic) {
                     // Not heard of yet (its announcement may still be on the way), but
@@ -637,13 +637,13 @@ impl Endpoint {
                 }
                 if r.is_err() {
                     // Still unknown (MX's NIC_NOT_FOUND): let discovery move meanwhile.
-                    self.shared.progress_at(&mut core, Some(now), true);
+                    self.inner.progress_at(&mut core, Some(now), true);
                 }
                 r?
             }
             r => r?,
         };
-        self.shared.progress_at(&mut core, Some(now), true);
+        self.inner.progress_at(&mut core, Some(now), true);
         Ok(r)
     }
 
@@ -700,27 +700,27 @@ impl Endpoint {
         sync: bool,
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
-        let mut core = self.shared.app_lock();
+        let mut core = self.inner.app_lock();
         if core.engine.local_direct_ok(dest, len, sync) {
-            let Core { engine, shared, .. } = &mut *core;
-            if let Some(sh) = shared.as_mut() {
-                if sh.write_eager_direct(dest, match_info, segs, len as usize) {
+            let Core { engine, local, .. } = &mut *core;
+            if let Some(sh) = local.as_mut() {
+                if sh.write_eager_to_inbox(dest, match_info, segs, len as usize) {
                     let c = engine.local_direct_sent(dest, match_info, len, context);
                     if core.engine.has_output() {
                         // Completions already queued go first (completion order); other
                         // output waits for the next pass, as between streamed sends.
-                        core.collect_completions(self.shared.rt.coarse_now());
+                        core.collect_completions(self.inner.rt.coarse_now());
                     }
                     let r = c.req;
                     core.done.insert(c);
-                    if self.shared.sleepers.load(Ordering::SeqCst) > 0 {
-                        self.shared.signal();
+                    if self.inner.sleepers.load(Ordering::SeqCst) > 0 {
+                        self.inner.signal();
                     }
                     return Ok(r);
                 }
             }
         }
-        let now = self.shared.rt.now();
+        let now = self.inner.rt.now();
         let (data, handle) = if core.engine.is_eager_to(dest, match_info, len, sync) {
             (
                 SendData::Eager(capture(&mut core.tx_pool, segs, len as usize)),
@@ -746,7 +746,7 @@ impl Endpoint {
         };
         let streaming = now.saturating_sub(core.last_post) < STREAM_GAP;
         core.last_post = now;
-        self.shared.post_drain(&mut core, now, !streaming);
+        self.inner.post_drain(&mut core, now, !streaming);
         Ok(r)
     }
 
@@ -777,13 +777,13 @@ impl Endpoint {
     ) -> Result<ReqId, Error> {
         // The coarse clock is enough here: posting arms no timer finer than its tick
         // (resend and pull delays are hundreds of ms), and it costs no clock read.
-        let mut core = self.shared.app_lock();
-        let now = self.shared.rt.coarse_now();
+        let mut core = self.inner.app_lock();
+        let now = self.inner.rt.coarse_now();
         let h = core.mem.register(segs);
         match post(&mut core.engine, now, h) {
             Ok(r) => {
                 if core.engine.has_output() {
-                    self.shared.post_drain(&mut core, now, true);
+                    self.inner.post_drain(&mut core, now, true);
                 } else {
                     // A receive that matched nothing yet: no output, no timer armed;
                     // only frames earlier streamed sends left queued go out.
@@ -808,7 +808,7 @@ impl Endpoint {
     /// close); remote puts write into it at any time in between.
     pub unsafe fn expose(&self, seg: Segment, id: u64, flags: u32) -> Result<(), Error> {
         Self::check_segments(&[seg])?;
-        let mut core = self.shared.app_lock();
+        let mut core = self.inner.app_lock();
         let h = core.mem.register(&[seg]);
         match core
             .engine
@@ -824,7 +824,7 @@ impl Endpoint {
 
     /// Withdraws an exposed region: no new remote access is accepted.
     pub fn unexpose(&self, id: u64) -> Result<(), Error> {
-        let mut core = self.shared.app_lock();
+        let mut core = self.inner.app_lock();
         let h = core.engine.unexpose(id)?;
         // Pulls already granted may still read it: keep the handle until the endpoint
         // closes if any rendezvous region is in use, else release it now.
@@ -870,16 +870,16 @@ impl Endpoint {
 
     /// The completion of `req`, if done (removes it).
     pub fn test(&self, req: ReqId) -> Option<Completion> {
-        let mut core = self.shared.app_lock();
+        let mut core = self.inner.app_lock();
         if let Some(c) = take_done(&mut core, req) {
             return Some(c);
         }
-        let got = self.shared.progress_for(&mut core, None, req);
+        let got = self.inner.progress_for(&mut core, None, req);
         // The pass hands `req`'s completion to `got`; only the unexpected handler (it
         // runs with the lock released, and what it posts completes into the done
         // table) can have filed it since the first look.
         let handler = !core.in_handler && core.unexp_handler.is_some();
-        let mut core = self.shared.run_handlers(core);
+        let mut core = self.inner.run_handlers(core);
         let c = match got {
             None if handler => take_done(&mut core, req),
             got => got,
@@ -894,21 +894,21 @@ impl Endpoint {
 
     /// Waits for `req` (None = forever). `None` on timeout or `wakeup()`.
     pub fn wait(&self, req: ReqId, timeout: Option<Duration>) -> Option<Completion> {
-        self.shared.wait_for(timeout, Some(req), |core, got| {
+        self.inner.wait_for(timeout, Some(req), |core, got| {
             got.or_else(|| take_done(core, req))
         })
     }
 
     /// Oldest completed request whose match info satisfies the mask (removes it).
     pub fn test_any(&self, match_info: u64, mask: u64) -> Option<Completion> {
-        let core = self.shared.app_lock();
-        let mut core = self.shared.progress_guard(core);
+        let core = self.inner.app_lock();
+        let mut core = self.inner.progress_guard(core);
         take_any(&mut core, match_info, mask)
     }
 
     /// `test_any` without a progress pass: only requests already completed.
     pub fn take_any_completed(&self, match_info: u64, mask: u64) -> Option<Completion> {
-        take_any(&mut self.shared.app_lock(), match_info, mask)
+        take_any(&mut self.inner.app_lock(), match_info, mask)
     }
 
     pub fn wait_any(
@@ -917,37 +917,37 @@ impl Endpoint {
         mask: u64,
         timeout: Option<Duration>,
     ) -> Option<Completion> {
-        self.shared
+        self.inner
             .wait_for(timeout, None, |core, _| take_any(core, match_info, mask))
     }
 
     /// The oldest completed request, left in place.
     pub fn peek(&self) -> Option<ReqId> {
-        let core = self.shared.app_lock();
-        let mut core = self.shared.progress_guard(core);
+        let core = self.inner.app_lock();
+        let mut core = self.inner.progress_guard(core);
         oldest_done(&mut core)
     }
 
     pub fn wait_peek(&self, timeout: Option<Duration>) -> Option<ReqId> {
-        self.shared
+        self.inner
             .wait_for(timeout, None, |core, _| oldest_done(core))
     }
 
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
-        let core = self.shared.app_lock();
-        let core = self.shared.progress_guard(core);
+        let core = self.inner.app_lock();
+        let core = self.inner.progress_guard(core);
         core.engine.iprobe(match_info, mask)
     }
 
     pub fn probe(&self, match_info: u64, mask: u64, timeout: Option<Duration>) -> Option<Status> {
-        self.shared.wait_for(timeout, None, |core, _| {
+        self.inner.wait_for(timeout, None, |core, _| {
             core.engine.iprobe(match_info, mask)
         })
     }
 
     /// Cancels an unmatched receive; true if it was cancelled (and freed).
     pub fn cancel(&self, req: ReqId) -> Result<bool, Error> {
-        let mut core = self.shared.app_lock();
+        let mut core = self.inner.app_lock();
         let handle = core.engine.recv_handle(req);
         let cancelled = match core.engine.cancel(req) {
             Ok(c) => c,
@@ -963,7 +963,7 @@ impl Endpoint {
 
     /// The application no longer wants the completion of `req`.
     pub fn forget(&self, req: ReqId) {
-        let mut core = self.shared.app_lock();
+        let mut core = self.inner.app_lock();
         if take_done(&mut core, req).is_none() {
             core.forgotten.insert(req);
         }
@@ -971,7 +971,7 @@ impl Endpoint {
 
     /// What a request is, while it is pending or completed and not yet taken.
     pub fn request_info(&self, req: ReqId) -> Option<RequestInfo> {
-        let core = self.shared.app_lock();
+        let core = self.inner.app_lock();
         if let Some((kind, context, buffered)) = core.engine.request_info(req) {
             return Some(RequestInfo {
                 kind,
@@ -990,7 +990,7 @@ impl Endpoint {
     /// Sleeps of the threads waiting on this endpoint and how they ended: (sleeps,
     /// woken by a frame or doorbell, woken by the timer).
     pub fn wake_stats(&self) -> (u64, u64, u64) {
-        let s = &self.shared;
+        let s = &self.inner;
         (
             s.sleeps.load(Ordering::Relaxed),
             s.woken_by_io.load(Ordering::Relaxed),
@@ -999,14 +999,14 @@ impl Endpoint {
     }
 
     pub fn wakeup(&self) {
-        self.shared.wakeups.fetch_add(1, Ordering::SeqCst);
-        self.shared.signal();
+        self.inner.wakeups.fetch_add(1, Ordering::SeqCst);
+        self.inner.signal();
     }
 
     /// Per-request resend budget. Completed requests and receives (which resend
     /// nothing) accept it and ignore it.
     pub fn set_request_resends(&self, req: ReqId, resends: u32) -> Result<(), Error> {
-        let mut core = self.shared.app_lock();
+        let mut core = self.inner.app_lock();
         match core.engine.set_send_resends(req, resends) {
             Ok(()) => Ok(()),
             Err(_) if core.done.contains(req) || core.engine.recv_handle(req).is_some() => Ok(()),
@@ -1016,8 +1016,8 @@ impl Endpoint {
 
     /// Makes progress once (for callers that poll).
     pub fn progress(&self) {
-        let core = self.shared.app_lock();
-        drop(self.shared.progress_guard(core));
+        let core = self.inner.app_lock();
+        drop(self.inner.progress_guard(core));
     }
 
     /// Installs (or removes) the unexpected-message handler: it sees every message
@@ -1025,8 +1025,8 @@ impl Endpoint {
     /// returns true to discard the message. It runs with the endpoint unlocked and
     /// progression paused.
     pub fn set_unexpected_handler(&self, handler: Option<UnexpectedHandler>) {
-        let mut core = self.shared.app_lock();
-        let now = self.shared.rt.now();
+        let mut core = self.inner.app_lock();
+        let now = self.inner.rt.now();
         core.engine.set_unexpected_hook(handler.is_some());
         if handler.is_none() {
             while let Some(ev) = core.engine.poll_unexpected() {
@@ -1034,28 +1034,28 @@ impl Endpoint {
             }
         }
         core.unexp_handler = handler;
-        self.shared.post_drain(&mut core, now, true);
+        self.inner.post_drain(&mut core, now, true);
     }
 }
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
         {
-            let mut core = self.shared.lock();
+            let mut core = self.inner.lock();
             core.engine.flush_acks();
-            self.shared.progress(&mut core);
+            self.inner.progress(&mut core);
             // No copy may land in user memory after close returns.
             let Core { engine, copier, .. } = &mut *core;
             copier.wait_all(|id| engine.copy_done(0, id));
         }
-        self.shared.closing.store(true, Ordering::SeqCst);
-        self.shared.signal();
-        self.shared.idle.1.notify_all();
+        self.inner.closing.store(true, Ordering::SeqCst);
+        self.inner.signal();
+        self.inner.idle.1.notify_all();
         if let Some(t) = self.progress.take() {
             let _ = t.join();
         }
         let (counters, relayed) = {
-            let core = self.shared.lock();
+            let core = self.inner.lock();
             let c: Vec<(String, u64)> = core
                 .engine
                 .counters
@@ -1064,14 +1064,14 @@ impl Drop for Endpoint {
                 .collect();
             (c, core.sock.is_relay())
         };
-        let _ = self.shared.board.dir.accumulate_closed(&counters);
+        let _ = self.inner.board.dir.accumulate_closed(&counters);
         if !relayed {
-            self.shared.board.dir.clear_reach(self.shared.index);
+            self.inner.board.dir.clear_reach(self.inner.index);
         }
-        self.shared
+        self.inner
             .board
             .dir
-            .unpublish_endpoint(self.shared.index, relayed);
+            .unpublish_endpoint(self.inner.index, relayed);
     }
 }
 
@@ -1151,7 +1151,7 @@ impl Core {
     /// short while there is some.
     fn work_without_wakeup(&self) -> bool {
         self.copier.pending() > 0
-            || self.shared.as_ref().is_some_and(|s| s.has_backlog())
+            || self.local.as_ref().is_some_and(|s| s.has_backlog())
             || self.faults.as_ref().is_some_and(|f| f.has_held())
     }
 }
@@ -1316,7 +1316,7 @@ impl FramePool {
 /// direct socket.
 fn frames_waiting(core: &Core) -> bool {
     core.sock.readable().unwrap_or(false)
-        || (core.engine.pulling() && core.direct.as_ref().is_some_and(DirectRx::readable))
+        || (core.engine.pulling() && core.direct_rx.as_ref().is_some_and(DirectRx::readable))
 }
 
 /// Pull replies that arrive after their pull ended wait on the direct socket (progress
@@ -1324,7 +1324,7 @@ fn frames_waiting(core: &Core) -> bool {
 /// which counts them as dropped: left there, they would wake the sleeper at once.
 fn take_late_replies(core: &mut Core, now: Time) {
     let Core {
-        direct: Some(d),
+        direct_rx: Some(d),
         engine,
         ..
     } = core
@@ -1537,7 +1537,7 @@ fn is_board_frame(f: &[u8]) -> bool {
     )
 }
 
-impl Shared {
+impl EndpointInner {
     fn lock(&self) -> CoreGuard<'_> {
         self.core.lock()
     }
@@ -1597,14 +1597,14 @@ impl Shared {
         let Core {
             engine,
             sock,
-            direct,
+            direct_rx,
             rx,
             board_rx,
             bundler,
             timer_at,
             rx_pool,
             self_rx,
-            shared,
+            local,
             mem,
             copier,
             faults,
@@ -1631,7 +1631,7 @@ impl Shared {
             local_work = true;
             records_only = false;
         }
-        if let Some(sh) = shared.as_mut() {
+        if let Some(sh) = local.as_mut() {
             if sh.has_pending() {
                 let t = now.unwrap_or_else(|| *coarse.insert(self.rt.coarse_now()));
                 let want = *want;
@@ -1703,7 +1703,7 @@ impl Shared {
         }
         // (Only while pulling: an idle poll stays free of system calls. Replies that
         // come late are taken, and dropped, during the next pull.)
-        if let Some(d) = direct.as_mut().filter(|_| engine.pulling()) {
+        if let Some(d) = direct_rx.as_mut().filter(|_| engine.pulling()) {
             let t = *now.get_or_insert_with(|| self.rt.now());
             placed |= drain_direct(d, engine, mem, t, |f| {
                 if rx_pool.capacity() < f.len() {
@@ -1941,17 +1941,17 @@ impl Shared {
             wanted,
             bundler,
             self_rx,
-            shared,
+            local,
             copier,
             faults,
             ..
         } = core;
-        if let Some(sh) = shared.as_mut().filter(|s| s.has_backlog()) {
+        if let Some(sh) = local.as_mut().filter(|s| s.has_backlog()) {
             sh.send(engine, mem, now);
         }
         while engine.has_output() {
             while let Some(p) = engine.poll_local_pull() {
-                match shared.as_mut() {
+                match local.as_mut() {
                     Some(sh) => sh.pull(engine, mem, now, p, copier),
                     None => {
                         let o = run_local_pull(mem, &p, std::process::id(), false, None);
@@ -1959,7 +1959,7 @@ impl Shared {
                     }
                 }
             }
-            match shared.as_mut() {
+            match local.as_mut() {
                 Some(sh) => sh.send(engine, mem, now),
                 // Without a channel no partner is reached through shared memory.
                 None => while engine.poll_local().is_some() {},
@@ -2079,7 +2079,7 @@ impl Shared {
     /// learned, and take over the board service if its owner went away.
     fn housekeeping(&self, core: &mut Core, now: Time) {
         core.next_publish = now + SEC;
-        if let Some(sh) = core.shared.as_mut() {
+        if let Some(sh) = core.local.as_mut() {
             sh.check_liveness(&mut core.engine, now);
         }
         let info = EndpointInfo {
@@ -2145,7 +2145,7 @@ impl Shared {
             ("copy_offloaded".into(), core.copier.offloaded),
             ("copy_inline_full".into(), core.copier.inline_full),
         ]);
-        if let Some(d) = &core.direct {
+        if let Some(d) = &core.direct_rx {
             v.extend([
                 ("direct_received".to_string(), d.received),
                 ("direct_other_host".to_string(), d.skipped),
@@ -2256,7 +2256,7 @@ impl Shared {
     /// Sleeps in `poll_fds` with the shared-memory doorbell armed (unless a record
     /// arrived meanwhile). Called with the core lock held; releases it.
     fn sleep_unlocked(&self, mut core: CoreGuard<'_>, timeout: Duration) -> Fired {
-        if core.direct.is_some() {
+        if core.direct_rx.is_some() {
             take_late_replies(&mut core, self.rt.now());
         }
         if let Some(w) = &self.wake_sock {
@@ -2274,7 +2274,7 @@ impl Shared {
                 return Fired::default();
             }
         }
-        let armed = match core.shared.as_mut() {
+        let armed = match core.local.as_mut() {
             Some(sh) => {
                 if !sh.prepare_sleep() {
                     return Fired::default();
@@ -2286,7 +2286,7 @@ impl Shared {
         drop(core);
         let fired = self.poll_fds(timeout);
         if armed {
-            if let Some(sh) = self.lock().shared.as_mut() {
+            if let Some(sh) = self.lock().local.as_mut() {
                 sh.after_sleep(fired.doorbell);
             }
         }
