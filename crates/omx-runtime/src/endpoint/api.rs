@@ -1,8 +1,7 @@
 //! The application-facing operations: connect, send and receive, one-sided access,
 //! test/wait/probe, cancel, and the unexpected-message handler.
 
-use super::completions::{oldest_done, take_any, take_done, RequestInfo};
-use super::tx::capture;
+use super::completions::RequestInfo;
 use super::{Core, Endpoint, Error, UnexpectedHandler};
 use crate::local::LocalConnect;
 use crate::memory::{Segment, MAX_SEGMENTS};
@@ -11,10 +10,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Sends posted closer together than this are treated as a stream.
-pub(super) const STREAM_GAP: Time = 5_000;
+const STREAM_GAP: Time = 5_000;
 
 /// Whether `nic` can be a board's MAC: 48 bits, not zero, not multicast/broadcast.
-pub(super) fn is_unicast_nic(nic: NicId) -> bool {
+fn is_unicast_nic(nic: NicId) -> bool {
     nic != 0 && nic >> 48 == 0 && (nic >> 40) & 1 == 0
 }
 
@@ -123,28 +122,16 @@ impl Endpoint {
         let len = Self::check_segments(segs)?;
         let mut core = self.inner.app_lock();
         if core.engine.local_direct_ok(dest, len, sync) {
-            let Core { engine, local, .. } = &mut *core;
-            if let Some(sh) = local.as_mut() {
-                if sh.write_eager_to_inbox(dest, match_info, segs, len as usize) {
-                    let c = engine.local_direct_sent(dest, match_info, len, context);
-                    if core.engine.has_output() {
-                        // Completions already queued go first (completion order); other
-                        // output waits for the next pass, as between streamed sends.
-                        core.collect_completions(self.inner.rt.coarse_now());
-                    }
-                    let r = c.req;
-                    core.done.insert(c);
-                    if self.inner.sleepers.load(Ordering::SeqCst) > 0 {
-                        self.inner.signal();
-                    }
-                    return Ok(r);
-                }
+            if let Some(r) =
+                self.send_to_local_inbox(&mut core, segs, dest, match_info, len, context)
+            {
+                return Ok(r);
             }
         }
         let now = self.inner.rt.now();
         let (data, handle) = if core.engine.is_eager_to(dest, match_info, len, sync) {
             (
-                SendData::Eager(capture(&mut core.tx_pool, segs, len as usize)),
+                SendData::Eager(core.outbound.capture(segs, len as usize)),
                 None,
             )
         } else {
@@ -165,10 +152,42 @@ impl Endpoint {
                 return Err(e.into());
             }
         };
-        let streaming = now.saturating_sub(core.last_post) < STREAM_GAP;
-        core.last_post = now;
+        let streaming = now.saturating_sub(core.outbound.last_post) < STREAM_GAP;
+        core.outbound.last_post = now;
         self.inner.post_drain(&mut core, now, !streaming);
         Ok(r)
+    }
+
+    /// The fast path of a small send to a partner on this host: the message is written
+    /// from the application's segments (lent by `isend`) straight into the partner's
+    /// shared-memory inbox and completes at once. `None` when it must take the queued
+    /// path (no channel or inbox yet, messages waiting, or no room).
+    fn send_to_local_inbox(
+        &self,
+        core: &mut Core,
+        segs: &[Segment],
+        dest: PartnerId,
+        match_info: u64,
+        len: u32,
+        context: u64,
+    ) -> Option<ReqId> {
+        let Core { engine, local, .. } = core;
+        if !local
+            .as_mut()?
+            .write_eager_to_inbox(dest, match_info, segs, len as usize)
+        {
+            return None;
+        }
+        let c = engine.local_direct_sent(dest, match_info, len, context);
+        if core.engine.has_output() {
+            // Completions already queued go first (completion order); other output
+            // waits for the next pass, as between streamed sends.
+            core.collect_completions(self.inner.rt.coarse_now());
+        }
+        let r = c.req;
+        core.completions.insert(c);
+        self.inner.wake.signal_sleepers();
+        Some(r)
     }
 
     /// Posts a receive into `segs` for messages with `(match & mask) == match_info`.
@@ -208,9 +227,8 @@ impl Endpoint {
                 } else {
                     // A receive that matched nothing yet: no output, no timer armed;
                     // only frames earlier streamed sends left queued go out.
-                    let Core { bundler, sock, .. } = &mut *core;
-                    bundler.emit(sock);
-                    let _ = sock.flush();
+                    let Core { outbound, sock, .. } = &mut *core;
+                    outbound.flush(sock);
                 }
                 Ok(r)
             }
@@ -292,17 +310,17 @@ impl Endpoint {
     /// The completion of `req`, if done (removes it).
     pub fn test(&self, req: ReqId) -> Option<Completion> {
         let mut core = self.inner.app_lock();
-        if let Some(c) = take_done(&mut core, req) {
+        if let Some(c) = core.completions.take(req) {
             return Some(c);
         }
         let got = self.inner.progress_for(&mut core, None, req);
         // The pass hands `req`'s completion to `got`; only the unexpected handler (it
         // runs with the lock released, and what it posts completes into the done
         // table) can have filed it since the first look.
-        let handler = !core.in_handler && core.unexp_handler.is_some();
+        let handler = !core.unexpected.running && core.unexpected.handler.is_some();
         let mut core = self.inner.run_handlers(core);
         let c = match got {
-            None if handler => take_done(&mut core, req),
+            None if handler => core.completions.take(req),
             got => got,
         };
         if c.is_none() && (core.copier.pending() > 0 || core.sock.is_relay()) {
@@ -316,7 +334,7 @@ impl Endpoint {
     /// Waits for `req` (None = forever). `None` on timeout or `wakeup()`.
     pub fn wait(&self, req: ReqId, timeout: Option<Duration>) -> Option<Completion> {
         self.inner.wait_for(timeout, Some(req), |core, got| {
-            got.or_else(|| take_done(core, req))
+            got.or_else(|| core.completions.take(req))
         })
     }
 
@@ -324,12 +342,12 @@ impl Endpoint {
     pub fn test_any(&self, match_info: u64, mask: u64) -> Option<Completion> {
         let core = self.inner.app_lock();
         let mut core = self.inner.progress_guard(core);
-        take_any(&mut core, match_info, mask)
+        core.completions.take_any(match_info, mask)
     }
 
     /// `test_any` without a progress pass: only requests already completed.
     pub fn take_any_completed(&self, match_info: u64, mask: u64) -> Option<Completion> {
-        take_any(&mut self.inner.app_lock(), match_info, mask)
+        self.inner.app_lock().completions.take_any(match_info, mask)
     }
 
     pub fn wait_any(
@@ -338,20 +356,21 @@ impl Endpoint {
         mask: u64,
         timeout: Option<Duration>,
     ) -> Option<Completion> {
-        self.inner
-            .wait_for(timeout, None, |core, _| take_any(core, match_info, mask))
+        self.inner.wait_for(timeout, None, |core, _| {
+            core.completions.take_any(match_info, mask)
+        })
     }
 
     /// The oldest completed request, left in place.
     pub fn peek(&self) -> Option<ReqId> {
         let core = self.inner.app_lock();
         let mut core = self.inner.progress_guard(core);
-        oldest_done(&mut core)
+        core.completions.oldest()
     }
 
     pub fn wait_peek(&self, timeout: Option<Duration>) -> Option<ReqId> {
         self.inner
-            .wait_for(timeout, None, |core, _| oldest_done(core))
+            .wait_for(timeout, None, |core, _| core.completions.oldest())
     }
 
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
@@ -373,7 +392,7 @@ impl Endpoint {
         let cancelled = match core.engine.cancel(req) {
             Ok(c) => c,
             // Already completed (its completion waits for test/wait): too late.
-            Err(_) if core.done.contains(req) => false,
+            Err(_) if core.completions.contains(req) => false,
             Err(e) => return Err(e.into()),
         };
         if let Some(h) = handle.filter(|_| cancelled) {
@@ -385,9 +404,7 @@ impl Endpoint {
     /// The application no longer wants the completion of `req`.
     pub fn forget(&self, req: ReqId) {
         let mut core = self.inner.app_lock();
-        if take_done(&mut core, req).is_none() {
-            core.forgotten.insert(req);
-        }
+        core.completions.forget(req);
     }
 
     /// What a request is, while it is pending or completed and not yet taken.
@@ -400,7 +417,7 @@ impl Endpoint {
                 buffered,
             });
         }
-        core.done.get(req).map(|c| RequestInfo {
+        core.completions.get(req).map(|c| RequestInfo {
             kind: c.kind,
             context: c.status.context,
             buffered: true,
@@ -411,7 +428,7 @@ impl Endpoint {
     /// Sleeps of the threads waiting on this endpoint and how they ended: (sleeps,
     /// woken by a frame or doorbell, woken by the timer).
     pub fn wake_stats(&self) -> (u64, u64, u64) {
-        let s = &self.inner;
+        let s = &self.inner.wake.stats;
         (
             s.sleeps.load(Ordering::Relaxed),
             s.woken_by_io.load(Ordering::Relaxed),
@@ -420,8 +437,8 @@ impl Endpoint {
     }
 
     pub fn wakeup(&self) {
-        self.inner.wakeups.fetch_add(1, Ordering::SeqCst);
-        self.inner.signal();
+        self.inner.wake.wakeups.fetch_add(1, Ordering::SeqCst);
+        self.inner.wake.signal();
     }
 
     /// Per-request resend budget. Completed requests and receives (which resend
@@ -430,7 +447,9 @@ impl Endpoint {
         let mut core = self.inner.app_lock();
         match core.engine.set_send_resends(req, resends) {
             Ok(()) => Ok(()),
-            Err(_) if core.done.contains(req) || core.engine.recv_handle(req).is_some() => Ok(()),
+            Err(_) if core.completions.contains(req) || core.engine.recv_handle(req).is_some() => {
+                Ok(())
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -454,7 +473,7 @@ impl Endpoint {
                 core.engine.resolve_unexpected(now, ev.id, false);
             }
         }
-        core.unexp_handler = handler;
+        core.unexpected.handler = handler;
         self.inner.post_drain(&mut core, now, true);
     }
 }

@@ -8,87 +8,123 @@ use omx_proto::*;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
 
-/// Moves the engine's completions to the done table (releasing lent memory), or the
-/// one of `want` to `wanted`; true if any is for the application.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn collect_completions(
-    engine: &mut Engine,
-    mem: &mut MemRegistry,
-    done: &mut DoneTable,
-    forgotten: &mut HashSet<ReqId>,
+/// Completed requests on their way to the application.
+#[derive(Default)]
+pub(super) struct Completions {
+    done: DoneTable,
+    /// Requests whose completion the application no longer wants.
+    forgotten: HashSet<ReqId>,
+    /// The request a `test` or `wait` is looking for during its progress pass: its
+    /// completion goes straight to `wanted` for that call, not through `done`.
+    /// Set and cleared within one hold of the lock.
     want: Option<ReqId>,
-    wanted: &mut Option<Completion>,
-    copier: &mut Copier,
-    now: Time,
-) -> bool {
-    let mut completed = false;
-    while let Some(c) = engine.poll_completion() {
-        if c.kind == RequestKind::Recv
-            && copier.pending() > 0
-            && !matches!(c.status.code, StatusCode::Success | StatusCode::Truncated)
-        {
-            // A failed receive may still have copies in flight into its buffer: the
-            // application gets it back only after they land.
-            copier.wait_all(|id| engine.copy_done(now, id));
-        }
-        completed |= file_completion(c, mem, done, forgotten, want, wanted);
-    }
-    completed
+    wanted: Option<Completion>,
 }
 
-/// Files one completion: releases its lent memory, then drops it if the application
-/// forgot the request, hands it to the `test`/`wait` looking for it (`want`), or puts
-/// it in the done table. True if it is for the application.
-#[inline(always)]
-pub(super) fn file_completion(
-    c: Completion,
-    mem: &mut MemRegistry,
-    done: &mut DoneTable,
-    forgotten: &mut HashSet<ReqId>,
-    want: Option<ReqId>,
-    wanted: &mut Option<Completion>,
-) -> bool {
-    if let Some(h) = c.mem {
-        mem.release(h);
+impl Completions {
+    /// Moves the engine's completions to the done table (releasing lent memory), or the
+    /// one of `want` to `wanted`; true if any is for the application.
+    pub(super) fn collect(
+        &mut self,
+        engine: &mut Engine,
+        mem: &mut MemRegistry,
+        copier: &mut Copier,
+        now: Time,
+    ) -> bool {
+        let mut completed = false;
+        while let Some(c) = engine.poll_completion() {
+            if c.kind == RequestKind::Recv
+                && copier.pending() > 0
+                && !matches!(c.status.code, StatusCode::Success | StatusCode::Truncated)
+            {
+                // A failed receive may still have copies in flight into its buffer: the
+                // application gets it back only after they land.
+                copier.wait_all(|id| engine.copy_done(now, id));
+            }
+            completed |= self.file(c, mem);
+        }
+        completed
     }
-    if !forgotten.is_empty() && forgotten.remove(&c.req) {
-        return false;
+
+    /// Files one completion: releases its lent memory, then drops it if the application
+    /// forgot the request, hands it to the `test`/`wait` looking for it (`want`), or
+    /// puts it in the done table. True if it is for the application.
+    #[inline(always)]
+    pub(super) fn file(&mut self, c: Completion, mem: &mut MemRegistry) -> bool {
+        if let Some(h) = c.mem {
+            mem.release(h);
+        }
+        if !self.forgotten.is_empty() && self.forgotten.remove(&c.req) {
+            return false;
+        }
+        if self.want == Some(c.req) && self.wanted.is_none() {
+            self.wanted = Some(c);
+        } else {
+            self.done.insert(c);
+        }
+        true
     }
-    if want == Some(c.req) && wanted.is_none() {
-        *wanted = Some(c);
-    } else {
-        done.insert(c);
+
+    /// Hands the completion of `req` to [`Completions::unwatch`] instead of the done
+    /// table until then.
+    pub(super) fn watch(&mut self, req: ReqId) {
+        self.want = Some(req);
     }
-    true
+
+    /// Ends [`Completions::watch`]: the completion of the watched request, if it came.
+    pub(super) fn unwatch(&mut self) -> Option<Completion> {
+        self.want = None;
+        self.wanted.take()
+    }
+
+    /// The application no longer wants the completion of `req`.
+    pub(super) fn forget(&mut self, req: ReqId) {
+        if self.done.take(req).is_none() {
+            self.forgotten.insert(req);
+        }
+    }
+
+    #[inline]
+    pub(super) fn insert(&mut self, c: Completion) {
+        self.done.insert(c)
+    }
+
+    pub(super) fn contains(&self, req: ReqId) -> bool {
+        self.done.contains(req)
+    }
+
+    pub(super) fn get(&self, req: ReqId) -> Option<&Completion> {
+        self.done.get(req)
+    }
+
+    #[inline]
+    pub(super) fn take(&mut self, req: ReqId) -> Option<Completion> {
+        self.done.take(req)
+    }
+
+    /// The oldest completed request, left in place.
+    pub(super) fn oldest(&mut self) -> Option<ReqId> {
+        self.done.oldest()
+    }
+
+    /// The oldest completion whose match info satisfies the mask (removes it).
+    pub(super) fn take_any(&mut self, match_info: u64, mask: u64) -> Option<Completion> {
+        self.done.take_any(match_info, mask)
+    }
 }
 
 impl Core {
-    /// [`collect_completions`] on this endpoint's own tables.
+    /// [`Completions::collect`] on this endpoint's own engine and memory.
     pub(super) fn collect_completions(&mut self, now: Time) -> bool {
         let Core {
+            completions,
             engine,
             mem,
-            done,
-            forgotten,
             copier,
-            want,
-            wanted,
             ..
         } = self;
-        collect_completions(engine, mem, done, forgotten, *want, wanted, copier, now)
+        completions.collect(engine, mem, copier, now)
     }
-}
-
-pub(super) fn take_done(core: &mut Core, req: ReqId) -> Option<Completion> {
-    core.done.take(req)
-}
-
-pub(super) fn oldest_done(core: &mut Core) -> Option<ReqId> {
-    core.done.oldest()
-}
-
-pub(super) fn take_any(core: &mut Core, match_info: u64, mask: u64) -> Option<Completion> {
-    core.done.take_any(match_info, mask)
 }
 
 /// A request as [`Endpoint::request_info`] reports it.
@@ -107,7 +143,7 @@ pub struct RequestInfo {
 /// completed (a send written straight into a ring) comes and goes without hashing or
 /// queueing.
 #[derive(Default)]
-pub(super) struct DoneTable {
+struct DoneTable {
     map: HashMap<ReqId, Completion>,
     /// Completion order of the entries of `map` (all older than `latest`). Cleaned
     /// lazily: ids taken by id are skipped, and popped once they reach the front.
@@ -117,18 +153,18 @@ pub(super) struct DoneTable {
 
 impl DoneTable {
     #[inline]
-    pub(super) fn insert(&mut self, c: Completion) {
+    fn insert(&mut self, c: Completion) {
         if let Some(old) = self.latest.replace(c) {
             self.order.push_back(old.req);
             self.map.insert(old.req, old);
         }
     }
 
-    pub(super) fn contains(&self, req: ReqId) -> bool {
+    fn contains(&self, req: ReqId) -> bool {
         self.latest.as_ref().is_some_and(|c| c.req == req) || self.map.contains_key(&req)
     }
 
-    pub(super) fn get(&self, req: ReqId) -> Option<&Completion> {
+    fn get(&self, req: ReqId) -> Option<&Completion> {
         match &self.latest {
             Some(c) if c.req == req => Some(c),
             _ => self.map.get(&req),
@@ -136,7 +172,7 @@ impl DoneTable {
     }
 
     #[inline]
-    pub(super) fn take(&mut self, req: ReqId) -> Option<Completion> {
+    fn take(&mut self, req: ReqId) -> Option<Completion> {
         if self.latest.as_ref().is_some_and(|c| c.req == req) {
             return self.latest.take();
         }
@@ -147,14 +183,14 @@ impl DoneTable {
     }
 
     #[cold]
-    pub(super) fn take_older(&mut self, req: ReqId) -> Option<Completion> {
+    fn take_older(&mut self, req: ReqId) -> Option<Completion> {
         let c = self.map.remove(&req)?;
         self.prune();
         Some(c)
     }
 
     /// Pops ids already taken off the front.
-    pub(super) fn prune(&mut self) {
+    fn prune(&mut self) {
         while let Some(r) = self.order.front() {
             if self.map.contains_key(r) {
                 break;
@@ -163,7 +199,7 @@ impl DoneTable {
         }
     }
 
-    pub(super) fn oldest(&mut self) -> Option<ReqId> {
+    fn oldest(&mut self) -> Option<ReqId> {
         self.prune();
         self.order
             .front()
@@ -172,7 +208,7 @@ impl DoneTable {
     }
 
     /// The oldest completion whose match info satisfies the mask.
-    pub(super) fn take_any(&mut self, match_info: u64, mask: u64) -> Option<Completion> {
+    fn take_any(&mut self, match_info: u64, mask: u64) -> Option<Completion> {
         let hit = |c: &Completion| c.status.match_info & mask == match_info & mask;
         if let Some(pos) = self
             .order
@@ -195,7 +231,7 @@ impl DoneTable {
 mod tests {
     use super::*;
 
-    pub(super) fn completion(req: u64, match_info: u64) -> Completion {
+    fn completion(req: u64, match_info: u64) -> Completion {
         Completion {
             req: ReqId(req),
             kind: RequestKind::Send,
@@ -212,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    pub(super) fn done_table_keeps_completion_order_whatever_is_taken_first() {
+    fn done_table_keeps_completion_order_whatever_is_taken_first() {
         let mut d = DoneTable::default();
         assert!(d.take(ReqId(1)).is_none());
         assert_eq!(d.oldest(), None);

@@ -1,12 +1,36 @@
 //! Direct receive (`OMX_DIRECT_RECV`): pull replies taken from their own socket, the
 //! payload placed by the kernel straight into the receive buffer.
 
-use super::{Core, RX_BATCH};
+use super::progress::Pass;
+use super::{Core, EndpointInner, RX_BATCH};
 use crate::config::DIRECT_RECV_BATCH;
 use crate::memory::MemRegistry;
 use bytes::Bytes;
 use omx_proto::*;
 use omx_transport::{DirectRx, ReplyPlace, DIRECT_MAX_PIECES};
+
+impl EndpointInner {
+    /// Takes the pull replies waiting on the direct socket, only while pulling: an idle
+    /// poll stays free of system calls. (Replies that come late are taken, and dropped,
+    /// during the next pull or before a sleep.)
+    pub(super) fn take_direct_replies(&self, core: &mut Core, pass: &mut Pass) {
+        let Core {
+            direct_rx: Some(d),
+            engine,
+            mem,
+            inbound,
+            ..
+        } = core
+        else {
+            return;
+        };
+        if !engine.pulling() {
+            return;
+        }
+        let t = pass.precise_now(&self.rt);
+        pass.placed |= drain_direct(d, engine, mem, t, |f| inbound.keep(f));
+    }
+}
 
 /// Pull replies that arrive after their pull ended wait on the direct socket (progress
 /// passes drain it only while pulling). Before a sleep they are handed to the engine,
@@ -27,9 +51,9 @@ pub(super) fn take_late_replies(core: &mut Core, now: Time) {
 }
 
 /// Takes the pull replies waiting on the direct socket (at most a batch): each goes
-/// straight into its receive buffer, or, when it is not one to place, whole into `rx`
+/// straight into its receive buffer, or, when it is not one to place, whole to `keep`
 /// for the ordinary path (which counts its drop). Returns whether any was placed.
-pub(super) fn drain_direct(
+fn drain_direct(
     d: &mut DirectRx,
     engine: &mut Engine,
     mem: &MemRegistry,

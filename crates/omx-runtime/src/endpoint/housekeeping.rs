@@ -3,15 +3,40 @@
 
 use super::{random_u32, Core, EndpointInner};
 use crate::discovery::Discovery;
-use crate::registry::EndpointInfo;
+use crate::registry::{EndpointInfo, LockFile};
 use crate::runtime::MAX_ENDPOINTS;
 use omx_proto::*;
 use omx_transport::EndpointFilter;
 use std::sync::atomic::Ordering;
 
-pub(super) const SEC: Time = 1_000_000_000;
+const SEC: Time = 1_000_000_000;
 
-pub(super) fn command_name() -> String {
+/// The peer table version, the board service (discovery) and the housekeeping timer.
+pub(super) struct Upkeep {
+    /// Version of the board's peer table last loaded into the engine.
+    peers_version: u64,
+    /// The board-service lock, held by the endpoint that runs discovery.
+    board_lock: Option<LockFile>,
+    pub(super) discovery: Option<Discovery>,
+    /// When to try again to take over the board service (runtime ns).
+    next_board_try: Time,
+    /// When housekeeping runs next (runtime ns).
+    pub(super) next_publish: Time,
+}
+
+impl Upkeep {
+    pub(super) fn new(board_lock: Option<LockFile>, discovery: Option<Discovery>) -> Upkeep {
+        Upkeep {
+            peers_version: 0,
+            board_lock,
+            discovery,
+            next_board_try: 0,
+            next_publish: 0,
+        }
+    }
+}
+
+fn command_name() -> String {
     std::fs::read_to_string("/proc/self/comm")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
@@ -29,33 +54,50 @@ impl EndpointInner {
             endpoints,
             board_frames: true,
             marked_only: false,
-            direct: self.direct_fd.map(|_| self.index),
+            direct: self.wake.direct_fd.map(|_| self.index),
         }
     }
 }
 
 impl EndpointInner {
+    /// Loads the board's peer table into the engine when another endpoint or process
+    /// changed it.
     #[inline]
     pub(super) fn sync_peers(&self, core: &mut Core) {
-        if self.board.peers_version.load(Ordering::Acquire) != core.peers_version {
+        if self.board.peers_version.load(Ordering::Acquire) != core.upkeep.peers_version {
             self.load_peers(core);
         }
     }
 
-    pub(super) fn load_peers(&self, core: &mut Core) {
+    fn load_peers(&self, core: &mut Core) {
         let st = self.board.peers.lock().expect("peer lock");
-        if st.version == core.peers_version {
+        if st.version == core.upkeep.peers_version {
             return;
         }
         for (_, p) in st.table.iter() {
             core.engine.add_peer(p.nic_id, p.name.clone());
         }
-        core.peers_version = st.version;
+        core.upkeep.peers_version = st.version;
     }
 
-    pub(super) fn run_discovery(&self, core: &mut Core, now: Time) {
-        let frames = std::mem::take(&mut core.board_rx);
-        let Some(d) = core.discovery.as_mut() else {
+    /// After dispatch, the board service: board frames taken in this pass, due
+    /// announcements, and solicitations asked for by a connect to an unknown board.
+    pub(super) fn serve_board(&self, core: &mut Core, now: Time) {
+        let solicit = self.board.solicit.load(Ordering::Relaxed);
+        if !core.inbound.board.is_empty()
+            || core
+                .upkeep
+                .discovery
+                .as_ref()
+                .is_some_and(|d| d.deadline() <= now || d.solicited != solicit)
+        {
+            self.run_discovery(core, now);
+        }
+    }
+
+    fn run_discovery(&self, core: &mut Core, now: Time) {
+        let frames = std::mem::take(&mut core.inbound.board);
+        let Some(d) = core.upkeep.discovery.as_mut() else {
             return;
         };
         let wire = self.rt.cfg.wire;
@@ -91,10 +133,11 @@ impl EndpointInner {
         }
     }
 
-    /// Once a second: publish counters for the tools, pick up peers other processes
-    /// learned, and take over the board service if its owner went away.
+    /// Last in a pass, once a second: publish counters for the tools, check that local
+    /// partners are alive, pick up peers other processes learned, and take over the
+    /// board service if its owner went away.
     pub(super) fn housekeeping(&self, core: &mut Core, now: Time) {
-        core.next_publish = now + SEC;
+        core.upkeep.next_publish = now + SEC;
         if let Some(sh) = core.local.as_mut() {
             sh.check_liveness(&mut core.engine, now);
         }
@@ -111,20 +154,20 @@ impl EndpointInner {
                 .collect(),
         };
         let _ = self.board.dir.publish_endpoint(&info, core.sock.is_relay());
-        if core.discovery.is_some() {
+        if core.upkeep.discovery.is_some() {
             let filter = self.owner_filter();
             let _ = core.sock.set_filter(Some(&filter));
         }
-        if core.discovery.is_none() {
+        if core.upkeep.discovery.is_none() {
             self.board.merge_peers(&self.board.dir.load_peers());
             // A relayed endpoint never sees board frames: omxd serves the board.
-            if now >= core.next_board_try && !core.sock.is_relay() {
-                core.next_board_try = now + SEC;
+            if now >= core.upkeep.next_board_try && !core.sock.is_relay() {
+                core.upkeep.next_board_try = now + SEC;
                 if let Ok(Some(l)) = self.board.dir.try_lock_board() {
                     let filter = self.owner_filter();
                     if core.sock.set_filter(Some(&filter)).is_ok() {
-                        core.board_lock = Some(l);
-                        core.discovery = Some(Discovery::new(
+                        core.upkeep.board_lock = Some(l);
+                        core.upkeep.discovery = Some(Discovery::new(
                             self.board.nic_id,
                             self.board.name.clone(),
                             random_u32(),
@@ -136,7 +179,8 @@ impl EndpointInner {
     }
 
     /// Counters kept by the runtime itself (sleeps and wake-ups, copy offload).
-    pub(super) fn runtime_counters(&self, core: &Core) -> Vec<(String, u64)> {
+    fn runtime_counters(&self, core: &Core) -> Vec<(String, u64)> {
+        let stats = &self.wake.stats;
         let mut v = Vec::new();
         if let Some(f) = &core.faults {
             let s = f.stats;
@@ -149,14 +193,14 @@ impl EndpointInner {
             ]);
         }
         v.extend(vec![
-            ("sleeps".into(), self.sleeps.load(Ordering::Relaxed)),
+            ("sleeps".into(), stats.sleeps.load(Ordering::Relaxed)),
             (
                 "wakeups_io".into(),
-                self.woken_by_io.load(Ordering::Relaxed),
+                stats.woken_by_io.load(Ordering::Relaxed),
             ),
             (
                 "wakeups_timer".into(),
-                self.woken_by_timer.load(Ordering::Relaxed),
+                stats.woken_by_timer.load(Ordering::Relaxed),
             ),
             ("copy_offloaded".into(), core.copier.offloaded),
             ("copy_inline_full".into(), core.copier.inline_full),

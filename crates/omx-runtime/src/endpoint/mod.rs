@@ -12,25 +12,23 @@ mod rx;
 mod sleep;
 mod tx;
 
-use completions::DoneTable;
+use completions::Completions;
 pub use completions::RequestInfo;
-use rx::FramePool;
+use housekeeping::Upkeep;
+use progress::{Activity, UnexpectedSlot};
+use rx::Inbound;
+use sleep::Wake;
+use tx::Outbound;
 
-use crate::bundler::Bundler;
-use crate::config::Coalescing;
 use crate::copy::Copier;
-use crate::discovery::Discovery;
 use crate::local::LocalChannel;
 use crate::memory::MemRegistry;
 use crate::registry::LockFile;
 use crate::runtime::{Board, Runtime};
-use bytes::{Bytes, BytesMut};
 use omx_proto::*;
 use omx_transport::{DirectRx, FaultInjector, PacketSocket};
-use rustc_hash::FxHashSet as HashSet;
-use std::os::fd::{OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 // The endpoint lock: taken several times per message, and poisoning (which std's
 // lock checks on every acquire and release) is ignored here anyway.
 type CoreLock = parking_lot::Mutex<Core>;
@@ -82,86 +80,57 @@ const RX_BATCH: usize = 64;
 /// one chunk alive).
 const RX_POOL_CHUNK: usize = 256 * 1024;
 
+/// The endpoint's state under its lock, in parts owned by the steps that use them.
 struct Core {
     engine: Engine,
     sock: PacketSocket,
     /// This endpoint's pull replies, received straight into place (`OMX_DIRECT_RECV`).
     direct_rx: Option<DirectRx>,
     mem: MemRegistry,
-    done: DoneTable,
-    forgotten: HashSet<ReqId>,
-    /// The request a `test` or `wait` is looking for during its progress pass: its
-    /// completion goes straight to `wanted` for that call, not through `done`.
-    /// Set and cleared within one hold of the lock.
-    want: Option<ReqId>,
-    wanted: Option<Completion>,
-    peers_version: u64,
-    board_lock: Option<LockFile>,
-    discovery: Option<Discovery>,
-    next_board_try: Time,
-    next_publish: Time,
-    rx: Vec<Bytes>,
-    board_rx: Vec<Vec<u8>>,
-    bundler: Bundler,
-    rx_pool: FramePool,
-    /// Frames this endpoint sent to itself, delivered at the next pass.
-    self_rx: Vec<Bytes>,
-    /// Eager send data is captured into chunks of this pool (no allocation per message).
-    tx_pool: BytesMut,
-    /// When the application last posted a send: back-to-back sends are not flushed one
-    /// by one, so they can share frames (bundles) and system calls.
-    last_post: Time,
-    /// Earliest engine, discovery or housekeeping deadline (runtime ns).
-    timer_at: Time,
-    unexp_handler: Option<UnexpectedHandler>,
+    /// Receive copies handed to the copy engine.
+    copier: Copier,
     /// Shared-memory channel to the other endpoints of this host (none when
     /// `OMX_DISABLE_SHARED=1` or when it could not be set up).
     local: Option<LocalChannel>,
-    /// Receive copies handed to the copy engine.
-    copier: Copier,
     /// `OMX_FAULTS`: faults injected on this endpoint's packet path.
     faults: Option<FaultInjector>,
-    /// An unexpected handler is running: progression is paused (MX semantics).
-    in_handler: bool,
+    completions: Completions,
+    inbound: Inbound,
+    outbound: Outbound,
+    upkeep: Upkeep,
+    unexpected: UnexpectedSlot,
+    /// Earliest engine, discovery or housekeeping deadline (runtime ns).
+    timer_at: Time,
     /// The endpoint index lock (`None` when `omxd` holds it for us).
     _index_lock: Option<LockFile>,
 }
 
+impl Core {
+    /// Earliest deadline of the engine, discovery or housekeeping (runtime ns).
+    fn next_deadline(&self) -> Time {
+        let mut next = self
+            .engine
+            .poll_timeout()
+            .unwrap_or(u64::MAX)
+            .min(self.upkeep.next_publish);
+        if let Some(d) = &self.upkeep.discovery {
+            next = next.min(d.deadline());
+        }
+        next
+    }
+}
+
+/// The endpoint state shared by the application threads and the progress thread.
 struct EndpointInner {
     rt: Arc<Runtime>,
     board: Arc<Board>,
     index: u8,
     session: u32,
     core: CoreLock,
-    sleepers: AtomicUsize,
-    app_active: AtomicUsize,
-    wake_fd: OwnedFd,
-    sock_fd: RawFd,
-    /// The direct pull-reply socket, watched with the data socket.
-    direct_fd: Option<RawFd>,
-    /// Doorbell of the shared-memory inbox, when there is one.
-    shm_fd: Option<RawFd>,
-    /// Wake-up policy and its timer.
-    coalescing: Coalescing,
-    coalescing_ns: u64,
-    /// Socket that only receives this endpoint's latency-sensitive frames: what
-    /// sleeping threads watch under the `marked` and `stream` policies.
-    wake_sock: Option<Mutex<PacketSocket>>,
-    /// Sleeps, and how they ended: by a frame or doorbell, or by the timer.
-    sleeps: AtomicU64,
-    woken_by_io: AtomicU64,
-    woken_by_timer: AtomicU64,
-    /// `stream` policy: after a wake-up by a frame, keep polling until then (runtime ns).
-    linger_until: AtomicU64,
-    /// When frames last arrived (runtime ns): coalescing applies while traffic flows;
-    /// an idle endpoint sleeps on its data socket, so it is never woken by the timer.
-    last_rx: AtomicU64,
-    closing: AtomicBool,
-    idle: (Mutex<()>, Condvar),
-    wakeups: AtomicU64,
-    /// Counts application entries into the library: the progress thread stays out of
-    /// the way while this moves (the application is driving progress itself).
-    app_calls: AtomicU64,
+    /// Sleeping threads and what wakes them.
+    wake: Wake,
+    /// Who drives progress: application threads, or the progress thread.
+    activity: Activity,
 }
 
 /// The application's unexpected-message handler; returns true to discard.
@@ -218,7 +187,7 @@ impl Endpoint {
     pub fn peek_done(&self, req: ReqId) -> bool {
         let core = self.inner.app_lock();
         let core = self.inner.progress_guard(core);
-        core.done.contains(req)
+        core.completions.contains(req)
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {
@@ -258,8 +227,9 @@ impl EndpointInner {
         // A plain load and store, not a locked increment (tens of cycles per call):
         // the progress thread only looks for a change, and an increment lost to a
         // race between two threads at worst lets it run one pass early (harmless).
-        let calls = self.app_calls.load(Ordering::Relaxed);
-        self.app_calls
+        let calls = self.activity.app_calls.load(Ordering::Relaxed);
+        self.activity
+            .app_calls
             .store(calls.wrapping_add(1), Ordering::Relaxed);
         self.lock()
     }

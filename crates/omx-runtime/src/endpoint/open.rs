@@ -1,9 +1,13 @@
 //! Opening an endpoint (its sockets, engine, shared-memory channel and progress
 //! thread), directly or through `omxd`, and closing it.
 
-use super::completions::DoneTable;
-use super::rx::FramePool;
-use super::{random_u32, Core, CoreLock, Endpoint, EndpointInner, Error, RX_BATCH};
+use super::completions::Completions;
+use super::housekeeping::Upkeep;
+use super::progress::{Activity, UnexpectedSlot};
+use super::rx::Inbound;
+use super::sleep::Wake;
+use super::tx::Outbound;
+use super::{random_u32, Core, CoreLock, Endpoint, EndpointInner, Error};
 use crate::bundler::Bundler;
 use crate::config::{Coalescing, DaemonUse, DirectRecv, DIRECT_RECV_BATCH};
 use crate::copy::Copier;
@@ -12,13 +16,11 @@ use crate::local::LocalChannel;
 use crate::memory::MemRegistry;
 use crate::registry::LockFile;
 use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
-use bytes::BytesMut;
 use omx_proto::*;
 use omx_transport::{DirectRx, EndpointFilter, FaultInjector, PacketSocket, SocketOptions};
-use rustc_hash::FxHashSet as HashSet;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 impl Endpoint {
     /// Opens endpoint `index` (or any free one) on `board` with application key `key`.
@@ -268,59 +270,39 @@ impl Endpoint {
             sock,
             direct_rx,
             mem: MemRegistry::default(),
-            done: DoneTable::default(),
-            forgotten: HashSet::default(),
-            want: None,
-            wanted: None,
-            peers_version: 0,
-            board_lock,
-            discovery,
-            next_board_try: 0,
-            next_publish: 0,
-            rx: Vec::with_capacity(RX_BATCH),
-            board_rx: Vec::new(),
-            bundler,
-            rx_pool: FramePool::default(),
-            self_rx: Vec::new(),
-            tx_pool: BytesMut::new(),
-            last_post: 0,
-            timer_at: 0,
-            unexp_handler: None,
-            local,
             copier: Copier::new(rt.cfg.copy.clone()),
+            local,
             faults: rt.cfg.faults.clone().map(|mut c| {
                 // A distinct stream per endpoint and process.
                 c.seed = c.seed ^ ((index as u64) << 32) ^ std::process::id() as u64;
                 FaultInjector::new(c)
             }),
-            in_handler: false,
+            completions: Completions::default(),
+            inbound: Inbound::new(),
+            outbound: Outbound::new(bundler),
+            upkeep: Upkeep::new(board_lock, discovery),
+            unexpected: UnexpectedSlot::default(),
+            timer_at: 0,
             _index_lock: lock,
         };
+        let wake = Wake::new(
+            // SAFETY: efd is a fresh descriptor we own.
+            unsafe { OwnedFd::from_raw_fd(efd) },
+            sock_fd,
+            direct_fd,
+            shm_fd,
+            coalescing,
+            rt.cfg.coalescing_delay.as_nanos() as u64,
+            wake_sock,
+        );
         let inner = Arc::new(EndpointInner {
             rt: rt.clone(),
             board: b,
             index,
             session,
             core: CoreLock::new(core),
-            sleepers: AtomicUsize::new(0),
-            app_active: AtomicUsize::new(0),
-            // SAFETY: efd is a fresh descriptor we own.
-            wake_fd: unsafe { OwnedFd::from_raw_fd(efd) },
-            sock_fd,
-            direct_fd,
-            shm_fd,
-            coalescing,
-            coalescing_ns: rt.cfg.coalescing_delay.as_nanos() as u64,
-            wake_sock,
-            sleeps: AtomicU64::new(0),
-            woken_by_io: AtomicU64::new(0),
-            woken_by_timer: AtomicU64::new(0),
-            linger_until: AtomicU64::new(0),
-            last_rx: AtomicU64::new(0),
-            closing: AtomicBool::new(false),
-            idle: (Mutex::new(()), Condvar::new()),
-            wakeups: AtomicU64::new(0),
-            app_calls: AtomicU64::new(0),
+            wake,
+            activity: Activity::default(),
         });
         {
             let mut core = inner.lock();
@@ -350,9 +332,9 @@ impl Drop for Endpoint {
             let Core { engine, copier, .. } = &mut *core;
             copier.wait_all(|id| engine.copy_done(0, id));
         }
-        self.inner.closing.store(true, Ordering::SeqCst);
-        self.inner.signal();
-        self.inner.idle.1.notify_all();
+        self.inner.activity.closing.store(true, Ordering::SeqCst);
+        self.inner.wake.signal();
+        self.inner.activity.idle.1.notify_all();
         if let Some(t) = self.progress.take() {
             let _ = t.join();
         }

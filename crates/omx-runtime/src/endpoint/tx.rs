@@ -1,7 +1,6 @@
 //! The transmit path: the engine's outputs executed (local pulls and messages, copies,
 //! frames, bundled where they fit, looped back when addressed to ourselves) and flushed.
 
-use super::completions::collect_completions;
 use super::{Core, EndpointInner, RX_POOL_CHUNK};
 use crate::bundler::Bundler;
 use crate::copy::{run_job, CopyJob};
@@ -10,16 +9,15 @@ use crate::memory::{MemRegistry, Segment};
 use bytes::{Bytes, BytesMut};
 use omx_proto::*;
 use omx_transport::PacketSocket;
-use std::sync::atomic::Ordering;
 
 /// Smallest payload read by the kernel straight from user memory (a pull reply),
 /// rather than copied into the send batch: below it the copy costs less than the extra
 /// iovecs.
-pub(super) const GATHER_MIN: usize = 1024;
+const GATHER_MIN: usize = 1024;
 
 /// Queues one engine frame. A large pull reply is gathered: its payload goes from the
 /// sender's memory to the kernel without a copy into the batch.
-pub(super) fn queue_transmit(sock: &mut PacketSocket, mem: &MemRegistry, t: &Transmit) {
+fn queue_transmit(sock: &mut PacketSocket, mem: &MemRegistry, t: &Transmit) {
     if let Payload::User {
         handle,
         offset,
@@ -66,25 +64,51 @@ pub(super) fn queue_transmit(sock: &mut PacketSocket, mem: &MemRegistry, t: &Tra
     });
 }
 
-/// Copies a send's segments into the pool and returns them as shared bytes.
-pub(super) fn capture(pool: &mut BytesMut, segs: &[Segment], len: usize) -> Bytes {
-    if pool.capacity() < len {
-        pool.reserve(RX_POOL_CHUNK.max(len));
+/// Send-side state: frames waiting to be bundled, captured eager data, send pacing.
+pub(super) struct Outbound {
+    bundler: Bundler,
+    /// Eager send data is captured into chunks of this pool (no allocation per message).
+    capture_pool: BytesMut,
+    /// When the application last posted a send: back-to-back sends are not flushed one
+    /// by one, so they can share frames (bundles) and system calls.
+    pub(super) last_post: Time,
+}
+
+impl Outbound {
+    pub(super) fn new(bundler: Bundler) -> Outbound {
+        Outbound {
+            bundler,
+            capture_pool: BytesMut::new(),
+            last_post: 0,
+        }
     }
-    for s in segs.iter().filter(|s| s.len > 0) {
-        // SAFETY: the caller lent these segments for the duration of the call.
-        pool.extend_from_slice(unsafe { std::slice::from_raw_parts(s.ptr, s.len) });
+
+    /// Copies a send's segments into the pool and returns them as shared bytes.
+    pub(super) fn capture(&mut self, segs: &[Segment], len: usize) -> Bytes {
+        let pool = &mut self.capture_pool;
+        if pool.capacity() < len {
+            pool.reserve(RX_POOL_CHUNK.max(len));
+        }
+        for s in segs.iter().filter(|s| s.len > 0) {
+            // SAFETY: the caller lent these segments for the duration of the call.
+            pool.extend_from_slice(unsafe { std::slice::from_raw_parts(s.ptr, s.len) });
+        }
+        pool.split().freeze()
     }
-    pool.split().freeze()
+
+    /// Sends the pending bundle and every frame queued on the socket.
+    pub(super) fn flush(&mut self, sock: &mut PacketSocket) {
+        self.bundler.emit(sock);
+        let _ = sock.flush();
+    }
 }
 
 impl EndpointInner {
     /// After posting a request: only the engine's outputs (frames, copies, completions),
     /// without polling the socket, which the next wait or test does.
     pub(super) fn post_drain(&self, core: &mut Core, now: Time, flush: bool) {
-        let completed = self.drain(core, now, flush);
-        if completed && self.sleepers.load(Ordering::SeqCst) > 0 {
-            self.signal();
+        if self.drain(core, now, flush) {
+            self.wake.signal_sleepers();
         }
         core.timer_at = core
             .timer_at
@@ -100,12 +124,9 @@ impl EndpointInner {
             engine,
             sock,
             mem,
-            done,
-            forgotten,
-            want,
-            wanted,
-            bundler,
-            self_rx,
+            completions,
+            outbound,
+            inbound,
             local,
             copier,
             faults,
@@ -154,32 +175,31 @@ impl EndpointInner {
                     let mut f = Vec::with_capacity(t.frame_len());
                     let m = &*mem;
                     t.assemble(&mut f, |h, off, out| m.read(h, off as usize, out));
-                    self_rx.push(Bytes::from(f));
+                    inbound.looped.push(Bytes::from(f));
                     continue;
                 }
                 if faults.as_mut().is_some_and(|f| f.drop_send()) {
                     continue;
                 }
                 if bundle && Bundler::eligible(&t) {
-                    bundler.push(&t, sock, |mac, ep| engine.frame_limit(mac, ep));
+                    let limit = |mac, ep| engine.frame_limit(mac, ep);
+                    outbound.bundler.push(&t, sock, limit);
                     continue;
                 }
-                bundler.emit(sock);
+                outbound.bundler.emit(sock);
                 queue_transmit(sock, mem, &t);
             }
-            completed |=
-                collect_completions(engine, mem, done, forgotten, *want, wanted, copier, now);
+            completed |= completions.collect(engine, mem, copier, now);
         }
         if flush {
-            bundler.emit(sock);
-            let _ = sock.flush();
+            outbound.flush(sock);
         } else if sock.holds_lent() {
             // Frames that read user memory leave before the lock is released, so the
             // memory cannot be handed back to the application (a completion, a
             // cancel, a failed send) while the kernel may still read it.
             let _ = sock.flush();
         }
-        let sent = std::mem::take(&mut bundler.bundles_sent);
+        let sent = std::mem::take(&mut outbound.bundler.bundles_sent);
         engine.counters.send_bundle += sent;
         completed
     }
