@@ -4,10 +4,8 @@
 use super::{Core, CoreGuard, EndpointInner, UnexpectedHandler};
 use crate::runtime::Runtime;
 use omx_proto::*;
-use std::sync::atomic::Ordering;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::Arc;
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// Longest nap of the progress thread while the application drives progress itself.
