@@ -8,11 +8,11 @@ pub mod copy;
 pub mod daemon;
 pub mod discovery;
 pub mod endpoint;
+mod local;
 pub mod memory;
 pub mod raw;
 pub mod registry;
 pub mod runtime;
-mod shared;
 
 pub use config::{DaemonUse, RuntimeConfig};
 pub use endpoint::{Endpoint, Error, RequestInfo, UnexpectedHandler};

@@ -61,7 +61,7 @@ enum Pending {
     },
 }
 
-pub(crate) struct SharedChannel {
+pub(crate) struct LocalChannel {
     inbox: Inbox,
     me: SenderId,
     pid: u32,
@@ -85,7 +85,7 @@ pub(crate) enum LocalConnect {
     UseNetwork,
 }
 
-impl SharedChannel {
+impl LocalChannel {
     #[allow(clippy::too_many_arguments)]
     pub fn open(
         board: &Board,
@@ -96,7 +96,7 @@ impl SharedChannel {
         ring_bytes: usize,
         cma: bool,
         verbose: bool,
-    ) -> io::Result<SharedChannel> {
+    ) -> io::Result<LocalChannel> {
         let dir = inbox_dir(board);
         let _ = Inbox::reclaim_stale(&dir);
         let params = InboxParams {
@@ -109,7 +109,7 @@ impl SharedChannel {
         };
         let inbox = Inbox::create(&dir, &inbox_name(endpoint), &params)?;
         let slots = vec![None; params.slots];
-        Ok(SharedChannel {
+        Ok(LocalChannel {
             inbox,
             me: SenderId {
                 nic_id: board.nic_id,
@@ -436,7 +436,7 @@ impl SharedChannel {
     /// Writes an eager message straight from the user's segments into the partner's
     /// ring (no capture); false when it must take the queued path (no ring yet,
     /// messages waiting, or no room).
-    pub fn write_eager_direct(
+    pub fn write_eager_to_inbox(
         &mut self,
         pid: PartnerId,
         match_info: u64,

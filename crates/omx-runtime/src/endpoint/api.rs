@@ -1,0 +1,479 @@
+//! The application-facing operations: connect, send and receive, one-sided access,
+//! test/wait/probe, cancel, and the unexpected-message handler.
+
+use super::completions::RequestInfo;
+use super::{Core, Endpoint, Error, UnexpectedHandler};
+use crate::local::LocalConnect;
+use crate::memory::{Segment, MAX_SEGMENTS};
+use omx_proto::*;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Sends posted closer together than this are treated as a stream.
+const STREAM_GAP: Time = 5_000;
+
+/// Whether `nic` can be a board's MAC: 48 bits, not zero, not multicast/broadcast.
+fn is_unicast_nic(nic: NicId) -> bool {
+    nic != 0 && nic >> 48 == 0 && (nic >> 40) & 1 == 0
+}
+
+impl Endpoint {
+    pub fn iconnect(
+        &self,
+        nic: NicId,
+        endpoint: u8,
+        key: u32,
+        context: u64,
+    ) -> Result<ReqId, Error> {
+        let (mut core, now) = self.inner.app_lock_now();
+        let me = (self.inner.board.nic_id, self.inner.index);
+        let Core { engine, local, .. } = &mut *core;
+        if let Some(sh) = local
+            .as_mut()
+            .filter(|s| s.is_local(nic) && (nic, endpoint) != me)
+        {
+            if let LocalConnect::Done(r) = sh.connect(engine, nic, endpoint, key, context)? {
+                self.inner.post_drain(&mut core, now, true);
+                return Ok(r);
+            }
+        }
+        let r = match core.engine.connect(now, nic, endpoint, key, context) {
+            Err(EngineError::UnknownPeer) => {
+                // The host may know the board already (another process's discovery wrote
+                // the shared peer file) while this process has not reloaded it yet; an
+                // application that only retries connects would otherwise never reload it.
+                let board = &self.inner.board;
+                board.merge_peers(&board.dir.load_peers());
+                self.inner.sync_peers(&mut core);
+                let mut r = core.engine.connect(now, nic, endpoint, key, context);
+                if r.is_err() && is_unicast_nic(nic) {
+                    // Not heard of yet (its announcement may still be on the way), but
+                    // a nic id is the board's MAC: frames can go to it now. Connect,
+                    // resending until the timeout, and have discovery announce this
+                    // board so the peer learns it and takes the connect.
+                    core.engine.add_peer(nic, None);
+                    board.solicit.fetch_add(1, Ordering::Relaxed);
+                    r = core.engine.connect(now, nic, endpoint, key, context);
+                }
+                if r.is_err() {
+                    // Still unknown (MX's NIC_NOT_FOUND): let discovery move meanwhile.
+                    self.inner.progress_at(&mut core, Some(now), true);
+                }
+                r?
+            }
+            r => r?,
+        };
+        self.inner.progress_at(&mut core, Some(now), true);
+        Ok(r)
+    }
+
+    /// Blocking connect; the partner on success, the failure status otherwise.
+    pub fn connect(
+        &self,
+        nic: NicId,
+        endpoint: u8,
+        key: u32,
+        timeout: Option<Duration>,
+    ) -> Result<Result<PartnerId, Status>, Error> {
+        let r = self.iconnect(nic, endpoint, key, 0)?;
+        match self.wait(r, timeout) {
+            Some(c) if c.status.code == StatusCode::Success => {
+                Ok(Ok(c.status.source.expect("partner")))
+            }
+            Some(c) => Ok(Err(c.status)),
+            None => {
+                self.forget(r);
+                Err(Error::Timeout)
+            }
+        }
+    }
+
+    pub(super) fn check_segments(segs: &[Segment]) -> Result<u32, Error> {
+        if segs.len() > MAX_SEGMENTS {
+            return Err(Error::BadArgument("more than 256 segments"));
+        }
+        // One pass over the segments (this runs on every send and receive).
+        let mut total: u64 = 0;
+        for s in segs {
+            if s.len > 0 && s.ptr.is_null() {
+                return Err(Error::BadArgument("null segment pointer"));
+            }
+            total += s.len as u64;
+        }
+        if total > u32::MAX as u64 {
+            return Err(Error::BadArgument("message longer than 4 GiB"));
+        }
+        Ok(total as u32)
+    }
+
+    /// Posts a send of the bytes in `segs` to `dest`.
+    ///
+    /// # Safety
+    /// Every segment must stay valid and unmodified until the request completes (eager
+    /// messages are copied at once, but the MX contract covers both).
+    pub unsafe fn isend(
+        &self,
+        segs: &[Segment],
+        dest: PartnerId,
+        match_info: u64,
+        context: u64,
+        sync: bool,
+    ) -> Result<ReqId, Error> {
+        let len = Self::check_segments(segs)?;
+        let mut core = self.inner.app_lock();
+        if core.engine.local_direct_ok(dest, len, sync) {
+            if let Some(r) =
+                self.send_to_local_inbox(&mut core, segs, dest, match_info, len, context)
+            {
+                return Ok(r);
+            }
+        }
+        let now = self.inner.rt.now();
+        let (data, handle) = if core.engine.is_eager_to(dest, match_info, len, sync) {
+            (
+                SendData::Eager(core.outbound.capture(segs, len as usize)),
+                None,
+            )
+        } else {
+            let h = core.mem.register(segs);
+            (SendData::Region { handle: h, len }, Some(h))
+        };
+        let r = if sync {
+            core.engine.issend(now, dest, match_info, data, context)
+        } else {
+            core.engine.isend(now, dest, match_info, data, context)
+        };
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(h) = handle {
+                    core.mem.release(h);
+                }
+                return Err(e.into());
+            }
+        };
+        let streaming = now.saturating_sub(core.outbound.last_post) < STREAM_GAP;
+        core.outbound.last_post = now;
+        self.inner.post_drain(&mut core, now, !streaming);
+        Ok(r)
+    }
+
+    /// The fast path of a small send to a partner on this host: the message is written
+    /// from the application's segments (lent by `isend`) straight into the partner's
+    /// shared-memory inbox and completes at once. `None` when it must take the queued
+    /// path (no channel or inbox yet, messages waiting, or no room).
+    fn send_to_local_inbox(
+        &self,
+        core: &mut Core,
+        segs: &[Segment],
+        dest: PartnerId,
+        match_info: u64,
+        len: u32,
+        context: u64,
+    ) -> Option<ReqId> {
+        let Core { engine, local, .. } = core;
+        if !local
+            .as_mut()?
+            .write_eager_to_inbox(dest, match_info, segs, len as usize)
+        {
+            return None;
+        }
+        let c = engine.local_direct_sent(dest, match_info, len, context);
+        if core.engine.has_output() {
+            // Completions already queued go first (completion order); other output
+            // waits for the next pass, as between streamed sends.
+            core.collect_completions(self.inner.rt.coarse_now());
+        }
+        let r = c.req;
+        core.completions.insert(c);
+        self.inner.wake.signal_sleepers();
+        Some(r)
+    }
+
+    /// Posts a receive into `segs` for messages with `(match & mask) == match_info`.
+    ///
+    /// # Safety
+    /// Every segment must stay valid, and untouched by the application, until the
+    /// request completes or is cancelled.
+    pub unsafe fn irecv(
+        &self,
+        segs: &[Segment],
+        match_info: u64,
+        mask: u64,
+        context: u64,
+    ) -> Result<ReqId, Error> {
+        let len = Self::check_segments(segs)?;
+        self.post_lent(segs, |e, now, h| {
+            e.irecv(now, match_info, mask, h, len, context)
+        })
+    }
+
+    /// Posts a request that lends `segs` to the engine: the memory is registered for it
+    /// and released again if the engine refuses the request.
+    pub(super) fn post_lent(
+        &self,
+        segs: &[Segment],
+        post: impl FnOnce(&mut Engine, Time, MemHandle) -> Result<ReqId, EngineError>,
+    ) -> Result<ReqId, Error> {
+        // The coarse clock is enough here: posting arms no timer finer than its tick
+        // (resend and pull delays are hundreds of ms), and it costs no clock read.
+        let mut core = self.inner.app_lock();
+        let now = self.inner.rt.coarse_now();
+        let h = core.mem.register(segs);
+        match post(&mut core.engine, now, h) {
+            Ok(r) => {
+                if core.engine.has_output() {
+                    self.inner.post_drain(&mut core, now, true);
+                } else {
+                    // A receive that matched nothing yet: no output, no timer armed;
+                    // only frames earlier streamed sends left queued go out.
+                    let Core { outbound, sock, .. } = &mut *core;
+                    outbound.flush(sock);
+                }
+                Ok(r)
+            }
+            Err(e) => {
+                core.mem.release(h);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Exposes `seg` to one-sided access by remote endpoints under `id` (flags:
+    /// `omx_proto::onesided::EXPOSE_READ | EXPOSE_WRITE`).
+    ///
+    /// # Safety
+    /// The segment must stay valid until [`Endpoint::unexpose`] (or the endpoint's
+    /// close); remote puts write into it at any time in between.
+    pub unsafe fn expose(&self, seg: Segment, id: u64, flags: u32) -> Result<(), Error> {
+        Self::check_segments(&[seg])?;
+        let mut core = self.inner.app_lock();
+        let h = core.mem.register(&[seg]);
+        match core
+            .engine
+            .expose(id, seg.ptr as u64, seg.len as u64, h, flags)
+        {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                core.mem.release(h);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Withdraws an exposed region: no new remote access is accepted.
+    pub fn unexpose(&self, id: u64) -> Result<(), Error> {
+        let mut core = self.inner.app_lock();
+        let h = core.engine.unexpose(id)?;
+        // Pulls already granted may still read it: keep the handle until the endpoint
+        // closes if any rendezvous region is in use, else release it now.
+        if core.engine.stats().regions == 0 && core.engine.stats().pulls == 0 {
+            core.mem.release(h);
+        }
+        Ok(())
+    }
+
+    /// One-sided read of `remote_addr` on `dest` into `seg`.
+    ///
+    /// # Safety
+    /// As for [`Endpoint::irecv`].
+    pub unsafe fn iget(
+        &self,
+        seg: Segment,
+        dest: PartnerId,
+        remote_addr: u64,
+        context: u64,
+    ) -> Result<ReqId, Error> {
+        let len = Self::check_segments(&[seg])?;
+        self.post_lent(&[seg], |e, now, h| {
+            e.iget(now, dest, remote_addr, h, len, context)
+        })
+    }
+
+    /// One-sided write of `seg` at `remote_addr` on `dest`.
+    ///
+    /// # Safety
+    /// As for [`Endpoint::isend`] of a large message.
+    pub unsafe fn iput(
+        &self,
+        seg: Segment,
+        dest: PartnerId,
+        remote_addr: u64,
+        context: u64,
+    ) -> Result<ReqId, Error> {
+        let len = Self::check_segments(&[seg])?;
+        self.post_lent(&[seg], |e, now, h| {
+            e.iput(now, dest, remote_addr, h, len, context)
+        })
+    }
+
+    /// The completion of `req`, if done (removes it).
+    pub fn test(&self, req: ReqId) -> Option<Completion> {
+        let mut core = self.inner.app_lock();
+        if let Some(c) = core.completions.take(req) {
+            return Some(c);
+        }
+        let got = self.inner.progress_for(&mut core, None, req);
+        // The pass hands `req`'s completion to `got`; only the unexpected handler (it
+        // runs with the lock released, and what it posts completes into the done
+        // table) can have filed it since the first look.
+        let handler = !core.unexpected.running && core.unexpected.handler.is_some();
+        let mut core = self.inner.run_handlers(core);
+        let c = match got {
+            None if handler => core.completions.take(req),
+            got => got,
+        };
+        if c.is_none() && (core.copier.pending() > 0 || core.sock.is_relay()) {
+            // Let the copy thread, or omxd relaying our frames, run if it shares our CPU.
+            drop(core);
+            std::thread::yield_now();
+        }
+        c
+    }
+
+    /// Waits for `req` (None = forever). `None` on timeout or `wakeup()`.
+    pub fn wait(&self, req: ReqId, timeout: Option<Duration>) -> Option<Completion> {
+        self.inner.wait_for(timeout, Some(req), |core, got| {
+            got.or_else(|| core.completions.take(req))
+        })
+    }
+
+    /// Oldest completed request whose match info satisfies the mask (removes it).
+    pub fn test_any(&self, match_info: u64, mask: u64) -> Option<Completion> {
+        let core = self.inner.app_lock();
+        let mut core = self.inner.progress_guard(core);
+        core.completions.take_any(match_info, mask)
+    }
+
+    /// `test_any` without a progress pass: only requests already completed.
+    pub fn take_any_completed(&self, match_info: u64, mask: u64) -> Option<Completion> {
+        self.inner.app_lock().completions.take_any(match_info, mask)
+    }
+
+    pub fn wait_any(
+        &self,
+        match_info: u64,
+        mask: u64,
+        timeout: Option<Duration>,
+    ) -> Option<Completion> {
+        self.inner.wait_for(timeout, None, |core, _| {
+            core.completions.take_any(match_info, mask)
+        })
+    }
+
+    /// The oldest completed request, left in place.
+    pub fn peek(&self) -> Option<ReqId> {
+        let core = self.inner.app_lock();
+        let mut core = self.inner.progress_guard(core);
+        core.completions.oldest()
+    }
+
+    pub fn wait_peek(&self, timeout: Option<Duration>) -> Option<ReqId> {
+        self.inner
+            .wait_for(timeout, None, |core, _| core.completions.oldest())
+    }
+
+    pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
+        let core = self.inner.app_lock();
+        let core = self.inner.progress_guard(core);
+        core.engine.iprobe(match_info, mask)
+    }
+
+    pub fn probe(&self, match_info: u64, mask: u64, timeout: Option<Duration>) -> Option<Status> {
+        self.inner.wait_for(timeout, None, |core, _| {
+            core.engine.iprobe(match_info, mask)
+        })
+    }
+
+    /// Cancels an unmatched receive; true if it was cancelled (and freed).
+    pub fn cancel(&self, req: ReqId) -> Result<bool, Error> {
+        let mut core = self.inner.app_lock();
+        let handle = core.engine.recv_handle(req);
+        let cancelled = match core.engine.cancel(req) {
+            Ok(c) => c,
+            // Already completed (its completion waits for test/wait): too late.
+            Err(_) if core.completions.contains(req) => false,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(h) = handle.filter(|_| cancelled) {
+            core.mem.release(h);
+        }
+        Ok(cancelled)
+    }
+
+    /// The application no longer wants the completion of `req`.
+    pub fn forget(&self, req: ReqId) {
+        let mut core = self.inner.app_lock();
+        core.completions.forget(req);
+    }
+
+    /// What a request is, while it is pending or completed and not yet taken.
+    pub fn request_info(&self, req: ReqId) -> Option<RequestInfo> {
+        let core = self.inner.app_lock();
+        if let Some((kind, context, buffered)) = core.engine.request_info(req) {
+            return Some(RequestInfo {
+                kind,
+                context,
+                buffered,
+            });
+        }
+        core.completions.get(req).map(|c| RequestInfo {
+            kind: c.kind,
+            context: c.status.context,
+            buffered: true,
+        })
+    }
+
+    /// Wakes every thread blocked in a wait on this endpoint (they return `None`).
+    /// Sleeps of the threads waiting on this endpoint and how they ended: (sleeps,
+    /// woken by a frame or doorbell, woken by the timer).
+    pub fn wake_stats(&self) -> (u64, u64, u64) {
+        let s = &self.inner.wake.stats;
+        (
+            s.sleeps.load(Ordering::Relaxed),
+            s.woken_by_io.load(Ordering::Relaxed),
+            s.woken_by_timer.load(Ordering::Relaxed),
+        )
+    }
+
+    pub fn wakeup(&self) {
+        self.inner.wake.wakeups.fetch_add(1, Ordering::SeqCst);
+        self.inner.wake.signal();
+    }
+
+    /// Per-request resend budget. Completed requests and receives (which resend
+    /// nothing) accept it and ignore it.
+    pub fn set_request_resends(&self, req: ReqId, resends: u32) -> Result<(), Error> {
+        let mut core = self.inner.app_lock();
+        match core.engine.set_send_resends(req, resends) {
+            Ok(()) => Ok(()),
+            Err(_) if core.completions.contains(req) || core.engine.recv_handle(req).is_some() => {
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Makes progress once (for callers that poll).
+    pub fn progress(&self) {
+        let core = self.inner.app_lock();
+        drop(self.inner.progress_guard(core));
+    }
+
+    /// Installs (or removes) the unexpected-message handler: it sees every message
+    /// that matches no posted receive, before it is stored, and may post receives; it
+    /// returns true to discard the message. It runs with the endpoint unlocked and
+    /// progression paused.
+    pub fn set_unexpected_handler(&self, handler: Option<UnexpectedHandler>) {
+        let mut core = self.inner.app_lock();
+        let now = self.inner.rt.now();
+        core.engine.set_unexpected_hook(handler.is_some());
+        if handler.is_none() {
+            while let Some(ev) = core.engine.poll_unexpected() {
+                core.engine.resolve_unexpected(now, ev.id, false);
+            }
+        }
+        core.unexpected.handler = handler;
+        self.inner.post_drain(&mut core, now, true);
+    }
+}

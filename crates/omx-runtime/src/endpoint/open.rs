@@ -1,0 +1,360 @@
+//! Opening an endpoint (its sockets, engine, shared-memory channel and progress
+//! thread), directly or through `omxd`, and closing it.
+
+use super::completions::Completions;
+use super::housekeeping::Upkeep;
+use super::progress::{Activity, UnexpectedSlot};
+use super::rx::Inbound;
+use super::sleep::Wake;
+use super::tx::Outbound;
+use super::{random_u32, Core, CoreLock, Endpoint, EndpointInner, Error};
+use crate::bundler::Bundler;
+use crate::config::{Coalescing, DaemonUse, DirectRecv, DIRECT_RECV_BATCH};
+use crate::copy::Copier;
+use crate::discovery::Discovery;
+use crate::local::LocalChannel;
+use crate::memory::MemRegistry;
+use crate::registry::LockFile;
+use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
+use omx_proto::*;
+use omx_transport::{DirectRx, EndpointFilter, FaultInjector, PacketSocket, SocketOptions};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+impl Endpoint {
+    /// Opens endpoint `index` (or any free one) on `board` with application key `key`.
+    pub fn open(
+        rt: &Arc<Runtime>,
+        board: u32,
+        index: Option<u8>,
+        key: u32,
+    ) -> Result<Endpoint, Error> {
+        let b = rt.board(board).ok_or(Error::NoSuchBoard)?.clone();
+        if index.is_some_and(|i| i >= MAX_ENDPOINTS) {
+            return Err(Error::BadArgument("endpoint index out of range"));
+        }
+        let relayed = match rt.cfg.daemon {
+            DaemonUse::Always => true,
+            DaemonUse::Never => false,
+            DaemonUse::Auto => !omx_transport::relay::can_open_packet_socket(),
+        };
+        let opts = SocketOptions {
+            rx_ring_bytes: rt.cfg.rx_ring_bytes,
+            ..SocketOptions::default()
+        };
+        // Size the receive ring for our frames, not for a larger interface MTU (lo's
+        // 64 KiB would leave few slots and drop frames of a deep pull pipeline).
+        let mut iface = b.iface.clone();
+        iface.mtu = iface.mtu.min(b.wire.mtu);
+        if relayed {
+            return Self::open_relayed(rt, &b, index, key, iface);
+        }
+        let (index, lock) = b
+            .dir
+            .lock_endpoint(index, MAX_ENDPOINTS)?
+            .ok_or(Error::Busy)?;
+        b.dir.clear_reach(index);
+        let board_lock = b.dir.try_lock_board()?;
+        // Direct receive needs the payload placed by the kernel as it arrives: not with
+        // a copy engine (it copies from frames), injected faults (they act on frames)
+        // or checksums (verified before anything is placed).
+        let direct_recv = rt.cfg.direct_recv_for(&b.wire);
+        let use_direct_rx = direct_recv != DirectRecv::Off
+            && rt.cfg.faults.is_none()
+            && crate::copy::engine(&rt.cfg.copy).is_none()
+            && !rt.cfg.wire.checksum;
+        let filter = EndpointFilter {
+            endpoints: vec![index],
+            board_frames: board_lock.is_some(),
+            marked_only: false,
+            direct: use_direct_rx.then_some(index),
+        };
+        // Without latency flags on the wire (MX-compat mode), marked frames cannot be
+        // told apart: every frame wakes.
+        let coalescing = match rt.cfg.coalescing {
+            Coalescing::Marked | Coalescing::Stream
+                if rt.cfg.wire.mode != omx_wire::WireMode::Native =>
+            {
+                Coalescing::Off
+            }
+            c => c,
+        };
+        // Bound before the data socket: the kernel hands a frame to the most recently
+        // bound packet socket first, so the data ring holds the frame by the time the
+        // wake socket wakes a sleeper.
+        let wake_sock = if matches!(coalescing, Coalescing::Marked | Coalescing::Stream) {
+            let wf = EndpointFilter {
+                endpoints: vec![index],
+                board_frames: false,
+                marked_only: true,
+                direct: None,
+            };
+            let wopts = SocketOptions {
+                rx_ring_bytes: 0,
+                socket_buf_bytes: 64 * 1024,
+                ..SocketOptions::default()
+            };
+            let s = PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &wopts, Some(&wf))?;
+            Some(Mutex::new(s))
+        } else {
+            None
+        };
+        let sock =
+            PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
+        // Bound last, like the data socket, for the same reason. Its buffer holds the
+        // replies of every pull in flight, which the ring's size bounds (see assemble).
+        let direct_rx = if use_direct_rx {
+            let buf = opts.rx_ring_bytes.max(4 << 20) * 2;
+            let batch = match direct_recv {
+                DirectRecv::Batched => DIRECT_RECV_BATCH,
+                _ => 0,
+            };
+            let d = DirectRx::open(
+                &iface,
+                rt.cfg.wire.ethertype,
+                index,
+                buf,
+                batch,
+                omx_wire::PULL_REPLY_HEAD_LEN,
+            )?;
+            Some(d)
+        } else {
+            None
+        };
+        Self::assemble(
+            rt,
+            b,
+            index,
+            key,
+            iface,
+            sock,
+            direct_rx,
+            wake_sock,
+            coalescing,
+            board_lock,
+            Some(lock),
+        )
+    }
+
+    /// Opens an endpoint through `omxd` (no CAP_NET_RAW here): the daemon owns the
+    /// endpoint index and the packet socket, and relays our frames; no board service,
+    /// no wake socket (every relayed frame wakes) and no bundles (the daemon checks
+    /// frames one by one).
+    pub(super) fn open_relayed(
+        rt: &Arc<Runtime>,
+        b: &Arc<Board>,
+        index: Option<u8>,
+        key: u32,
+        iface: omx_transport::Interface,
+    ) -> Result<Endpoint, Error> {
+        use omx_transport::relay::{self, OpenRequest, Refusal, RelayError};
+        let path = crate::daemon::socket_path();
+        let req = OpenRequest {
+            nic_id: b.nic_id,
+            endpoint: index,
+        };
+        let (fd, index) = relay::open_endpoint(&path, req).map_err(|e| match e {
+            RelayError::Refused(Refusal::Busy) => Error::Busy,
+            RelayError::Refused(Refusal::NoSuchBoard) => Error::NoSuchBoard,
+            RelayError::Refused(Refusal::BadEndpoint) => {
+                Error::BadArgument("endpoint index out of range or reserved by omxd")
+            }
+            e @ RelayError::Unreachable(_) => Error::Io(std::io::Error::other(format!(
+                "no packet-socket privilege (CAP_NET_RAW), and {e} (socket {}): \
+                 is omxd running on this host (root: omxd -f -v)?",
+                path.display()
+            ))),
+            e => Error::Io(std::io::Error::other(format!(
+                "no packet-socket privilege (CAP_NET_RAW), and {e} (socket {})",
+                path.display()
+            ))),
+        })?;
+        relay::set_send_buffer(fd.as_raw_fd(), 4 << 20, false);
+        let opts = SocketOptions::default();
+        let sock = PacketSocket::from_relay(fd, &iface, rt.cfg.wire.ethertype, &opts)?;
+        if rt.cfg.verbose {
+            eprintln!(
+                "omx: endpoint {index} opened through omxd ({})",
+                path.display()
+            );
+        }
+        Self::assemble(
+            rt,
+            b.clone(),
+            index,
+            key,
+            iface,
+            sock,
+            None,
+            None,
+            Coalescing::Off,
+            None,
+            None,
+        )
+    }
+
+    /// Builds the endpoint around its socket(s) once the index is ours.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn assemble(
+        rt: &Arc<Runtime>,
+        b: Arc<Board>,
+        index: u8,
+        key: u32,
+        iface: omx_transport::Interface,
+        sock: PacketSocket,
+        direct_rx: Option<DirectRx>,
+        wake_sock: Option<Mutex<PacketSocket>>,
+        coalescing: Coalescing,
+        board_lock: Option<LockFile>,
+        lock: Option<LockFile>,
+    ) -> Result<Endpoint, Error> {
+        let session = random_u32();
+        let params = EndpointParams {
+            nic_id: b.nic_id,
+            endpoint: index,
+            session,
+            key,
+        };
+        let peers = b.peers.lock().expect("peer lock").table.clone();
+        let mut ecfg = rt.cfg.engine_config_for(b.wire);
+        if let Some(l) = sock.ring_layout() {
+            // Replies to every outstanding pull request must fit in the receive ring
+            // (with room for other traffic): the kernel drops what does not.
+            let per_block = ecfg.wire.pull_block_replies.max(1) as usize;
+            ecfg.pull_blocks_max = ((l.frame_nr() * 3 / 4) / per_block).max(1) as u32;
+        }
+        let engine = Engine::new(ecfg, params, peers);
+        let discovery = board_lock
+            .as_ref()
+            .map(|_| Discovery::new(b.nic_id, b.name.clone(), random_u32()));
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let sock_fd = sock.fd();
+        let direct_fd = direct_rx.as_ref().map(DirectRx::fd);
+        let local = if rt.cfg.disable_shared {
+            None
+        } else {
+            match LocalChannel::open(
+                &b,
+                rt.boards.clone(),
+                index,
+                session,
+                key,
+                rt.cfg.shared_ring_bytes,
+                rt.cfg.shared_cma,
+                rt.cfg.verbose,
+            ) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    if rt.cfg.verbose {
+                        eprintln!(
+                            "omx: no shared-memory channel ({e}); local peers use the network"
+                        );
+                    }
+                    None
+                }
+            }
+        };
+        let shm_fd = local.as_ref().map(|s| s.wake_fd());
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        b.dir.mark_reach(index, local.as_ref().map(|_| uid));
+        // Bundles never exceed our frame size: peers' rings are sized for it.
+        let bundler = Bundler::new(iface.max_frame_len(), rt.cfg.wire.ethertype);
+        let core = Core {
+            engine,
+            sock,
+            direct_rx,
+            mem: MemRegistry::default(),
+            copier: Copier::new(rt.cfg.copy.clone()),
+            local,
+            faults: rt.cfg.faults.clone().map(|mut c| {
+                // A distinct stream per endpoint and process.
+                c.seed = c.seed ^ ((index as u64) << 32) ^ std::process::id() as u64;
+                FaultInjector::new(c)
+            }),
+            completions: Completions::default(),
+            inbound: Inbound::new(),
+            outbound: Outbound::new(bundler),
+            upkeep: Upkeep::new(board_lock, discovery),
+            unexpected: UnexpectedSlot::default(),
+            timer_at: 0,
+            _index_lock: lock,
+        };
+        let wake = Wake::new(
+            // SAFETY: efd is a fresh descriptor we own.
+            unsafe { OwnedFd::from_raw_fd(efd) },
+            sock_fd,
+            direct_fd,
+            shm_fd,
+            coalescing,
+            rt.cfg.coalescing_delay.as_nanos() as u64,
+            wake_sock,
+        );
+        let inner = Arc::new(EndpointInner {
+            rt: rt.clone(),
+            board: b,
+            index,
+            session,
+            core: CoreLock::new(core),
+            wake,
+            activity: Activity::default(),
+        });
+        {
+            let mut core = inner.lock();
+            inner.progress(&mut core);
+        }
+        let progress = if rt.cfg.progress_thread {
+            let s = inner.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name(format!("omx-progress-{index}"))
+                    .spawn(move || s.progress_loop())?,
+            )
+        } else {
+            None
+        };
+        Ok(Endpoint { inner, progress })
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        {
+            let mut core = self.inner.lock();
+            core.engine.flush_acks();
+            self.inner.progress(&mut core);
+            // No copy may land in user memory after close returns.
+            let Core { engine, copier, .. } = &mut *core;
+            copier.wait_all(|id| engine.copy_done(0, id));
+        }
+        self.inner.activity.closing.store(true, Ordering::SeqCst);
+        self.inner.wake.signal();
+        self.inner.activity.idle.1.notify_all();
+        if let Some(t) = self.progress.take() {
+            let _ = t.join();
+        }
+        let (counters, relayed) = {
+            let core = self.inner.lock();
+            let c: Vec<(String, u64)> = core
+                .engine
+                .counters
+                .iter()
+                .map(|(n, v)| (n.to_string(), v))
+                .collect();
+            (c, core.sock.is_relay())
+        };
+        let _ = self.inner.board.dir.accumulate_closed(&counters);
+        if !relayed {
+            self.inner.board.dir.clear_reach(self.inner.index);
+        }
+        self.inner
+            .board
+            .dir
+            .unpublish_endpoint(self.inner.index, relayed);
+    }
+}

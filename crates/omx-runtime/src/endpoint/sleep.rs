@@ -1,0 +1,346 @@
+//! Waiting: spinning, then sleeping in the kernel on the sockets, the eventfd and the
+//! shared-memory doorbell, with the wake-up coalescing policies.
+
+use super::direct_rx::take_late_replies;
+use super::{Core, CoreGuard, EndpointInner, RX_BATCH};
+use crate::config::Coalescing;
+use crate::runtime::Runtime;
+use omx_proto::*;
+use omx_transport::{DirectRx, PacketSocket};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Which wake-up descriptors fired during a sleep.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Fired {
+    /// The eventfd (another thread's completion or `wakeup`).
+    pub(super) event: bool,
+    /// The shared-memory inbox's doorbell FIFO.
+    pub(super) doorbell: bool,
+}
+
+/// Without frames for this long an endpoint counts as idle (wake-up policies).
+const TRAFFIC_IDLE: Time = 1_000_000;
+
+/// Busy-poll without yielding for this long at the start of a wait.
+const TIGHT_SPIN: Duration = Duration::from_micros(5);
+/// Then yield the CPU this often while spinning (runtime ns).
+const YIELD_EVERY: Time = 3_000;
+
+impl Core {
+    /// Work that finishes or becomes possible without any descriptor waking a sleeper:
+    /// copies on the copy thread (microseconds), messages waiting for ring space (the
+    /// peer frees it silently), frames held back by the fault injector. Sleeps stay
+    /// short while there is some.
+    pub(super) fn work_without_wakeup(&self) -> bool {
+        self.copier.pending() > 0
+            || self.local.as_ref().is_some_and(|s| s.has_backlog())
+            || self.faults.as_ref().is_some_and(|f| f.has_held())
+    }
+}
+
+/// Whether a received frame waits on the data socket, or, during a pull, on the
+/// direct socket.
+fn frames_waiting(core: &Core) -> bool {
+    core.sock.readable().unwrap_or(false)
+        || (core.engine.pulling() && core.direct_rx.as_ref().is_some_and(DirectRx::readable))
+}
+
+/// Sleeping threads and what wakes them: the descriptors a sleep watches, the
+/// coalescing policy, and how sleeps ended.
+pub(super) struct Wake {
+    /// Threads asleep in a wait (they need a signal when a completion arrives).
+    pub(super) sleepers: AtomicUsize,
+    /// Eventfd rung by another thread's completion or by `wakeup`.
+    event_fd: OwnedFd,
+    sock_fd: RawFd,
+    /// The direct pull-reply socket, watched with the data socket.
+    pub(super) direct_fd: Option<RawFd>,
+    /// Doorbell of the shared-memory inbox, when there is one.
+    shm_fd: Option<RawFd>,
+    /// Wake-up policy and its timer.
+    coalescing: Coalescing,
+    coalescing_ns: u64,
+    /// Socket that only receives this endpoint's latency-sensitive frames: what
+    /// sleeping threads watch under the `marked` and `stream` policies.
+    wake_sock: Option<Mutex<PacketSocket>>,
+    /// `stream` policy: after a wake-up by a frame, keep polling until then (runtime ns).
+    linger_until: AtomicU64,
+    /// When frames last arrived (runtime ns): coalescing applies while traffic flows;
+    /// an idle endpoint sleeps on its data socket, so it is never woken by the timer.
+    pub(super) last_rx: AtomicU64,
+    /// `wakeup` calls: waits in progress return when this moves.
+    pub(super) wakeups: AtomicU64,
+    pub(super) stats: WakeStats,
+}
+
+/// Sleeps, and how they ended: by a frame or doorbell, or by the timer.
+#[derive(Default)]
+pub(super) struct WakeStats {
+    pub(super) sleeps: AtomicU64,
+    pub(super) woken_by_io: AtomicU64,
+    pub(super) woken_by_timer: AtomicU64,
+}
+
+impl Wake {
+    pub(super) fn new(
+        event_fd: OwnedFd,
+        sock_fd: RawFd,
+        direct_fd: Option<RawFd>,
+        shm_fd: Option<RawFd>,
+        coalescing: Coalescing,
+        coalescing_ns: u64,
+        wake_sock: Option<Mutex<PacketSocket>>,
+    ) -> Wake {
+        Wake {
+            sleepers: AtomicUsize::new(0),
+            event_fd,
+            sock_fd,
+            direct_fd,
+            shm_fd,
+            coalescing,
+            coalescing_ns,
+            wake_sock,
+            linger_until: AtomicU64::new(0),
+            last_rx: AtomicU64::new(0),
+            wakeups: AtomicU64::new(0),
+            stats: WakeStats::default(),
+        }
+    }
+
+    /// Rings the eventfd: sleepers wake.
+    pub(super) fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes to our eventfd.
+        unsafe {
+            libc::write(
+                self.event_fd.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            )
+        };
+    }
+
+    /// Rings the eventfd if a thread sleeps (a completion it may wait for arrived).
+    #[inline]
+    pub(super) fn signal_sleepers(&self) {
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.signal();
+        }
+    }
+
+    pub(super) fn drain_signal(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reading 8 bytes from our non-blocking eventfd.
+        unsafe {
+            libc::read(
+                self.event_fd.as_raw_fd(),
+                &mut v as *mut u64 as *mut libc::c_void,
+                8,
+            )
+        };
+    }
+
+    /// Sleeps until a watched descriptor is ready or `timeout`; returns which of the
+    /// eventfd and the shared-memory doorbell fired (they need draining).
+    fn poll_fds(&self, rt: &Runtime, timeout: Duration) -> Fired {
+        let active = self.coalescing != Coalescing::Off
+            && rt
+                .now()
+                .saturating_sub(self.last_rx.load(Ordering::Relaxed))
+                < TRAFFIC_IDLE;
+        let coalesce = timeout.min(Duration::from_nanos(self.coalescing_ns));
+        let wake_fd = self
+            .wake_sock
+            .as_ref()
+            .map_or(-1, |s| s.lock().unwrap_or_else(|p| p.into_inner()).fd());
+        // (socket that wakes at once, data socket, timeout)
+        let (net_fd, data_fd, timeout) = match (self.coalescing, active) {
+            (Coalescing::Off, _) | (_, false) => (wake_fd, self.sock_fd, timeout),
+            (Coalescing::Timer, true) => (-1, -1, coalesce),
+            (Coalescing::Marked | Coalescing::Stream, true) => (wake_fd, -1, coalesce),
+        };
+        let mut fds = [
+            libc::pollfd {
+                fd: net_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: data_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.event_fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.shm_fd.unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            // Pull replies wake like the data socket they bypass.
+            libc::pollfd {
+                fd: if data_fd >= 0 {
+                    self.direct_fd.unwrap_or(-1)
+                } else {
+                    -1
+                },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        self.stats.sleeps.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: five valid pollfds (a negative fd is ignored) and a valid timespec.
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 5, &ts, std::ptr::null()) };
+        if n > 0 {
+            self.stats.woken_by_io.fetch_add(1, Ordering::Relaxed);
+            if fds[0].revents != 0 || fds[1].revents != 0 || fds[4].revents != 0 {
+                // (The wake socket only rings: frames come from the data ring, and its
+                // marks are drained before the next sleep.)
+                if self.coalescing == Coalescing::Stream {
+                    let until = rt.now() + self.coalescing_ns / 2;
+                    self.linger_until.store(until, Ordering::Relaxed);
+                }
+            }
+        } else {
+            self.stats.woken_by_timer.fetch_add(1, Ordering::Relaxed);
+        }
+        Fired {
+            event: fds[2].revents != 0,
+            doorbell: fds[3].revents != 0,
+        }
+    }
+}
+
+impl EndpointInner {
+    /// Earliest deadline of the engine or discovery, as a poll timeout from now.
+    pub(super) fn sleep_budget(&self, core: &Core, cap: Duration) -> Duration {
+        let cap = if core.work_without_wakeup() {
+            cap.min(Duration::from_micros(50))
+        } else {
+            cap
+        };
+        let now = self.rt.now();
+        let next = core.next_deadline();
+        Duration::from_nanos(next.saturating_sub(now)).min(cap)
+    }
+
+    /// Sleeps in `poll_fds` with the shared-memory doorbell armed (unless a record
+    /// arrived meanwhile). Called with the core lock held; releases it.
+    pub(super) fn sleep_unlocked(&self, mut core: CoreGuard<'_>, timeout: Duration) -> Fired {
+        if core.direct_rx.is_some() {
+            take_late_replies(&mut core, self.rt.now());
+        }
+        if let Some(w) = &self.wake.wake_sock {
+            // A frame already waits: no sleep, and no system call.
+            if frames_waiting(&core) {
+                return Fired::default();
+            }
+            // Forget the marks of frames already taken, then make sure none arrived
+            // since the last pass (its mark would have been drained with them).
+            let _ = w
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .recv_batch(RX_BATCH, |_| {});
+            if frames_waiting(&core) {
+                return Fired::default();
+            }
+        }
+        let armed = match core.local.as_mut() {
+            Some(sh) => {
+                if !sh.prepare_sleep() {
+                    return Fired::default();
+                }
+                true
+            }
+            None => false,
+        };
+        drop(core);
+        let fired = self.wake.poll_fds(&self.rt, timeout);
+        if armed {
+            if let Some(sh) = self.lock().local.as_mut() {
+                sh.after_sleep(fired.doorbell);
+            }
+        }
+        fired
+    }
+
+    /// Adaptive wait: make progress and spin for the configured budget (a reply that
+    /// arrives then costs no wake-up), then sleep in the kernel on the socket, a signal
+    /// from another thread, or the next timer.
+    /// `check(core, completion of want if this pass produced it)`.
+    pub(super) fn wait_for<T>(
+        &self,
+        timeout: Option<Duration>,
+        want: Option<ReqId>,
+        mut check: impl FnMut(&mut Core, Option<Completion>) -> Option<T>,
+    ) -> Option<T> {
+        // Already there: return without a progress pass, so that streams of
+        // early-completed sends keep accumulating into shared frames.
+        let mut core = self.app_lock();
+        if let Some(x) = check(&mut core, None) {
+            return Some(x);
+        }
+        drop(core);
+        let start = self.rt.now();
+        self.activity.app_active.fetch_add(1, Ordering::SeqCst);
+        let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
+        let spin_until = start + self.rt.cfg.wait_spin_for.as_nanos() as u64;
+        let mut next_yield = start + TIGHT_SPIN.as_nanos() as u64;
+        let wakeups = self.wake.wakeups.load(Ordering::SeqCst);
+        let result = loop {
+            let (mut core, now) = self.app_lock_now();
+            let got = match want {
+                Some(req) => self.progress_for(&mut core, Some(now), req),
+                None => {
+                    self.progress_at(&mut core, Some(now), true);
+                    None
+                }
+            };
+            let mut core = self.run_handlers(core);
+            if let Some(x) = check(&mut core, got) {
+                break Some(x);
+            }
+            if self.wake.wakeups.load(Ordering::SeqCst) != wakeups
+                || self.activity.closing.load(Ordering::SeqCst)
+                || deadline.is_some_and(|d| now >= d)
+            {
+                break None;
+            }
+            // Work another thread does for us on this CPU: the copy thread, or omxd.
+            let core_copies = core.copier.pending() > 0 || core.sock.is_relay();
+            let lingering = now < self.wake.linger_until.load(Ordering::Relaxed);
+            if self.rt.cfg.wait_spin || now < spin_until || core_copies || lingering {
+                drop(core);
+                // Past a short tight spin, yield now and then: a waker placed on this
+                // CPU (wake-affine scheduling) then runs soon instead of after the whole
+                // spin budget, which otherwise locks both sides into slow waits.
+                if now > next_yield || core_copies {
+                    std::thread::yield_now();
+                    next_yield = now + YIELD_EVERY;
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            let left = Duration::from_nanos(deadline.map_or(1_000_000_000, |d| d - now));
+            let budget = self.sleep_budget(&core, left);
+            self.wake.sleepers.fetch_add(1, Ordering::SeqCst);
+            let fired = self.sleep_unlocked(core, budget);
+            if self.wake.sleepers.fetch_sub(1, Ordering::SeqCst) == 1 && fired.event {
+                self.wake.drain_signal();
+            }
+        };
+        self.activity.app_active.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+}
