@@ -84,13 +84,13 @@ impl Bundler {
                 bundle_push(&mut self.bundle, &self.first);
                 bundle_push_parts(&mut self.bundle, &[header, payload, trailer]);
                 if omx_wire::is_marked(&self.first) {
-                    self.bundle[16] |= omx_wire::LATENCY_FLAG;
+                    self.bundle[omx_wire::peek::TYPE_OFFSET] |= omx_wire::LATENCY_FLAG;
                 }
             }
             _ => bundle_push_parts(&mut self.bundle, &[header, payload, trailer]),
         }
         if self.count >= 1 && omx_wire::is_marked(header) {
-            self.bundle[16] |= omx_wire::LATENCY_FLAG;
+            self.bundle[omx_wire::peek::TYPE_OFFSET] |= omx_wire::LATENCY_FLAG;
         }
         self.count += 1;
     }

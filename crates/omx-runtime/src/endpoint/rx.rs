@@ -13,9 +13,6 @@ use omx_transport::PacketSocket;
 use omx_wire::NackType;
 use std::collections::VecDeque;
 
-/// Packet type byte of pull replies (flags masked), taken in place from the ring.
-const PULL_REPLY_TYPE: u8 = omx_wire::PacketType::PullReply as u8;
-
 /// Retired chunks kept for reuse.
 const RX_POOL_KEEP: usize = 16;
 
@@ -121,14 +118,6 @@ impl FramePool {
     }
 }
 
-/// Whether a frame is for the board service (discovery), not for an endpoint.
-fn is_board_frame(f: &[u8]) -> bool {
-    matches!(
-        f.get(16).map(|&t| omx_wire::type_of(t)),
-        Some(1) | Some(3) | Some(4)
-    )
-}
-
 impl EndpointInner {
     /// Takes the frames waiting on the packet ring (at most a batch). Pull replies for
     /// this endpoint go from the ring slot straight into their receive buffer (one copy
@@ -155,10 +144,7 @@ impl EndpointInner {
         let mut take = |f: &[u8]| {
             // (Pull replies for another endpoint, which only the board-service owner
             // sees, take the owned path to be counted as for a closed endpoint.)
-            if in_place
-                && f.get(16).map(|&t| omx_wire::type_of(t)) == Some(PULL_REPLY_TYPE)
-                && route(f) == Route::Endpoint(me)
-            {
+            if in_place && omx_wire::peek::is_pull_reply(f) && route(f) == Route::Endpoint(me) {
                 let t = pass.precise_now(&self.rt);
                 let m = &*mem;
                 if engine
@@ -168,7 +154,7 @@ impl EndpointInner {
                     return;
                 }
             }
-            if is_board_frame(f) {
+            if omx_wire::peek::is_board_frame(f) {
                 inbound.board.push(f.to_vec());
             } else {
                 inbound.keep(f);
@@ -197,9 +183,7 @@ impl EndpointInner {
         } = core;
         let me = self.index;
         for f in inbound.frames.drain(..) {
-            if f.get(16).map(|&t| omx_wire::type_of(t)) == Some(omx_wire::BUNDLE_TYPE)
-                && self.rt.cfg.bundle
-            {
+            if omx_wire::peek::is_bundle(&f) && self.rt.cfg.bundle {
                 // Each inner frame is routed by its own (checksummed) header: the
                 // bundle's header has no checksum, and a corrupted endpoint byte there
                 // must not make us nack frames that are ours.
@@ -245,14 +229,13 @@ impl EndpointInner {
         } else {
             NackType::BadEndpoint
         };
-        let frames: Vec<Bytes> =
-            if f.get(16).map(|&t| omx_wire::type_of(t)) == Some(omx_wire::BUNDLE_TYPE) {
-                omx_wire::bundle_items(f)
-                    .map(|items| items.into_iter().map(|r| f.slice(r)).collect())
-                    .unwrap_or_default()
-            } else {
-                vec![f.clone()]
-            };
+        let frames: Vec<Bytes> = if omx_wire::peek::is_bundle(f) {
+            omx_wire::bundle_items(f)
+                .map(|items| items.into_iter().map(|r| f.slice(r)).collect())
+                .unwrap_or_default()
+        } else {
+            vec![f.clone()]
+        };
         for inner in frames {
             if let Some(n) =
                 closed_endpoint_nack(&inner, &self.rt.cfg.wire, self.board.iface.mac, kind)
