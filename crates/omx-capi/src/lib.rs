@@ -280,11 +280,12 @@ fn fill_status(ep: &CEndpoint, c: &Completion, context: usize, out: *mut MxStatu
     }
 }
 
-fn rt_error(ep: &CEndpoint, e: RtError) -> MxReturn {
-    let code = match &e {
-        RtError::BadArgument(w) if w.contains("segments") => MX_BAD_SEG_CNT,
-        RtError::BadArgument(w) if w.contains("segment pointer") => MX_BAD_SEG_LIST,
-        RtError::BadArgument(_) => MX_BAD_MATCH_MASK,
+/// The MX return code of a runtime error: the one place where they are mapped.
+fn mx_code(e: &RtError) -> MxReturn {
+    match e {
+        RtError::TooManySegments => MX_BAD_SEG_CNT,
+        RtError::NullSegment | RtError::MessageTooLong => MX_BAD_SEG_LIST,
+        RtError::BadEndpointIndex => MX_BAD_ENDPOINT,
         RtError::Busy => MX_BUSY,
         RtError::NoSuchBoard => MX_BOARD_UNKNOWN,
         RtError::Timeout => MX_TIMEOUT,
@@ -292,8 +293,11 @@ fn rt_error(ep: &CEndpoint, e: RtError) -> MxReturn {
         RtError::Engine(omx_proto::EngineError::BadRequest) => MX_BAD_REQUEST,
         RtError::Engine(_) => MX_BAD_REQUEST,
         RtError::Io(_) => MX_NO_RESOURCES,
-    };
-    fail(Some(ep), code, &e.to_string())
+    }
+}
+
+fn rt_error(ep: &CEndpoint, e: RtError) -> MxReturn {
+    fail(Some(ep), mx_code(&e), &e.to_string())
 }
 
 /// Hands a posted request to the caller (or forgets it when `request` is NULL).

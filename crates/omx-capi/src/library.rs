@@ -137,7 +137,7 @@ pub unsafe extern "C" fn mx_open_endpoint(
             }
             Err(RtError::Busy) => last = MX_BUSY,
             Err(RtError::NoSuchBoard) => {}
-            Err(e) => return fail(None, MX_NO_RESOURCES, &format!("cannot open endpoint: {e}")),
+            Err(e) => return fail(None, mx_code(&e), &format!("cannot open endpoint: {e}")),
         }
     }
     fail(None, last, "cannot open endpoint")

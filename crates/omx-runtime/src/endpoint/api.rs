@@ -90,18 +90,18 @@ impl Endpoint {
 
     pub(super) fn check_segments(segs: &[Segment]) -> Result<u32, Error> {
         if segs.len() > MAX_SEGMENTS {
-            return Err(Error::BadArgument("more than 256 segments"));
+            return Err(Error::TooManySegments);
         }
         // One pass over the segments (this runs on every send and receive).
         let mut total: u64 = 0;
         for s in segs {
             if s.len > 0 && s.ptr.is_null() {
-                return Err(Error::BadArgument("null segment pointer"));
+                return Err(Error::NullSegment);
             }
             total += s.len as u64;
         }
         if total > u32::MAX as u64 {
-            return Err(Error::BadArgument("message longer than 4 GiB"));
+            return Err(Error::MessageTooLong);
         }
         Ok(total as u32)
     }

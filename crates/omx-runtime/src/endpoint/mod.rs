@@ -41,7 +41,14 @@ pub enum Error {
     NoSuchBoard,
     /// The requested endpoint index is taken (or all are, for "any").
     Busy,
-    BadArgument(&'static str),
+    /// An endpoint index beyond the range (or reserved by `omxd`).
+    BadEndpointIndex,
+    /// More than 256 segments.
+    TooManySegments,
+    /// A segment with bytes but a null pointer.
+    NullSegment,
+    /// Segments adding up to more than 4 GiB (MX lengths are 32-bit).
+    MessageTooLong,
     Engine(EngineError),
     Io(std::io::Error),
     Timeout,
@@ -52,7 +59,10 @@ impl std::fmt::Display for Error {
         match self {
             Error::NoSuchBoard => write!(f, "no such board"),
             Error::Busy => write!(f, "endpoint busy"),
-            Error::BadArgument(w) => write!(f, "bad argument: {w}"),
+            Error::BadEndpointIndex => write!(f, "endpoint index out of range or reserved"),
+            Error::TooManySegments => write!(f, "more than 256 segments"),
+            Error::NullSegment => write!(f, "null segment pointer"),
+            Error::MessageTooLong => write!(f, "message longer than 4 GiB"),
             Error::Engine(e) => write!(f, "{e}"),
             Error::Io(e) => write!(f, "{e}"),
             Error::Timeout => write!(f, "timed out"),

@@ -32,7 +32,7 @@ impl Endpoint {
     ) -> Result<Endpoint, Error> {
         let b = rt.board(board).ok_or(Error::NoSuchBoard)?.clone();
         if index.is_some_and(|i| i >= MAX_ENDPOINTS) {
-            return Err(Error::BadArgument("endpoint index out of range"));
+            return Err(Error::BadEndpointIndex);
         }
         let relayed = match rt.cfg.daemon {
             DaemonUse::Always => true,
@@ -157,9 +157,7 @@ impl Endpoint {
         let (fd, index) = relay::open_endpoint(&path, req).map_err(|e| match e {
             RelayError::Refused(Refusal::Busy) => Error::Busy,
             RelayError::Refused(Refusal::NoSuchBoard) => Error::NoSuchBoard,
-            RelayError::Refused(Refusal::BadEndpoint) => {
-                Error::BadArgument("endpoint index out of range or reserved by omxd")
-            }
+            RelayError::Refused(Refusal::BadEndpoint) => Error::BadEndpointIndex,
             e @ RelayError::Unreachable(_) => Error::Io(std::io::Error::other(format!(
                 "no packet-socket privilege (CAP_NET_RAW), and {e} (socket {}): \
                  is omxd running on this host (root: omxd -f -v)?",
