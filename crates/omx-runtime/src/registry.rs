@@ -53,6 +53,34 @@ pub struct EndpointInfo {
     pub pid: u32,
     pub command: String,
     pub counters: Vec<(String, u64)>,
+    /// Round-trip estimates toward the partners measured so far.
+    pub paths: Vec<omx_proto::PathStats>,
+}
+
+/// One `path` line of an endpoint's info file (times in ns).
+fn format_path(p: &omx_proto::PathStats) -> String {
+    format!(
+        "path {:x} {} {} {} {} {} {} {}\n",
+        p.nic_id, p.endpoint, p.srtt, p.rttvar, p.rto, p.pull_srtt, p.pull_rto, p.pull_blocks
+    )
+}
+
+fn parse_path(rest: &str) -> Option<omx_proto::PathStats> {
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    if f.len() != 8 {
+        return None;
+    }
+    let n = |i: usize| f[i].parse::<u64>().ok();
+    Some(omx_proto::PathStats {
+        nic_id: u64::from_str_radix(f[0], 16).ok()?,
+        endpoint: f[1].parse().ok()?,
+        srtt: n(2)?,
+        rttvar: n(3)?,
+        rto: n(4)?,
+        pull_srtt: n(5)?,
+        pull_rto: n(6)?,
+        pull_blocks: f[7].parse().ok()?,
+    })
 }
 
 #[derive(Clone, Debug)]
@@ -228,6 +256,9 @@ impl BoardDir {
         for (n, v) in &info.counters {
             text.push_str(&format!("{n} {v}\n"));
         }
+        for p in &info.paths {
+            text.push_str(&format_path(p));
+        }
         let name = format!("ep{}.info", info.index);
         if in_user_dir {
             // SAFETY: getuid cannot fail.
@@ -291,17 +322,21 @@ impl BoardDir {
             let mut lines = text.lines();
             let pid = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
             let command = lines.next().unwrap_or("").to_string();
-            let counters = lines
-                .filter_map(|l| {
-                    let (n, v) = l.split_once(' ')?;
-                    Some((n.to_string(), v.parse().ok()?))
-                })
-                .collect();
+            let mut counters = Vec::new();
+            let mut paths = Vec::new();
+            for l in lines {
+                if let Some(rest) = l.strip_prefix("path ") {
+                    paths.extend(parse_path(rest));
+                } else if let Some((n, v)) = l.split_once(' ') {
+                    counters.extend(v.parse().ok().map(|v| (n.to_string(), v)));
+                }
+            }
             out.push(EndpointInfo {
                 index: i,
                 pid,
                 command,
                 counters,
+                paths,
             });
         }
         out

@@ -149,3 +149,49 @@ fn omx_info_c_shows_settings_and_their_sources() {
         "{ack}"
     );
 }
+
+/// `omx_endpoint_info -r` shows an endpoint's round-trip estimates per partner, as the
+/// endpoint publishes them (about once a second: the test polls until they appear).
+#[test]
+fn omx_endpoint_info_r_shows_partner_round_trips() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &["-e", "0", "-s"], &[]);
+    assert!(
+        server.wait_stdout(MIN, |s| s.contains("Successfully attached")),
+        "{}",
+        server.report()
+    );
+    let client = h.run(
+        1,
+        "omx_perf client",
+        OMX_PERF,
+        &[
+            "-d", "h0:0", "-S", "8", "-E", "9", "-N", "200", "-W", "1", "-P", "0",
+        ],
+        &[],
+        2 * MIN,
+    );
+    assert!(client.succeeded(), "{}", reports(&[&client, &server]));
+    let deadline = std::time::Instant::now() + MIN;
+    let row = loop {
+        let out = h.tool(0, OMX_ENDPOINT_INFO, &["-r"]);
+        if let Some(row) = out.lines().find(|l| l.trim_start().starts_with("h1:")) {
+            break row.to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no round trip toward h1 published:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    server.terminate(MIN);
+    // partner, ep, srtt_us, rttvar_us, rto_us, pull_srtt, pull_rto, blocks
+    let f: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(f.len(), 8, "{row}");
+    let srtt: f64 = f[2].parse().unwrap_or_else(|_| panic!("srtt in {row}"));
+    let rto: f64 = f[4].parse().unwrap_or_else(|_| panic!("rto in {row}"));
+    assert!(srtt > 0.0 && rto >= srtt, "{row}");
+}

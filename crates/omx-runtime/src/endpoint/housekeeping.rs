@@ -10,6 +10,9 @@ use omx_transport::EndpointFilter;
 use std::sync::atomic::Ordering;
 
 const SEC: Time = 1_000_000_000;
+/// Partners whose round-trip estimates an endpoint publishes for the tools (the
+/// first measured ones: a host of thousands stays readable and cheap to write).
+const PUBLISHED_PATHS_MAX: usize = 256;
 
 /// The peer table version, the board service (discovery) and the housekeeping timer.
 pub(super) struct Upkeep {
@@ -151,6 +154,13 @@ impl EndpointInner {
                 .iter()
                 .map(|(n, v)| (n.to_string(), v))
                 .chain(self.runtime_counters(core))
+                .collect(),
+            paths: core
+                .engine
+                .path_stats()
+                .into_iter()
+                .filter(|p| p.srtt > 0 || p.pull_srtt > 0)
+                .take(PUBLISHED_PATHS_MAX)
                 .collect(),
         };
         let _ = self.board.dir.publish_endpoint(&info, core.sock.is_relay());

@@ -20,6 +20,49 @@ struct Args {
     /// Also list closed endpoints.
     #[arg(short = 'v')]
     verbose: bool,
+    /// Also show each endpoint's round-trip estimates per partner (smoothed RTT and
+    /// its variation, retransmission timeout, the same for pull blocks, and the pull
+    /// blocks allowed in flight), as last published (about once a second).
+    #[arg(short = 'r')]
+    rtt: bool,
+}
+
+fn us(ns: u64) -> String {
+    if ns == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}", ns as f64 / 1000.0)
+    }
+}
+
+/// The partners' round-trip table of one endpoint.
+fn print_paths(e: &omx_runtime::registry::EndpointInfo, peers: &[(u64, Option<String>)]) {
+    if e.paths.is_empty() {
+        println!("        no round trip measured yet");
+        return;
+    }
+    println!(
+        "        {:<24} {:>3} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6}",
+        "partner", "ep", "srtt_us", "rttvar_us", "rto_us", "pull_srtt", "pull_rto", "blocks"
+    );
+    for p in &e.paths {
+        let name = peers
+            .iter()
+            .find(|(n, _)| *n == p.nic_id)
+            .and_then(|(_, name)| name.clone())
+            .unwrap_or_else(|| fmt_mac(p.nic_id));
+        println!(
+            "        {:<24} {:>3} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6}",
+            name,
+            p.endpoint,
+            us(p.srtt),
+            us(p.rttvar),
+            us(p.rto),
+            us(p.pull_srtt),
+            us(p.pull_rto),
+            p.pull_blocks
+        );
+    }
 }
 
 fn main() {
@@ -41,9 +84,15 @@ fn main() {
         );
         println!("{}", "=".repeat(46));
         let eps = b.dir.endpoints();
+        let peers = b.dir.load_peers();
         for i in 0..MAX_ENDPOINTS {
             match eps.iter().find(|e| e.index == i) {
-                Some(e) => println!("  {:3}   {:>7}  {:.32}", e.index, e.pid, e.command),
+                Some(e) => {
+                    println!("  {:3}   {:>7}  {:.32}", e.index, e.pid, e.command);
+                    if a.rtt {
+                        print_paths(e, &peers);
+                    }
+                }
                 None if a.verbose => println!("  {i:3}   closed"),
                 None => {}
             }
