@@ -114,6 +114,9 @@ pub struct RuntimeConfig {
     pub bundle: bool,
     /// When endpoints go through `omxd` instead of their own packet socket (`OMX_DAEMON`).
     pub daemon: DaemonUse,
+    /// How long a closing endpoint keeps answering for what it sent and received
+    /// (`OMX_CLOSE_LINGER_MS`, see `Endpoint::linger`).
+    pub close_linger: Duration,
 }
 
 /// Whether endpoints are opened through the privileged `omxd` (see `daemon`).
@@ -257,6 +260,7 @@ impl RuntimeConfig {
             rx_ring_bytes: num("OMX_RX_RING_KB").max(0) as usize * 1024,
             direct_recv: text("OMX_DIRECT_RECV"),
             bundle: wire.mode == omx_wire::WireMode::Native && flag("OMX_BUNDLE"),
+            close_linger: Duration::from_millis(num("OMX_CLOSE_LINGER_MS").clamp(0, 600_000) as u64),
             daemon: match text("OMX_DAEMON").as_deref().map(str::trim) {
                 Some("1") | Some("always") => DaemonUse::Always,
                 Some("0") | Some("never") => DaemonUse::Never,

@@ -73,6 +73,7 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_PULL_RESEND_DELAY_MS", "1000", "cap of the pull re-request timeout"),
     s("OMX_RTO_MIN_US", "250", "floor of the retransmission timeout"),
     s("OMX_PULL_RTO_MIN_US", "1000", "floor of the pull re-request timeout"),
+    s("OMX_CLOSE_LINGER_MS", "2000", "a closing endpoint answers for what it sent and received until all is acknowledged and quiet, at most this long"),
     s("OMX_PULL_BLOCKS", "", "pull blocks in flight per large message (unset: 8 native, 4 MX wire)"),
     s("OMX_PARTNERS_MAX", "4096", "remote endpoints an endpoint keeps state for"),
     mx("OMX_ZOMBIE_SEND", "MX_ZOMBIE_SEND", "512", "sends completed early (buffered) at most"),

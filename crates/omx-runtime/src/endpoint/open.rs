@@ -320,8 +320,47 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// Before a close: keep answering the network until every sequenced packet this
+    /// endpoint sent is acknowledged and its partners have been quiet for twice their
+    /// longest retransmission timeout, at most `OMX_CLOSE_LINGER_MS`. A notify or ack
+    /// lost just before the close is then resent or answered, so the peer's send
+    /// completes with success instead of meeting a closed endpoint (TCP's close
+    /// delivers its final acknowledgements the same way). Costs nothing when
+    /// everything was acknowledged and the link went quiet.
+    fn linger(&self) {
+        let limit = self.inner.rt.cfg.close_linger;
+        let start = std::time::Instant::now();
+        while start.elapsed() < limit {
+            let settled = {
+                let mut core = self.inner.lock();
+                core.engine.flush_acks();
+                self.inner.progress(&mut core);
+                let q = core.engine.stats();
+                let quiet_needed = core
+                    .engine
+                    .path_stats()
+                    .iter()
+                    .filter(|p| p.srtt > 0)
+                    .map(|p| p.rto)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_mul(2);
+                let now = self.inner.rt.now();
+                let last_rx = self.inner.wake.last_rx.load(Ordering::Relaxed);
+                q.unacked == 0 && q.throttled == 0 && now.saturating_sub(last_rx) >= quiet_needed
+            };
+            if settled {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+}
+
 impl Drop for Endpoint {
     fn drop(&mut self) {
+        self.linger();
         {
             let mut core = self.inner.lock();
             core.engine.flush_acks();
