@@ -136,7 +136,7 @@ install: build provider
 		$(RELEASE_DIR)/omx-sim-pingpong $(RELEASE_DIR)/omx-sim-soak $(DESTDIR)$(PREFIX)/bin/
 	cp -P $(LIBDIR)/libmyriexpress.so.0 $(LIBDIR)/libmyriexpress.so $(LIBDIR)/libopen-mx.so.0 \
 		$(LIBDIR)/libopen-mx.so $(LIBDIR)/libmyriexpress.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 include/myriexpress.h include/mx_extensions.h include/mx_raw.h include/mx_io.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/myriexpress.h include/mx_extensions.h include/mx_raw.h include/mx_io.h include/open-mx.h $(DESTDIR)$(PREFIX)/include/
 	install -d $(DESTDIR)$(PREFIX)/include/mx_internals
 	install -m 644 include/mx_internals/mx__fops.h include/mx_internals/mx__driver_interface.h $(DESTDIR)$(PREFIX)/include/mx_internals/
 	for pc in omx myriexpress; do \

@@ -92,4 +92,25 @@ status=0
   done
 } >"$log/man" 2>&1 || status=$?
 report "manual pages" "$status" "$log/man"
+
+# The native API: open-mx.h is installed, and a program written for it runs.
+cat >"$tmp/native.c" <<'C'
+#include <open-mx.h>
+#include <stdio.h>
+
+int main(void) {
+  omx_return_t r = omx_init();
+  printf("omx_init: %s\n", omx_strerror(r));
+  return r == OMX_SUCCESS && omx_finalize() == OMX_SUCCESS ? 0 : 1;
+}
+C
+status=0
+{
+  flags=$(pkg-config --cflags --libs omx) &&
+    # shellcheck disable=SC2086 # the flags are words
+    $CC -Wall -Werror -o "$tmp/bin/native" "$tmp/native.c" $flags &&
+    OMX_STATE_DIR="$tmp" timeout "$TEST_TIMEOUT" "$tmp/bin/native" | tee /dev/stderr |
+    grep -qx "omx_init: Success"
+} >"$log/native" 2>&1 || status=$?
+report "native API (open-mx.h): build and run" "$status" "$log/native"
 summary

@@ -8,7 +8,7 @@ use std::ffi::c_void;
 
 const PRODUCT: &str = "N/A (omx, Open-MX over Ethernet)";
 
-unsafe fn put_u32(out: *mut c_void, len: u32, v: u32) -> MxReturn {
+pub(crate) unsafe fn put_u32(out: *mut c_void, len: u32, v: u32) -> MxReturn {
     if len < 4 {
         return fail(None, MX_BAD_INFO_LENGTH, "output buffer too short");
     }
@@ -16,7 +16,7 @@ unsafe fn put_u32(out: *mut c_void, len: u32, v: u32) -> MxReturn {
     MX_SUCCESS
 }
 
-unsafe fn put_str(out: *mut c_void, len: u32, s: &str) -> MxReturn {
+pub(crate) unsafe fn put_str(out: *mut c_void, len: u32, s: &str) -> MxReturn {
     if len == 0 {
         return fail(None, MX_BAD_INFO_LENGTH, "output buffer too short");
     }
@@ -27,7 +27,7 @@ unsafe fn put_str(out: *mut c_void, len: u32, s: &str) -> MxReturn {
 }
 
 /// The board an info key is about: the endpoint's, or the index in `in_val` (uint8).
-unsafe fn board_of(
+pub(crate) unsafe fn board_of(
     rt: &Runtime,
     ep: Option<&CEndpoint>,
     in_val: *mut c_void,

@@ -10,6 +10,7 @@ mod types;
 pub use addressing::*;
 pub use comm::*;
 pub use library::*;
+pub use native::*;
 
 use omx_proto::{Completion, PartnerId, ReqId, RequestKind, Status};
 use omx_runtime::{Endpoint, Error as RtError, Segment};
@@ -26,12 +27,26 @@ const NAME_WAIT: Duration = Duration::from_secs(2);
 
 struct Global {
     initialized: bool,
-    handler: MxErrorHandler,
+    handler: ErrorHandler,
+}
+
+/// An installed error handler and the codes it takes: MX's, or native ones when it
+/// came through the native API (omx_set_error_handler, omx_open_endpoint).
+#[derive(Clone, Copy)]
+struct ErrorHandler {
+    f: MxErrorHandler,
+    native: bool,
+}
+
+impl ErrorHandler {
+    const fn mx(f: MxErrorHandler) -> Self {
+        ErrorHandler { f, native: false }
+    }
 }
 
 static GLOBAL: Mutex<Global> = Mutex::new(Global {
     initialized: false,
-    handler: Some(fatal_before_init),
+    handler: ErrorHandler::mx(Some(fatal_before_init)),
 });
 /// Open endpoint handles. Every call checks its handle here, so the check is a scan of
 /// a few atomics, without a lock: a process has at most `MAX_ENDPOINTS` per board open.
@@ -59,7 +74,9 @@ struct AddrTable {
 
 pub struct CEndpoint {
     ep: Endpoint,
-    handler: Option<MxErrorHandler>,
+    handler: Mutex<Option<ErrorHandler>>,
+    /// What the native API keeps beside the runtime (omx_cancel_notest).
+    native: native::NativeState,
     ctx_mask: u64,
     /// The caller's context of each pending connect (the engine's context value of a
     /// connect is its match info). Other requests carry theirs in the engine.
@@ -101,15 +118,28 @@ unsafe fn cstr<'a>(p: *mut c_char) -> std::borrow::Cow<'a, str> {
     }
 }
 
-/// Reports a failure through the endpoint's (or the global) handler, MX style.
+/// Reports a failure through the endpoint's (or the global) handler, MX style; a
+/// native handler gets the native code, and what it returns is taken back to MX's.
 fn fail(ep: Option<&CEndpoint>, code: MxReturn, what: &str) -> MxReturn {
     let handler = ep
-        .and_then(|e| e.handler)
-        .unwrap_or_else(|| GLOBAL.lock().map(|g| g.handler).unwrap_or(None));
-    let Some(h) = handler else { return code };
+        .and_then(|e| *e.handler.lock().expect("handler"))
+        .unwrap_or_else(|| {
+            GLOBAL
+                .lock()
+                .map(|g| g.handler)
+                .unwrap_or(ErrorHandler::mx(None))
+        });
+    let Some(h) = handler.f else { return code };
     let mut msg = format!("{what}\0").into_bytes();
+    let msg = msg.as_mut_ptr() as *mut c_char;
     // SAFETY: the handler receives a NUL-terminated string valid for the call.
-    unsafe { h(msg.as_mut_ptr() as *mut c_char, code) }
+    unsafe {
+        if handler.native {
+            native::mx_code(h(msg, native::native_code(code)))
+        } else {
+            h(msg, code)
+        }
+    }
 }
 
 fn initialized() -> bool {
@@ -322,8 +352,9 @@ mod info;
 mod internals;
 mod knobs;
 mod library;
+mod native;
 mod onesided;
 mod raw;
 mod strings;
 pub use info::mx_get_info;
-pub use strings::{mx_strerror, mx_strstatus};
+pub use strings::{mx_strerror, mx_strstatus, omx_strerror};

@@ -18,11 +18,11 @@ pub extern "C" fn mx__init_api(api: i32) -> MxReturn {
             return fail(None, MX_ALREADY_INITIALIZED, "mx_init called twice");
         }
         g.initialized = true;
-        g.handler = if fatal {
+        g.handler = ErrorHandler::mx(if fatal {
             Some(fatal_handler)
         } else {
             Some(return_handler)
-        };
+        });
     }
     if let Err(e) = Runtime::global() {
         GLOBAL.lock().expect("global").initialized = false;
@@ -43,7 +43,7 @@ pub extern "C" fn mx_finalize() -> MxReturn {
 #[no_mangle]
 pub extern "C" fn mx_set_error_handler(h: MxErrorHandler) -> MxErrorHandler {
     let mut g = GLOBAL.lock().expect("global");
-    std::mem::replace(&mut g.handler, h)
+    std::mem::replace(&mut g.handler, ErrorHandler::mx(h)).f
 }
 
 #[no_mangle]
@@ -124,7 +124,8 @@ pub unsafe extern "C" fn mx_open_endpoint(
                 }
                 let c = Box::new(CEndpoint {
                     ep,
-                    handler,
+                    handler: Mutex::new(handler.map(ErrorHandler::mx)),
+                    native: Default::default(),
                     ctx_mask,
                     connects: Mutex::new(HashMap::default()),
                     default_resends: std::sync::atomic::AtomicU32::new(0),
@@ -143,7 +144,7 @@ pub unsafe extern "C" fn mx_open_endpoint(
     fail(None, last, "cannot open endpoint")
 }
 
-type CUnexpHandler =
+pub type CUnexpHandler =
     unsafe extern "C" fn(*mut c_void, MxEndpointAddr, u64, u32, *mut c_void) -> u32;
 
 thread_local! {

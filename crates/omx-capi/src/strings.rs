@@ -42,3 +42,26 @@ pub extern "C" fn mx_strstatus(code: u32) -> *const c_char {
     };
     f(code).as_ptr() as *const c_char
 }
+
+/// Text of a native return or status code (`omx_return_t`).
+#[no_mangle]
+pub extern "C" fn omx_strerror(code: u32) -> *const c_char {
+    let f = texts! {
+        0 => "Success", 1 => "Internal error", 3 => "Already initialized",
+        4 => "Not initialized", 5 => "No device file", 6 => "No driver",
+        7 => "Access denied", 8 => "Board not found", 9 => "Bad endpoint",
+        12 => "Bad segment count", 13 => "Bad request", 14 => "Bad match mask",
+        15 => "No resources", 20 => "Busy", 21 => "Bad info key", 22 => "Bad info address",
+        24 => "Bad endpoint parameter list", 25 => "Bad endpoint parameter key",
+        26 => "Bad endpoint parameter value", 28 => "Peer not found", 30 => "Timeout",
+        32 => "Remote endpoint bad id", 33 => "Remote endpoint closed",
+        34 => "Remote endpoint bad connection key", 35 => "Bad info length",
+        36 => "NIC id not found", 37 => "Bad kernel ABI", 38 => "Bad library ABI",
+        42 => "Bad matching for context id mask", 90 => "Cancelled",
+        91 => "Remote RDMA window bad id", 92 => "Remote endpoint unreachable",
+        93 => "Remote endpoint bad session", 94 => "Message aborted",
+        95 => "Message truncated", 96 => "Not supported in handler",
+        97 => "No system resources", 99 => "Not implemented",
+    };
+    f(code).as_ptr() as *const c_char
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compile_all.sh - checks the public MX headers of omx.
+# compile_all.sh - checks the public MX headers of omx and its native open-mx.h.
 #
 #  1. each header alone, as C99, as C11 (gcc -Wall -Wextra -Werror -pedantic)
 #     and as C++11 (g++ ... -pedantic), plus all headers together, twice,
@@ -28,7 +28,7 @@ inc="$root/include"
 CC=${CC:-gcc}
 CXX=${CXX:-g++}
 
-headers="myriexpress.h mx_extensions.h mx_io.h mx_raw.h mx_internals/mx__fops.h mx_internals/mx__driver_interface.h"
+headers="myriexpress.h mx_extensions.h mx_io.h mx_raw.h mx_internals/mx__fops.h mx_internals/mx__driver_interface.h open-mx.h"
 cflags="-Wall -Wextra -Werror -pedantic"
 extra_cflags="-Wstrict-prototypes -Wmissing-prototypes -Wshadow -Wundef -Wcast-qual -Wconversion"
 

@@ -19,6 +19,7 @@
 #include "mx_extensions.h"
 #include "mx_io.h"
 #include "mx_raw.h"
+#include "open-mx.h"
 
 #if defined(__x86_64__) && defined(__LP64__)
 #define ABI_NAME "x86-64"
@@ -447,6 +448,116 @@ static void check_prototypes(void) {
   TYPE_IS(mx_raw_endpoint_t, struct omx_raw_endpoint *);
 }
 
+/* The native API (open-mx.h): its values, and layouts equal to the MX ones
+ * (the same objects pass between both APIs by pointer). */
+static void check_native(void) {
+#if HAVE_LAYOUT
+  SIZE(omx_endpoint_addr_t, 16, 16);
+  ALIGN(omx_endpoint_addr_t, 8, 4);
+  SIZE(omx_seg_t, 16, 8);
+  OFF(omx_seg_t, ptr, 0, 0);
+  OFF(omx_seg_t, len, 8, 4);
+  SIZE(omx_status_t, 48, 40);
+  ALIGN(omx_status_t, 8, 4);
+  OFF(omx_status_t, code, 0, 0);
+  OFF(omx_status_t, addr, 8, 4);
+  OFF(omx_status_t, match_info, 24, 20);
+  OFF(omx_status_t, msg_length, 32, 28);
+  OFF(omx_status_t, xfer_length, 36, 32);
+  OFF(omx_status_t, context, 40, 36);
+  SIZE(omx_endpoint_param_t, 16, 8);
+  OFF(omx_endpoint_param_t, val, 8, 4);
+  OFF(omx_endpoint_param_t, val.context_id.shift, 9, 5);
+#endif
+  CHECK("omx_status_t == mx_status_t", sizeof(omx_status_t), sizeof(mx_status_t));
+  CHECK("omx_seg_t == mx_segment_t", sizeof(omx_seg_t), sizeof(mx_segment_t));
+  CHECK("omx_endpoint_param_t == mx_param_t", sizeof(omx_endpoint_param_t), sizeof(mx_param_t));
+  CHECK("sizeof(omx_return_t)", sizeof(omx_return_t), 4);
+  VAL(OMX_API, 0x301);
+  VAL(OMX_SIZEOF_ADDR, 16);
+  VAL(OMX_ANY_NIC, 0xffffffffU);
+  VAL(OMX_ANY_ENDPOINT, 0xffffffffU);
+  VAL(OMX_TIMEOUT_INFINITE, 0xffffffffU);
+  VAL(OMX_MAX_SEGMENTS, 256);
+  VAL(OMX_ENDPOINT_CONTEXT_ID_BITS_MAX, 16);
+  VAL(OMX_HOSTNAMELEN_MAX, 80);
+  VAL(OMX_BOARD_ADDR_STRLEN, 18);
+  VAL(OMX_SUCCESS, 0);
+  VAL(OMX_BAD_ERROR, 1);
+  VAL(OMX_ALREADY_INITIALIZED, 3);
+  VAL(OMX_NOT_INITIALIZED, 4);
+  VAL(OMX_NO_DEVICE_FILE, 5);
+  VAL(OMX_NO_DRIVER, 6);
+  VAL(OMX_ACCESS_DENIED, 7);
+  VAL(OMX_BOARD_NOT_FOUND, 8);
+  VAL(OMX_BAD_ENDPOINT, 9);
+  VAL(OMX_SEGMENTS_BAD_COUNT, 12);
+  VAL(OMX_BAD_REQUEST, 13);
+  VAL(OMX_BAD_MATCH_MASK, 14);
+  VAL(OMX_NO_RESOURCES, 15);
+  VAL(OMX_BUSY, 20);
+  VAL(OMX_BAD_INFO_KEY, 21);
+  VAL(OMX_BAD_INFO_ADDRESS, 22);
+  VAL(OMX_ENDPOINT_PARAMS_BAD_LIST, 24);
+  VAL(OMX_ENDPOINT_PARAM_BAD_KEY, 25);
+  VAL(OMX_ENDPOINT_PARAM_BAD_VALUE, 26);
+  VAL(OMX_PEER_NOT_FOUND, 28);
+  VAL(OMX_TIMEOUT, 30);
+  VAL(OMX_REMOTE_ENDPOINT_BAD_ID, 32);
+  VAL(OMX_REMOTE_ENDPOINT_CLOSED, 33);
+  VAL(OMX_REMOTE_ENDPOINT_BAD_CONNECTION_KEY, 34);
+  VAL(OMX_BAD_INFO_LENGTH, 35);
+  VAL(OMX_NIC_ID_NOT_FOUND, 36);
+  VAL(OMX_BAD_KERNEL_ABI, 37);
+  VAL(OMX_BAD_LIB_ABI, 38);
+  VAL(OMX_BAD_MATCHING_FOR_CONTEXT_ID_MASK, 42);
+  VAL(OMX_CANCELLED, 90);
+  VAL(OMX_REMOTE_RDMA_WINDOW_BAD_ID, 91);
+  VAL(OMX_REMOTE_ENDPOINT_UNREACHABLE, 92);
+  VAL(OMX_REMOTE_ENDPOINT_BAD_SESSION, 93);
+  VAL(OMX_MESSAGE_ABORTED, 94);
+  VAL(OMX_MESSAGE_TRUNCATED, 95);
+  VAL(OMX_NOT_SUPPORTED_IN_HANDLER, 96);
+  VAL(OMX_NO_SYSTEM_RESOURCES, 97);
+  VAL(OMX_NOT_IMPLEMENTED, 99);
+  VAL(OMX_RETURN_CODE_MAX, 100);
+  VAL(OMX_ENDPOINT_PARAM_ERROR_HANDLER, 0);
+  VAL(OMX_ENDPOINT_PARAM_UNEXP_QUEUE_MAX, 1);
+  VAL(OMX_ENDPOINT_PARAM_CONTEXT_ID, 2);
+  VAL(OMX_UNEXP_HANDLER_RECV_CONTINUE, 0);
+  VAL(OMX_UNEXP_HANDLER_RECV_FINISHED, 1);
+  VAL(OMX_INFO_BOARD_MAX, 0);
+  VAL(OMX_INFO_ENDPOINT_MAX, 1);
+  VAL(OMX_INFO_BOARD_COUNT, 2);
+  VAL(OMX_INFO_BOARD_IDS, 3);
+  VAL(OMX_INFO_BOARD_HOSTNAME, 4);
+  VAL(OMX_INFO_BOARD_IFACENAME, 5);
+  VAL(OMX_INFO_BOARD_NUMA_NODE, 6);
+  VAL(OMX_INFO_COUNTER_MAX, 7);
+  VAL(OMX_INFO_COUNTER_VALUES, 8);
+  VAL(OMX_INFO_COUNTER_LABEL, 9);
+  /* the timeout is the last argument of the blocking calls */
+  PROTO(omx_wait, omx_return_t (*)(omx_endpoint_t, omx_request_t *, omx_status_t *,
+                                   uint32_t *, uint32_t));
+  PROTO(omx_wait_any, omx_return_t (*)(omx_endpoint_t, uint64_t, uint64_t, omx_status_t *,
+                                       uint32_t *, uint32_t));
+  PROTO(omx_peek, omx_return_t (*)(omx_endpoint_t, omx_request_t *, uint32_t *, uint32_t));
+  PROTO(omx_probe, omx_return_t (*)(omx_endpoint_t, uint64_t, uint64_t, omx_status_t *,
+                                    uint32_t *, uint32_t));
+  PROTO(omx_isend, omx_return_t (*)(omx_endpoint_t, void *, size_t, omx_endpoint_addr_t,
+                                    uint64_t, void *, omx_request_t *));
+  PROTO(omx_irecv, omx_return_t (*)(omx_endpoint_t, void *, size_t, uint64_t, uint64_t,
+                                    void *, omx_request_t *));
+  PROTO(omx_isendv, omx_return_t (*)(omx_endpoint_t, omx_seg_t *, uint32_t,
+                                     omx_endpoint_addr_t, uint64_t, void *, omx_request_t *));
+  PROTO(omx_cancel_notest, omx_return_t (*)(omx_endpoint_t, omx_request_t *, uint32_t *));
+  PROTO(omx_get_info, omx_return_t (*)(omx_endpoint_t, omx_info_key_t, const void *, uint32_t,
+                                       void *, uint32_t));
+  PROTO(omx_set_error_handler,
+        omx_error_handler_t (*)(omx_endpoint_t, omx_error_handler_t));
+  PROTO(OMX_ERRORS_RETURN, const omx_error_handler_t *);
+}
+
 #ifdef LAYOUT_STATIC_ONLY
 
 /* Nothing to run: compiling this file is the test. */
@@ -456,6 +567,7 @@ void layout_static_checks(void) {
   check_defines();
   check_enums();
   check_prototypes();
+  check_native();
 }
 
 #else
@@ -468,6 +580,7 @@ int main(void) {
   check_defines();
   check_enums();
   check_prototypes();
+  check_native();
   /* mx_init() must pass the header's API version to mx__init_api(). */
   CHECK("mx_init() expands to mx__init_api(MX_API)",
         strcmp(XSTR(mx_init()), "mx__init_api(0x301)"), 0);

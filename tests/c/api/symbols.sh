@@ -2,7 +2,8 @@
 # symbols.sh - binary interface of libmyriexpress.so.0, read with objdump.
 #
 #   symbols.sh LIBDIR      the library: soname, MX symbol version nodes,
-#                          every MX entry point exported, nothing else
+#                          every MX entry point and native omx_* function
+#                          exported, nothing else
 #   symbols.sh -r PROGRAM  a program linked with -lmyriexpress: it needs the
 #                          soname and recorded the versioned references
 #
@@ -88,12 +89,23 @@ api=(
   mx_get_endpoint_addr_context mx__regcache_clean omx_expose_region omx_unexpose_region
   omx_test_any_completed
   mx_open_board mx__get_mapper_state
+  # the native API (open-mx.h)
+  omx__init_api omx_finalize omx_strerror omx_board_number_to_nic_id
+  omx_nic_id_to_board_number omx_set_error_handler omx_open_endpoint omx_close_endpoint
+  omx_wakeup omx_get_endpoint_addr omx_connect omx_iconnect omx_disconnect
+  omx_decompose_endpoint_addr omx_decompose_endpoint_addr_with_session
+  omx_set_endpoint_addr_context omx_get_endpoint_addr_context omx_isend omx_issend omx_irecv
+  omx_isendv omx_issendv omx_irecvv omx_context omx_test omx_wait omx_test_any omx_wait_any
+  omx_ipeek omx_peek omx_iprobe omx_probe omx_ibuffered omx_register_unexp_handler
+  omx_cancel omx_cancel_notest omx_forget omx_disable_progression omx_reenable_progression
+  omx_progress omx_set_request_timeout omx_get_info omx_hostname_to_nic_id
+  omx_nic_id_to_hostname
 )
 defined=$(awk '$0 ~ / g / && $0 !~ /\*UND\*/ { print $NF }' <<<"$table")
 for s in "${api[@]}"; do
   grep -qx "$s" <<<"$defined" || bad "$s is not exported"
 done
-for s in MX_ERRORS_ARE_FATAL MX_ERRORS_RETURN; do
+for s in MX_ERRORS_ARE_FATAL MX_ERRORS_RETURN OMX_ERRORS_ARE_FATAL OMX_ERRORS_RETURN; do
   awk -v s="$s" '$NF == s && $0 ~ /O / { f = 1 } END { exit !f }' <<<"$table" ||
     bad "$s is not exported as data"
 done
@@ -115,8 +127,8 @@ elif [ "$nraw" -ne "${#raw[@]}" ]; then
   bad "only $nraw of the ${#raw[@]} raw API functions are exported"
 fi
 
-# Nothing but the MX ABI leaks out (no Rust runtime symbols).
-extra=$(grep -Ev '^(mx_|mx__|MX_|omx_expose_region$|omx_unexpose_region$|omx_test_any_completed$)' <<<"$defined" |
+# Nothing but the MX ABI and the native API leaks out (no Rust runtime symbols).
+extra=$(grep -Ev '^(mx_|mx__|MX_|omx_|OMX_ERRORS_(ARE_FATAL|RETURN)$)' <<<"$defined" |
   grep -Ev '^MX_0\.[0-9]+$' || true)
 [ -z "$extra" ] || bad "unexpected exported symbols: $(tr '\n' ' ' <<<"$extra" | cut -c1-300)"
 
