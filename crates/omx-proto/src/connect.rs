@@ -1,6 +1,7 @@
 //! Connection handshake: exchanges sessions, keys and initial sequence numbers.
 
-use crate::engine::{ConnectReq, Engine, Request};
+use crate::engine::Engine;
+use crate::requests::{ConnectReq, Request};
 use crate::seqnum::Seq;
 use crate::slab::Key;
 use crate::transmit::Payload;
@@ -45,15 +46,14 @@ impl Engine {
         let p = self.partner(pid);
         p.connect_seqnum = p.connect_seqnum.wrapping_add(1);
         let connect_seqnum = p.connect_seqnum;
-        let k = self.requests.insert(Request::Connect(ConnectReq {
-            partner: pid,
+        let k = self.requests.insert(Request::Connect(ConnectReq::new(
+            pid,
             key,
             context,
             connect_seqnum,
-            last_send: now,
-            resends: 0,
+            now,
             resends_max,
-        }));
+        )));
         self.partner(pid).connects.push_back(k);
         self.send_connect_request(now, k);
         Ok(ReqId(k.0))
@@ -223,15 +223,9 @@ impl Engine {
         code: StatusCode,
         context: u64,
     ) -> ReqId {
-        let k = self.requests.insert(Request::Connect(ConnectReq {
-            partner: pid,
-            key: 0,
-            context,
-            connect_seqnum: 0,
-            last_send: 0,
-            resends: 0,
-            resends_max: 0,
-        }));
+        let k = self
+            .requests
+            .insert(Request::Connect(ConnectReq::new(pid, 0, context, 0, 0, 0)));
         self.requests.remove(k);
         self.complete(k, RequestKind::Connect, connect_status(code, pid, context));
         ReqId(k.0)

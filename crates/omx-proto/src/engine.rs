@@ -6,6 +6,7 @@ use crate::counters::Counters;
 use crate::partner::Partner;
 use crate::peers::PeerTable;
 use crate::pull::Pull;
+use crate::requests::Request;
 use crate::slab::{Key, Slab};
 use crate::transmit::{Payload, Transmit, MAX_HEADER_LEN};
 use crate::types::*;
@@ -23,69 +24,6 @@ pub struct EndpointParams {
     pub session: u32,
     /// Application key that connecting peers must present.
     pub key: u32,
-}
-
-pub(crate) enum Request {
-    Send(SendReq),
-    Recv(RecvReq),
-    Connect(ConnectReq),
-}
-
-pub(crate) struct SendReq {
-    pub partner: PartnerId,
-    pub match_info: u64,
-    pub data: SendData,
-    pub context: u64,
-    pub resends_max: u32,
-    /// Region id and use counter once a rendezvous was announced.
-    pub large: Option<(u8, u8)>,
-    /// The announcement itself (with its sequence number), re-sent as a liveness probe
-    /// while the send waits for its notify.
-    pub rndv: Option<(crate::seqnum::Seq, omx_wire::Rndv)>,
-    /// One-sided flags carried in the message header (native mode).
-    pub flags: u8,
-    /// Byte offset of the data in the region's memory (one-sided replies).
-    pub base: u64,
-    /// Engine-internal (a one-sided reply): completes without a completion event.
-    pub internal: bool,
-}
-
-pub(crate) struct RecvReq {
-    pub match_info: u64,
-    pub mask: u64,
-    pub handle: MemHandle,
-    pub len: u32,
-    pub context: u64,
-    pub active: Option<ActiveRecv>,
-    /// Byte offset added to every copy into the buffer (one-sided puts).
-    pub base: u64,
-    /// Engine-internal (the target of a remote put): no completion event.
-    pub internal: bool,
-}
-
-/// A receive that has been matched to a message.
-pub(crate) struct ActiveRecv {
-    pub partner: PartnerId,
-    pub match_info: u64,
-    pub msg_length: u32,
-    pub xfer: u32,
-    /// Message bytes seen so far (including bytes beyond a short buffer).
-    pub received: u32,
-    pub data_done: bool,
-    pub copies_pending: u32,
-    pub code: StatusCode,
-    /// Rendezvous announcement (region id, use counter, offset) of a large message.
-    pub rndv: Option<(u8, u8, u16)>,
-}
-
-pub(crate) struct ConnectReq {
-    pub partner: PartnerId,
-    pub key: u32,
-    pub context: u64,
-    pub connect_seqnum: u8,
-    pub last_send: Time,
-    pub resends: u32,
-    pub resends_max: u32,
 }
 
 pub(crate) enum UnexpBody {
@@ -611,7 +549,7 @@ impl Engine {
             | Packet::Small(_)
             | Packet::Medium(_)
             | Packet::Rndv(_)
-            | Packet::Notify(_) => self.on_seq_packet(now, src, packet, frame, payload),
+            | Packet::Notify(_) => self.on_seq_packet(now, src, packet, frame.len(), payload),
             Packet::Truc(t) => self.on_truc(now, src, t),
             Packet::Connect(c) => self.on_connect(now, src, peer_index, c),
             Packet::Pull(p) => self.on_pull(now, src, p),
@@ -809,17 +747,5 @@ impl Engine {
                 None
             }
         }
-    }
-}
-
-/// User memory a request lent to the engine (receive buffers, rendezvous send regions).
-pub(crate) fn request_mem(r: &Request) -> Option<MemHandle> {
-    match r {
-        Request::Recv(r) => Some(r.handle),
-        Request::Send(SendReq {
-            data: SendData::Region { handle, .. },
-            ..
-        }) => Some(*handle),
-        _ => None,
     }
 }

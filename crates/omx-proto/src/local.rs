@@ -10,22 +10,15 @@
 //! notifies. When the runtime reports that cross-process copies are refused, the
 //! receiver asks the sender to push the data through the ring instead (two copies).
 
-use crate::engine::{Engine, Request};
+use crate::engine::Engine;
+use crate::requests::Request;
 use crate::slab::Key;
 use crate::types::*;
 use bytes::Bytes;
 use omx_wire::{Msg, Notify, Rndv};
 
-/// How a partner is reached.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Reach {
-    #[default]
-    Network,
-    /// This very endpoint: messages are looped back inside the engine.
-    SelfEndpoint,
-    /// Another endpoint of this host, through shared memory.
-    Shared,
-}
+/// Kept importable from here (the type lives with the shared vocabulary).
+pub use crate::types::Reach;
 
 /// A message for a local partner, for the runtime to put in the partner's ring (never
 /// emitted for the self partner, which the engine serves internally).
@@ -638,7 +631,7 @@ impl Engine {
         // The common case, kept free of allocations: a posted receive takes it (it
         // matched none of the older unexpected messages, or it would hold one).
         if let Some(k) = self.match_posted(match_info) {
-            self.activate(k, pid, match_info, data.len() as u32);
+            self.activate(k, pid, Some(match_info), data.len() as u32);
             self.deliver_chunk(k, 0, data);
             self.try_finish_recv(now, k);
             return true;

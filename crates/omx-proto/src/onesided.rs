@@ -12,8 +12,8 @@
 //! A remote access must lie entirely inside one region exposed with the right
 //! permission; anything else fails with `BadRdmaWin` and touches nothing.
 
-use crate::engine::{ActiveRecv, Engine, RecvReq, Request, SendReq};
-use crate::slab::Key;
+use crate::engine::Engine;
+use crate::requests::{RecvReq, Request};
 use crate::types::*;
 use bytes::Bytes;
 use omx_wire::{Msg, Rndv, WireMode};
@@ -116,16 +116,13 @@ impl Engine {
             .ok_or(EngineError::UnknownPartner)?;
         let id = self.next_get;
         self.next_get = self.next_get.wrapping_add(1).max(1);
-        let k = self.requests.insert(Request::Recv(RecvReq {
-            match_info: id as u64,
-            mask: u64::MAX,
+        let k = self.requests.insert(Request::Recv(RecvReq::new(
+            id as u64,
+            u64::MAX,
             handle,
             len,
             context,
-            active: None,
-            base: 0,
-            internal: false,
-        }));
+        )));
         self.gets.insert(id, k);
         let mut req = [0u8; GET_REQ_LEN];
         req[..4].copy_from_slice(&id.to_be_bytes());
@@ -210,7 +207,7 @@ impl Engine {
             }
         } else if m.flags & GET_DENIED != 0 {
             if let Some(k) = self.gets.remove(&(m.match_info as u32)) {
-                self.activate_get(k, pid, 0);
+                self.activate(k, pid, None, 0);
                 self.fail_recv(k, StatusCode::BadRdmaWin);
             }
         }
@@ -222,7 +219,7 @@ impl Engine {
         if r.msg.flags & GET_REPLY != 0 {
             match self.gets.remove(&(r.msg.match_info as u32)) {
                 Some(k) => {
-                    self.activate_get(k, pid, r.msg_length);
+                    self.activate(k, pid, None, r.msg_length);
                     self.start_large_recv(
                         now,
                         k,
@@ -246,16 +243,11 @@ impl Engine {
             match self.exposed_range(addr, r.msg_length as u64, EXPOSE_WRITE) {
                 Some((handle, base)) => {
                     let k = self.requests.insert(Request::Recv(RecvReq {
-                        match_info: addr,
-                        mask: u64::MAX,
-                        handle,
-                        len: r.msg_length,
-                        context: 0,
-                        active: None,
                         base,
                         internal: true,
+                        ..RecvReq::new(addr, u64::MAX, handle, r.msg_length, 0)
                     }));
-                    self.activate_get(k, pid, r.msg_length);
+                    self.activate(k, pid, None, r.msg_length);
                     self.start_large_recv(
                         now,
                         k,
@@ -278,52 +270,5 @@ impl Engine {
             }
         }
         true
-    }
-
-    fn activate_get(&mut self, k: Key, partner: PartnerId, msg_length: u32) {
-        if let Some(Request::Recv(r)) = self.requests.get_mut(k) {
-            let xfer = r.len.min(msg_length);
-            r.active = Some(ActiveRecv {
-                partner,
-                match_info: r.match_info,
-                msg_length,
-                xfer,
-                received: 0,
-                data_done: msg_length == 0,
-                copies_pending: 0,
-                code: if xfer < msg_length {
-                    StatusCode::Truncated
-                } else {
-                    StatusCode::Success
-                },
-                rndv: None,
-            });
-        }
-    }
-}
-
-// Keeps the SendReq constructor in one place for flagged sends.
-#[allow(clippy::too_many_arguments)] // one field each
-pub(crate) fn flagged_send(
-    partner: PartnerId,
-    match_info: u64,
-    data: SendData,
-    context: u64,
-    resends_max: u32,
-    flags: u8,
-    base: u64,
-    internal: bool,
-) -> SendReq {
-    SendReq {
-        partner,
-        match_info,
-        data,
-        context,
-        resends_max,
-        large: None,
-        rndv: None,
-        flags,
-        base,
-        internal,
     }
 }

@@ -4,9 +4,9 @@
 use crate::rtt::RttEstimator;
 use crate::seqnum::Seq;
 use crate::slab::Key;
-use crate::types::{NicId, Time};
+use crate::types::{NicId, Reach, Time};
 use bytes::Bytes;
-use omx_wire::{Medium, Msg, Notify, Rndv};
+use omx_wire::{Medium, Msg, Notify, Packet, Rndv};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 
@@ -35,6 +35,15 @@ pub(crate) struct SendRecord {
     pub last_send: Time,
     pub resends: u32,
     pub resends_max: u32,
+}
+
+/// A packet received ahead of its turn, decoded once on arrival. `len`, its frame's
+/// size, is what it costs against the early-packet budget.
+#[derive(Debug)]
+pub(crate) struct EarlyPacket {
+    pub packet: Packet,
+    pub payload: Bytes,
+    pub len: usize,
 }
 
 /// Where the fragments of a partially received medium message go.
@@ -128,7 +137,8 @@ pub(crate) struct Partner {
     pub acknum_sent: u32,
     pub acknum_seen: u32,
     pub partials: Vec<PartialMedium>,
-    pub early: HashMap<u16, Vec<Bytes>>,
+    /// Out-of-order packets by sequence number, kept decoded until their turn.
+    pub early: HashMap<u16, Vec<EarlyPacket>>,
     pub early_bytes: usize,
 
     // Liveness while rendezvous sends wait for notifies.
@@ -136,7 +146,7 @@ pub(crate) struct Partner {
     pub probes: u32,
     pub probe_sent: Time,
     /// Network, self, or shared memory.
-    pub reach: crate::local::Reach,
+    pub reach: Reach,
     /// Cross-process copies to this partner were refused: large messages are pushed.
     pub no_cma: bool,
     /// Memory descriptions of its local rendezvous announcements, by (region, use).
@@ -186,7 +196,7 @@ impl Partner {
             last_heard: 0,
             probes: 0,
             probe_sent: 0,
-            reach: crate::local::Reach::Network,
+            reach: Reach::Network,
             no_cma: false,
             local_regions: HashMap::default(),
             evictable: false,
@@ -223,7 +233,7 @@ impl Partner {
             && self.partials.is_empty()
             && self.early.is_empty()
             && self.local_regions.is_empty()
-            && self.reach == crate::local::Reach::Network
+            && self.reach == Reach::Network
     }
 
     /// The oldest unacked record if `upto` acks it.

@@ -9,8 +9,9 @@
 //! full ring or switch queue) halves the blocks in flight toward that partner; they
 //! grow back as blocks complete.
 
-use crate::engine::{Engine, Request, MAX_PULLS};
+use crate::engine::{Engine, MAX_PULLS};
 use crate::recv::nack_status;
+use crate::requests::Request;
 use crate::slab::Key;
 use crate::transmit::Payload;
 use crate::types::*;
@@ -148,9 +149,10 @@ impl Engine {
         let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
             return;
         };
-        let local = r.active.as_ref().is_some_and(|a| {
-            self.partners[a.partner.0 as usize].reach != crate::local::Reach::Network
-        });
+        let local = r
+            .active
+            .as_ref()
+            .is_some_and(|a| self.partners[a.partner.0 as usize].reach != Reach::Network);
         if local {
             self.start_local_recv(now, k, rdma_id, rdma_seq);
             return;
@@ -530,7 +532,7 @@ impl Engine {
         if self.partners[pid.0 as usize].session.is_none() {
             return;
         }
-        if self.partners[pid.0 as usize].reach != crate::local::Reach::Network {
+        if self.partners[pid.0 as usize].reach != Reach::Network {
             self.notify_local(now, pid, rdma_id, rdma_seq, xfer, flags);
             return;
         }

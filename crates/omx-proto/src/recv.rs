@@ -1,7 +1,8 @@
 //! Receiving: in-order delivery per partner, matching, unexpected messages, acks, nacks.
 
-use crate::engine::{ActiveRecv, Engine, RecvReq, Request, UnexpBody, Unexpected, UnexpectedInfo};
-use crate::partner::{PartialMedium, PartialTarget};
+use crate::engine::{Engine, UnexpBody, Unexpected, UnexpectedInfo};
+use crate::partner::{EarlyPacket, PartialMedium, PartialTarget};
+use crate::requests::{ActiveRecv, RecvReq, Request};
 use crate::seqnum::Seq;
 use crate::slab::Key;
 use crate::transmit::Payload;
@@ -36,16 +37,9 @@ impl Engine {
                 "match info has bits outside the mask",
             ));
         }
-        let k = self.requests.insert(Request::Recv(RecvReq {
-            match_info,
-            mask,
-            handle,
-            len,
-            context,
-            active: None,
-            base: 0,
-            internal: false,
-        }));
+        let k = self.requests.insert(Request::Recv(RecvReq::new(
+            match_info, mask, handle, len, context,
+        )));
         let found = self.unexp_order.iter().position(|&u| {
             self.unexp
                 .get(u)
@@ -177,7 +171,7 @@ impl Engine {
             return;
         };
         self.unexp_bytes -= un.charged;
-        self.activate(k, un.partner, un.match_info, un.msg_length);
+        self.activate(k, un.partner, Some(un.match_info), un.msg_length);
         match un.body {
             UnexpBody::Eager { chunks, complete } => {
                 for (off, data) in chunks {
@@ -203,30 +197,19 @@ impl Engine {
         }
     }
 
+    /// Matches receive `k` to a message of `msg_length` bytes from `partner`; `None`
+    /// for `match_info` when the message carries the receive's own (one-sided replies
+    /// and puts).
     pub(crate) fn activate(
         &mut self,
         k: Key,
         partner: PartnerId,
-        match_info: u64,
+        match_info: Option<u64>,
         msg_length: u32,
     ) {
         if let Some(Request::Recv(r)) = self.requests.get_mut(k) {
-            let xfer = r.len.min(msg_length);
-            r.active = Some(ActiveRecv {
-                partner,
-                match_info,
-                msg_length,
-                xfer,
-                received: 0,
-                data_done: msg_length == 0,
-                copies_pending: 0,
-                code: if xfer < msg_length {
-                    StatusCode::Truncated
-                } else {
-                    StatusCode::Success
-                },
-                rndv: None,
-            });
+            let match_info = match_info.unwrap_or(r.match_info);
+            r.active = Some(ActiveRecv::new(partner, match_info, msg_length, r.len));
         }
     }
 
@@ -331,7 +314,7 @@ impl Engine {
         body: impl FnOnce() -> UnexpBody,
     ) -> Option<Placed> {
         if let Some(k) = self.match_posted(match_info) {
-            self.activate(k, pid, match_info, msg_length);
+            self.activate(k, pid, Some(match_info), msg_length);
             return Some(Placed::Recv(k));
         }
         // Built only for an unexpected message: a posted receive takes the data as is.
@@ -444,7 +427,7 @@ impl Engine {
         pid: PartnerId,
         seq: Seq,
         frag: Option<u8>,
-        frame: Bytes,
+        frame_len: usize,
         packet: &Packet,
         payload: Bytes,
     ) {
@@ -461,7 +444,12 @@ impl Engine {
             return;
         }
         if ahead <= self.cfg.early_window {
-            self.store_early(pid, seq, frag, frame);
+            let early = EarlyPacket {
+                packet: *packet,
+                payload,
+                len: frame_len,
+            };
+            self.store_early(pid, seq, frag, early);
             // A gap in the stream (every packet past it, resent ones included, shows
             // it): tell the sender at once with a duplicate ack, so it resends the
             // missing packet now rather than at its timeout.
@@ -477,27 +465,26 @@ impl Engine {
     }
 
     /// Keeps an out-of-order packet for later (not a duplicate, and within the bound).
-    fn store_early(&mut self, pid: PartnerId, seq: Seq, frag: Option<u8>, frame: Bytes) {
-        if self.early_bytes + frame.len() > self.cfg.early_max_bytes {
+    fn store_early(&mut self, pid: PartnerId, seq: Seq, frag: Option<u8>, early: EarlyPacket) {
+        if self.early_bytes + early.len > self.cfg.early_max_bytes {
             self.counters.drop_early_full += 1;
             return;
         }
         let p = &mut self.partners[pid.0 as usize];
-        let wire = p.wire;
         let slot = p.early.entry(seq.0).or_default();
-        let dup = slot
-            .iter()
-            .any(|f| match (frag, omx_wire::decode(f, &wire)) {
-                (Some(i), Ok(d)) => matches!(d.packet, Packet::Medium(m) if m.frag_seqnum == i),
-                _ => true,
-            });
+        // Fragments of one medium share a sequence number; anything else is a duplicate.
+        let dup = slot.iter().any(|e| match (frag, &e.packet) {
+            (Some(i), Packet::Medium(m)) => m.frag_seqnum == i,
+            (Some(_), _) => false,
+            (None, _) => true,
+        });
         if dup {
             self.counters.drop_obsolete += 1;
             return;
         }
-        p.early_bytes += frame.len();
-        self.early_bytes += frame.len();
-        slot.push(frame);
+        p.early_bytes += early.len;
+        self.early_bytes += early.len;
+        slot.push(early);
     }
 
     /// After the message at `next_match` was taken: advance, ack, replay early packets.
@@ -509,7 +496,7 @@ impl Engine {
             p.refresh_next_frag();
             self.schedule_ack(now, pid);
             let p = self.partner(pid);
-            let Some(frames) = p.early.remove(&p.next_match.0) else {
+            let Some(packets) = p.early.remove(&p.next_match.0) else {
                 if replayed && p.next_frag != p.last_acked {
                     // A gap just filled: the sender is recovering, ack at once.
                     self.send_ack(pid);
@@ -517,32 +504,22 @@ impl Engine {
                 return;
             };
             replayed = true;
-            let bytes: usize = frames.iter().map(|f| f.len()).sum();
+            let bytes: usize = packets.iter().map(|e| e.len).sum();
             p.early_bytes -= bytes;
             self.early_bytes -= bytes;
             let mut taken = false;
-            for f in frames {
+            for e in packets {
                 if taken {
                     // Remaining fragments of a medium whose first replayed one matched.
-                    self.process_frame(now, pid, &f);
+                    self.process_packet(now, pid, &e.packet, e.payload);
                 } else {
-                    taken = self.process_frame(now, pid, &f);
+                    taken = self.process_packet(now, pid, &e.packet, e.payload);
                 }
             }
             if !taken {
                 return;
             }
         }
-    }
-
-    /// Processes an in-order frame (or a fragment of a partial medium). Returns whether
-    /// a new message was taken at `next_match`.
-    fn process_frame(&mut self, now: Time, pid: PartnerId, frame: &Bytes) -> bool {
-        let Ok(d) = omx_wire::decode(frame, &self.partners[pid.0 as usize].wire) else {
-            return false;
-        };
-        let payload = frame.slice_ref(d.payload);
-        self.process_packet(now, pid, &d.packet, payload)
     }
 
     /// Takes an in-order packet (or a fragment of a partial medium). Returns whether a
@@ -734,7 +711,7 @@ impl Engine {
         self.complete_send(k, status);
         self.free_region(now, id);
         if self.cfg.wire.mode == WireMode::MxCompat
-            && self.partners[pid.0 as usize].reach == crate::local::Reach::Network
+            && self.partners[pid.0 as usize].reach == Reach::Network
             && self.partners[pid.0 as usize].partials.is_empty()
         {
             // MX before 1.2.5 needs this ack at once to finish its large receive; a
@@ -751,7 +728,7 @@ impl Engine {
         now: Time,
         src: NicId,
         packet: Packet,
-        frame: Bytes,
+        frame_len: usize,
         payload: Bytes,
     ) {
         let c = &mut self.counters;
@@ -815,7 +792,7 @@ impl Engine {
         let Some(pid) = self.admit(now, src, dst, src_ep, session, seq, piggy) else {
             return;
         };
-        self.sequence(now, pid, Seq(seq), frag, frame, &packet, payload);
+        self.sequence(now, pid, Seq(seq), frag, frame_len, &packet, payload);
     }
 
     pub(crate) fn on_truc(&mut self, now: Time, src: NicId, t: Truc) {

@@ -1,7 +1,8 @@
 //! Sending: class selection, sequence numbers, retransmission, acks and partner reset.
 
-use crate::engine::{request_mem, Engine, Region, Request, MAX_LARGE_SENDS};
+use crate::engine::{Engine, Region, MAX_LARGE_SENDS};
 use crate::partner::{SendRecord, SentPacket};
+use crate::requests::{Request, SendReq};
 use crate::seqnum::{Seq, MAX_IN_FLIGHT};
 use crate::slab::Key;
 use crate::transmit::Payload;
@@ -37,7 +38,7 @@ impl Engine {
     /// Whether a send of `len` bytes to `partner` (synchronous or not) goes eager, i.e.
     /// whether the caller must capture the data as [`SendData::Eager`].
     pub fn is_eager(&self, len: u32, sync: bool) -> bool {
-        !sync && len <= self.eager_limit(crate::local::Reach::Network, &self.cfg.wire)
+        !sync && len <= self.eager_limit(Reach::Network, &self.cfg.wire)
     }
 
     fn post_send(
@@ -56,7 +57,7 @@ impl Engine {
         let eager = !sync && data.len() <= self.eager_limit(p.reach, &p.wire);
         // To oneself a small message may also be passed as a region (copied straight
         // into a posted receive).
-        let region_ok = p.reach == crate::local::Reach::SelfEndpoint;
+        let region_ok = p.reach == Reach::SelfEndpoint;
         match (&data, eager) {
             (SendData::Region { .. }, true) if region_ok => {}
             (SendData::Eager(_), false) => {
@@ -94,16 +95,12 @@ impl Engine {
             .get(partner.0 as usize)
             .ok_or(EngineError::UnknownPartner)?;
         let no_session = p.session.is_none();
-        let req = crate::onesided::flagged_send(
-            partner,
-            match_info,
-            data,
-            context,
-            self.cfg.resends_max,
+        let req = SendReq {
             flags,
             base,
             internal,
-        );
+            ..SendReq::new(partner, match_info, data, context, self.cfg.resends_max)
+        };
         let k = self.requests.insert(Request::Send(req));
         if no_session {
             // Reset or never connected: fail like MX does for a dead partner.
@@ -163,7 +160,7 @@ impl Engine {
         let Some(Request::Send(s)) = self.requests.get(k) else {
             return;
         };
-        if self.partners[s.partner.0 as usize].reach != crate::local::Reach::Network {
+        if self.partners[s.partner.0 as usize].reach != Reach::Network {
             self.start_local_send(now, k);
             return;
         }
@@ -331,7 +328,7 @@ impl Engine {
         if let Some(r) = self.requests.remove(k) {
             let internal = matches!(&r, Request::Send(s) if s.internal);
             if !internal {
-                let mem = request_mem(&r);
+                let mem = r.lent_mem();
                 self.complete_with(k, RequestKind::Send, status, mem);
             }
         }
@@ -370,10 +367,21 @@ impl Engine {
                 }
             }
             if !s.internal {
-                let mem = request_mem(&Request::Send(s));
+                let mem = Request::Send(s).lent_mem();
                 self.complete_with(k, RequestKind::Send, status, mem);
             }
         }
+    }
+
+    /// Resends the oldest unacked record of a partner now (fast retransmit, partial ack
+    /// in recovery, or timeout): it counts as resent from `now`.
+    fn resend_front(&mut self, now: Time, pid: PartnerId) {
+        let Some(front) = self.partners[pid.0 as usize].unacked.front_mut() else {
+            return;
+        };
+        front.resends += 1;
+        front.last_send = now;
+        self.transmit_record(pid, 0);
     }
 
     /// (Re)encodes the record at `idx` of the partner's queue with a fresh piggyback.
@@ -532,11 +540,8 @@ impl Engine {
             if upto == point || point.before(upto) {
                 p.recovery = None;
             } else if p.unacked.front().is_some_and(|r| r.last_send <= started) {
-                let front = p.unacked.front_mut().expect("checked");
-                front.resends += 1;
-                front.last_send = now;
                 self.counters.fast_retransmits += 1;
-                self.transmit_record(pid, 0);
+                self.resend_front(now, pid);
             }
         }
         self.release_throttled(now, pid);
@@ -572,11 +577,8 @@ impl Engine {
             return;
         }
         p.dup_acks = 0;
-        let rec = p.unacked.front_mut().expect("checked");
-        rec.resends += 1;
-        rec.last_send = now;
         self.counters.fast_retransmits += 1;
-        self.transmit_record(pid, 0);
+        self.resend_front(now, pid);
         self.enter_recovery(now, pid);
     }
 
@@ -651,14 +653,11 @@ impl Engine {
             } else if since + rto > now {
                 next = Some(since + rto);
             } else {
-                let front = p.unacked.front_mut().expect("checked");
-                front.resends += 1;
-                front.last_send = now;
                 p.rtt.back_off();
                 let rearm = p.rto(&self.cfg);
                 self.counters.resends += 1;
                 self.counters.rto_timeouts += 1;
-                self.transmit_record(pid, 0);
+                self.resend_front(now, pid);
                 self.enter_recovery(now, pid);
                 next = Some(now + rearm);
             }
