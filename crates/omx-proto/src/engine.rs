@@ -3,13 +3,16 @@
 
 use crate::config::EngineConfig;
 use crate::counters::Counters;
+use crate::outputs::Outputs;
 use crate::partner::Partner;
 use crate::peers::PeerTable;
 use crate::pull::Pull;
+use crate::regions::Regions;
 use crate::requests::Request;
 use crate::slab::{Key, Slab};
 use crate::transmit::{Payload, Transmit, MAX_HEADER_LEN};
 use crate::types::*;
+use crate::unexpected::UnexpectedQueue;
 use bytes::Bytes;
 use omx_wire::{DecodeError, DropReason, Header, Packet};
 use rustc_hash::FxHashMap as HashMap;
@@ -24,52 +27,6 @@ pub struct EndpointParams {
     pub session: u32,
     /// Application key that connecting peers must present.
     pub key: u32,
-}
-
-pub(crate) enum UnexpBody {
-    Eager {
-        chunks: Vec<(u32, Bytes)>,
-        complete: bool,
-    },
-    Rndv {
-        rdma_id: u8,
-        rdma_seq: u8,
-        rdma_offset: u16,
-    },
-}
-
-pub(crate) struct Unexpected {
-    pub partner: PartnerId,
-    pub match_info: u64,
-    pub msg_length: u32,
-    pub body: UnexpBody,
-    /// Bytes charged against the unexpected-queue budget.
-    pub charged: usize,
-    /// Waiting for the application's unexpected handler: invisible to matching.
-    pub pending: bool,
-}
-
-/// An unmatched message offered to the application's unexpected handler before it is
-/// stored (MX `mx_register_unexp_handler`).
-#[derive(Clone, Debug)]
-pub struct UnexpectedInfo {
-    pub id: u64,
-    pub source: PartnerId,
-    pub match_info: u64,
-    pub msg_length: u32,
-    /// The whole payload, when it is already at hand (one-frame messages).
-    pub data: Option<Bytes>,
-}
-
-/// A registered send buffer that remote pullers may read.
-pub(crate) struct Region {
-    pub handle: MemHandle,
-    pub len: u32,
-    /// Offset of the region's data in `handle` (one-sided replies read from the middle
-    /// of an exposed buffer).
-    pub base: u64,
-    pub req: Key,
-    pub use_seq: u8,
 }
 
 /// Loss-recovery state of one partner (see [`Engine::path_stats`]); times in ns.
@@ -128,30 +85,17 @@ pub struct Engine {
     pub(crate) evict_queue: VecDeque<u32>,
     pub(crate) requests: Slab<Request>,
     pub(crate) posted: VecDeque<Key>,
-    pub(crate) unexp: Slab<Unexpected>,
-    pub(crate) unexp_order: VecDeque<Key>,
-    pub(crate) unexp_bytes: usize,
+    pub(crate) unexp: UnexpectedQueue,
     pub(crate) early_bytes: usize,
-    pub(crate) regions: Vec<Option<Region>>,
-    pub(crate) region_use: [u8; 256],
-    pub(crate) regions_used: usize,
-    pub(crate) region_waitq: VecDeque<Key>,
+    pub(crate) regions: Regions,
     pub(crate) pulls: Slab<Pull>,
     pub(crate) pull_waitq: VecDeque<Key>,
-    /// Copies in flight and the receive each belongs to (ids are slab keys).
-    pub(crate) copies: Slab<Key>,
-    pub(crate) out: VecDeque<Transmit>,
-    pub(crate) completions: VecDeque<Completion>,
-    pub(crate) copy_ops: VecDeque<CopyOp>,
+    pub(crate) outputs: Outputs,
     pub(crate) zombies: usize,
-    pub(crate) unexp_hook: bool,
-    pub(crate) unexp_events: VecDeque<Key>,
     pub(crate) exposed: Vec<crate::onesided::Exposed>,
     /// Pending one-sided gets by wire id.
     pub(crate) gets: HashMap<u32, Key>,
     pub(crate) next_get: u32,
-    pub(crate) local_out: VecDeque<crate::local::LocalSend>,
-    pub(crate) local_pulls: VecDeque<crate::local::LocalPull>,
     pub(crate) lpulls: Slab<crate::local::LocalPullState>,
     /// A message to oneself is being delivered: the unexpected budget does not apply
     /// (there is no sender to slow down).
@@ -159,12 +103,8 @@ pub struct Engine {
     pub counters: Counters,
 }
 
-/// Concurrent rendezvous sends per endpoint (half the 8-bit region id space, as MX).
-pub(crate) const MAX_LARGE_SENDS: usize = 128;
 /// Pull handles per endpoint (10 bits of the wire handle).
 pub(crate) const MAX_PULLS: usize = 1024;
-/// The original starts every region's use counter here.
-const REGION_USE_INIT: u8 = 23;
 
 impl Engine {
     pub fn new(cfg: EngineConfig, me: EndpointParams, peers: PeerTable) -> Self {
@@ -179,28 +119,16 @@ impl Engine {
             evict_queue: VecDeque::new(),
             requests: Slab::default(),
             posted: VecDeque::new(),
-            unexp: Slab::default(),
-            unexp_order: VecDeque::new(),
-            unexp_bytes: 0,
+            unexp: UnexpectedQueue::default(),
             early_bytes: 0,
-            regions: (0..256).map(|_| None).collect(),
-            region_use: [REGION_USE_INIT; 256],
-            regions_used: 0,
-            region_waitq: VecDeque::new(),
+            regions: Regions::default(),
             pulls: Slab::default(),
             pull_waitq: VecDeque::new(),
-            copies: Slab::default(),
-            out: VecDeque::new(),
-            completions: VecDeque::new(),
-            copy_ops: VecDeque::new(),
+            outputs: Outputs::default(),
             zombies: 0,
-            unexp_hook: false,
-            unexp_events: VecDeque::new(),
             exposed: Vec::new(),
             gets: HashMap::default(),
             next_get: 1,
-            local_out: VecDeque::new(),
-            local_pulls: VecDeque::new(),
             lpulls: Slab::default(),
             self_delivery: false,
             counters: Counters::default(),
@@ -250,52 +178,46 @@ impl Engine {
     }
 
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.out.pop_front()
+        self.outputs.pop_transmit()
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        self.completions.pop_front()
+        self.outputs.pop_completion()
     }
 
     pub fn poll_copy(&mut self) -> Option<CopyOp> {
-        self.copy_ops.pop_front()
+        self.outputs.pop_copy()
     }
 
     /// Whether the engine has output other than completions (frames, copies, local
     /// messages or pulls to execute).
     pub fn has_output_besides_completions(&self) -> bool {
-        !self.out.is_empty()
-            || !self.copy_ops.is_empty()
-            || !self.local_out.is_empty()
-            || !self.local_pulls.is_empty()
+        self.outputs.has_work()
     }
 
     pub fn has_output(&self) -> bool {
-        !self.out.is_empty()
-            || !self.completions.is_empty()
-            || !self.copy_ops.is_empty()
-            || !self.local_out.is_empty()
-            || !self.local_pulls.is_empty()
+        self.outputs.has_work() || self.outputs.completions_queued()
     }
 
     pub fn stats(&self) -> QueueStats {
+        let (transmits, completions, copies, local_out) = self.outputs.lens();
         QueueStats {
             requests: self.requests.len(),
             posted_recvs: self.posted.len(),
             unexpected: self.unexp.len(),
-            unexpected_bytes: self.unexp_bytes,
+            unexpected_bytes: self.unexp.bytes(),
             early_bytes: self.early_bytes,
             unacked: self.partners.iter().map(|p| p.unacked.len()).sum(),
             throttled: self.partners.iter().map(|p| p.throttled.len()).sum(),
             partials: self.partners.iter().map(|p| p.partials.len()).sum(),
             pulls: self.pulls.len(),
-            regions: self.regions_used,
-            copies: self.copies.len(),
+            regions: self.regions.len(),
+            copies,
             zombies: self.zombies,
-            transmits: self.out.len(),
-            completions: self.completions.len(),
+            transmits,
+            completions,
             local_pulls: self.lpulls.len(),
-            local_out: self.local_out.len(),
+            local_out,
             partners: self.partners.len(),
         }
     }
@@ -456,7 +378,7 @@ impl Engine {
                     buf[omx_wire::COMMON_HEADER_LEN] |= omx_wire::LATENCY_FLAG;
                 }
                 let t = Transmit::new(buf, n, payload, packet.packet_type(), urgent);
-                self.out.push_back(t);
+                self.outputs.transmit(t);
             }
             // Only reachable through a field that does not fit the wire mode; the callers
             // validate lengths against the mode, so this is a bug worth surfacing in tests.
@@ -475,7 +397,7 @@ impl Engine {
         status: Status,
         mem: Option<MemHandle>,
     ) {
-        self.completions.push_back(Completion {
+        self.outputs.complete(Completion {
             req: ReqId(req.0),
             kind,
             status,
@@ -488,14 +410,7 @@ impl Engine {
             Some(Request::Recv(r)) => r.active.as_ref().map_or(0, |a| a.msg_length),
             _ => 0,
         };
-        let id = CopyId(self.copies.insert(req).0);
-        self.copy_ops.push_back(CopyOp {
-            id,
-            src,
-            dst,
-            dst_offset,
-            msg_length,
-        });
+        self.outputs.copy(req, src, dst, dst_offset, msg_length);
     }
 
     /// A posted request not completed yet: its kind, its context, and for a send
@@ -514,7 +429,7 @@ impl Engine {
 
     /// The runtime finished a copy action.
     pub fn copy_done(&mut self, now: Time, id: CopyId) {
-        let Some(req) = self.copies.remove(Key(id.0)) else {
+        let Some(req) = self.outputs.copy_done(id) else {
             return;
         };
         if let Some(Request::Recv(r)) = self.requests.get_mut(req) {

@@ -323,11 +323,11 @@ impl Engine {
     }
 
     pub fn poll_local(&mut self) -> Option<LocalSend> {
-        self.local_out.pop_front()
+        self.outputs.pop_local()
     }
 
     pub fn poll_local_pull(&mut self) -> Option<LocalPull> {
-        self.local_pulls.pop_front()
+        self.outputs.pop_local_pull()
     }
 
     /// Sends the first (and only) message of a send to a local partner.
@@ -379,7 +379,7 @@ impl Engine {
     /// Queues a local message, or serves it at once when it is for this endpoint.
     pub(crate) fn emit_local(&mut self, now: Time, pid: PartnerId, msg: LocalMsg) {
         if self.reach(pid) != Reach::SelfEndpoint {
-            self.local_out.push_back(LocalSend { partner: pid, msg });
+            self.outputs.local(LocalSend { partner: pid, msg });
             return;
         }
         // The self partner never refuses its own memory: no pushes.
@@ -498,8 +498,8 @@ impl Engine {
     pub fn local_direct_ok(&self, partner: PartnerId, len: u32, sync: bool) -> bool {
         !sync
             && len <= self.eager_limit(Reach::Shared, &self.cfg.wire)
-            && self.local_out.is_empty()
-            && self.region_waitq.is_empty()
+            && !self.outputs.local_queued()
+            && self.regions.nobody_waits()
             && self
                 .partners
                 .get(partner.0 as usize)
@@ -581,8 +581,8 @@ impl Engine {
             },
             mem: Some(handle),
         };
-        if !self.completions.is_empty() {
-            self.completions.push_back(c);
+        if self.outputs.completions_queued() {
+            self.outputs.complete(c);
             return Some((handle, base, xfer, None));
         }
         Some((handle, base, xfer, Some(c)))
@@ -598,7 +598,7 @@ impl Engine {
         len: u32,
         cookie: u64,
     ) {
-        let ok = self.regions[region as usize].as_ref().and_then(|r| {
+        let ok = self.regions.get(region as usize).and_then(|r| {
             let owner_ok =
                 matches!(self.requests.get(r.req), Some(Request::Send(s)) if s.partner == pid);
             let in_range = (offset as u64 + len as u64) <= r.len as u64;
@@ -609,7 +609,7 @@ impl Engine {
             return;
         };
         self.counters.send_local_push += 1;
-        self.local_out.push_back(LocalSend {
+        self.outputs.local(LocalSend {
             partner: pid,
             msg: LocalMsg::Push {
                 cookie,
@@ -636,7 +636,7 @@ impl Engine {
             self.try_finish_recv(now, k);
             return true;
         }
-        let body = || crate::engine::UnexpBody::Eager {
+        let body = || crate::unexpected::UnexpBody::Eager {
             chunks: vec![(0, data.clone())],
             complete: true,
         };
@@ -664,8 +664,9 @@ impl Engine {
         let remote = self.partner(pid).local_regions.remove(&(rdma_id, rdma_seq));
         let src = match self.reach(pid) {
             Reach::SelfEndpoint => {
-                let own = self.regions[rdma_id as usize]
-                    .as_ref()
+                let own = self
+                    .regions
+                    .get(rdma_id as usize)
                     .filter(|r| r.use_seq == rdma_seq)
                     .map(|r| (r.handle, r.base));
                 own.map(|(h, b)| (PullSrc::Own(h), b))
@@ -708,7 +709,7 @@ impl Engine {
             self.request_push(lk);
             return;
         }
-        self.local_pulls.push_back(LocalPull {
+        self.outputs.local_pull(LocalPull {
             id: CopyId(lk.0),
             src,
             src_offset: src_base,
@@ -725,7 +726,7 @@ impl Engine {
         let (pid, region, use_seq, offset, len) =
             (st.partner, st.region, st.use_seq, st.offset, st.xfer);
         self.counters.send_local_pull_req += 1;
-        self.local_out.push_back(LocalSend {
+        self.outputs.local(LocalSend {
             partner: pid,
             msg: LocalMsg::PullReq {
                 region,

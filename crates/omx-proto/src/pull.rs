@@ -770,10 +770,7 @@ impl Engine {
         let Some(pid) = self.known_partner(now, src, p.src_endpoint) else {
             return;
         };
-        let region = self
-            .regions
-            .get(p.pulled_rdma_id as usize)
-            .and_then(|r| r.as_ref());
+        let region = self.regions.get(p.pulled_rdma_id as usize);
         // A region is readable only by the partner its rendezvous was sent to.
         let region = region.filter(
             |r| matches!(self.requests.get(r.req), Some(Request::Send(s)) if s.partner == pid),

@@ -1,12 +1,13 @@
 //! Receiving: in-order delivery per partner, matching, unexpected messages, acks, nacks.
 
-use crate::engine::{Engine, UnexpBody, Unexpected, UnexpectedInfo};
+use crate::engine::Engine;
 use crate::partner::{EarlyPacket, PartialMedium, PartialTarget};
 use crate::requests::{ActiveRecv, RecvReq, Request};
 use crate::seqnum::Seq;
 use crate::slab::Key;
 use crate::transmit::Payload;
 use crate::types::*;
+use crate::unexpected::{UnexpBody, Unexpected, UnexpectedInfo};
 use bytes::Bytes;
 use omx_wire::{
     Header, Medium, Msg, NackLib, NackType, Notify, Packet, Rndv, Truc, WireMode, PEER_INDEX_NONE,
@@ -17,9 +18,6 @@ pub(crate) enum Placed {
     Recv(Key),
     Unexpected(Key),
 }
-
-/// Bytes charged to the unexpected budget for a rendezvous announcement.
-const RNDV_CHARGE: usize = 64;
 
 impl Engine {
     /// Posts a receive for messages whose match info satisfies `(m & mask) == match_info`.
@@ -40,16 +38,8 @@ impl Engine {
         let k = self.requests.insert(Request::Recv(RecvReq::new(
             match_info, mask, handle, len, context,
         )));
-        let found = self.unexp_order.iter().position(|&u| {
-            self.unexp
-                .get(u)
-                .is_some_and(|u| !u.pending && u.match_info & mask == match_info)
-        });
-        match found {
-            Some(pos) => {
-                let u = self.unexp_order.remove(pos).expect("position found");
-                self.bind_unexpected(now, k, u);
-            }
+        match self.unexp.take_match(match_info, mask) {
+            Some(u) => self.bind_unexpected(now, k, u),
             None => self.posted.push_back(k),
         }
         Ok(ReqId(k.0))
@@ -67,34 +57,16 @@ impl Engine {
     /// unexpected message waits in [`Engine::poll_unexpected`] for
     /// [`Engine::resolve_unexpected`] before it can be matched.
     pub fn set_unexpected_hook(&mut self, on: bool) {
-        self.unexp_hook = on;
+        self.unexp.set_hook(on);
     }
 
     pub fn unexpected_hook(&self) -> bool {
-        self.unexp_hook
+        self.unexp.hook()
     }
 
     /// The next message the unexpected handler must see.
     pub fn poll_unexpected(&mut self) -> Option<UnexpectedInfo> {
-        while let Some(u) = self.unexp_events.pop_front() {
-            let Some(x) = self.unexp.get(u) else { continue };
-            let data = match &x.body {
-                UnexpBody::Eager {
-                    chunks,
-                    complete: true,
-                } if chunks.len() == 1 && chunks[0].0 == 0 => Some(chunks[0].1.clone()),
-                UnexpBody::Eager { .. } if x.msg_length == 0 => Some(Bytes::new()),
-                _ => None,
-            };
-            return Some(UnexpectedInfo {
-                id: u.0,
-                source: x.partner,
-                match_info: x.match_info,
-                msg_length: x.msg_length,
-                data,
-            });
-        }
-        None
+        self.unexp.poll_event()
     }
 
     /// The handler's verdict: `discard` drops the message (a rendezvous sender is told
@@ -102,15 +74,11 @@ impl Engine {
     /// handler) or stays unexpected.
     pub fn resolve_unexpected(&mut self, now: Time, id: u64, discard: bool) {
         let u = Key(id);
-        let Some(x) = self.unexp.get_mut(u) else {
+        let Some((pid, match_info)) = self.unexp.resolve(u) else {
             return;
         };
-        x.pending = false;
-        let (pid, match_info) = (x.partner, x.match_info);
         if discard {
-            let x = self.unexp.remove(u).expect("present");
-            self.unexp_bytes -= x.charged;
-            self.unexp_order.retain(|&y| y != u);
+            let x = self.unexp.discard(u).expect("present");
             if let UnexpBody::Rndv {
                 rdma_id, rdma_seq, ..
             } = x.body
@@ -120,7 +88,7 @@ impl Engine {
             return;
         }
         if let Some(k) = self.match_posted(match_info) {
-            self.unexp_order.retain(|&y| y != u);
+            self.unexp.unlink(u);
             self.bind_unexpected(now, k, u);
         }
     }
@@ -151,26 +119,20 @@ impl Engine {
     /// Looks for an unexpected message matching `(m & mask) == match_info` without
     /// consuming it.
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
-        self.unexp_order
-            .iter()
-            .filter_map(|&u| self.unexp.get(u))
-            .find_map(|u| {
-                (!u.pending && u.match_info & mask == match_info).then_some(Status {
-                    code: StatusCode::Success,
-                    source: Some(u.partner),
-                    match_info: u.match_info,
-                    msg_length: u.msg_length,
-                    xfer_length: u.msg_length,
-                    context: 0,
-                })
-            })
+        self.unexp.probe(match_info, mask).map(|u| Status {
+            code: StatusCode::Success,
+            source: Some(u.partner),
+            match_info: u.match_info,
+            msg_length: u.msg_length,
+            xfer_length: u.msg_length,
+            context: 0,
+        })
     }
 
     fn bind_unexpected(&mut self, now: Time, k: Key, u: Key) {
         let Some(un) = self.unexp.remove(u) else {
             return;
         };
-        self.unexp_bytes -= un.charged;
         self.activate(k, un.partner, Some(un.match_info), un.msg_length);
         match un.body {
             UnexpBody::Eager { chunks, complete } => {
@@ -271,14 +233,7 @@ impl Engine {
         a.code = code;
         a.data_done = true;
         a.copies_pending = 0;
-        let stale: Vec<Key> = self
-            .copies
-            .keys()
-            .filter(|&c| self.copies.get(c) == Some(&k))
-            .collect();
-        for c in stale {
-            self.copies.remove(c);
-        }
+        self.outputs.forget_copies_of(k);
         self.try_finish_recv(0, k);
     }
 
@@ -318,51 +273,22 @@ impl Engine {
             return Some(Placed::Recv(k));
         }
         // Built only for an unexpected message: a posted receive takes the data as is.
-        let body = body();
-        let charged = match body {
-            UnexpBody::Eager { .. } => msg_length as usize,
-            UnexpBody::Rndv { .. } => RNDV_CHARGE,
-        };
-        if self.unexp_bytes + charged > self.cfg.unexp_max_bytes && !self.self_delivery {
+        let (max, unbounded) = (self.cfg.unexp_max_bytes, self.self_delivery);
+        let Some(u) = self
+            .unexp
+            .push(pid, match_info, msg_length, body(), max, unbounded)
+        else {
             self.counters.drop_unexp_full += 1;
             return None;
-        }
-        self.unexp_bytes += charged;
-        let pending = self.unexp_hook;
-        let u = self.unexp.insert(Unexpected {
-            partner: pid,
-            match_info,
-            msg_length,
-            body,
-            charged,
-            pending,
-        });
-        self.unexp_order.push_back(u);
-        if pending {
-            self.unexp_events.push_back(u);
-        }
+        };
         Some(Placed::Unexpected(u))
-    }
-
-    pub(crate) fn drop_unexpected_from(&mut self, pid: PartnerId) {
-        let keys: Vec<Key> = self.unexp_order.iter().copied().collect();
-        for u in keys {
-            if self.unexp.get(u).is_some_and(|x| x.partner == pid) {
-                let x = self.unexp.remove(u).expect("checked");
-                self.unexp_bytes -= x.charged;
-                self.unexp_order.retain(|&y| y != u);
-            }
-        }
     }
 
     pub(crate) fn abort_partial(&mut self, _now: Time, part: PartialMedium, code: StatusCode) {
         match part.target {
             PartialTarget::Recv(k) => self.fail_recv(k, code),
             PartialTarget::Unexpected(u) => {
-                if let Some(x) = self.unexp.remove(u) {
-                    self.unexp_bytes -= x.charged;
-                    self.unexp_order.retain(|&y| y != u);
-                }
+                self.unexp.discard(u);
             }
         }
     }
@@ -679,7 +605,7 @@ impl Engine {
 
     pub(crate) fn take_notify(&mut self, now: Time, pid: PartnerId, n: Notify) {
         let id = n.pulled_rdma_id;
-        let owner = match self.regions[id as usize].as_ref() {
+        let owner = match self.regions.get(id as usize) {
             Some(r) if r.use_seq == n.pulled_rdma_seqnum => Some(r.req),
             _ => None,
         };
@@ -838,7 +764,7 @@ impl Engine {
         // An unacked packet, or the announcement of a rendezvous that waits for its
         // notify (re-sent as a liveness probe after its ack): the endpoint is gone.
         let probed = || {
-            self.regions.iter().flatten().any(|r| {
+            self.regions.iter().any(|r| {
                 matches!(self.requests.get(r.req), Some(Request::Send(s))
                     if s.partner == pid && s.rndv.is_some_and(|(q, _)| q.0 == n.lib_seqnum))
             })

@@ -1,6 +1,6 @@
 //! Sending: class selection, sequence numbers, retransmission, acks and partner reset.
 
-use crate::engine::{Engine, Region, MAX_LARGE_SENDS};
+use crate::engine::Engine;
 use crate::partner::{SendRecord, SentPacket};
 use crate::requests::{Request, SendReq};
 use crate::seqnum::{Seq, MAX_IN_FLIGHT};
@@ -144,12 +144,12 @@ impl Engine {
         };
         // Messages to one partner leave in order: behind a large send that waits for a
         // free region, later sends wait too.
-        let waiting_before = !self.region_waitq.is_empty()
-            && self.region_waitq.iter().any(|&w| {
+        let waiting_before = !self.regions.nobody_waits()
+            && self.regions.waiting().any(|w| {
                 matches!(self.requests.get(w), Some(Request::Send(x)) if x.partner == s.partner)
             });
         if waiting_before {
-            self.region_waitq.push_back(k);
+            self.regions.wait(k);
             return;
         }
         self.begin_send(now, k);
@@ -267,59 +267,34 @@ impl Engine {
         len: u32,
         base: u64,
     ) -> Option<(u8, u8)> {
-        let Some(id) = self.alloc_region(handle, len, base, k) else {
-            self.region_waitq.push_back(k);
+        let Some((id, use_seq)) = self.regions.alloc(handle, len, base, k) else {
+            self.regions.wait(k);
             return None;
         };
-        let use_seq = self.regions[id as usize].as_ref().map_or(0, |r| r.use_seq);
         if let Some(Request::Send(s)) = self.requests.get_mut(k) {
             s.large = Some((id, use_seq));
         }
         Some((id, use_seq))
     }
 
-    fn alloc_region(&mut self, handle: MemHandle, len: u32, base: u64, req: Key) -> Option<u8> {
-        if self.regions_used >= MAX_LARGE_SENDS {
-            return None;
-        }
-        let id = self.regions.iter().position(|r| r.is_none())?;
-        self.regions_used += 1;
-        let use_seq = self.region_use[id];
-        self.region_use[id] = use_seq.wrapping_add(1);
-        self.regions[id] = Some(Region {
-            handle,
-            len,
-            base,
-            req,
-            use_seq,
-        });
-        Some(id as u8)
-    }
-
     pub(crate) fn free_region(&mut self, now: Time, id: u8) {
-        self.drop_region(id);
+        self.regions.release(id);
         self.start_waiting_sends(now);
     }
 
     /// Starts the sends that waited for a region, in order, until a large one finds
     /// none free.
     fn start_waiting_sends(&mut self, now: Time) {
-        while let Some(&k) = self.region_waitq.front() {
+        while let Some(k) = self.regions.next_waiting() {
             let large = matches!(
                 self.requests.get(k),
                 Some(Request::Send(s)) if matches!(s.data, SendData::Region { .. })
             );
-            if large && self.regions_used >= MAX_LARGE_SENDS {
+            if large && self.regions.is_full() {
                 return;
             }
-            self.region_waitq.pop_front();
+            self.regions.pop_waiting();
             self.begin_send(now, k);
-        }
-    }
-
-    fn drop_region(&mut self, id: u8) {
-        if self.regions[id as usize].take().is_some() {
-            self.regions_used -= 1;
         }
     }
 
@@ -359,12 +334,7 @@ impl Engine {
         let status = self.send_status(k, code, 0);
         if let Some(Request::Send(s)) = self.requests.remove(k) {
             if let Some((id, _)) = s.large {
-                if self.regions[id as usize]
-                    .as_ref()
-                    .is_some_and(|r| r.req == k)
-                {
-                    self.drop_region(id);
-                }
+                self.regions.release_if_held_by(id, k);
             }
             if !s.internal {
                 let mem = Request::Send(s).lent_mem();
@@ -710,7 +680,6 @@ impl Engine {
         let waiting: Vec<(Seq, Rndv, u32)> = self
             .regions
             .iter()
-            .flatten()
             .filter_map(|r| match self.requests.get(r.req) {
                 Some(Request::Send(s)) if s.partner == pid => {
                     s.rndv.map(|(q, p)| (q, p, s.resends_max))
@@ -780,7 +749,6 @@ impl Engine {
         let large: Vec<Key> = self
             .regions
             .iter()
-            .flatten()
             .map(|r| r.req)
             .filter(|&k| matches!(self.requests.get(k), Some(Request::Send(s)) if s.partner == pid))
             .collect();
@@ -793,11 +761,11 @@ impl Engine {
         self.abort_pulls_from(now, pid, code);
         self.abort_local_pulls_from(pid, code);
         self.partner(pid).local_regions.clear();
-        self.drop_unexpected_from(pid);
-        let waiting: Vec<Key> = self.region_waitq.iter().copied().collect();
+        self.unexp.drop_from(pid);
+        let waiting: Vec<Key> = self.regions.waiting().collect();
         for k in waiting {
             if matches!(self.requests.get(k), Some(Request::Send(s)) if s.partner == pid) {
-                self.region_waitq.retain(|&x| x != k);
+                self.regions.stop_waiting(k);
                 self.fail_send(k, code);
             }
         }
