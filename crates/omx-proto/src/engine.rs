@@ -4,7 +4,7 @@
 use crate::config::EngineConfig;
 use crate::counters::Counters;
 use crate::outputs::Outputs;
-use crate::partner::Partner;
+use crate::partner::{Partner, PartnerTable};
 use crate::peers::PeerTable;
 use crate::pull::Pull;
 use crate::regions::Regions;
@@ -73,16 +73,12 @@ pub struct Engine {
     pub(crate) me: EndpointParams,
     pub(crate) mac: [u8; 6],
     pub(crate) peers: PeerTable,
-    pub(crate) partners: Vec<Partner>,
+    pub(crate) partners: PartnerTable,
     /// No deadline (acks, resends, pull blocks) is earlier than this; `Time::MAX` when
     /// none is armed. Lowered wherever a deadline is armed, set back to the exact
     /// earliest one by `handle_timeout`: `poll_timeout`, asked on every progress pass,
     /// is O(1) instead of a scan of every partner and pull.
     pub(crate) deadline_hint: Time,
-    pub(crate) partner_by_addr: HashMap<(NicId, u8), PartnerId>,
-    /// Evictable partners, oldest first (entries that stopped being evictable are
-    /// skipped when met): eviction costs O(1) amortized under a connect flood.
-    pub(crate) evict_queue: VecDeque<u32>,
     pub(crate) requests: Slab<Request>,
     pub(crate) posted: VecDeque<Key>,
     pub(crate) unexp: UnexpectedQueue,
@@ -113,10 +109,8 @@ impl Engine {
             cfg,
             me,
             peers,
-            partners: Vec::new(),
+            partners: PartnerTable::default(),
             deadline_hint: Time::MAX,
-            partner_by_addr: HashMap::default(),
-            evict_queue: VecDeque::new(),
             requests: Slab::default(),
             posted: VecDeque::new(),
             unexp: UnexpectedQueue::default(),
@@ -173,7 +167,7 @@ impl Engine {
     /// Remote board, endpoint index and session of a partner.
     pub fn partner_addr(&self, id: PartnerId) -> Option<(NicId, u8, Option<u32>)> {
         self.partners
-            .get(id.0 as usize)
+            .get(id)
             .map(|p| (p.nic_id, p.endpoint, p.session))
     }
 
@@ -241,19 +235,15 @@ impl Engine {
 
     /// Finds or creates the partner for a remote endpoint on a known peer.
     pub(crate) fn partner_for(&mut self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
-        if let Some(&id) = self.partner_by_addr.get(&(nic_id, endpoint)) {
+        if let Some(id) = self.partners.lookup(nic_id, endpoint) {
             return Some(id);
         }
         let peer_index = self.peers.index_of(nic_id)?;
-        let id = PartnerId(self.partners.len() as u32);
-        self.partners.push(Partner::new(
-            nic_id,
-            endpoint,
-            peer_index,
-            self.unagreed_wire(),
-        ));
-        self.partner_by_addr.insert((nic_id, endpoint), id);
-        Some(id)
+        let wire = self.unagreed_wire();
+        Some(
+            self.partners
+                .add(Partner::new(nic_id, endpoint, peer_index, wire)),
+        )
     }
 
     /// The partner for a connect request from a remote endpoint. A new one is created
@@ -266,7 +256,7 @@ impl Engine {
         nic_id: NicId,
         endpoint: u8,
     ) -> Option<PartnerId> {
-        if let Some(&id) = self.partner_by_addr.get(&(nic_id, endpoint)) {
+        if let Some(id) = self.partners.lookup(nic_id, endpoint) {
             return Some(id);
         }
         if self.partners.len() < self.cfg.partners_max {
@@ -274,39 +264,17 @@ impl Engine {
             let p = self.partner(id);
             p.evictable = true;
             p.last_heard = now;
-            self.evict_queue.push_back(id.0);
+            self.partners.queue_evictable(id);
             return Some(id);
         }
         let peer_index = self.peers.index_of(nic_id)?;
-        // The oldest partner that is still evictable; the others leave the queue.
-        let mut victim = None;
-        for _ in 0..self.evict_queue.len() {
-            let Some(i) = self.evict_queue.pop_front() else {
-                break;
-            };
-            let p = &self.partners[i as usize];
-            if !p.evictable {
-                continue;
-            }
-            if p.is_idle() {
-                victim = Some(i as usize);
-                break;
-            }
-            self.evict_queue.push_back(i);
-        }
-        let Some(i) = victim else {
-            self.counters.drop_partner_full += 1;
-            return None;
-        };
-        let old = &self.partners[i];
-        self.partner_by_addr.remove(&(old.nic_id, old.endpoint));
         let mut p = Partner::new(nic_id, endpoint, peer_index, self.unagreed_wire());
         p.evictable = true;
         p.last_heard = now;
-        self.partners[i] = p;
-        let id = PartnerId(i as u32);
-        self.partner_by_addr.insert((nic_id, endpoint), id);
-        self.evict_queue.push_back(id.0);
+        let Some(id) = self.partners.replace_oldest_evictable(p) else {
+            self.counters.drop_partner_full += 1;
+            return None;
+        };
         self.counters.partner_evicted += 1;
         Some(id)
     }
@@ -321,18 +289,15 @@ impl Engine {
     /// connect. Bundles to it must not exceed it.
     pub fn frame_limit(&self, dst_mac: [u8; 6], endpoint: u8) -> usize {
         let wire = self
-            .partner_by_addr
-            .get(&(nic_id_from_mac(dst_mac), endpoint))
-            .map_or_else(
-                || self.unagreed_wire(),
-                |id| self.partners[id.0 as usize].wire,
-            );
+            .partners
+            .lookup(nic_id_from_mac(dst_mac), endpoint)
+            .map_or_else(|| self.unagreed_wire(), |id| self.partners[id].wire);
         wire.mtu as usize + omx_wire::ETH_HEADER_LEN
     }
 
     /// The frame sizes agreed with a partner (see `Partner::wire`).
     pub fn partner_wire(&self, id: PartnerId) -> Option<omx_wire::WireConfig> {
-        self.partners.get(id.0 as usize).map(|p| p.wire)
+        self.partners.get(id).map(|p| p.wire)
     }
 
     /// The configuration to decode `frame` with: a medium fragment's offset and a pull
@@ -347,20 +312,20 @@ impl Engine {
         match sender {
             Some((mac, &endpoint)) if sized => {
                 let mac: [u8; 6] = mac.try_into().expect("6 bytes");
-                self.partner_by_addr
-                    .get(&(nic_id_from_mac(mac), endpoint))
-                    .map_or(self.cfg.wire, |id| self.partners[id.0 as usize].wire)
+                self.partners
+                    .lookup(nic_id_from_mac(mac), endpoint)
+                    .map_or(self.cfg.wire, |id| self.partners[id].wire)
             }
             _ => self.cfg.wire,
         }
     }
 
     pub(crate) fn partner(&mut self, id: PartnerId) -> &mut Partner {
-        &mut self.partners[id.0 as usize]
+        &mut self.partners[id]
     }
 
     pub(crate) fn header_to(&self, id: PartnerId) -> Header {
-        let p = &self.partners[id.0 as usize];
+        let p = &self.partners[id];
         Header {
             dst_mac: mac_from_nic_id(p.nic_id),
             src_mac: self.mac,
@@ -597,7 +562,7 @@ impl Engine {
             .flatten();
         let pulls = self.pulls.keys().filter_map(|k| {
             let pull = self.pulls.get(k)?;
-            pull.deadline(self.partners[pull.partner.0 as usize].pull_heard)
+            pull.deadline(self.partners[pull.partner].pull_heard)
         });
         partners.chain(pulls).min()
     }
@@ -605,10 +570,10 @@ impl Engine {
     pub fn handle_timeout(&mut self, now: Time) {
         for i in 0..self.partners.len() {
             let id = PartnerId(i as u32);
-            if self.partners[i].ack_deadline.is_some_and(|d| d <= now) {
+            if self.partners[id].ack_deadline.is_some_and(|d| d <= now) {
                 self.send_ack(id);
             }
-            if self.partners[i].resend_deadline.is_some_and(|d| d <= now) {
+            if self.partners[id].resend_deadline.is_some_and(|d| d <= now) {
                 self.resend_overdue(now, id);
             }
         }
@@ -619,8 +584,9 @@ impl Engine {
     /// Flushes pending delayed acks (endpoint close).
     pub fn flush_acks(&mut self) {
         for i in 0..self.partners.len() {
-            if self.partners[i].ack_deadline.is_some() {
-                self.send_ack(PartnerId(i as u32));
+            let id = PartnerId(i as u32);
+            if self.partners[id].ack_deadline.is_some() {
+                self.send_ack(id);
             }
         }
     }
@@ -649,9 +615,9 @@ impl Engine {
         src: NicId,
         endpoint: u8,
     ) -> Option<PartnerId> {
-        match self.partner_by_addr.get(&(src, endpoint)) {
-            Some(&id) if self.partners[id.0 as usize].session.is_some() => {
-                let p = &mut self.partners[id.0 as usize];
+        match self.partners.lookup(src, endpoint) {
+            Some(id) if self.partners[id].session.is_some() => {
+                let p = &mut self.partners[id];
                 p.last_heard = now;
                 p.probes = 0;
                 p.evictable = false;

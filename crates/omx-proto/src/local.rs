@@ -209,13 +209,13 @@ pub(crate) struct LocalPullState {
 impl Engine {
     /// The partner for a remote endpoint, if one exists.
     pub fn partner_of(&self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
-        self.partner_by_addr.get(&(nic_id, endpoint)).copied()
+        self.partners.lookup(nic_id, endpoint)
     }
 
     /// How `partner` is reached.
     pub fn reach(&self, partner: PartnerId) -> Reach {
         self.partners
-            .get(partner.0 as usize)
+            .get(partner)
             .map_or(Reach::Network, |p| p.reach)
     }
 
@@ -226,7 +226,7 @@ impl Engine {
     pub fn is_eager_to(&self, partner: PartnerId, match_info: u64, len: u32, sync: bool) -> bool {
         let reach = self.reach(partner);
         !sync
-            && len <= self.eager_limit(reach, &self.partners[partner.0 as usize].wire)
+            && len <= self.eager_limit(reach, &self.partners[partner].wire)
             && !(reach == Reach::SelfEndpoint && self.posted_position(match_info).is_some())
     }
 
@@ -274,22 +274,15 @@ impl Engine {
     /// session means the remote endpoint was reopened: what was pending with the old one
     /// fails.
     pub fn local_partner(&mut self, nic_id: NicId, endpoint: u8, session: u32) -> PartnerId {
-        let pid = match self.partner_by_addr.get(&(nic_id, endpoint)) {
-            Some(&id) => id,
+        let pid = match self.partners.lookup(nic_id, endpoint) {
+            Some(id) => id,
             None => {
                 let peer_index = self.peers.index_of(nic_id).unwrap_or(0);
-                let id = PartnerId(self.partners.len() as u32);
-                self.partners.push(crate::partner::Partner::new(
-                    nic_id,
-                    endpoint,
-                    peer_index,
-                    self.cfg.wire,
-                ));
-                self.partner_by_addr.insert((nic_id, endpoint), id);
-                id
+                let p = crate::partner::Partner::new(nic_id, endpoint, peer_index, self.cfg.wire);
+                self.partners.add(p)
             }
         };
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         if p.reach == Reach::Shared && p.session.is_some_and(|s| s != session) {
             self.reset_partner(0, pid, StatusCode::EndpointClosed);
         }
@@ -502,7 +495,7 @@ impl Engine {
             && self.regions.nobody_waits()
             && self
                 .partners
-                .get(partner.0 as usize)
+                .get(partner)
                 .is_some_and(|p| p.reach == Reach::Shared && p.session.is_some())
     }
 
@@ -705,7 +698,7 @@ impl Engine {
             xfer,
             pushed: 0,
         });
-        if self.partners[pid.0 as usize].no_cma {
+        if self.partners[pid].no_cma {
             self.request_push(lk);
             return;
         }
@@ -832,7 +825,7 @@ impl Engine {
         xfer: u32,
         flags: u8,
     ) {
-        if self.partners[pid.0 as usize].session.is_none() {
+        if self.partners[pid].session.is_none() {
             return;
         }
         self.counters.send_local_notify += 1;

@@ -112,7 +112,7 @@ impl Engine {
     ) -> Result<ReqId, EngineError> {
         self.native_only()?;
         self.partners
-            .get(partner.0 as usize)
+            .get(partner)
             .ok_or(EngineError::UnknownPartner)?;
         let id = self.next_get;
         self.next_get = self.next_get.wrapping_add(1).max(1);

@@ -4,7 +4,7 @@
 use crate::rtt::RttEstimator;
 use crate::seqnum::Seq;
 use crate::slab::Key;
-use crate::types::{NicId, Reach, Time};
+use crate::types::{NicId, PartnerId, Reach, Time};
 use bytes::Bytes;
 use omx_wire::{Medium, Msg, Notify, Packet, Rndv};
 use rustc_hash::FxHashMap as HashMap;
@@ -290,5 +290,90 @@ impl Partner {
 
     pub fn arm_resend(&mut self, at: Time) {
         self.resend_deadline = Some(self.resend_deadline.map_or(at, |d| d.min(at)));
+    }
+}
+
+/// The partners of an endpoint by id and by address, and the order in which the ones
+/// created by connect requests alone may be evicted.
+#[derive(Default)]
+pub(crate) struct PartnerTable {
+    list: Vec<Partner>,
+    by_addr: HashMap<(NicId, u8), PartnerId>,
+    /// Evictable partners, oldest first (entries that stopped being evictable are
+    /// skipped when met): eviction costs O(1) amortized under a connect flood.
+    evict_queue: VecDeque<u32>,
+}
+
+impl PartnerTable {
+    /// The partner for endpoint `endpoint` of board `nic_id`, if one exists.
+    pub fn lookup(&self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
+        self.by_addr.get(&(nic_id, endpoint)).copied()
+    }
+
+    pub fn get(&self, id: PartnerId) -> Option<&Partner> {
+        self.list.get(id.0 as usize)
+    }
+
+    /// Adds a partner (for an address not in the table).
+    pub fn add(&mut self, p: Partner) -> PartnerId {
+        let id = PartnerId(self.list.len() as u32);
+        self.by_addr.insert((p.nic_id, p.endpoint), id);
+        self.list.push(p);
+        id
+    }
+
+    /// Queues a partner for eviction (it was just created by a connect request).
+    pub fn queue_evictable(&mut self, id: PartnerId) {
+        self.evict_queue.push_back(id.0);
+    }
+
+    /// Gives the slot of the oldest evictable idle partner to `p` (evictable too);
+    /// `None` when there is none.
+    pub fn replace_oldest_evictable(&mut self, p: Partner) -> Option<PartnerId> {
+        // The oldest partner that is still evictable; the others leave the queue.
+        let mut victim = None;
+        for _ in 0..self.evict_queue.len() {
+            let Some(i) = self.evict_queue.pop_front() else {
+                break;
+            };
+            let old = &self.list[i as usize];
+            if !old.evictable {
+                continue;
+            }
+            if old.is_idle() {
+                victim = Some(i as usize);
+                break;
+            }
+            self.evict_queue.push_back(i);
+        }
+        let i = victim?;
+        let old = &self.list[i];
+        self.by_addr.remove(&(old.nic_id, old.endpoint));
+        let id = PartnerId(i as u32);
+        self.by_addr.insert((p.nic_id, p.endpoint), id);
+        self.list[i] = p;
+        self.evict_queue.push_back(id.0);
+        Some(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Partner> {
+        self.list.iter()
+    }
+}
+
+impl std::ops::Index<PartnerId> for PartnerTable {
+    type Output = Partner;
+    fn index(&self, id: PartnerId) -> &Partner {
+        &self.list[id.0 as usize]
+    }
+}
+
+impl std::ops::IndexMut<PartnerId> for PartnerTable {
+    fn index_mut(&mut self, id: PartnerId) -> &mut Partner {
+        &mut self.list[id.0 as usize]
     }
 }

@@ -152,7 +152,7 @@ impl Engine {
         let local = r
             .active
             .as_ref()
-            .is_some_and(|a| self.partners[a.partner.0 as usize].reach != Reach::Network);
+            .is_some_and(|a| self.partners[a.partner].reach != Reach::Network);
         if local {
             self.start_local_recv(now, k, rdma_id, rdma_seq);
             return;
@@ -174,7 +174,7 @@ impl Engine {
             self.pull_waitq.push_back(k);
             return;
         }
-        let reply_max = self.partners[pid.0 as usize].wire.pull_reply_max;
+        let reply_max = self.partners[pid].wire.pull_reply_max;
         let off0 = rdma_offset as u32 % reply_max;
         let frames_total = ((xfer as u64 + off0 as u64).div_ceil(reply_max as u64)) as u32;
         let pull = Pull {
@@ -204,7 +204,7 @@ impl Engine {
         let Some(pid) = self.pulls.get(pk).map(|p| p.partner) else {
             return;
         };
-        let partner = &self.partners[pid.0 as usize];
+        let partner = &self.partners[pid];
         let per_block = partner.wire.pull_block_replies;
         let want = partner.pull_blocks_allowed(self.cfg.pull_blocks_outstanding) as usize;
         let rto = partner.pull_rto(&self.cfg);
@@ -259,15 +259,13 @@ impl Engine {
         let Some(pull) = self.pulls.get(pk) else {
             return;
         };
-        self.partners[pull.partner.0 as usize]
-            .pull_awaited
-            .push_back(Run {
-                pull: pk,
-                start,
-                end,
-                asked_at: now,
-                fresh,
-            });
+        self.partners[pull.partner].pull_awaited.push_back(Run {
+            pull: pk,
+            start,
+            end,
+            asked_at: now,
+            fresh,
+        });
         let first_frame_offset = if start == 0 { pull.off0 } else { 0 };
         let block_length = pull.frame_end(end - 1) - pull.frame_start(start);
         let packet = PullPacket {
@@ -285,7 +283,7 @@ impl Engine {
             frame_index: start,
         };
         let pid = pull.partner;
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         let packet = PullPacket {
             dst_endpoint: p.endpoint,
             session: p.session.unwrap_or(0),
@@ -397,7 +395,7 @@ impl Engine {
         let all_done = pull.frames_received == pull.frames_total;
         let req = pull.req;
         let configured = self.cfg.pull_blocks_outstanding;
-        let partner = &mut self.partners[pid.0 as usize];
+        let partner = &mut self.partners[pid];
         partner.pull_heard = now;
         match sample {
             Some(rtt) => partner.pull_rtt.sample(rtt),
@@ -529,10 +527,10 @@ impl Engine {
         xfer: u32,
         flags: u8,
     ) {
-        if self.partners[pid.0 as usize].session.is_none() {
+        if self.partners[pid].session.is_none() {
             return;
         }
-        if self.partners[pid.0 as usize].reach != Reach::Network {
+        if self.partners[pid].reach != Reach::Network {
             self.notify_local(now, pid, rdma_id, rdma_seq, xfer, flags);
             return;
         }
@@ -561,7 +559,7 @@ impl Engine {
         pk: Key,
         k: u32,
     ) -> (Vec<(Key, u32, u32)>, Option<Time>) {
-        let awaited = &mut self.partners[pid.0 as usize].pull_awaited;
+        let awaited = &mut self.partners[pid].pull_awaited;
         let Some(at) = awaited
             .iter()
             .position(|r| r.pull == pk && r.start <= k && k < r.end)
@@ -574,8 +572,8 @@ impl Engine {
         // may reorder a little): they are lost only when asked a quarter round trip
         // earlier, as in TCP's RACK.
         let asked = awaited[at].asked_at;
-        let reorder_window = self.partners[pid.0 as usize].pull_rtt.srtt / 4;
-        let awaited = &mut self.partners[pid.0 as usize].pull_awaited;
+        let reorder_window = self.partners[pid].pull_rtt.srtt / 4;
+        let awaited = &mut self.partners[pid].pull_awaited;
         let mut kept = 0;
         for _ in 0..at {
             let r = awaited.remove(kept).expect("counted");
@@ -610,15 +608,13 @@ impl Engine {
 
     /// A pull ended: its replies are no longer awaited.
     fn forget_awaited(&mut self, pid: PartnerId, pk: Key) {
-        self.partners[pid.0 as usize]
-            .pull_awaited
-            .retain(|r| r.pull != pk);
+        self.partners[pid].pull_awaited.retain(|r| r.pull != pk);
     }
 
     /// Frames passed over by a later reply: request them again now. A long run of them
     /// is a burst (a full queue somewhere): fewer blocks go in flight for a while.
     fn rerequest_lost(&mut self, now: Time, pid: PartnerId, lost: Vec<(Key, u32, u32)>) {
-        let rto = self.partners[pid.0 as usize].pull_rto(&self.cfg);
+        let rto = self.partners[pid].pull_rto(&self.cfg);
         let burst = lost
             .iter()
             .any(|&(_, s, e)| e - s >= self.cfg.pull_burst_frames.max(1));
@@ -643,7 +639,7 @@ impl Engine {
 
     fn cut_pull_window(&mut self, now: Time, pid: PartnerId) {
         let configured = self.cfg.pull_blocks_outstanding;
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let rtt = p.pull_rtt.srtt;
         if p.cut_pull_window(now, configured, rtt) {
             self.counters.pull_window_cuts += 1;
@@ -665,12 +661,12 @@ impl Engine {
                 continue;
             }
             let pid = pull.partner;
-            let heard = self.partners[pid.0 as usize].pull_heard;
+            let heard = self.partners[pid].pull_heard;
             let overdue = |b: &Block| b.requested_at.max(heard) + b.rto <= now;
             if !pull.blocks.iter().any(overdue) {
                 continue;
             }
-            let partner = &mut self.partners[pid.0 as usize];
+            let partner = &mut self.partners[pid];
             partner.pull_rtt.back_off();
             let rto = partner.pull_rto(&self.cfg);
             let pull = self.pulls.get_mut(pk).expect("present");
@@ -685,7 +681,7 @@ impl Engine {
                 pull.missing_runs(s, e, &mut runs);
             }
             // What was awaited of these blocks is asked for again below.
-            self.partners[pid.0 as usize].pull_awaited.retain(|r| {
+            self.partners[pid].pull_awaited.retain(|r| {
                 r.pull != pk || !expired.iter().any(|&(s, e)| s <= r.start && r.end <= e)
             });
             self.counters.pull_block_timeouts += 1;
@@ -781,7 +777,7 @@ impl Engine {
             return;
         };
         let (handle, region_len, base) = (region.handle, region.len as u64, region.base);
-        let wire = self.partners[pid.0 as usize].wire;
+        let wire = self.partners[pid].wire;
         let r = wire.pull_reply_max as u64;
         let off0 = p.pulled_rdma_offset as u64 % r;
         let first = (p.frame_index as u64 * r + p.first_frame_offset as u64).checked_sub(off0);

@@ -334,7 +334,7 @@ impl Engine {
             return None;
         }
         let pid = self.known_partner(now, src, src_endpoint)?;
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         if Seq(seq).sesnum() != p.next_match.sesnum()
             || Seq(piggyack).sesnum() != p.next_send.sesnum()
         {
@@ -357,7 +357,7 @@ impl Engine {
         packet: &Packet,
         payload: Bytes,
     ) {
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         let ahead = seq.since(p.next_match);
         if ahead == 0 {
             if self.process_packet(now, pid, packet, payload) {
@@ -396,7 +396,7 @@ impl Engine {
             self.counters.drop_early_full += 1;
             return;
         }
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let slot = p.early.entry(seq.0).or_default();
         // Fragments of one medium share a sequence number; anything else is a duplicate.
         let dup = slot.iter().any(|e| match (frag, &e.packet) {
@@ -490,16 +490,16 @@ impl Engine {
 
     fn take_medium(&mut self, now: Time, pid: PartnerId, m: Medium, payload: Bytes) -> bool {
         let seq = Seq(m.lib_seqnum);
-        let offset = self.partners[pid.0 as usize]
+        let offset = self.partners[pid]
             .wire
             .medium_frag_offset(m.frag_seqnum, m.frag_pipeline);
-        let existing = self.partners[pid.0 as usize]
+        let existing = self.partners[pid]
             .partials
             .iter()
             .position(|x| x.seq == seq);
         let idx = match existing {
             Some(i) => {
-                let part = &mut self.partners[pid.0 as usize].partials[i];
+                let part = &mut self.partners[pid].partials[i];
                 if part.msg_length != m.length || part.match_info != m.match_info {
                     self.counters.drop_medium_inconsistent += 1;
                     return false;
@@ -538,7 +538,7 @@ impl Engine {
                 p.partials.len() - 1
             }
         };
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let next_frag = p.next_frag;
         let part = &mut p.partials[idx];
         part.received += payload.len() as u32;
@@ -637,8 +637,8 @@ impl Engine {
         self.complete_send(k, status);
         self.free_region(now, id);
         if self.cfg.wire.mode == WireMode::MxCompat
-            && self.partners[pid.0 as usize].reach == Reach::Network
-            && self.partners[pid.0 as usize].partials.is_empty()
+            && self.partners[pid].reach == Reach::Network
+            && self.partners[pid].partials.is_empty()
         {
             // MX before 1.2.5 needs this ack at once to finish its large receive; a
             // deadline of "now" sends it right after the stream advanced.
@@ -749,18 +749,18 @@ impl Engine {
         if !self.for_me(n.dst_endpoint) {
             return;
         }
-        let Some(&pid) = self.partner_by_addr.get(&(src, n.src_endpoint)) else {
+        let Some(pid) = self.partners.lookup(src, n.src_endpoint) else {
             self.counters.drop_bad_peer_addr += 1;
             return;
         };
         let code = nack_status(n.nack_type);
         if n.lib_seqnum == 0 {
-            if let Some(&k) = self.partners[pid.0 as usize].connects.front() {
+            if let Some(&k) = self.partners[pid].connects.front() {
                 self.finish_connect(k, code);
             }
             return;
         }
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         // An unacked packet, or the announcement of a rendezvous that waits for its
         // notify (re-sent as a liveness probe after its ack): the endpoint is gone.
         let probed = || {

@@ -52,7 +52,7 @@ impl Engine {
     ) -> Result<ReqId, EngineError> {
         let p = self
             .partners
-            .get(partner.0 as usize)
+            .get(partner)
             .ok_or(EngineError::UnknownPartner)?;
         let eager = !sync && data.len() <= self.eager_limit(p.reach, &p.wire);
         // To oneself a small message may also be passed as a region (copied straight
@@ -92,7 +92,7 @@ impl Engine {
     ) -> Result<Key, EngineError> {
         let p = self
             .partners
-            .get(partner.0 as usize)
+            .get(partner)
             .ok_or(EngineError::UnknownPartner)?;
         let no_session = p.session.is_none();
         let req = SendReq {
@@ -160,15 +160,15 @@ impl Engine {
         let Some(Request::Send(s)) = self.requests.get(k) else {
             return;
         };
-        if self.partners[s.partner.0 as usize].reach != Reach::Network {
+        if self.partners[s.partner].reach != Reach::Network {
             self.start_local_send(now, k);
             return;
         }
         let (pid, match_info, len, resends_max) =
             (s.partner, s.match_info, s.data.len(), s.resends_max);
         let data = s.data.clone();
-        let session = self.partners[pid.0 as usize].session.unwrap_or(0);
-        let dst_endpoint = self.partners[pid.0 as usize].endpoint;
+        let session = self.partners[pid].session.unwrap_or(0);
+        let dst_endpoint = self.partners[pid].endpoint;
         let (flags, base) = (s.flags, s.base);
         let msg = Msg {
             flags,
@@ -227,13 +227,13 @@ impl Engine {
         };
         let eager = !matches!(packet, SentPacket::Rndv(_));
         if let SentPacket::Rndv(r) = &packet {
-            let seq = self.partners[pid.0 as usize].next_send;
+            let seq = self.partners[pid].next_send;
             if let Some(Request::Send(s)) = self.requests.get_mut(k) {
                 s.rndv = Some((seq, *r));
             }
         }
         let zombie = eager && self.zombies < self.cfg.zombie_max;
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let delay = p.rto(&self.cfg);
         let seq = p.next_send;
         p.next_send = seq.next();
@@ -249,7 +249,7 @@ impl Engine {
         });
         p.arm_resend(now + delay);
         self.hint_deadline(now + delay);
-        let idx = self.partners[pid.0 as usize].unacked.len() - 1;
+        let idx = self.partners[pid].unacked.len() - 1;
         self.transmit_record(pid, idx);
         if zombie {
             // MX completes eager sends at once; the record keeps the data for resends.
@@ -346,7 +346,7 @@ impl Engine {
     /// Resends the oldest unacked record of a partner now (fast retransmit, partial ack
     /// in recovery, or timeout): it counts as resent from `now`.
     fn resend_front(&mut self, now: Time, pid: PartnerId) {
-        let Some(front) = self.partners[pid.0 as usize].unacked.front_mut() else {
+        let Some(front) = self.partners[pid].unacked.front_mut() else {
             return;
         };
         front.resends += 1;
@@ -356,7 +356,7 @@ impl Engine {
 
     /// (Re)encodes the record at `idx` of the partner's queue with a fresh piggyback.
     pub(crate) fn transmit_record(&mut self, pid: PartnerId, idx: usize) {
-        let rec = &self.partners[pid.0 as usize].unacked[idx];
+        let rec = &self.partners[pid].unacked[idx];
         let (seq, packet) = (rec.seq, rec.packet.clone());
         self.transmit_packet(pid, seq, packet);
     }
@@ -364,7 +364,7 @@ impl Engine {
     /// Encodes a seq-consuming packet with the current piggybacked ack and queues it.
     pub(crate) fn transmit_packet(&mut self, pid: PartnerId, seq: Seq, packet: SentPacket) {
         let header = self.header_to(pid);
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let wire = p.wire;
         let piggy = p.next_frag.0;
         p.last_acked = p.next_frag;
@@ -446,7 +446,7 @@ impl Engine {
         p.next_send = seq.next();
         let resends_max = self.cfg.resends_max;
         let src_endpoint = self.me.endpoint;
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let delay = p.rto(&self.cfg);
         p.unacked.push_back(SendRecord {
             seq,
@@ -466,7 +466,7 @@ impl Engine {
 
     /// Everything strictly below `upto` is acknowledged by the partner.
     pub(crate) fn apply_ack(&mut self, now: Time, pid: PartnerId, upto: Seq) {
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         if upto.sesnum() != p.next_send.sesnum()
             || !(upto == p.next_send || upto.before(p.next_send))
         {
@@ -484,7 +484,7 @@ impl Engine {
         let mut sample = None;
         let mut resent = false;
         // One record at a time (no list of them: this runs for every frame received).
-        while let Some(rec) = self.partners[pid.0 as usize].pop_acked(upto) {
+        while let Some(rec) = self.partners[pid].pop_acked(upto) {
             resent |= rec.resends > 0;
             sample = (!resent).then(|| now.saturating_sub(rec.last_send));
             if rec.zombie {
@@ -499,7 +499,7 @@ impl Engine {
                 self.complete_send(k, status);
             }
         }
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         p.dup_acks = 0;
         p.acked_at = now;
         match sample {
@@ -519,7 +519,7 @@ impl Engine {
 
     /// A loss was detected: recovery runs until what is in flight now is acked.
     fn enter_recovery(&mut self, now: Time, pid: PartnerId) {
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         if p.recovery.is_none() {
             p.recovery = Some((p.next_send, now));
         }
@@ -530,7 +530,7 @@ impl Engine {
     /// of waiting for the timeout, unless it was already resent within the last round
     /// trip (the ack may predate that retransmission).
     pub(crate) fn on_duplicate_ack(&mut self, now: Time, pid: PartnerId, upto: Seq) {
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let Some(front) = p.unacked.front() else {
             return;
         };
@@ -554,7 +554,7 @@ impl Engine {
 
     pub(crate) fn release_throttled(&mut self, now: Time, pid: PartnerId) {
         loop {
-            let p = &mut self.partners[pid.0 as usize];
+            let p = &mut self.partners[pid];
             if p.session.is_none() || p.unacked_in_flight() >= MAX_IN_FLIGHT {
                 return;
             }
@@ -609,7 +609,7 @@ impl Engine {
         // One timer for the stream, on its oldest packet, restarted by every ack that
         // advances (as TCP's): the packets behind it are resent when their turn comes,
         // so one loss costs one timeout, not one per packet in flight.
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         if let Some(front) = p.unacked.front() {
             let rto = p.rto(&self.cfg);
             let since = front.last_send.max(p.acked_at);
@@ -632,11 +632,7 @@ impl Engine {
                 next = Some(now + rearm);
             }
         }
-        let connects: Vec<Key> = self.partners[pid.0 as usize]
-            .connects
-            .iter()
-            .copied()
-            .collect();
+        let connects: Vec<Key> = self.partners[pid].connects.iter().copied().collect();
         let mut timed_out = Vec::new();
         for k in connects {
             let Some(Request::Connect(c)) = self.requests.get_mut(k) else {
@@ -662,7 +658,7 @@ impl Engine {
         if let Some(due) = self.probe_liveness(now, pid, &mut exhausted) {
             next = Some(next.map_or(due, |n: Time| n.min(due)));
         }
-        self.partners[pid.0 as usize].resend_deadline = next;
+        self.partners[pid].resend_deadline = next;
         if let Some(n) = next {
             self.hint_deadline(n);
         }
@@ -686,15 +682,10 @@ impl Engine {
                 }
                 _ => None,
             })
-            .filter(|(q, _, _)| {
-                !self.partners[pid.0 as usize]
-                    .unacked
-                    .iter()
-                    .any(|r| r.seq == *q)
-            })
+            .filter(|(q, _, _)| !self.partners[pid].unacked.iter().any(|r| r.seq == *q))
             .collect();
         let (seq, rndv, budget) = *waiting.first()?;
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let due = p.last_heard.max(p.probe_sent) + delay;
         if now < due {
             return Some(due);
