@@ -3,19 +3,21 @@
 
 use crate::config::EngineConfig;
 use crate::counters::Counters;
+use crate::local::LocalState;
+use crate::onesided::OneSided;
 use crate::outputs::Outputs;
 use crate::partner::{Partner, PartnerTable};
 use crate::peers::PeerTable;
-use crate::pull::Pull;
+use crate::pull::Pulls;
 use crate::regions::Regions;
 use crate::requests::Request;
 use crate::slab::{Key, Slab};
+use crate::timer::Timer;
 use crate::transmit::{Payload, Transmit, MAX_HEADER_LEN};
 use crate::types::*;
 use crate::unexpected::UnexpectedQueue;
 use bytes::Bytes;
 use omx_wire::{DecodeError, DropReason, Header, Packet};
-use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 
 /// Identity of the local endpoint.
@@ -74,33 +76,19 @@ pub struct Engine {
     pub(crate) mac: [u8; 6],
     pub(crate) peers: PeerTable,
     pub(crate) partners: PartnerTable,
-    /// No deadline (acks, resends, pull blocks) is earlier than this; `Time::MAX` when
-    /// none is armed. Lowered wherever a deadline is armed, set back to the exact
-    /// earliest one by `handle_timeout`: `poll_timeout`, asked on every progress pass,
-    /// is O(1) instead of a scan of every partner and pull.
-    pub(crate) deadline_hint: Time,
+    pub(crate) timer: Timer,
     pub(crate) requests: Slab<Request>,
     pub(crate) posted: VecDeque<Key>,
     pub(crate) unexp: UnexpectedQueue,
     pub(crate) early_bytes: usize,
     pub(crate) regions: Regions,
-    pub(crate) pulls: Slab<Pull>,
-    pub(crate) pull_waitq: VecDeque<Key>,
+    pub(crate) pulls: Pulls,
     pub(crate) outputs: Outputs,
     pub(crate) zombies: usize,
-    pub(crate) exposed: Vec<crate::onesided::Exposed>,
-    /// Pending one-sided gets by wire id.
-    pub(crate) gets: HashMap<u32, Key>,
-    pub(crate) next_get: u32,
-    pub(crate) lpulls: Slab<crate::local::LocalPullState>,
-    /// A message to oneself is being delivered: the unexpected budget does not apply
-    /// (there is no sender to slow down).
-    pub(crate) self_delivery: bool,
+    pub(crate) one_sided: OneSided,
+    pub(crate) local: LocalState,
     pub counters: Counters,
 }
-
-/// Pull handles per endpoint (10 bits of the wire handle).
-pub(crate) const MAX_PULLS: usize = 1024;
 
 impl Engine {
     pub fn new(cfg: EngineConfig, me: EndpointParams, peers: PeerTable) -> Self {
@@ -110,21 +98,17 @@ impl Engine {
             me,
             peers,
             partners: PartnerTable::default(),
-            deadline_hint: Time::MAX,
+            timer: Timer::default(),
             requests: Slab::default(),
             posted: VecDeque::new(),
             unexp: UnexpectedQueue::default(),
             early_bytes: 0,
             regions: Regions::default(),
-            pulls: Slab::default(),
-            pull_waitq: VecDeque::new(),
+            pulls: Pulls::default(),
             outputs: Outputs::default(),
             zombies: 0,
-            exposed: Vec::new(),
-            gets: HashMap::default(),
-            next_get: 1,
-            lpulls: Slab::default(),
-            self_delivery: false,
+            one_sided: OneSided::default(),
+            local: LocalState::default(),
             counters: Counters::default(),
         }
     }
@@ -210,7 +194,7 @@ impl Engine {
             zombies: self.zombies,
             transmits,
             completions,
-            local_pulls: self.lpulls.len(),
+            local_pulls: self.local.pulls_in_progress(),
             local_out,
             partners: self.partners.len(),
         }
@@ -477,10 +461,7 @@ impl Engine {
     /// `f(destination, byte offset, payload length)` returns false to stop. A guess
     /// only: a caller receiving into these places must still check each frame.
     pub fn expected_pull_replies(&self, f: &mut dyn FnMut(MemHandle, u64, usize) -> bool) {
-        for k in self.pulls.keys() {
-            let Some(pull) = self.pulls.get(k) else {
-                continue;
-            };
+        for pull in self.pulls.iter() {
             if !pull.expected_replies(f) {
                 return;
             }
@@ -545,13 +526,13 @@ impl Engine {
         // debug-built test, the simulator's loss and reordering runs included.
         debug_assert!(self
             .earliest_deadline()
-            .is_none_or(|d| self.deadline_hint <= d));
-        (self.deadline_hint != Time::MAX).then_some(self.deadline_hint)
+            .is_none_or(|d| self.timer.covers(d)));
+        self.timer.next()
     }
 
-    /// Arms the engine's timer for a deadline at `at` (see `deadline_hint`).
+    /// Arms the engine's timer for a deadline at `at` (see [`Timer`]).
     pub(crate) fn hint_deadline(&mut self, at: Time) {
-        self.deadline_hint = self.deadline_hint.min(at);
+        self.timer.arm(at);
     }
 
     fn earliest_deadline(&self) -> Option<Time> {
@@ -560,10 +541,10 @@ impl Engine {
             .iter()
             .flat_map(|p| [p.ack_deadline, p.resend_deadline])
             .flatten();
-        let pulls = self.pulls.keys().filter_map(|k| {
-            let pull = self.pulls.get(k)?;
-            pull.deadline(self.partners[pull.partner].pull_heard)
-        });
+        let pulls = self
+            .pulls
+            .iter()
+            .filter_map(|pull| pull.deadline(self.partners[pull.partner].pull_heard));
         partners.chain(pulls).min()
     }
 
@@ -578,7 +559,7 @@ impl Engine {
             }
         }
         self.pull_timeouts(now);
-        self.deadline_hint = self.earliest_deadline().unwrap_or(Time::MAX);
+        self.timer.reset(self.earliest_deadline());
     }
 
     /// Flushes pending delayed acks (endpoint close).

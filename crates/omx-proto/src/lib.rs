@@ -24,6 +24,7 @@ pub mod rtt;
 mod send;
 pub mod seqnum;
 pub mod slab;
+mod timer;
 mod transmit;
 mod types;
 mod unexpected;

@@ -12,7 +12,7 @@
 
 use crate::engine::Engine;
 use crate::requests::Request;
-use crate::slab::Key;
+use crate::slab::{Key, Slab};
 use crate::types::*;
 use bytes::Bytes;
 use omx_wire::{Msg, Notify, Rndv};
@@ -206,6 +206,55 @@ pub(crate) struct LocalPullState {
     pub pushed: u32,
 }
 
+/// The endpoint's state for local partners: matched local large receives in progress
+/// (their keys are the pulls' copy ids and the push cookies), and whether a message to
+/// oneself is being delivered.
+#[derive(Default)]
+pub(crate) struct LocalState {
+    pulls: Slab<LocalPullState>,
+    /// During a self delivery the unexpected budget does not apply (there is no
+    /// sender to slow down).
+    self_delivery: bool,
+}
+
+impl LocalState {
+    fn start_pull(&mut self, st: LocalPullState) -> Key {
+        self.pulls.insert(st)
+    }
+
+    fn pull(&self, lk: Key) -> Option<&LocalPullState> {
+        self.pulls.get(lk)
+    }
+
+    fn pull_mut(&mut self, lk: Key) -> Option<&mut LocalPullState> {
+        self.pulls.get_mut(lk)
+    }
+
+    fn end_pull(&mut self, lk: Key) -> Option<LocalPullState> {
+        self.pulls.remove(lk)
+    }
+
+    /// Ends the pulls from `pid`; returns them.
+    fn end_pulls_from(&mut self, pid: PartnerId) -> Vec<LocalPullState> {
+        let keys: Vec<Key> = self.pulls.keys().collect();
+        let mut ended = Vec::new();
+        for lk in keys {
+            if self.pulls.get(lk).is_some_and(|s| s.partner == pid) {
+                ended.extend(self.pulls.remove(lk));
+            }
+        }
+        ended
+    }
+
+    pub fn pulls_in_progress(&self) -> usize {
+        self.pulls.len()
+    }
+
+    pub fn delivering_to_self(&self) -> bool {
+        self.self_delivery
+    }
+}
+
 impl Engine {
     /// The partner for a remote endpoint, if one exists.
     pub fn partner_of(&self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
@@ -379,9 +428,9 @@ impl Engine {
         let Some(m) = msg.into_local_in(Bytes::new()) else {
             return;
         };
-        self.self_delivery = true;
+        self.local.self_delivery = true;
         let taken = self.handle_local(now, pid, m);
-        self.self_delivery = false;
+        self.local.self_delivery = false;
         debug_assert!(taken, "self delivery is never refused");
     }
 
@@ -689,7 +738,7 @@ impl Engine {
             self.finish_local_recv(now, k, pid, rdma_id, rdma_seq, 0);
             return;
         }
-        let lk = self.lpulls.insert(LocalPullState {
+        let lk = self.local.start_pull(LocalPullState {
             req: k,
             partner: pid,
             region: rdma_id,
@@ -713,7 +762,7 @@ impl Engine {
     }
 
     fn request_push(&mut self, lk: Key) {
-        let Some(st) = self.lpulls.get(lk) else {
+        let Some(st) = self.local.pull(lk) else {
             return;
         };
         let (pid, region, use_seq, offset, len) =
@@ -734,13 +783,13 @@ impl Engine {
     /// The runtime finished (or failed) a [`LocalPull`].
     pub fn local_pull_done(&mut self, now: Time, id: CopyId, outcome: PullOutcome) {
         let lk = Key(id.0);
-        let Some(st) = self.lpulls.get(lk) else {
+        let Some(st) = self.local.pull(lk) else {
             return;
         };
         let (k, pid, region, use_seq, xfer) = (st.req, st.partner, st.region, st.use_seq, st.xfer);
         match outcome {
             PullOutcome::Done => {
-                self.lpulls.remove(lk);
+                self.local.end_pull(lk);
                 self.finish_local_recv(now, k, pid, region, use_seq, xfer);
             }
             PullOutcome::Refused => {
@@ -749,7 +798,7 @@ impl Engine {
                 self.request_push(lk);
             }
             PullOutcome::Gone | PullOutcome::Fault => {
-                self.lpulls.remove(lk);
+                self.local.end_pull(lk);
                 let code = if outcome == PullOutcome::Gone {
                     StatusCode::EndpointClosed
                 } else {
@@ -771,7 +820,7 @@ impl Engine {
         offset: u32,
         len: u32,
     ) -> Option<(MemHandle, u64, u32)> {
-        let st = self.lpulls.get(Key(cookie))?;
+        let st = self.local.pull(Key(cookie))?;
         if offset as u64 + len as u64 > st.xfer as u64 {
             return None;
         }
@@ -784,7 +833,7 @@ impl Engine {
     /// Fallback, receiver side: `len` pushed bytes were copied into the buffer.
     pub fn local_chunk_done(&mut self, now: Time, cookie: u64, len: u32) {
         let lk = Key(cookie);
-        let Some(st) = self.lpulls.get_mut(lk) else {
+        let Some(st) = self.local.pull_mut(lk) else {
             return;
         };
         st.pushed = st.pushed.saturating_add(len);
@@ -792,7 +841,7 @@ impl Engine {
             return;
         }
         let (k, pid, region, use_seq, xfer) = (st.req, st.partner, st.region, st.use_seq, st.xfer);
-        self.lpulls.remove(lk);
+        self.local.end_pull(lk);
         self.counters.recv_local_pushed += 1;
         self.finish_local_recv(now, k, pid, region, use_seq, xfer);
     }
@@ -842,13 +891,8 @@ impl Engine {
     }
 
     pub(crate) fn abort_local_pulls_from(&mut self, pid: PartnerId, code: StatusCode) {
-        let keys: Vec<Key> = self.lpulls.keys().collect();
-        for lk in keys {
-            if self.lpulls.get(lk).is_some_and(|s| s.partner == pid) {
-                if let Some(st) = self.lpulls.remove(lk) {
-                    self.fail_recv(st.req, code);
-                }
-            }
+        for st in self.local.end_pulls_from(pid) {
+            self.fail_recv(st.req, code);
         }
     }
 }

@@ -9,15 +9,16 @@
 //! full ring or switch queue) halves the blocks in flight toward that partner; they
 //! grow back as blocks complete.
 
-use crate::engine::{Engine, MAX_PULLS};
+use crate::engine::Engine;
 use crate::recv::nack_status;
 use crate::requests::Request;
-use crate::slab::Key;
+use crate::slab::{Key, Slab};
 use crate::transmit::Payload;
 use crate::types::*;
 use omx_wire::{
     Header, NackMcp, NackType, Notify, Packet, Pull as PullPacket, PullReply, PULL_MAGIC_XOR,
 };
+use std::collections::VecDeque;
 
 /// Wire handle: slot index in the high 10 bits, 22 bits of generation.
 const HANDLE_GEN_BITS: u32 = 22;
@@ -131,6 +132,86 @@ impl Pull {
     }
 }
 
+/// Pull handles per endpoint (10 bits of the wire handle).
+const MAX_PULLS: usize = 1024;
+
+/// The pulls in progress, by key (their wire handle), and the matched large receives
+/// waiting for a free handle.
+#[derive(Default)]
+pub(crate) struct Pulls {
+    slab: Slab<Pull>,
+    waitq: VecDeque<Key>,
+}
+
+impl Pulls {
+    pub fn insert(&mut self, p: Pull) -> Key {
+        self.slab.insert(p)
+    }
+
+    pub fn get(&self, k: Key) -> Option<&Pull> {
+        self.slab.get(k)
+    }
+
+    pub fn get_mut(&mut self, k: Key) -> Option<&mut Pull> {
+        self.slab.get_mut(k)
+    }
+
+    pub fn remove(&mut self, k: Key) -> Option<Pull> {
+        self.slab.remove(k)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Pull> {
+        self.slab.keys().filter_map(|k| self.slab.get(k))
+    }
+
+    /// Keys of the pulls in progress, oldest slot first (a copy: callers change pulls).
+    pub fn keys(&self) -> Vec<Key> {
+        self.slab.keys().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slab.is_empty()
+    }
+
+    /// No handle is free: new large receives wait.
+    pub fn is_full(&self) -> bool {
+        self.slab.len() >= MAX_PULLS
+    }
+
+    /// The pull a wire handle names, if it is still in progress.
+    pub fn by_wire_handle(&self, handle: u32) -> Option<Key> {
+        let index = handle >> HANDLE_GEN_BITS;
+        let key = self.slab.key_at(index)?;
+        (key.generation() & HANDLE_GEN_MASK == handle & HANDLE_GEN_MASK).then_some(key)
+    }
+
+    /// Pull blocks requested and not complete, across all pulls.
+    pub fn blocks_outstanding(&self) -> usize {
+        self.iter().map(|p| p.blocks.len()).sum()
+    }
+
+    /// Queues a matched receive until a handle frees up.
+    pub fn wait(&mut self, k: Key) {
+        self.waitq.push_back(k);
+    }
+
+    pub fn pop_waiting(&mut self) -> Option<Key> {
+        self.waitq.pop_front()
+    }
+
+    pub fn waiting(&self) -> Vec<Key> {
+        self.waitq.iter().copied().collect()
+    }
+
+    pub fn stop_waiting(&mut self, k: Key) {
+        self.waitq.retain(|&x| x != k);
+    }
+}
+
 fn wire_handle(k: Key) -> u32 {
     (k.index() << HANDLE_GEN_BITS) | (k.generation() & HANDLE_GEN_MASK)
 }
@@ -170,8 +251,8 @@ impl Engine {
             self.try_finish_recv(now, k);
             return;
         }
-        if self.pulls.len() >= MAX_PULLS {
-            self.pull_waitq.push_back(k);
+        if self.pulls.is_full() {
+            self.pulls.wait(k);
             return;
         }
         let reply_max = self.partners[pid].wire.pull_reply_max;
@@ -209,7 +290,7 @@ impl Engine {
         let want = partner.pull_blocks_allowed(self.cfg.pull_blocks_outstanding) as usize;
         let rto = partner.pull_rto(&self.cfg);
         let cap = self.cfg.pull_blocks_max.max(1) as usize;
-        let mut total = self.blocks_outstanding();
+        let mut total = self.pulls.blocks_outstanding();
         loop {
             if total >= cap {
                 return;
@@ -236,19 +317,10 @@ impl Engine {
         }
     }
 
-    /// Pull blocks requested and not complete, across all pulls.
-    fn blocks_outstanding(&self) -> usize {
-        self.pulls
-            .keys()
-            .filter_map(|k| self.pulls.get(k))
-            .map(|p| p.blocks.len())
-            .sum()
-    }
-
     /// Tops up every pull (in order) up to the per-pull and global block limits: a
     /// pull held back by the global limit starts when others complete blocks.
     fn refill_all(&mut self, now: Time) {
-        let keys: Vec<Key> = self.pulls.keys().collect();
+        let keys = self.pulls.keys();
         for k in keys {
             self.refill_blocks(now, k);
         }
@@ -292,12 +364,6 @@ impl Engine {
         let header = self.header_to(pid);
         self.counters.send_pull_req += 1;
         self.emit(header, Packet::Pull(packet), Payload::None, true);
-    }
-
-    fn pull_by_wire_handle(&self, handle: u32) -> Option<Key> {
-        let index = handle >> HANDLE_GEN_BITS;
-        let key = self.pulls.key_at(index)?;
-        (key.generation() & HANDLE_GEN_MASK == handle & HANDLE_GEN_MASK).then_some(key)
     }
 
     /// A pull reply whose frame the engine keeps: its payload becomes a copy action.
@@ -355,7 +421,8 @@ impl Engine {
             return Err(ReplyDrop::BadMagic);
         }
         let pk = self
-            .pull_by_wire_handle(r.dst_pull_handle)
+            .pulls
+            .by_wire_handle(r.dst_pull_handle)
             .ok_or(ReplyDrop::BadHandle)?;
         let pull = self.pulls.get(pk).expect("handle resolved");
         let k = ((r.msg_offset as u64 + pull.off0 as u64) / pull.reply_max as u64) as u32;
@@ -488,8 +555,8 @@ impl Engine {
         if self.cfg.pull_blocks_max != u32::MAX {
             self.refill_all(now);
         }
-        while self.pulls.len() < MAX_PULLS {
-            let Some(k) = self.pull_waitq.pop_front() else {
+        while !self.pulls.is_full() {
+            let Some(k) = self.pulls.pop_waiting() else {
                 return;
             };
             let rndv = match self.requests.get(k) {
@@ -650,7 +717,7 @@ impl Engine {
     /// of the traffic, where no later reply reveals a loss); aborts stalled pulls.
     pub(crate) fn pull_timeouts(&mut self, now: Time) {
         let abort_after = self.cfg.pull_timeout_total();
-        let keys: Vec<Key> = self.pulls.keys().collect();
+        let keys = self.pulls.keys();
         for pk in keys {
             let Some(pull) = self.pulls.get(pk) else {
                 continue;
@@ -696,7 +763,7 @@ impl Engine {
     }
 
     pub(crate) fn abort_pulls_from(&mut self, now: Time, pid: PartnerId, code: StatusCode) {
-        let keys: Vec<Key> = self.pulls.keys().collect();
+        let keys = self.pulls.keys();
         for pk in keys {
             if self.pulls.get(pk).is_some_and(|p| p.partner == pid) {
                 if let Some(pull) = self.pulls.remove(pk) {
@@ -705,11 +772,11 @@ impl Engine {
                 }
             }
         }
-        let waiting: Vec<Key> = self.pull_waitq.iter().copied().collect();
+        let waiting = self.pulls.waiting();
         for k in waiting {
             let from = matches!(self.requests.get(k), Some(Request::Recv(r)) if r.active.as_ref().is_some_and(|a| a.partner == pid));
             if from {
-                self.pull_waitq.retain(|&x| x != k);
+                self.pulls.stop_waiting(k);
                 self.fail_recv(k, code);
             }
         }
@@ -722,7 +789,7 @@ impl Engine {
             self.counters.drop_pull_reply_bad_magic += 1;
             return;
         }
-        let Some(pk) = self.pull_by_wire_handle(n.src_pull_handle) else {
+        let Some(pk) = self.pulls.by_wire_handle(n.src_pull_handle) else {
             self.counters.drop_nack_mcp_bad_handle += 1;
             return;
         };

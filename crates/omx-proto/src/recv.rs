@@ -273,7 +273,7 @@ impl Engine {
             return Some(Placed::Recv(k));
         }
         // Built only for an unexpected message: a posted receive takes the data as is.
-        let (max, unbounded) = (self.cfg.unexp_max_bytes, self.self_delivery);
+        let (max, unbounded) = (self.cfg.unexp_max_bytes, self.local.delivering_to_self());
         let Some(u) = self
             .unexp
             .push(pid, match_info, msg_length, body(), max, unbounded)
