@@ -1,5 +1,7 @@
-//! The engine of one endpoint: state, public calls, frame dispatch and timers. Message
-//! classes live in `send.rs`, `recv.rs`, `pull.rs` and `connect.rs`.
+//! The engine of one endpoint: its owned parts, public calls, frame admission and
+//! dispatch, and timeouts. Message classes live in `send.rs`, `recv.rs`, `pull.rs`,
+//! `connect.rs`, `local.rs` and `onesided.rs`; each part of the state in its own module
+//! (`requests`, `partner`, `unexpected`, `regions`, `outputs`, `timer`...).
 
 use crate::config::EngineConfig;
 use crate::counters::Counters;
@@ -70,6 +72,8 @@ pub struct QueueStats {
     pub partners: usize,
 }
 
+/// One endpoint. Each part of its state is owned by a type with its own methods; the
+/// fields left plain are endpoint-wide values.
 pub struct Engine {
     pub(crate) cfg: EngineConfig,
     pub(crate) me: EndpointParams,
@@ -78,12 +82,15 @@ pub struct Engine {
     pub(crate) partners: PartnerTable,
     pub(crate) timer: Timer,
     pub(crate) requests: Slab<Request>,
+    /// Receives not matched yet, in post order (matching order).
     pub(crate) posted: VecDeque<Key>,
     pub(crate) unexp: UnexpectedQueue,
+    /// Bytes of early packets held by all partners (bounded by `early_max_bytes`).
     pub(crate) early_bytes: usize,
     pub(crate) regions: Regions,
     pub(crate) pulls: Pulls,
     pub(crate) outputs: Outputs,
+    /// Eager sends completed before their ack (bounded by `zombie_max`).
     pub(crate) zombies: usize,
     pub(crate) one_sided: OneSided,
     pub(crate) local: LocalState,
