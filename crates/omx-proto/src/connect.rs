@@ -1,6 +1,7 @@
 //! Connection handshake: exchanges sessions, keys and initial sequence numbers.
 
-use crate::engine::{ConnectReq, Engine, Request};
+use crate::engine::Engine;
+use crate::requests::{ConnectReq, Request};
 use crate::seqnum::Seq;
 use crate::slab::Key;
 use crate::transmit::Payload;
@@ -45,15 +46,14 @@ impl Engine {
         let p = self.partner(pid);
         p.connect_seqnum = p.connect_seqnum.wrapping_add(1);
         let connect_seqnum = p.connect_seqnum;
-        let k = self.requests.insert(Request::Connect(ConnectReq {
-            partner: pid,
+        let k = self.requests.insert(Request::Connect(ConnectReq::new(
+            pid,
             key,
             context,
             connect_seqnum,
-            last_send: now,
-            resends: 0,
+            now,
             resends_max,
-        }));
+        )));
         self.partner(pid).connects.push_back(k);
         self.send_connect_request(now, k);
         Ok(ReqId(k.0))
@@ -108,7 +108,7 @@ impl Engine {
         };
         let good_key = c.app_key_or_target_session == self.me.key;
         let wire = self.cfg.wire.for_partner(c.link_mtu);
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         p.reverse_index = c.src_dst_peer_index;
         p.wire = wire;
         let status_code = if good_key {
@@ -133,7 +133,7 @@ impl Engine {
             self.counters.connect_bad_key += 1;
             CONNECT_STATUS_BAD_KEY
         };
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         let reply = Packet::Connect(Connect {
             dst_endpoint: c.src_endpoint,
             src_endpoint: self.me.endpoint,
@@ -154,7 +154,7 @@ impl Engine {
     }
 
     fn on_connect_reply(&mut self, now: Time, src: NicId, c: Connect) {
-        let Some(&pid) = self.partner_by_addr.get(&(src, c.src_endpoint)) else {
+        let Some(pid) = self.partners.lookup(src, c.src_endpoint) else {
             self.counters.drop_connect_reply_stale += 1;
             return;
         };
@@ -162,7 +162,7 @@ impl Engine {
             self.counters.drop_connect_reply_stale += 1;
             return;
         }
-        let pending = self.partners[pid.0 as usize].connects.iter().copied().find(|&k| {
+        let pending = self.partners[pid].connects.iter().copied().find(|&k| {
             matches!(self.requests.get(k), Some(Request::Connect(r)) if r.connect_seqnum == c.connect_seqnum)
         });
         let Some(k) = pending else {
@@ -178,11 +178,11 @@ impl Engine {
         }
         let code = if c.status_code == CONNECT_STATUS_SUCCESS {
             let new_session = c.app_key_or_target_session;
-            let p = &self.partners[pid.0 as usize];
+            let p = &self.partners[pid];
             if p.session.is_some_and(|s| s != new_session) {
                 // The old incarnation's state fails, but not the connect answered now;
                 // the new one sends from the sequence number our request announced.
-                let announced = self.partners[pid.0 as usize].next_match;
+                let announced = self.partners[pid].next_match;
                 self.partner(pid).connects.retain(|&x| x != k);
                 self.reset_partner(now, pid, StatusCode::EndpointClosed);
                 let p = self.partner(pid);
@@ -211,7 +211,7 @@ impl Engine {
     /// sends and connects fail with `EndpointUnreachable`, its partial and unexpected
     /// messages are dropped, and a new connect is needed to talk again.
     pub fn disconnect(&mut self, now: Time, pid: PartnerId) {
-        if (pid.0 as usize) < self.partners.len() {
+        if self.partners.get(pid).is_some() {
             self.reset_partner(now, pid, StatusCode::EndpointUnreachable);
         }
     }
@@ -223,15 +223,9 @@ impl Engine {
         code: StatusCode,
         context: u64,
     ) -> ReqId {
-        let k = self.requests.insert(Request::Connect(ConnectReq {
-            partner: pid,
-            key: 0,
-            context,
-            connect_seqnum: 0,
-            last_send: 0,
-            resends: 0,
-            resends_max: 0,
-        }));
+        let k = self
+            .requests
+            .insert(Request::Connect(ConnectReq::new(pid, 0, context, 0, 0, 0)));
         self.requests.remove(k);
         self.complete(k, RequestKind::Connect, connect_status(code, pid, context));
         ReqId(k.0)

@@ -1,17 +1,25 @@
-//! The engine of one endpoint: state, public calls, frame dispatch and timers. Message
-//! classes live in `send.rs`, `recv.rs`, `pull.rs` and `connect.rs`.
+//! The engine of one endpoint: its owned parts, public calls, frame admission and
+//! dispatch, and timeouts. Message classes live in `send.rs`, `recv.rs`, `pull.rs`,
+//! `connect.rs`, `local.rs` and `onesided.rs`; each part of the state in its own module
+//! (`requests`, `partner`, `unexpected`, `regions`, `outputs`, `timer`...).
 
 use crate::config::EngineConfig;
 use crate::counters::Counters;
-use crate::partner::Partner;
+use crate::local::LocalState;
+use crate::onesided::OneSided;
+use crate::outputs::Outputs;
+use crate::partner::{Partner, PartnerTable};
 use crate::peers::PeerTable;
-use crate::pull::Pull;
+use crate::pull::Pulls;
+use crate::regions::Regions;
+use crate::requests::Request;
 use crate::slab::{Key, Slab};
+use crate::timer::Timer;
 use crate::transmit::{Payload, Transmit, MAX_HEADER_LEN};
 use crate::types::*;
+use crate::unexpected::UnexpectedQueue;
 use bytes::Bytes;
 use omx_wire::{DecodeError, DropReason, Header, Packet};
-use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 
 /// Identity of the local endpoint.
@@ -23,115 +31,6 @@ pub struct EndpointParams {
     pub session: u32,
     /// Application key that connecting peers must present.
     pub key: u32,
-}
-
-pub(crate) enum Request {
-    Send(SendReq),
-    Recv(RecvReq),
-    Connect(ConnectReq),
-}
-
-pub(crate) struct SendReq {
-    pub partner: PartnerId,
-    pub match_info: u64,
-    pub data: SendData,
-    pub context: u64,
-    pub resends_max: u32,
-    /// Region id and use counter once a rendezvous was announced.
-    pub large: Option<(u8, u8)>,
-    /// The announcement itself (with its sequence number), re-sent as a liveness probe
-    /// while the send waits for its notify.
-    pub rndv: Option<(crate::seqnum::Seq, omx_wire::Rndv)>,
-    /// One-sided flags carried in the message header (native mode).
-    pub flags: u8,
-    /// Byte offset of the data in the region's memory (one-sided replies).
-    pub base: u64,
-    /// Engine-internal (a one-sided reply): completes without a completion event.
-    pub internal: bool,
-}
-
-pub(crate) struct RecvReq {
-    pub match_info: u64,
-    pub mask: u64,
-    pub handle: MemHandle,
-    pub len: u32,
-    pub context: u64,
-    pub active: Option<ActiveRecv>,
-    /// Byte offset added to every copy into the buffer (one-sided puts).
-    pub base: u64,
-    /// Engine-internal (the target of a remote put): no completion event.
-    pub internal: bool,
-}
-
-/// A receive that has been matched to a message.
-pub(crate) struct ActiveRecv {
-    pub partner: PartnerId,
-    pub match_info: u64,
-    pub msg_length: u32,
-    pub xfer: u32,
-    /// Message bytes seen so far (including bytes beyond a short buffer).
-    pub received: u32,
-    pub data_done: bool,
-    pub copies_pending: u32,
-    pub code: StatusCode,
-    /// Rendezvous announcement (region id, use counter, offset) of a large message.
-    pub rndv: Option<(u8, u8, u16)>,
-}
-
-pub(crate) struct ConnectReq {
-    pub partner: PartnerId,
-    pub key: u32,
-    pub context: u64,
-    pub connect_seqnum: u8,
-    pub last_send: Time,
-    pub resends: u32,
-    pub resends_max: u32,
-}
-
-pub(crate) enum UnexpBody {
-    Eager {
-        chunks: Vec<(u32, Bytes)>,
-        complete: bool,
-    },
-    Rndv {
-        rdma_id: u8,
-        rdma_seq: u8,
-        rdma_offset: u16,
-    },
-}
-
-pub(crate) struct Unexpected {
-    pub partner: PartnerId,
-    pub match_info: u64,
-    pub msg_length: u32,
-    pub body: UnexpBody,
-    /// Bytes charged against the unexpected-queue budget.
-    pub charged: usize,
-    /// Waiting for the application's unexpected handler: invisible to matching.
-    pub pending: bool,
-}
-
-/// An unmatched message offered to the application's unexpected handler before it is
-/// stored (MX `mx_register_unexp_handler`).
-#[derive(Clone, Debug)]
-pub struct UnexpectedInfo {
-    pub id: u64,
-    pub source: PartnerId,
-    pub match_info: u64,
-    pub msg_length: u32,
-    /// The whole payload, when it is already at hand (one-frame messages).
-    pub data: Option<Bytes>,
-}
-
-/// A registered send buffer that remote pullers may read.
-pub(crate) struct Region {
-    pub handle: MemHandle,
-    pub len: u32,
-    /// Offset of the region's data in `handle` (one-sided replies read from the middle
-    /// of an exposed buffer).
-    pub base: u64,
-    pub req: Key,
-    pub use_seq: u8,
 }
 
 /// Loss-recovery state of one partner (see [`Engine::path_stats`]); times in ns.
@@ -173,60 +72,30 @@ pub struct QueueStats {
     pub partners: usize,
 }
 
+/// One endpoint. Each part of its state is owned by a type with its own methods; the
+/// fields left plain are endpoint-wide values.
 pub struct Engine {
     pub(crate) cfg: EngineConfig,
     pub(crate) me: EndpointParams,
     pub(crate) mac: [u8; 6],
     pub(crate) peers: PeerTable,
-    pub(crate) partners: Vec<Partner>,
-    /// No deadline (acks, resends, pull blocks) is earlier than this; `Time::MAX` when
-    /// none is armed. Lowered wherever a deadline is armed, set back to the exact
-    /// earliest one by `handle_timeout`: `poll_timeout`, asked on every progress pass,
-    /// is O(1) instead of a scan of every partner and pull.
-    pub(crate) deadline_hint: Time,
-    pub(crate) partner_by_addr: HashMap<(NicId, u8), PartnerId>,
-    /// Evictable partners, oldest first (entries that stopped being evictable are
-    /// skipped when met): eviction costs O(1) amortized under a connect flood.
-    pub(crate) evict_queue: VecDeque<u32>,
+    pub(crate) partners: PartnerTable,
+    pub(crate) timer: Timer,
     pub(crate) requests: Slab<Request>,
+    /// Receives not matched yet, in post order (matching order).
     pub(crate) posted: VecDeque<Key>,
-    pub(crate) unexp: Slab<Unexpected>,
-    pub(crate) unexp_order: VecDeque<Key>,
-    pub(crate) unexp_bytes: usize,
+    pub(crate) unexp: UnexpectedQueue,
+    /// Bytes of early packets held by all partners (bounded by `early_max_bytes`).
     pub(crate) early_bytes: usize,
-    pub(crate) regions: Vec<Option<Region>>,
-    pub(crate) region_use: [u8; 256],
-    pub(crate) regions_used: usize,
-    pub(crate) region_waitq: VecDeque<Key>,
-    pub(crate) pulls: Slab<Pull>,
-    pub(crate) pull_waitq: VecDeque<Key>,
-    /// Copies in flight and the receive each belongs to (ids are slab keys).
-    pub(crate) copies: Slab<Key>,
-    pub(crate) out: VecDeque<Transmit>,
-    pub(crate) completions: VecDeque<Completion>,
-    pub(crate) copy_ops: VecDeque<CopyOp>,
+    pub(crate) regions: Regions,
+    pub(crate) pulls: Pulls,
+    pub(crate) outputs: Outputs,
+    /// Eager sends completed before their ack (bounded by `zombie_max`).
     pub(crate) zombies: usize,
-    pub(crate) unexp_hook: bool,
-    pub(crate) unexp_events: VecDeque<Key>,
-    pub(crate) exposed: Vec<crate::onesided::Exposed>,
-    /// Pending one-sided gets by wire id.
-    pub(crate) gets: HashMap<u32, Key>,
-    pub(crate) next_get: u32,
-    pub(crate) local_out: VecDeque<crate::local::LocalSend>,
-    pub(crate) local_pulls: VecDeque<crate::local::LocalPull>,
-    pub(crate) lpulls: Slab<crate::local::LocalPullState>,
-    /// A message to oneself is being delivered: the unexpected budget does not apply
-    /// (there is no sender to slow down).
-    pub(crate) self_delivery: bool,
+    pub(crate) one_sided: OneSided,
+    pub(crate) local: LocalState,
     pub counters: Counters,
 }
-
-/// Concurrent rendezvous sends per endpoint (half the 8-bit region id space, as MX).
-pub(crate) const MAX_LARGE_SENDS: usize = 128;
-/// Pull handles per endpoint (10 bits of the wire handle).
-pub(crate) const MAX_PULLS: usize = 1024;
-/// The original starts every region's use counter here.
-const REGION_USE_INIT: u8 = 23;
 
 impl Engine {
     pub fn new(cfg: EngineConfig, me: EndpointParams, peers: PeerTable) -> Self {
@@ -235,36 +104,18 @@ impl Engine {
             cfg,
             me,
             peers,
-            partners: Vec::new(),
-            deadline_hint: Time::MAX,
-            partner_by_addr: HashMap::default(),
-            evict_queue: VecDeque::new(),
+            partners: PartnerTable::default(),
+            timer: Timer::default(),
             requests: Slab::default(),
             posted: VecDeque::new(),
-            unexp: Slab::default(),
-            unexp_order: VecDeque::new(),
-            unexp_bytes: 0,
+            unexp: UnexpectedQueue::default(),
             early_bytes: 0,
-            regions: (0..256).map(|_| None).collect(),
-            region_use: [REGION_USE_INIT; 256],
-            regions_used: 0,
-            region_waitq: VecDeque::new(),
-            pulls: Slab::default(),
-            pull_waitq: VecDeque::new(),
-            copies: Slab::default(),
-            out: VecDeque::new(),
-            completions: VecDeque::new(),
-            copy_ops: VecDeque::new(),
+            regions: Regions::default(),
+            pulls: Pulls::default(),
+            outputs: Outputs::default(),
             zombies: 0,
-            unexp_hook: false,
-            unexp_events: VecDeque::new(),
-            exposed: Vec::new(),
-            gets: HashMap::default(),
-            next_get: 1,
-            local_out: VecDeque::new(),
-            local_pulls: VecDeque::new(),
-            lpulls: Slab::default(),
-            self_delivery: false,
+            one_sided: OneSided::default(),
+            local: LocalState::default(),
             counters: Counters::default(),
         }
     }
@@ -307,57 +158,51 @@ impl Engine {
     /// Remote board, endpoint index and session of a partner.
     pub fn partner_addr(&self, id: PartnerId) -> Option<(NicId, u8, Option<u32>)> {
         self.partners
-            .get(id.0 as usize)
+            .get(id)
             .map(|p| (p.nic_id, p.endpoint, p.session))
     }
 
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.out.pop_front()
+        self.outputs.pop_transmit()
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        self.completions.pop_front()
+        self.outputs.pop_completion()
     }
 
     pub fn poll_copy(&mut self) -> Option<CopyOp> {
-        self.copy_ops.pop_front()
+        self.outputs.pop_copy()
     }
 
     /// Whether the engine has output other than completions (frames, copies, local
     /// messages or pulls to execute).
     pub fn has_output_besides_completions(&self) -> bool {
-        !self.out.is_empty()
-            || !self.copy_ops.is_empty()
-            || !self.local_out.is_empty()
-            || !self.local_pulls.is_empty()
+        self.outputs.has_work()
     }
 
     pub fn has_output(&self) -> bool {
-        !self.out.is_empty()
-            || !self.completions.is_empty()
-            || !self.copy_ops.is_empty()
-            || !self.local_out.is_empty()
-            || !self.local_pulls.is_empty()
+        self.outputs.has_work() || self.outputs.completions_queued()
     }
 
     pub fn stats(&self) -> QueueStats {
+        let (transmits, completions, copies, local_out) = self.outputs.lens();
         QueueStats {
             requests: self.requests.len(),
             posted_recvs: self.posted.len(),
             unexpected: self.unexp.len(),
-            unexpected_bytes: self.unexp_bytes,
+            unexpected_bytes: self.unexp.bytes(),
             early_bytes: self.early_bytes,
             unacked: self.partners.iter().map(|p| p.unacked.len()).sum(),
             throttled: self.partners.iter().map(|p| p.throttled.len()).sum(),
             partials: self.partners.iter().map(|p| p.partials.len()).sum(),
             pulls: self.pulls.len(),
-            regions: self.regions_used,
-            copies: self.copies.len(),
+            regions: self.regions.len(),
+            copies,
             zombies: self.zombies,
-            transmits: self.out.len(),
-            completions: self.completions.len(),
-            local_pulls: self.lpulls.len(),
-            local_out: self.local_out.len(),
+            transmits,
+            completions,
+            local_pulls: self.local.pulls_in_progress(),
+            local_out,
             partners: self.partners.len(),
         }
     }
@@ -381,19 +226,15 @@ impl Engine {
 
     /// Finds or creates the partner for a remote endpoint on a known peer.
     pub(crate) fn partner_for(&mut self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
-        if let Some(&id) = self.partner_by_addr.get(&(nic_id, endpoint)) {
+        if let Some(id) = self.partners.lookup(nic_id, endpoint) {
             return Some(id);
         }
         let peer_index = self.peers.index_of(nic_id)?;
-        let id = PartnerId(self.partners.len() as u32);
-        self.partners.push(Partner::new(
-            nic_id,
-            endpoint,
-            peer_index,
-            self.unagreed_wire(),
-        ));
-        self.partner_by_addr.insert((nic_id, endpoint), id);
-        Some(id)
+        let wire = self.unagreed_wire();
+        Some(
+            self.partners
+                .add(Partner::new(nic_id, endpoint, peer_index, wire)),
+        )
     }
 
     /// The partner for a connect request from a remote endpoint. A new one is created
@@ -406,7 +247,7 @@ impl Engine {
         nic_id: NicId,
         endpoint: u8,
     ) -> Option<PartnerId> {
-        if let Some(&id) = self.partner_by_addr.get(&(nic_id, endpoint)) {
+        if let Some(id) = self.partners.lookup(nic_id, endpoint) {
             return Some(id);
         }
         if self.partners.len() < self.cfg.partners_max {
@@ -414,39 +255,17 @@ impl Engine {
             let p = self.partner(id);
             p.evictable = true;
             p.last_heard = now;
-            self.evict_queue.push_back(id.0);
+            self.partners.queue_evictable(id);
             return Some(id);
         }
         let peer_index = self.peers.index_of(nic_id)?;
-        // The oldest partner that is still evictable; the others leave the queue.
-        let mut victim = None;
-        for _ in 0..self.evict_queue.len() {
-            let Some(i) = self.evict_queue.pop_front() else {
-                break;
-            };
-            let p = &self.partners[i as usize];
-            if !p.evictable {
-                continue;
-            }
-            if p.is_idle() {
-                victim = Some(i as usize);
-                break;
-            }
-            self.evict_queue.push_back(i);
-        }
-        let Some(i) = victim else {
-            self.counters.drop_partner_full += 1;
-            return None;
-        };
-        let old = &self.partners[i];
-        self.partner_by_addr.remove(&(old.nic_id, old.endpoint));
         let mut p = Partner::new(nic_id, endpoint, peer_index, self.unagreed_wire());
         p.evictable = true;
         p.last_heard = now;
-        self.partners[i] = p;
-        let id = PartnerId(i as u32);
-        self.partner_by_addr.insert((nic_id, endpoint), id);
-        self.evict_queue.push_back(id.0);
+        let Some(id) = self.partners.replace_oldest_evictable(p) else {
+            self.counters.drop_partner_full += 1;
+            return None;
+        };
         self.counters.partner_evicted += 1;
         Some(id)
     }
@@ -461,18 +280,15 @@ impl Engine {
     /// connect. Bundles to it must not exceed it.
     pub fn frame_limit(&self, dst_mac: [u8; 6], endpoint: u8) -> usize {
         let wire = self
-            .partner_by_addr
-            .get(&(nic_id_from_mac(dst_mac), endpoint))
-            .map_or_else(
-                || self.unagreed_wire(),
-                |id| self.partners[id.0 as usize].wire,
-            );
+            .partners
+            .lookup(nic_id_from_mac(dst_mac), endpoint)
+            .map_or_else(|| self.unagreed_wire(), |id| self.partners[id].wire);
         wire.mtu as usize + omx_wire::ETH_HEADER_LEN
     }
 
     /// The frame sizes agreed with a partner (see `Partner::wire`).
     pub fn partner_wire(&self, id: PartnerId) -> Option<omx_wire::WireConfig> {
-        self.partners.get(id.0 as usize).map(|p| p.wire)
+        self.partners.get(id).map(|p| p.wire)
     }
 
     /// The configuration to decode `frame` with: a medium fragment's offset and a pull
@@ -487,20 +303,20 @@ impl Engine {
         match sender {
             Some((mac, &endpoint)) if sized => {
                 let mac: [u8; 6] = mac.try_into().expect("6 bytes");
-                self.partner_by_addr
-                    .get(&(nic_id_from_mac(mac), endpoint))
-                    .map_or(self.cfg.wire, |id| self.partners[id.0 as usize].wire)
+                self.partners
+                    .lookup(nic_id_from_mac(mac), endpoint)
+                    .map_or(self.cfg.wire, |id| self.partners[id].wire)
             }
             _ => self.cfg.wire,
         }
     }
 
     pub(crate) fn partner(&mut self, id: PartnerId) -> &mut Partner {
-        &mut self.partners[id.0 as usize]
+        &mut self.partners[id]
     }
 
     pub(crate) fn header_to(&self, id: PartnerId) -> Header {
-        let p = &self.partners[id.0 as usize];
+        let p = &self.partners[id];
         Header {
             dst_mac: mac_from_nic_id(p.nic_id),
             src_mac: self.mac,
@@ -518,7 +334,7 @@ impl Engine {
                     buf[omx_wire::COMMON_HEADER_LEN] |= omx_wire::LATENCY_FLAG;
                 }
                 let t = Transmit::new(buf, n, payload, packet.packet_type(), urgent);
-                self.out.push_back(t);
+                self.outputs.transmit(t);
             }
             // Only reachable through a field that does not fit the wire mode; the callers
             // validate lengths against the mode, so this is a bug worth surfacing in tests.
@@ -537,7 +353,7 @@ impl Engine {
         status: Status,
         mem: Option<MemHandle>,
     ) {
-        self.completions.push_back(Completion {
+        self.outputs.complete(Completion {
             req: ReqId(req.0),
             kind,
             status,
@@ -550,14 +366,7 @@ impl Engine {
             Some(Request::Recv(r)) => r.active.as_ref().map_or(0, |a| a.msg_length),
             _ => 0,
         };
-        let id = CopyId(self.copies.insert(req).0);
-        self.copy_ops.push_back(CopyOp {
-            id,
-            src,
-            dst,
-            dst_offset,
-            msg_length,
-        });
+        self.outputs.copy(req, src, dst, dst_offset, msg_length);
     }
 
     /// A posted request not completed yet: its kind, its context, and for a send
@@ -576,7 +385,7 @@ impl Engine {
 
     /// The runtime finished a copy action.
     pub fn copy_done(&mut self, now: Time, id: CopyId) {
-        let Some(req) = self.copies.remove(Key(id.0)) else {
+        let Some(req) = self.outputs.copy_done(id) else {
             return;
         };
         if let Some(Request::Recv(r)) = self.requests.get_mut(req) {
@@ -611,7 +420,7 @@ impl Engine {
             | Packet::Small(_)
             | Packet::Medium(_)
             | Packet::Rndv(_)
-            | Packet::Notify(_) => self.on_seq_packet(now, src, packet, frame, payload),
+            | Packet::Notify(_) => self.on_seq_packet(now, src, packet, frame.len(), payload),
             Packet::Truc(t) => self.on_truc(now, src, t),
             Packet::Connect(c) => self.on_connect(now, src, peer_index, c),
             Packet::Pull(p) => self.on_pull(now, src, p),
@@ -659,10 +468,7 @@ impl Engine {
     /// `f(destination, byte offset, payload length)` returns false to stop. A guess
     /// only: a caller receiving into these places must still check each frame.
     pub fn expected_pull_replies(&self, f: &mut dyn FnMut(MemHandle, u64, usize) -> bool) {
-        for k in self.pulls.keys() {
-            let Some(pull) = self.pulls.get(k) else {
-                continue;
-            };
+        for pull in self.pulls.iter() {
             if !pull.expected_replies(f) {
                 return;
             }
@@ -727,13 +533,13 @@ impl Engine {
         // debug-built test, the simulator's loss and reordering runs included.
         debug_assert!(self
             .earliest_deadline()
-            .is_none_or(|d| self.deadline_hint <= d));
-        (self.deadline_hint != Time::MAX).then_some(self.deadline_hint)
+            .is_none_or(|d| self.timer.covers(d)));
+        self.timer.next()
     }
 
-    /// Arms the engine's timer for a deadline at `at` (see `deadline_hint`).
+    /// Arms the engine's timer for a deadline at `at` (see [`Timer`]).
     pub(crate) fn hint_deadline(&mut self, at: Time) {
-        self.deadline_hint = self.deadline_hint.min(at);
+        self.timer.arm(at);
     }
 
     fn earliest_deadline(&self) -> Option<Time> {
@@ -742,32 +548,33 @@ impl Engine {
             .iter()
             .flat_map(|p| [p.ack_deadline, p.resend_deadline])
             .flatten();
-        let pulls = self.pulls.keys().filter_map(|k| {
-            let pull = self.pulls.get(k)?;
-            pull.deadline(self.partners[pull.partner.0 as usize].pull_heard)
-        });
+        let pulls = self
+            .pulls
+            .iter()
+            .filter_map(|pull| pull.deadline(self.partners[pull.partner].pull_heard));
         partners.chain(pulls).min()
     }
 
     pub fn handle_timeout(&mut self, now: Time) {
         for i in 0..self.partners.len() {
             let id = PartnerId(i as u32);
-            if self.partners[i].ack_deadline.is_some_and(|d| d <= now) {
+            if self.partners[id].ack_deadline.is_some_and(|d| d <= now) {
                 self.send_ack(id);
             }
-            if self.partners[i].resend_deadline.is_some_and(|d| d <= now) {
+            if self.partners[id].resend_deadline.is_some_and(|d| d <= now) {
                 self.resend_overdue(now, id);
             }
         }
         self.pull_timeouts(now);
-        self.deadline_hint = self.earliest_deadline().unwrap_or(Time::MAX);
+        self.timer.reset(self.earliest_deadline());
     }
 
     /// Flushes pending delayed acks (endpoint close).
     pub fn flush_acks(&mut self) {
         for i in 0..self.partners.len() {
-            if self.partners[i].ack_deadline.is_some() {
-                self.send_ack(PartnerId(i as u32));
+            let id = PartnerId(i as u32);
+            if self.partners[id].ack_deadline.is_some() {
+                self.send_ack(id);
             }
         }
     }
@@ -796,9 +603,9 @@ impl Engine {
         src: NicId,
         endpoint: u8,
     ) -> Option<PartnerId> {
-        match self.partner_by_addr.get(&(src, endpoint)) {
-            Some(&id) if self.partners[id.0 as usize].session.is_some() => {
-                let p = &mut self.partners[id.0 as usize];
+        match self.partners.lookup(src, endpoint) {
+            Some(id) if self.partners[id].session.is_some() => {
+                let p = &mut self.partners[id];
                 p.last_heard = now;
                 p.probes = 0;
                 p.evictable = false;
@@ -809,17 +616,5 @@ impl Engine {
                 None
             }
         }
-    }
-}
-
-/// User memory a request lent to the engine (receive buffers, rendezvous send regions).
-pub(crate) fn request_mem(r: &Request) -> Option<MemHandle> {
-    match r {
-        Request::Recv(r) => Some(r.handle),
-        Request::Send(SendReq {
-            data: SendData::Region { handle, .. },
-            ..
-        }) => Some(*handle),
-        _ => None,
     }
 }

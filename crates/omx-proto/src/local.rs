@@ -10,22 +10,15 @@
 //! notifies. When the runtime reports that cross-process copies are refused, the
 //! receiver asks the sender to push the data through the ring instead (two copies).
 
-use crate::engine::{Engine, Request};
-use crate::slab::Key;
+use crate::engine::Engine;
+use crate::requests::Request;
+use crate::slab::{Key, Slab};
 use crate::types::*;
 use bytes::Bytes;
 use omx_wire::{Msg, Notify, Rndv};
 
-/// How a partner is reached.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Reach {
-    #[default]
-    Network,
-    /// This very endpoint: messages are looped back inside the engine.
-    SelfEndpoint,
-    /// Another endpoint of this host, through shared memory.
-    Shared,
-}
+/// Kept importable from here (the type lives with the shared vocabulary).
+pub use crate::types::Reach;
 
 /// A message for a local partner, for the runtime to put in the partner's ring (never
 /// emitted for the self partner, which the engine serves internally).
@@ -213,16 +206,65 @@ pub(crate) struct LocalPullState {
     pub pushed: u32,
 }
 
+/// The endpoint's state for local partners: matched local large receives in progress
+/// (their keys are the pulls' copy ids and the push cookies), and whether a message to
+/// oneself is being delivered.
+#[derive(Default)]
+pub(crate) struct LocalState {
+    pulls: Slab<LocalPullState>,
+    /// During a self delivery the unexpected budget does not apply (there is no
+    /// sender to slow down).
+    self_delivery: bool,
+}
+
+impl LocalState {
+    fn start_pull(&mut self, st: LocalPullState) -> Key {
+        self.pulls.insert(st)
+    }
+
+    fn pull(&self, lk: Key) -> Option<&LocalPullState> {
+        self.pulls.get(lk)
+    }
+
+    fn pull_mut(&mut self, lk: Key) -> Option<&mut LocalPullState> {
+        self.pulls.get_mut(lk)
+    }
+
+    fn end_pull(&mut self, lk: Key) -> Option<LocalPullState> {
+        self.pulls.remove(lk)
+    }
+
+    /// Ends the pulls from `pid`; returns them.
+    fn end_pulls_from(&mut self, pid: PartnerId) -> Vec<LocalPullState> {
+        let keys: Vec<Key> = self.pulls.keys().collect();
+        let mut ended = Vec::new();
+        for lk in keys {
+            if self.pulls.get(lk).is_some_and(|s| s.partner == pid) {
+                ended.extend(self.pulls.remove(lk));
+            }
+        }
+        ended
+    }
+
+    pub fn pulls_in_progress(&self) -> usize {
+        self.pulls.len()
+    }
+
+    pub fn delivering_to_self(&self) -> bool {
+        self.self_delivery
+    }
+}
+
 impl Engine {
     /// The partner for a remote endpoint, if one exists.
     pub fn partner_of(&self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
-        self.partner_by_addr.get(&(nic_id, endpoint)).copied()
+        self.partners.lookup(nic_id, endpoint)
     }
 
     /// How `partner` is reached.
     pub fn reach(&self, partner: PartnerId) -> Reach {
         self.partners
-            .get(partner.0 as usize)
+            .get(partner)
             .map_or(Reach::Network, |p| p.reach)
     }
 
@@ -233,7 +275,7 @@ impl Engine {
     pub fn is_eager_to(&self, partner: PartnerId, match_info: u64, len: u32, sync: bool) -> bool {
         let reach = self.reach(partner);
         !sync
-            && len <= self.eager_limit(reach, &self.partners[partner.0 as usize].wire)
+            && len <= self.eager_limit(reach, &self.partners[partner].wire)
             && !(reach == Reach::SelfEndpoint && self.posted_position(match_info).is_some())
     }
 
@@ -281,22 +323,15 @@ impl Engine {
     /// session means the remote endpoint was reopened: what was pending with the old one
     /// fails.
     pub fn local_partner(&mut self, nic_id: NicId, endpoint: u8, session: u32) -> PartnerId {
-        let pid = match self.partner_by_addr.get(&(nic_id, endpoint)) {
-            Some(&id) => id,
+        let pid = match self.partners.lookup(nic_id, endpoint) {
+            Some(id) => id,
             None => {
                 let peer_index = self.peers.index_of(nic_id).unwrap_or(0);
-                let id = PartnerId(self.partners.len() as u32);
-                self.partners.push(crate::partner::Partner::new(
-                    nic_id,
-                    endpoint,
-                    peer_index,
-                    self.cfg.wire,
-                ));
-                self.partner_by_addr.insert((nic_id, endpoint), id);
-                id
+                let p = crate::partner::Partner::new(nic_id, endpoint, peer_index, self.cfg.wire);
+                self.partners.add(p)
             }
         };
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         if p.reach == Reach::Shared && p.session.is_some_and(|s| s != session) {
             self.reset_partner(0, pid, StatusCode::EndpointClosed);
         }
@@ -330,11 +365,11 @@ impl Engine {
     }
 
     pub fn poll_local(&mut self) -> Option<LocalSend> {
-        self.local_out.pop_front()
+        self.outputs.pop_local()
     }
 
     pub fn poll_local_pull(&mut self) -> Option<LocalPull> {
-        self.local_pulls.pop_front()
+        self.outputs.pop_local_pull()
     }
 
     /// Sends the first (and only) message of a send to a local partner.
@@ -386,16 +421,16 @@ impl Engine {
     /// Queues a local message, or serves it at once when it is for this endpoint.
     pub(crate) fn emit_local(&mut self, now: Time, pid: PartnerId, msg: LocalMsg) {
         if self.reach(pid) != Reach::SelfEndpoint {
-            self.local_out.push_back(LocalSend { partner: pid, msg });
+            self.outputs.local(LocalSend { partner: pid, msg });
             return;
         }
         // The self partner never refuses its own memory: no pushes.
         let Some(m) = msg.into_local_in(Bytes::new()) else {
             return;
         };
-        self.self_delivery = true;
+        self.local.self_delivery = true;
         let taken = self.handle_local(now, pid, m);
-        self.self_delivery = false;
+        self.local.self_delivery = false;
         debug_assert!(taken, "self delivery is never refused");
     }
 
@@ -505,11 +540,11 @@ impl Engine {
     pub fn local_direct_ok(&self, partner: PartnerId, len: u32, sync: bool) -> bool {
         !sync
             && len <= self.eager_limit(Reach::Shared, &self.cfg.wire)
-            && self.local_out.is_empty()
-            && self.region_waitq.is_empty()
+            && !self.outputs.local_queued()
+            && self.regions.nobody_waits()
             && self
                 .partners
-                .get(partner.0 as usize)
+                .get(partner)
                 .is_some_and(|p| p.reach == Reach::Shared && p.session.is_some())
     }
 
@@ -588,8 +623,8 @@ impl Engine {
             },
             mem: Some(handle),
         };
-        if !self.completions.is_empty() {
-            self.completions.push_back(c);
+        if self.outputs.completions_queued() {
+            self.outputs.complete(c);
             return Some((handle, base, xfer, None));
         }
         Some((handle, base, xfer, Some(c)))
@@ -605,7 +640,7 @@ impl Engine {
         len: u32,
         cookie: u64,
     ) {
-        let ok = self.regions[region as usize].as_ref().and_then(|r| {
+        let ok = self.regions.get(region as usize).and_then(|r| {
             let owner_ok =
                 matches!(self.requests.get(r.req), Some(Request::Send(s)) if s.partner == pid);
             let in_range = (offset as u64 + len as u64) <= r.len as u64;
@@ -616,7 +651,7 @@ impl Engine {
             return;
         };
         self.counters.send_local_push += 1;
-        self.local_out.push_back(LocalSend {
+        self.outputs.local(LocalSend {
             partner: pid,
             msg: LocalMsg::Push {
                 cookie,
@@ -638,12 +673,12 @@ impl Engine {
         // The common case, kept free of allocations: a posted receive takes it (it
         // matched none of the older unexpected messages, or it would hold one).
         if let Some(k) = self.match_posted(match_info) {
-            self.activate(k, pid, match_info, data.len() as u32);
+            self.activate(k, pid, Some(match_info), data.len() as u32);
             self.deliver_chunk(k, 0, data);
             self.try_finish_recv(now, k);
             return true;
         }
-        let body = || crate::engine::UnexpBody::Eager {
+        let body = || crate::unexpected::UnexpBody::Eager {
             chunks: vec![(0, data.clone())],
             complete: true,
         };
@@ -671,8 +706,9 @@ impl Engine {
         let remote = self.partner(pid).local_regions.remove(&(rdma_id, rdma_seq));
         let src = match self.reach(pid) {
             Reach::SelfEndpoint => {
-                let own = self.regions[rdma_id as usize]
-                    .as_ref()
+                let own = self
+                    .regions
+                    .get(rdma_id as usize)
                     .filter(|r| r.use_seq == rdma_seq)
                     .map(|r| (r.handle, r.base));
                 own.map(|(h, b)| (PullSrc::Own(h), b))
@@ -702,7 +738,7 @@ impl Engine {
             self.finish_local_recv(now, k, pid, rdma_id, rdma_seq, 0);
             return;
         }
-        let lk = self.lpulls.insert(LocalPullState {
+        let lk = self.local.start_pull(LocalPullState {
             req: k,
             partner: pid,
             region: rdma_id,
@@ -711,11 +747,11 @@ impl Engine {
             xfer,
             pushed: 0,
         });
-        if self.partners[pid.0 as usize].no_cma {
+        if self.partners[pid].no_cma {
             self.request_push(lk);
             return;
         }
-        self.local_pulls.push_back(LocalPull {
+        self.outputs.local_pull(LocalPull {
             id: CopyId(lk.0),
             src,
             src_offset: src_base,
@@ -726,13 +762,13 @@ impl Engine {
     }
 
     fn request_push(&mut self, lk: Key) {
-        let Some(st) = self.lpulls.get(lk) else {
+        let Some(st) = self.local.pull(lk) else {
             return;
         };
         let (pid, region, use_seq, offset, len) =
             (st.partner, st.region, st.use_seq, st.offset, st.xfer);
         self.counters.send_local_pull_req += 1;
-        self.local_out.push_back(LocalSend {
+        self.outputs.local(LocalSend {
             partner: pid,
             msg: LocalMsg::PullReq {
                 region,
@@ -747,13 +783,13 @@ impl Engine {
     /// The runtime finished (or failed) a [`LocalPull`].
     pub fn local_pull_done(&mut self, now: Time, id: CopyId, outcome: PullOutcome) {
         let lk = Key(id.0);
-        let Some(st) = self.lpulls.get(lk) else {
+        let Some(st) = self.local.pull(lk) else {
             return;
         };
         let (k, pid, region, use_seq, xfer) = (st.req, st.partner, st.region, st.use_seq, st.xfer);
         match outcome {
             PullOutcome::Done => {
-                self.lpulls.remove(lk);
+                self.local.end_pull(lk);
                 self.finish_local_recv(now, k, pid, region, use_seq, xfer);
             }
             PullOutcome::Refused => {
@@ -762,7 +798,7 @@ impl Engine {
                 self.request_push(lk);
             }
             PullOutcome::Gone | PullOutcome::Fault => {
-                self.lpulls.remove(lk);
+                self.local.end_pull(lk);
                 let code = if outcome == PullOutcome::Gone {
                     StatusCode::EndpointClosed
                 } else {
@@ -784,7 +820,7 @@ impl Engine {
         offset: u32,
         len: u32,
     ) -> Option<(MemHandle, u64, u32)> {
-        let st = self.lpulls.get(Key(cookie))?;
+        let st = self.local.pull(Key(cookie))?;
         if offset as u64 + len as u64 > st.xfer as u64 {
             return None;
         }
@@ -797,7 +833,7 @@ impl Engine {
     /// Fallback, receiver side: `len` pushed bytes were copied into the buffer.
     pub fn local_chunk_done(&mut self, now: Time, cookie: u64, len: u32) {
         let lk = Key(cookie);
-        let Some(st) = self.lpulls.get_mut(lk) else {
+        let Some(st) = self.local.pull_mut(lk) else {
             return;
         };
         st.pushed = st.pushed.saturating_add(len);
@@ -805,7 +841,7 @@ impl Engine {
             return;
         }
         let (k, pid, region, use_seq, xfer) = (st.req, st.partner, st.region, st.use_seq, st.xfer);
-        self.lpulls.remove(lk);
+        self.local.end_pull(lk);
         self.counters.recv_local_pushed += 1;
         self.finish_local_recv(now, k, pid, region, use_seq, xfer);
     }
@@ -838,7 +874,7 @@ impl Engine {
         xfer: u32,
         flags: u8,
     ) {
-        if self.partners[pid.0 as usize].session.is_none() {
+        if self.partners[pid].session.is_none() {
             return;
         }
         self.counters.send_local_notify += 1;
@@ -855,13 +891,8 @@ impl Engine {
     }
 
     pub(crate) fn abort_local_pulls_from(&mut self, pid: PartnerId, code: StatusCode) {
-        let keys: Vec<Key> = self.lpulls.keys().collect();
-        for lk in keys {
-            if self.lpulls.get(lk).is_some_and(|s| s.partner == pid) {
-                if let Some(st) = self.lpulls.remove(lk) {
-                    self.fail_recv(st.req, code);
-                }
-            }
+        for st in self.local.end_pulls_from(pid) {
+            self.fail_recv(st.req, code);
         }
     }
 }

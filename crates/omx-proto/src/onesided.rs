@@ -12,11 +12,13 @@
 //! A remote access must lie entirely inside one region exposed with the right
 //! permission; anything else fails with `BadRdmaWin` and touches nothing.
 
-use crate::engine::{ActiveRecv, Engine, RecvReq, Request, SendReq};
+use crate::engine::Engine;
+use crate::requests::{RecvReq, Request};
 use crate::slab::Key;
 use crate::types::*;
 use bytes::Bytes;
 use omx_wire::{Msg, Rndv, WireMode};
+use rustc_hash::FxHashMap as HashMap;
 
 pub const GET_REQ: u8 = 0x01;
 pub const GET_REPLY: u8 = 0x02;
@@ -30,7 +32,7 @@ pub const EXPOSE_WRITE: u32 = 2;
 
 /// A buffer the application lets remote endpoints read and/or write.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Exposed {
+struct Exposed {
     pub id: u64,
     pub addr: u64,
     pub len: u64,
@@ -39,6 +41,69 @@ pub(crate) struct Exposed {
 }
 
 const GET_REQ_LEN: usize = 16;
+
+/// The endpoint's one-sided state: its exposed regions (the windows remote endpoints
+/// may access) and its gets waiting for their reply, by wire id.
+pub(crate) struct OneSided {
+    exposed: Vec<Exposed>,
+    gets: HashMap<u32, Key>,
+    next_get: u32,
+}
+
+impl Default for OneSided {
+    fn default() -> Self {
+        OneSided {
+            exposed: Vec::new(),
+            gets: HashMap::default(),
+            next_get: 1,
+        }
+    }
+}
+
+impl OneSided {
+    fn expose(&mut self, region: Exposed) -> Result<(), EngineError> {
+        if self.exposed.iter().any(|e| e.id == region.id) {
+            return Err(EngineError::BadArgument("region id already exposed"));
+        }
+        self.exposed.push(region);
+        Ok(())
+    }
+
+    fn unexpose(&mut self, id: u64) -> Result<MemHandle, EngineError> {
+        let i = self
+            .exposed
+            .iter()
+            .position(|e| e.id == id)
+            .ok_or(EngineError::BadRequest)?;
+        Ok(self.exposed.remove(i).handle)
+    }
+
+    /// The exposed region holding `[addr, addr + len)` with permission `need`, and the
+    /// offset of `addr` in it.
+    fn range(&self, addr: u64, len: u64, need: u32) -> Option<(MemHandle, u64)> {
+        let end = addr.checked_add(len)?;
+        self.exposed
+            .iter()
+            .find(|e| e.flags & need != 0 && addr >= e.addr && end <= e.addr + e.len)
+            .map(|e| (e.handle, addr - e.addr))
+    }
+
+    /// A wire id for a new get (never 0).
+    fn next_get_id(&mut self) -> u32 {
+        let id = self.next_get;
+        self.next_get = self.next_get.wrapping_add(1).max(1);
+        id
+    }
+
+    fn await_get(&mut self, id: u32, k: Key) {
+        self.gets.insert(id, k);
+    }
+
+    /// The receive waiting for the reply to get `id`, no longer waiting.
+    fn take_get(&mut self, id: u32) -> Option<Key> {
+        self.gets.remove(&id)
+    }
+}
 
 impl Engine {
     /// Exposes `len` bytes at the application's address `addr` (held by `handle`) to
@@ -57,38 +122,19 @@ impl Engine {
         {
             return Err(EngineError::BadArgument("bad region range or flags"));
         }
-        if self.exposed.iter().any(|e| e.id == id) {
-            return Err(EngineError::BadArgument("region id already exposed"));
-        }
-        self.exposed.push(Exposed {
+        self.one_sided.expose(Exposed {
             id,
             addr,
             len,
             handle,
             flags,
-        });
-        Ok(())
+        })
     }
 
     /// Withdraws a region; returns its memory handle. Accesses already granted (pulls
     /// in progress) finish; no new one is accepted.
     pub fn unexpose(&mut self, id: u64) -> Result<MemHandle, EngineError> {
-        let i = self
-            .exposed
-            .iter()
-            .position(|e| e.id == id)
-            .ok_or(EngineError::BadRequest)?;
-        Ok(self.exposed.remove(i).handle)
-    }
-
-    /// The exposed region holding `[addr, addr + len)` with permission `need`, and the
-    /// offset of `addr` in it.
-    fn exposed_range(&self, addr: u64, len: u64, need: u32) -> Option<(MemHandle, u64)> {
-        let end = addr.checked_add(len)?;
-        self.exposed
-            .iter()
-            .find(|e| e.flags & need != 0 && addr >= e.addr && end <= e.addr + e.len)
-            .map(|e| (e.handle, addr - e.addr))
+        self.one_sided.unexpose(id)
     }
 
     fn native_only(&self) -> Result<(), EngineError> {
@@ -112,21 +158,17 @@ impl Engine {
     ) -> Result<ReqId, EngineError> {
         self.native_only()?;
         self.partners
-            .get(partner.0 as usize)
+            .get(partner)
             .ok_or(EngineError::UnknownPartner)?;
-        let id = self.next_get;
-        self.next_get = self.next_get.wrapping_add(1).max(1);
-        let k = self.requests.insert(Request::Recv(RecvReq {
-            match_info: id as u64,
-            mask: u64::MAX,
+        let id = self.one_sided.next_get_id();
+        let k = self.requests.insert(Request::Recv(RecvReq::new(
+            id as u64,
+            u64::MAX,
             handle,
             len,
             context,
-            active: None,
-            base: 0,
-            internal: false,
-        }));
-        self.gets.insert(id, k);
+        )));
+        self.one_sided.await_get(id, k);
         let mut req = [0u8; GET_REQ_LEN];
         req[..4].copy_from_slice(&id.to_be_bytes());
         req[4..12].copy_from_slice(&remote_addr.to_be_bytes());
@@ -191,7 +233,7 @@ impl Engine {
             let id = u32::from_be_bytes(payload[..4].try_into().expect("4 bytes"));
             let addr = u64::from_be_bytes(payload[4..12].try_into().expect("8 bytes"));
             let len = u32::from_be_bytes(payload[12..16].try_into().expect("4 bytes"));
-            match self.exposed_range(addr, len as u64, EXPOSE_READ) {
+            match self.one_sided.range(addr, len as u64, EXPOSE_READ) {
                 Some((handle, base)) => {
                     let data = SendData::Region { handle, len };
                     self.internal_send(now, pid, GET_REPLY, id as u64, data, base);
@@ -209,8 +251,8 @@ impl Engine {
                 }
             }
         } else if m.flags & GET_DENIED != 0 {
-            if let Some(k) = self.gets.remove(&(m.match_info as u32)) {
-                self.activate_get(k, pid, 0);
+            if let Some(k) = self.one_sided.take_get(m.match_info as u32) {
+                self.activate(k, pid, None, 0);
                 self.fail_recv(k, StatusCode::BadRdmaWin);
             }
         }
@@ -220,9 +262,9 @@ impl Engine {
     /// The requester's side of a get reply, or the owner's side of a put.
     pub(crate) fn take_one_sided_rndv(&mut self, now: Time, pid: PartnerId, r: Rndv) -> bool {
         if r.msg.flags & GET_REPLY != 0 {
-            match self.gets.remove(&(r.msg.match_info as u32)) {
+            match self.one_sided.take_get(r.msg.match_info as u32) {
                 Some(k) => {
-                    self.activate_get(k, pid, r.msg_length);
+                    self.activate(k, pid, None, r.msg_length);
                     self.start_large_recv(
                         now,
                         k,
@@ -243,19 +285,17 @@ impl Engine {
             }
         } else if r.msg.flags & PUT_REQ != 0 {
             let addr = r.msg.match_info;
-            match self.exposed_range(addr, r.msg_length as u64, EXPOSE_WRITE) {
+            match self
+                .one_sided
+                .range(addr, r.msg_length as u64, EXPOSE_WRITE)
+            {
                 Some((handle, base)) => {
                     let k = self.requests.insert(Request::Recv(RecvReq {
-                        match_info: addr,
-                        mask: u64::MAX,
-                        handle,
-                        len: r.msg_length,
-                        context: 0,
-                        active: None,
                         base,
                         internal: true,
+                        ..RecvReq::new(addr, u64::MAX, handle, r.msg_length, 0)
                     }));
-                    self.activate_get(k, pid, r.msg_length);
+                    self.activate(k, pid, None, r.msg_length);
                     self.start_large_recv(
                         now,
                         k,
@@ -278,52 +318,5 @@ impl Engine {
             }
         }
         true
-    }
-
-    fn activate_get(&mut self, k: Key, partner: PartnerId, msg_length: u32) {
-        if let Some(Request::Recv(r)) = self.requests.get_mut(k) {
-            let xfer = r.len.min(msg_length);
-            r.active = Some(ActiveRecv {
-                partner,
-                match_info: r.match_info,
-                msg_length,
-                xfer,
-                received: 0,
-                data_done: msg_length == 0,
-                copies_pending: 0,
-                code: if xfer < msg_length {
-                    StatusCode::Truncated
-                } else {
-                    StatusCode::Success
-                },
-                rndv: None,
-            });
-        }
-    }
-}
-
-// Keeps the SendReq constructor in one place for flagged sends.
-#[allow(clippy::too_many_arguments)] // one field each
-pub(crate) fn flagged_send(
-    partner: PartnerId,
-    match_info: u64,
-    data: SendData,
-    context: u64,
-    resends_max: u32,
-    flags: u8,
-    base: u64,
-    internal: bool,
-) -> SendReq {
-    SendReq {
-        partner,
-        match_info,
-        data,
-        context,
-        resends_max,
-        large: None,
-        rndv: None,
-        flags,
-        base,
-        internal,
     }
 }

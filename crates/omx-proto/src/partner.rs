@@ -4,9 +4,9 @@
 use crate::rtt::RttEstimator;
 use crate::seqnum::Seq;
 use crate::slab::Key;
-use crate::types::{NicId, Time};
+use crate::types::{NicId, PartnerId, Reach, Time};
 use bytes::Bytes;
-use omx_wire::{Medium, Msg, Notify, Rndv};
+use omx_wire::{Medium, Msg, Notify, Packet, Rndv};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 
@@ -35,6 +35,15 @@ pub(crate) struct SendRecord {
     pub last_send: Time,
     pub resends: u32,
     pub resends_max: u32,
+}
+
+/// A packet received ahead of its turn, decoded once on arrival. `len`, its frame's
+/// size, is what it costs against the early-packet budget.
+#[derive(Debug)]
+pub(crate) struct EarlyPacket {
+    pub packet: Packet,
+    pub payload: Bytes,
+    pub len: usize,
 }
 
 /// Where the fragments of a partially received medium message go.
@@ -128,7 +137,8 @@ pub(crate) struct Partner {
     pub acknum_sent: u32,
     pub acknum_seen: u32,
     pub partials: Vec<PartialMedium>,
-    pub early: HashMap<u16, Vec<Bytes>>,
+    /// Out-of-order packets by sequence number, kept decoded until their turn.
+    pub early: HashMap<u16, Vec<EarlyPacket>>,
     pub early_bytes: usize,
 
     // Liveness while rendezvous sends wait for notifies.
@@ -136,7 +146,7 @@ pub(crate) struct Partner {
     pub probes: u32,
     pub probe_sent: Time,
     /// Network, self, or shared memory.
-    pub reach: crate::local::Reach,
+    pub reach: Reach,
     /// Cross-process copies to this partner were refused: large messages are pushed.
     pub no_cma: bool,
     /// Memory descriptions of its local rendezvous announcements, by (region, use).
@@ -186,7 +196,7 @@ impl Partner {
             last_heard: 0,
             probes: 0,
             probe_sent: 0,
-            reach: crate::local::Reach::Network,
+            reach: Reach::Network,
             no_cma: false,
             local_regions: HashMap::default(),
             evictable: false,
@@ -223,7 +233,7 @@ impl Partner {
             && self.partials.is_empty()
             && self.early.is_empty()
             && self.local_regions.is_empty()
-            && self.reach == crate::local::Reach::Network
+            && self.reach == Reach::Network
     }
 
     /// The oldest unacked record if `upto` acks it.
@@ -280,5 +290,90 @@ impl Partner {
 
     pub fn arm_resend(&mut self, at: Time) {
         self.resend_deadline = Some(self.resend_deadline.map_or(at, |d| d.min(at)));
+    }
+}
+
+/// The partners of an endpoint by id and by address, and the order in which the ones
+/// created by connect requests alone may be evicted.
+#[derive(Default)]
+pub(crate) struct PartnerTable {
+    list: Vec<Partner>,
+    by_addr: HashMap<(NicId, u8), PartnerId>,
+    /// Evictable partners, oldest first (entries that stopped being evictable are
+    /// skipped when met): eviction costs O(1) amortized under a connect flood.
+    evict_queue: VecDeque<u32>,
+}
+
+impl PartnerTable {
+    /// The partner for endpoint `endpoint` of board `nic_id`, if one exists.
+    pub fn lookup(&self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
+        self.by_addr.get(&(nic_id, endpoint)).copied()
+    }
+
+    pub fn get(&self, id: PartnerId) -> Option<&Partner> {
+        self.list.get(id.0 as usize)
+    }
+
+    /// Adds a partner (for an address not in the table).
+    pub fn add(&mut self, p: Partner) -> PartnerId {
+        let id = PartnerId(self.list.len() as u32);
+        self.by_addr.insert((p.nic_id, p.endpoint), id);
+        self.list.push(p);
+        id
+    }
+
+    /// Queues a partner for eviction (it was just created by a connect request).
+    pub fn queue_evictable(&mut self, id: PartnerId) {
+        self.evict_queue.push_back(id.0);
+    }
+
+    /// Gives the slot of the oldest evictable idle partner to `p` (evictable too);
+    /// `None` when there is none.
+    pub fn replace_oldest_evictable(&mut self, p: Partner) -> Option<PartnerId> {
+        // The oldest partner that is still evictable; the others leave the queue.
+        let mut victim = None;
+        for _ in 0..self.evict_queue.len() {
+            let Some(i) = self.evict_queue.pop_front() else {
+                break;
+            };
+            let old = &self.list[i as usize];
+            if !old.evictable {
+                continue;
+            }
+            if old.is_idle() {
+                victim = Some(i as usize);
+                break;
+            }
+            self.evict_queue.push_back(i);
+        }
+        let i = victim?;
+        let old = &self.list[i];
+        self.by_addr.remove(&(old.nic_id, old.endpoint));
+        let id = PartnerId(i as u32);
+        self.by_addr.insert((p.nic_id, p.endpoint), id);
+        self.list[i] = p;
+        self.evict_queue.push_back(id.0);
+        Some(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Partner> {
+        self.list.iter()
+    }
+}
+
+impl std::ops::Index<PartnerId> for PartnerTable {
+    type Output = Partner;
+    fn index(&self, id: PartnerId) -> &Partner {
+        &self.list[id.0 as usize]
+    }
+}
+
+impl std::ops::IndexMut<PartnerId> for PartnerTable {
+    fn index_mut(&mut self, id: PartnerId) -> &mut Partner {
+        &mut self.list[id.0 as usize]
     }
 }

@@ -9,14 +9,16 @@
 //! full ring or switch queue) halves the blocks in flight toward that partner; they
 //! grow back as blocks complete.
 
-use crate::engine::{Engine, Request, MAX_PULLS};
+use crate::engine::Engine;
 use crate::recv::nack_status;
-use crate::slab::Key;
+use crate::requests::Request;
+use crate::slab::{Key, Slab};
 use crate::transmit::Payload;
 use crate::types::*;
 use omx_wire::{
     Header, NackMcp, NackType, Notify, Packet, Pull as PullPacket, PullReply, PULL_MAGIC_XOR,
 };
+use std::collections::VecDeque;
 
 /// Wire handle: slot index in the high 10 bits, 22 bits of generation.
 const HANDLE_GEN_BITS: u32 = 22;
@@ -130,6 +132,86 @@ impl Pull {
     }
 }
 
+/// Pull handles per endpoint (10 bits of the wire handle).
+const MAX_PULLS: usize = 1024;
+
+/// The pulls in progress, by key (their wire handle), and the matched large receives
+/// waiting for a free handle.
+#[derive(Default)]
+pub(crate) struct Pulls {
+    slab: Slab<Pull>,
+    waitq: VecDeque<Key>,
+}
+
+impl Pulls {
+    pub fn insert(&mut self, p: Pull) -> Key {
+        self.slab.insert(p)
+    }
+
+    pub fn get(&self, k: Key) -> Option<&Pull> {
+        self.slab.get(k)
+    }
+
+    pub fn get_mut(&mut self, k: Key) -> Option<&mut Pull> {
+        self.slab.get_mut(k)
+    }
+
+    pub fn remove(&mut self, k: Key) -> Option<Pull> {
+        self.slab.remove(k)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Pull> {
+        self.slab.keys().filter_map(|k| self.slab.get(k))
+    }
+
+    /// Keys of the pulls in progress, oldest slot first (a copy: callers change pulls).
+    pub fn keys(&self) -> Vec<Key> {
+        self.slab.keys().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slab.is_empty()
+    }
+
+    /// No handle is free: new large receives wait.
+    pub fn is_full(&self) -> bool {
+        self.slab.len() >= MAX_PULLS
+    }
+
+    /// The pull a wire handle names, if it is still in progress.
+    pub fn by_wire_handle(&self, handle: u32) -> Option<Key> {
+        let index = handle >> HANDLE_GEN_BITS;
+        let key = self.slab.key_at(index)?;
+        (key.generation() & HANDLE_GEN_MASK == handle & HANDLE_GEN_MASK).then_some(key)
+    }
+
+    /// Pull blocks requested and not complete, across all pulls.
+    pub fn blocks_outstanding(&self) -> usize {
+        self.iter().map(|p| p.blocks.len()).sum()
+    }
+
+    /// Queues a matched receive until a handle frees up.
+    pub fn wait(&mut self, k: Key) {
+        self.waitq.push_back(k);
+    }
+
+    pub fn pop_waiting(&mut self) -> Option<Key> {
+        self.waitq.pop_front()
+    }
+
+    pub fn waiting(&self) -> Vec<Key> {
+        self.waitq.iter().copied().collect()
+    }
+
+    pub fn stop_waiting(&mut self, k: Key) {
+        self.waitq.retain(|&x| x != k);
+    }
+}
+
 fn wire_handle(k: Key) -> u32 {
     (k.index() << HANDLE_GEN_BITS) | (k.generation() & HANDLE_GEN_MASK)
 }
@@ -148,9 +230,10 @@ impl Engine {
         let Some(Request::Recv(r)) = self.requests.get_mut(k) else {
             return;
         };
-        let local = r.active.as_ref().is_some_and(|a| {
-            self.partners[a.partner.0 as usize].reach != crate::local::Reach::Network
-        });
+        let local = r
+            .active
+            .as_ref()
+            .is_some_and(|a| self.partners[a.partner].reach != Reach::Network);
         if local {
             self.start_local_recv(now, k, rdma_id, rdma_seq);
             return;
@@ -168,11 +251,11 @@ impl Engine {
             self.try_finish_recv(now, k);
             return;
         }
-        if self.pulls.len() >= MAX_PULLS {
-            self.pull_waitq.push_back(k);
+        if self.pulls.is_full() {
+            self.pulls.wait(k);
             return;
         }
-        let reply_max = self.partners[pid.0 as usize].wire.pull_reply_max;
+        let reply_max = self.partners[pid].wire.pull_reply_max;
         let off0 = rdma_offset as u32 % reply_max;
         let frames_total = ((xfer as u64 + off0 as u64).div_ceil(reply_max as u64)) as u32;
         let pull = Pull {
@@ -202,12 +285,12 @@ impl Engine {
         let Some(pid) = self.pulls.get(pk).map(|p| p.partner) else {
             return;
         };
-        let partner = &self.partners[pid.0 as usize];
+        let partner = &self.partners[pid];
         let per_block = partner.wire.pull_block_replies;
         let want = partner.pull_blocks_allowed(self.cfg.pull_blocks_outstanding) as usize;
         let rto = partner.pull_rto(&self.cfg);
         let cap = self.cfg.pull_blocks_max.max(1) as usize;
-        let mut total = self.blocks_outstanding();
+        let mut total = self.pulls.blocks_outstanding();
         loop {
             if total >= cap {
                 return;
@@ -234,19 +317,10 @@ impl Engine {
         }
     }
 
-    /// Pull blocks requested and not complete, across all pulls.
-    fn blocks_outstanding(&self) -> usize {
-        self.pulls
-            .keys()
-            .filter_map(|k| self.pulls.get(k))
-            .map(|p| p.blocks.len())
-            .sum()
-    }
-
     /// Tops up every pull (in order) up to the per-pull and global block limits: a
     /// pull held back by the global limit starts when others complete blocks.
     fn refill_all(&mut self, now: Time) {
-        let keys: Vec<Key> = self.pulls.keys().collect();
+        let keys = self.pulls.keys();
         for k in keys {
             self.refill_blocks(now, k);
         }
@@ -257,15 +331,13 @@ impl Engine {
         let Some(pull) = self.pulls.get(pk) else {
             return;
         };
-        self.partners[pull.partner.0 as usize]
-            .pull_awaited
-            .push_back(Run {
-                pull: pk,
-                start,
-                end,
-                asked_at: now,
-                fresh,
-            });
+        self.partners[pull.partner].pull_awaited.push_back(Run {
+            pull: pk,
+            start,
+            end,
+            asked_at: now,
+            fresh,
+        });
         let first_frame_offset = if start == 0 { pull.off0 } else { 0 };
         let block_length = pull.frame_end(end - 1) - pull.frame_start(start);
         let packet = PullPacket {
@@ -283,7 +355,7 @@ impl Engine {
             frame_index: start,
         };
         let pid = pull.partner;
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         let packet = PullPacket {
             dst_endpoint: p.endpoint,
             session: p.session.unwrap_or(0),
@@ -292,12 +364,6 @@ impl Engine {
         let header = self.header_to(pid);
         self.counters.send_pull_req += 1;
         self.emit(header, Packet::Pull(packet), Payload::None, true);
-    }
-
-    fn pull_by_wire_handle(&self, handle: u32) -> Option<Key> {
-        let index = handle >> HANDLE_GEN_BITS;
-        let key = self.pulls.key_at(index)?;
-        (key.generation() & HANDLE_GEN_MASK == handle & HANDLE_GEN_MASK).then_some(key)
     }
 
     /// A pull reply whose frame the engine keeps: its payload becomes a copy action.
@@ -355,7 +421,8 @@ impl Engine {
             return Err(ReplyDrop::BadMagic);
         }
         let pk = self
-            .pull_by_wire_handle(r.dst_pull_handle)
+            .pulls
+            .by_wire_handle(r.dst_pull_handle)
             .ok_or(ReplyDrop::BadHandle)?;
         let pull = self.pulls.get(pk).expect("handle resolved");
         let k = ((r.msg_offset as u64 + pull.off0 as u64) / pull.reply_max as u64) as u32;
@@ -395,7 +462,7 @@ impl Engine {
         let all_done = pull.frames_received == pull.frames_total;
         let req = pull.req;
         let configured = self.cfg.pull_blocks_outstanding;
-        let partner = &mut self.partners[pid.0 as usize];
+        let partner = &mut self.partners[pid];
         partner.pull_heard = now;
         match sample {
             Some(rtt) => partner.pull_rtt.sample(rtt),
@@ -488,8 +555,8 @@ impl Engine {
         if self.cfg.pull_blocks_max != u32::MAX {
             self.refill_all(now);
         }
-        while self.pulls.len() < MAX_PULLS {
-            let Some(k) = self.pull_waitq.pop_front() else {
+        while !self.pulls.is_full() {
+            let Some(k) = self.pulls.pop_waiting() else {
                 return;
             };
             let rndv = match self.requests.get(k) {
@@ -527,10 +594,10 @@ impl Engine {
         xfer: u32,
         flags: u8,
     ) {
-        if self.partners[pid.0 as usize].session.is_none() {
+        if self.partners[pid].session.is_none() {
             return;
         }
-        if self.partners[pid.0 as usize].reach != crate::local::Reach::Network {
+        if self.partners[pid].reach != Reach::Network {
             self.notify_local(now, pid, rdma_id, rdma_seq, xfer, flags);
             return;
         }
@@ -559,7 +626,7 @@ impl Engine {
         pk: Key,
         k: u32,
     ) -> (Vec<(Key, u32, u32)>, Option<Time>) {
-        let awaited = &mut self.partners[pid.0 as usize].pull_awaited;
+        let awaited = &mut self.partners[pid].pull_awaited;
         let Some(at) = awaited
             .iter()
             .position(|r| r.pull == pk && r.start <= k && k < r.end)
@@ -572,8 +639,8 @@ impl Engine {
         // may reorder a little): they are lost only when asked a quarter round trip
         // earlier, as in TCP's RACK.
         let asked = awaited[at].asked_at;
-        let reorder_window = self.partners[pid.0 as usize].pull_rtt.srtt / 4;
-        let awaited = &mut self.partners[pid.0 as usize].pull_awaited;
+        let reorder_window = self.partners[pid].pull_rtt.srtt / 4;
+        let awaited = &mut self.partners[pid].pull_awaited;
         let mut kept = 0;
         for _ in 0..at {
             let r = awaited.remove(kept).expect("counted");
@@ -608,15 +675,13 @@ impl Engine {
 
     /// A pull ended: its replies are no longer awaited.
     fn forget_awaited(&mut self, pid: PartnerId, pk: Key) {
-        self.partners[pid.0 as usize]
-            .pull_awaited
-            .retain(|r| r.pull != pk);
+        self.partners[pid].pull_awaited.retain(|r| r.pull != pk);
     }
 
     /// Frames passed over by a later reply: request them again now. A long run of them
     /// is a burst (a full queue somewhere): fewer blocks go in flight for a while.
     fn rerequest_lost(&mut self, now: Time, pid: PartnerId, lost: Vec<(Key, u32, u32)>) {
-        let rto = self.partners[pid.0 as usize].pull_rto(&self.cfg);
+        let rto = self.partners[pid].pull_rto(&self.cfg);
         let burst = lost
             .iter()
             .any(|&(_, s, e)| e - s >= self.cfg.pull_burst_frames.max(1));
@@ -641,7 +706,7 @@ impl Engine {
 
     fn cut_pull_window(&mut self, now: Time, pid: PartnerId) {
         let configured = self.cfg.pull_blocks_outstanding;
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let rtt = p.pull_rtt.srtt;
         if p.cut_pull_window(now, configured, rtt) {
             self.counters.pull_window_cuts += 1;
@@ -652,7 +717,7 @@ impl Engine {
     /// of the traffic, where no later reply reveals a loss); aborts stalled pulls.
     pub(crate) fn pull_timeouts(&mut self, now: Time) {
         let abort_after = self.cfg.pull_timeout_total();
-        let keys: Vec<Key> = self.pulls.keys().collect();
+        let keys = self.pulls.keys();
         for pk in keys {
             let Some(pull) = self.pulls.get(pk) else {
                 continue;
@@ -663,12 +728,12 @@ impl Engine {
                 continue;
             }
             let pid = pull.partner;
-            let heard = self.partners[pid.0 as usize].pull_heard;
+            let heard = self.partners[pid].pull_heard;
             let overdue = |b: &Block| b.requested_at.max(heard) + b.rto <= now;
             if !pull.blocks.iter().any(overdue) {
                 continue;
             }
-            let partner = &mut self.partners[pid.0 as usize];
+            let partner = &mut self.partners[pid];
             partner.pull_rtt.back_off();
             let rto = partner.pull_rto(&self.cfg);
             let pull = self.pulls.get_mut(pk).expect("present");
@@ -683,7 +748,7 @@ impl Engine {
                 pull.missing_runs(s, e, &mut runs);
             }
             // What was awaited of these blocks is asked for again below.
-            self.partners[pid.0 as usize].pull_awaited.retain(|r| {
+            self.partners[pid].pull_awaited.retain(|r| {
                 r.pull != pk || !expired.iter().any(|&(s, e)| s <= r.start && r.end <= e)
             });
             self.counters.pull_block_timeouts += 1;
@@ -698,7 +763,7 @@ impl Engine {
     }
 
     pub(crate) fn abort_pulls_from(&mut self, now: Time, pid: PartnerId, code: StatusCode) {
-        let keys: Vec<Key> = self.pulls.keys().collect();
+        let keys = self.pulls.keys();
         for pk in keys {
             if self.pulls.get(pk).is_some_and(|p| p.partner == pid) {
                 if let Some(pull) = self.pulls.remove(pk) {
@@ -707,11 +772,11 @@ impl Engine {
                 }
             }
         }
-        let waiting: Vec<Key> = self.pull_waitq.iter().copied().collect();
+        let waiting = self.pulls.waiting();
         for k in waiting {
             let from = matches!(self.requests.get(k), Some(Request::Recv(r)) if r.active.as_ref().is_some_and(|a| a.partner == pid));
             if from {
-                self.pull_waitq.retain(|&x| x != k);
+                self.pulls.stop_waiting(k);
                 self.fail_recv(k, code);
             }
         }
@@ -724,7 +789,7 @@ impl Engine {
             self.counters.drop_pull_reply_bad_magic += 1;
             return;
         }
-        let Some(pk) = self.pull_by_wire_handle(n.src_pull_handle) else {
+        let Some(pk) = self.pulls.by_wire_handle(n.src_pull_handle) else {
             self.counters.drop_nack_mcp_bad_handle += 1;
             return;
         };
@@ -768,10 +833,7 @@ impl Engine {
         let Some(pid) = self.known_partner(now, src, p.src_endpoint) else {
             return;
         };
-        let region = self
-            .regions
-            .get(p.pulled_rdma_id as usize)
-            .and_then(|r| r.as_ref());
+        let region = self.regions.get(p.pulled_rdma_id as usize);
         // A region is readable only by the partner its rendezvous was sent to.
         let region = region.filter(
             |r| matches!(self.requests.get(r.req), Some(Request::Send(s)) if s.partner == pid),
@@ -782,7 +844,7 @@ impl Engine {
             return;
         };
         let (handle, region_len, base) = (region.handle, region.len as u64, region.base);
-        let wire = self.partners[pid.0 as usize].wire;
+        let wire = self.partners[pid].wire;
         let r = wire.pull_reply_max as u64;
         let off0 = p.pulled_rdma_offset as u64 % r;
         let first = (p.frame_index as u64 * r + p.first_frame_offset as u64).checked_sub(off0);

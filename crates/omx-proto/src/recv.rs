@@ -1,11 +1,13 @@
 //! Receiving: in-order delivery per partner, matching, unexpected messages, acks, nacks.
 
-use crate::engine::{ActiveRecv, Engine, RecvReq, Request, UnexpBody, Unexpected, UnexpectedInfo};
-use crate::partner::{PartialMedium, PartialTarget};
+use crate::engine::Engine;
+use crate::partner::{EarlyPacket, PartialMedium, PartialTarget};
+use crate::requests::{ActiveRecv, RecvReq, Request};
 use crate::seqnum::Seq;
 use crate::slab::Key;
 use crate::transmit::Payload;
 use crate::types::*;
+use crate::unexpected::{UnexpBody, Unexpected, UnexpectedInfo};
 use bytes::Bytes;
 use omx_wire::{
     Header, Medium, Msg, NackLib, NackType, Notify, Packet, Rndv, Truc, WireMode, PEER_INDEX_NONE,
@@ -16,9 +18,6 @@ pub(crate) enum Placed {
     Recv(Key),
     Unexpected(Key),
 }
-
-/// Bytes charged to the unexpected budget for a rendezvous announcement.
-const RNDV_CHARGE: usize = 64;
 
 impl Engine {
     /// Posts a receive for messages whose match info satisfies `(m & mask) == match_info`.
@@ -36,26 +35,11 @@ impl Engine {
                 "match info has bits outside the mask",
             ));
         }
-        let k = self.requests.insert(Request::Recv(RecvReq {
-            match_info,
-            mask,
-            handle,
-            len,
-            context,
-            active: None,
-            base: 0,
-            internal: false,
-        }));
-        let found = self.unexp_order.iter().position(|&u| {
-            self.unexp
-                .get(u)
-                .is_some_and(|u| !u.pending && u.match_info & mask == match_info)
-        });
-        match found {
-            Some(pos) => {
-                let u = self.unexp_order.remove(pos).expect("position found");
-                self.bind_unexpected(now, k, u);
-            }
+        let k = self.requests.insert(Request::Recv(RecvReq::new(
+            match_info, mask, handle, len, context,
+        )));
+        match self.unexp.take_match(match_info, mask) {
+            Some(u) => self.bind_unexpected(now, k, u),
             None => self.posted.push_back(k),
         }
         Ok(ReqId(k.0))
@@ -73,34 +57,16 @@ impl Engine {
     /// unexpected message waits in [`Engine::poll_unexpected`] for
     /// [`Engine::resolve_unexpected`] before it can be matched.
     pub fn set_unexpected_hook(&mut self, on: bool) {
-        self.unexp_hook = on;
+        self.unexp.set_hook(on);
     }
 
     pub fn unexpected_hook(&self) -> bool {
-        self.unexp_hook
+        self.unexp.hook()
     }
 
     /// The next message the unexpected handler must see.
     pub fn poll_unexpected(&mut self) -> Option<UnexpectedInfo> {
-        while let Some(u) = self.unexp_events.pop_front() {
-            let Some(x) = self.unexp.get(u) else { continue };
-            let data = match &x.body {
-                UnexpBody::Eager {
-                    chunks,
-                    complete: true,
-                } if chunks.len() == 1 && chunks[0].0 == 0 => Some(chunks[0].1.clone()),
-                UnexpBody::Eager { .. } if x.msg_length == 0 => Some(Bytes::new()),
-                _ => None,
-            };
-            return Some(UnexpectedInfo {
-                id: u.0,
-                source: x.partner,
-                match_info: x.match_info,
-                msg_length: x.msg_length,
-                data,
-            });
-        }
-        None
+        self.unexp.poll_event()
     }
 
     /// The handler's verdict: `discard` drops the message (a rendezvous sender is told
@@ -108,15 +74,11 @@ impl Engine {
     /// handler) or stays unexpected.
     pub fn resolve_unexpected(&mut self, now: Time, id: u64, discard: bool) {
         let u = Key(id);
-        let Some(x) = self.unexp.get_mut(u) else {
+        let Some((pid, match_info)) = self.unexp.resolve(u) else {
             return;
         };
-        x.pending = false;
-        let (pid, match_info) = (x.partner, x.match_info);
         if discard {
-            let x = self.unexp.remove(u).expect("present");
-            self.unexp_bytes -= x.charged;
-            self.unexp_order.retain(|&y| y != u);
+            let x = self.unexp.discard(u).expect("present");
             if let UnexpBody::Rndv {
                 rdma_id, rdma_seq, ..
             } = x.body
@@ -126,7 +88,7 @@ impl Engine {
             return;
         }
         if let Some(k) = self.match_posted(match_info) {
-            self.unexp_order.retain(|&y| y != u);
+            self.unexp.unlink(u);
             self.bind_unexpected(now, k, u);
         }
     }
@@ -157,27 +119,21 @@ impl Engine {
     /// Looks for an unexpected message matching `(m & mask) == match_info` without
     /// consuming it.
     pub fn iprobe(&self, match_info: u64, mask: u64) -> Option<Status> {
-        self.unexp_order
-            .iter()
-            .filter_map(|&u| self.unexp.get(u))
-            .find_map(|u| {
-                (!u.pending && u.match_info & mask == match_info).then_some(Status {
-                    code: StatusCode::Success,
-                    source: Some(u.partner),
-                    match_info: u.match_info,
-                    msg_length: u.msg_length,
-                    xfer_length: u.msg_length,
-                    context: 0,
-                })
-            })
+        self.unexp.probe(match_info, mask).map(|u| Status {
+            code: StatusCode::Success,
+            source: Some(u.partner),
+            match_info: u.match_info,
+            msg_length: u.msg_length,
+            xfer_length: u.msg_length,
+            context: 0,
+        })
     }
 
     fn bind_unexpected(&mut self, now: Time, k: Key, u: Key) {
         let Some(un) = self.unexp.remove(u) else {
             return;
         };
-        self.unexp_bytes -= un.charged;
-        self.activate(k, un.partner, un.match_info, un.msg_length);
+        self.activate(k, un.partner, Some(un.match_info), un.msg_length);
         match un.body {
             UnexpBody::Eager { chunks, complete } => {
                 for (off, data) in chunks {
@@ -203,30 +159,19 @@ impl Engine {
         }
     }
 
+    /// Matches receive `k` to a message of `msg_length` bytes from `partner`; `None`
+    /// for `match_info` when the message carries the receive's own (one-sided replies
+    /// and puts).
     pub(crate) fn activate(
         &mut self,
         k: Key,
         partner: PartnerId,
-        match_info: u64,
+        match_info: Option<u64>,
         msg_length: u32,
     ) {
         if let Some(Request::Recv(r)) = self.requests.get_mut(k) {
-            let xfer = r.len.min(msg_length);
-            r.active = Some(ActiveRecv {
-                partner,
-                match_info,
-                msg_length,
-                xfer,
-                received: 0,
-                data_done: msg_length == 0,
-                copies_pending: 0,
-                code: if xfer < msg_length {
-                    StatusCode::Truncated
-                } else {
-                    StatusCode::Success
-                },
-                rndv: None,
-            });
+            let match_info = match_info.unwrap_or(r.match_info);
+            r.active = Some(ActiveRecv::new(partner, match_info, msg_length, r.len));
         }
     }
 
@@ -288,14 +233,7 @@ impl Engine {
         a.code = code;
         a.data_done = true;
         a.copies_pending = 0;
-        let stale: Vec<Key> = self
-            .copies
-            .keys()
-            .filter(|&c| self.copies.get(c) == Some(&k))
-            .collect();
-        for c in stale {
-            self.copies.remove(c);
-        }
+        self.outputs.forget_copies_of(k);
         self.try_finish_recv(0, k);
     }
 
@@ -331,55 +269,26 @@ impl Engine {
         body: impl FnOnce() -> UnexpBody,
     ) -> Option<Placed> {
         if let Some(k) = self.match_posted(match_info) {
-            self.activate(k, pid, match_info, msg_length);
+            self.activate(k, pid, Some(match_info), msg_length);
             return Some(Placed::Recv(k));
         }
         // Built only for an unexpected message: a posted receive takes the data as is.
-        let body = body();
-        let charged = match body {
-            UnexpBody::Eager { .. } => msg_length as usize,
-            UnexpBody::Rndv { .. } => RNDV_CHARGE,
-        };
-        if self.unexp_bytes + charged > self.cfg.unexp_max_bytes && !self.self_delivery {
+        let (max, unbounded) = (self.cfg.unexp_max_bytes, self.local.delivering_to_self());
+        let Some(u) = self
+            .unexp
+            .push(pid, match_info, msg_length, body(), max, unbounded)
+        else {
             self.counters.drop_unexp_full += 1;
             return None;
-        }
-        self.unexp_bytes += charged;
-        let pending = self.unexp_hook;
-        let u = self.unexp.insert(Unexpected {
-            partner: pid,
-            match_info,
-            msg_length,
-            body,
-            charged,
-            pending,
-        });
-        self.unexp_order.push_back(u);
-        if pending {
-            self.unexp_events.push_back(u);
-        }
+        };
         Some(Placed::Unexpected(u))
-    }
-
-    pub(crate) fn drop_unexpected_from(&mut self, pid: PartnerId) {
-        let keys: Vec<Key> = self.unexp_order.iter().copied().collect();
-        for u in keys {
-            if self.unexp.get(u).is_some_and(|x| x.partner == pid) {
-                let x = self.unexp.remove(u).expect("checked");
-                self.unexp_bytes -= x.charged;
-                self.unexp_order.retain(|&y| y != u);
-            }
-        }
     }
 
     pub(crate) fn abort_partial(&mut self, _now: Time, part: PartialMedium, code: StatusCode) {
         match part.target {
             PartialTarget::Recv(k) => self.fail_recv(k, code),
             PartialTarget::Unexpected(u) => {
-                if let Some(x) = self.unexp.remove(u) {
-                    self.unexp_bytes -= x.charged;
-                    self.unexp_order.retain(|&y| y != u);
-                }
+                self.unexp.discard(u);
             }
         }
     }
@@ -425,7 +334,7 @@ impl Engine {
             return None;
         }
         let pid = self.known_partner(now, src, src_endpoint)?;
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         if Seq(seq).sesnum() != p.next_match.sesnum()
             || Seq(piggyack).sesnum() != p.next_send.sesnum()
         {
@@ -444,11 +353,11 @@ impl Engine {
         pid: PartnerId,
         seq: Seq,
         frag: Option<u8>,
-        frame: Bytes,
+        frame_len: usize,
         packet: &Packet,
         payload: Bytes,
     ) {
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         let ahead = seq.since(p.next_match);
         if ahead == 0 {
             if self.process_packet(now, pid, packet, payload) {
@@ -461,7 +370,12 @@ impl Engine {
             return;
         }
         if ahead <= self.cfg.early_window {
-            self.store_early(pid, seq, frag, frame);
+            let early = EarlyPacket {
+                packet: *packet,
+                payload,
+                len: frame_len,
+            };
+            self.store_early(pid, seq, frag, early);
             // A gap in the stream (every packet past it, resent ones included, shows
             // it): tell the sender at once with a duplicate ack, so it resends the
             // missing packet now rather than at its timeout.
@@ -477,27 +391,26 @@ impl Engine {
     }
 
     /// Keeps an out-of-order packet for later (not a duplicate, and within the bound).
-    fn store_early(&mut self, pid: PartnerId, seq: Seq, frag: Option<u8>, frame: Bytes) {
-        if self.early_bytes + frame.len() > self.cfg.early_max_bytes {
+    fn store_early(&mut self, pid: PartnerId, seq: Seq, frag: Option<u8>, early: EarlyPacket) {
+        if self.early_bytes + early.len > self.cfg.early_max_bytes {
             self.counters.drop_early_full += 1;
             return;
         }
-        let p = &mut self.partners[pid.0 as usize];
-        let wire = p.wire;
+        let p = &mut self.partners[pid];
         let slot = p.early.entry(seq.0).or_default();
-        let dup = slot
-            .iter()
-            .any(|f| match (frag, omx_wire::decode(f, &wire)) {
-                (Some(i), Ok(d)) => matches!(d.packet, Packet::Medium(m) if m.frag_seqnum == i),
-                _ => true,
-            });
+        // Fragments of one medium share a sequence number; anything else is a duplicate.
+        let dup = slot.iter().any(|e| match (frag, &e.packet) {
+            (Some(i), Packet::Medium(m)) => m.frag_seqnum == i,
+            (Some(_), _) => false,
+            (None, _) => true,
+        });
         if dup {
             self.counters.drop_obsolete += 1;
             return;
         }
-        p.early_bytes += frame.len();
-        self.early_bytes += frame.len();
-        slot.push(frame);
+        p.early_bytes += early.len;
+        self.early_bytes += early.len;
+        slot.push(early);
     }
 
     /// After the message at `next_match` was taken: advance, ack, replay early packets.
@@ -509,7 +422,7 @@ impl Engine {
             p.refresh_next_frag();
             self.schedule_ack(now, pid);
             let p = self.partner(pid);
-            let Some(frames) = p.early.remove(&p.next_match.0) else {
+            let Some(packets) = p.early.remove(&p.next_match.0) else {
                 if replayed && p.next_frag != p.last_acked {
                     // A gap just filled: the sender is recovering, ack at once.
                     self.send_ack(pid);
@@ -517,32 +430,22 @@ impl Engine {
                 return;
             };
             replayed = true;
-            let bytes: usize = frames.iter().map(|f| f.len()).sum();
+            let bytes: usize = packets.iter().map(|e| e.len).sum();
             p.early_bytes -= bytes;
             self.early_bytes -= bytes;
             let mut taken = false;
-            for f in frames {
+            for e in packets {
                 if taken {
                     // Remaining fragments of a medium whose first replayed one matched.
-                    self.process_frame(now, pid, &f);
+                    self.process_packet(now, pid, &e.packet, e.payload);
                 } else {
-                    taken = self.process_frame(now, pid, &f);
+                    taken = self.process_packet(now, pid, &e.packet, e.payload);
                 }
             }
             if !taken {
                 return;
             }
         }
-    }
-
-    /// Processes an in-order frame (or a fragment of a partial medium). Returns whether
-    /// a new message was taken at `next_match`.
-    fn process_frame(&mut self, now: Time, pid: PartnerId, frame: &Bytes) -> bool {
-        let Ok(d) = omx_wire::decode(frame, &self.partners[pid.0 as usize].wire) else {
-            return false;
-        };
-        let payload = frame.slice_ref(d.payload);
-        self.process_packet(now, pid, &d.packet, payload)
     }
 
     /// Takes an in-order packet (or a fragment of a partial medium). Returns whether a
@@ -587,16 +490,16 @@ impl Engine {
 
     fn take_medium(&mut self, now: Time, pid: PartnerId, m: Medium, payload: Bytes) -> bool {
         let seq = Seq(m.lib_seqnum);
-        let offset = self.partners[pid.0 as usize]
+        let offset = self.partners[pid]
             .wire
             .medium_frag_offset(m.frag_seqnum, m.frag_pipeline);
-        let existing = self.partners[pid.0 as usize]
+        let existing = self.partners[pid]
             .partials
             .iter()
             .position(|x| x.seq == seq);
         let idx = match existing {
             Some(i) => {
-                let part = &mut self.partners[pid.0 as usize].partials[i];
+                let part = &mut self.partners[pid].partials[i];
                 if part.msg_length != m.length || part.match_info != m.match_info {
                     self.counters.drop_medium_inconsistent += 1;
                     return false;
@@ -635,7 +538,7 @@ impl Engine {
                 p.partials.len() - 1
             }
         };
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let next_frag = p.next_frag;
         let part = &mut p.partials[idx];
         part.received += payload.len() as u32;
@@ -702,7 +605,7 @@ impl Engine {
 
     pub(crate) fn take_notify(&mut self, now: Time, pid: PartnerId, n: Notify) {
         let id = n.pulled_rdma_id;
-        let owner = match self.regions[id as usize].as_ref() {
+        let owner = match self.regions.get(id as usize) {
             Some(r) if r.use_seq == n.pulled_rdma_seqnum => Some(r.req),
             _ => None,
         };
@@ -734,8 +637,8 @@ impl Engine {
         self.complete_send(k, status);
         self.free_region(now, id);
         if self.cfg.wire.mode == WireMode::MxCompat
-            && self.partners[pid.0 as usize].reach == crate::local::Reach::Network
-            && self.partners[pid.0 as usize].partials.is_empty()
+            && self.partners[pid].reach == Reach::Network
+            && self.partners[pid].partials.is_empty()
         {
             // MX before 1.2.5 needs this ack at once to finish its large receive; a
             // deadline of "now" sends it right after the stream advanced.
@@ -751,7 +654,7 @@ impl Engine {
         now: Time,
         src: NicId,
         packet: Packet,
-        frame: Bytes,
+        frame_len: usize,
         payload: Bytes,
     ) {
         let c = &mut self.counters;
@@ -815,7 +718,7 @@ impl Engine {
         let Some(pid) = self.admit(now, src, dst, src_ep, session, seq, piggy) else {
             return;
         };
-        self.sequence(now, pid, Seq(seq), frag, frame, &packet, payload);
+        self.sequence(now, pid, Seq(seq), frag, frame_len, &packet, payload);
     }
 
     pub(crate) fn on_truc(&mut self, now: Time, src: NicId, t: Truc) {
@@ -846,22 +749,22 @@ impl Engine {
         if !self.for_me(n.dst_endpoint) {
             return;
         }
-        let Some(&pid) = self.partner_by_addr.get(&(src, n.src_endpoint)) else {
+        let Some(pid) = self.partners.lookup(src, n.src_endpoint) else {
             self.counters.drop_bad_peer_addr += 1;
             return;
         };
         let code = nack_status(n.nack_type);
         if n.lib_seqnum == 0 {
-            if let Some(&k) = self.partners[pid.0 as usize].connects.front() {
+            if let Some(&k) = self.partners[pid].connects.front() {
                 self.finish_connect(k, code);
             }
             return;
         }
-        let p = &self.partners[pid.0 as usize];
+        let p = &self.partners[pid];
         // An unacked packet, or the announcement of a rendezvous that waits for its
         // notify (re-sent as a liveness probe after its ack): the endpoint is gone.
         let probed = || {
-            self.regions.iter().flatten().any(|r| {
+            self.regions.iter().any(|r| {
                 matches!(self.requests.get(r.req), Some(Request::Send(s))
                     if s.partner == pid && s.rndv.is_some_and(|(q, _)| q.0 == n.lib_seqnum))
             })

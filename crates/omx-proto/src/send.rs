@@ -1,7 +1,8 @@
 //! Sending: class selection, sequence numbers, retransmission, acks and partner reset.
 
-use crate::engine::{request_mem, Engine, Region, Request, MAX_LARGE_SENDS};
+use crate::engine::Engine;
 use crate::partner::{SendRecord, SentPacket};
+use crate::requests::{Request, SendReq};
 use crate::seqnum::{Seq, MAX_IN_FLIGHT};
 use crate::slab::Key;
 use crate::transmit::Payload;
@@ -37,7 +38,7 @@ impl Engine {
     /// Whether a send of `len` bytes to `partner` (synchronous or not) goes eager, i.e.
     /// whether the caller must capture the data as [`SendData::Eager`].
     pub fn is_eager(&self, len: u32, sync: bool) -> bool {
-        !sync && len <= self.eager_limit(crate::local::Reach::Network, &self.cfg.wire)
+        !sync && len <= self.eager_limit(Reach::Network, &self.cfg.wire)
     }
 
     fn post_send(
@@ -51,12 +52,12 @@ impl Engine {
     ) -> Result<ReqId, EngineError> {
         let p = self
             .partners
-            .get(partner.0 as usize)
+            .get(partner)
             .ok_or(EngineError::UnknownPartner)?;
         let eager = !sync && data.len() <= self.eager_limit(p.reach, &p.wire);
         // To oneself a small message may also be passed as a region (copied straight
         // into a posted receive).
-        let region_ok = p.reach == crate::local::Reach::SelfEndpoint;
+        let region_ok = p.reach == Reach::SelfEndpoint;
         match (&data, eager) {
             (SendData::Region { .. }, true) if region_ok => {}
             (SendData::Eager(_), false) => {
@@ -91,19 +92,15 @@ impl Engine {
     ) -> Result<Key, EngineError> {
         let p = self
             .partners
-            .get(partner.0 as usize)
+            .get(partner)
             .ok_or(EngineError::UnknownPartner)?;
         let no_session = p.session.is_none();
-        let req = crate::onesided::flagged_send(
-            partner,
-            match_info,
-            data,
-            context,
-            self.cfg.resends_max,
+        let req = SendReq {
             flags,
             base,
             internal,
-        );
+            ..SendReq::new(partner, match_info, data, context, self.cfg.resends_max)
+        };
         let k = self.requests.insert(Request::Send(req));
         if no_session {
             // Reset or never connected: fail like MX does for a dead partner.
@@ -147,12 +144,12 @@ impl Engine {
         };
         // Messages to one partner leave in order: behind a large send that waits for a
         // free region, later sends wait too.
-        let waiting_before = !self.region_waitq.is_empty()
-            && self.region_waitq.iter().any(|&w| {
+        let waiting_before = !self.regions.nobody_waits()
+            && self.regions.waiting().any(|w| {
                 matches!(self.requests.get(w), Some(Request::Send(x)) if x.partner == s.partner)
             });
         if waiting_before {
-            self.region_waitq.push_back(k);
+            self.regions.wait(k);
             return;
         }
         self.begin_send(now, k);
@@ -163,15 +160,15 @@ impl Engine {
         let Some(Request::Send(s)) = self.requests.get(k) else {
             return;
         };
-        if self.partners[s.partner.0 as usize].reach != crate::local::Reach::Network {
+        if self.partners[s.partner].reach != Reach::Network {
             self.start_local_send(now, k);
             return;
         }
         let (pid, match_info, len, resends_max) =
             (s.partner, s.match_info, s.data.len(), s.resends_max);
         let data = s.data.clone();
-        let session = self.partners[pid.0 as usize].session.unwrap_or(0);
-        let dst_endpoint = self.partners[pid.0 as usize].endpoint;
+        let session = self.partners[pid].session.unwrap_or(0);
+        let dst_endpoint = self.partners[pid].endpoint;
         let (flags, base) = (s.flags, s.base);
         let msg = Msg {
             flags,
@@ -230,13 +227,13 @@ impl Engine {
         };
         let eager = !matches!(packet, SentPacket::Rndv(_));
         if let SentPacket::Rndv(r) = &packet {
-            let seq = self.partners[pid.0 as usize].next_send;
+            let seq = self.partners[pid].next_send;
             if let Some(Request::Send(s)) = self.requests.get_mut(k) {
                 s.rndv = Some((seq, *r));
             }
         }
         let zombie = eager && self.zombies < self.cfg.zombie_max;
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let delay = p.rto(&self.cfg);
         let seq = p.next_send;
         p.next_send = seq.next();
@@ -252,7 +249,7 @@ impl Engine {
         });
         p.arm_resend(now + delay);
         self.hint_deadline(now + delay);
-        let idx = self.partners[pid.0 as usize].unacked.len() - 1;
+        let idx = self.partners[pid].unacked.len() - 1;
         self.transmit_record(pid, idx);
         if zombie {
             // MX completes eager sends at once; the record keeps the data for resends.
@@ -270,59 +267,34 @@ impl Engine {
         len: u32,
         base: u64,
     ) -> Option<(u8, u8)> {
-        let Some(id) = self.alloc_region(handle, len, base, k) else {
-            self.region_waitq.push_back(k);
+        let Some((id, use_seq)) = self.regions.alloc(handle, len, base, k) else {
+            self.regions.wait(k);
             return None;
         };
-        let use_seq = self.regions[id as usize].as_ref().map_or(0, |r| r.use_seq);
         if let Some(Request::Send(s)) = self.requests.get_mut(k) {
             s.large = Some((id, use_seq));
         }
         Some((id, use_seq))
     }
 
-    fn alloc_region(&mut self, handle: MemHandle, len: u32, base: u64, req: Key) -> Option<u8> {
-        if self.regions_used >= MAX_LARGE_SENDS {
-            return None;
-        }
-        let id = self.regions.iter().position(|r| r.is_none())?;
-        self.regions_used += 1;
-        let use_seq = self.region_use[id];
-        self.region_use[id] = use_seq.wrapping_add(1);
-        self.regions[id] = Some(Region {
-            handle,
-            len,
-            base,
-            req,
-            use_seq,
-        });
-        Some(id as u8)
-    }
-
     pub(crate) fn free_region(&mut self, now: Time, id: u8) {
-        self.drop_region(id);
+        self.regions.release(id);
         self.start_waiting_sends(now);
     }
 
     /// Starts the sends that waited for a region, in order, until a large one finds
     /// none free.
     fn start_waiting_sends(&mut self, now: Time) {
-        while let Some(&k) = self.region_waitq.front() {
+        while let Some(k) = self.regions.next_waiting() {
             let large = matches!(
                 self.requests.get(k),
                 Some(Request::Send(s)) if matches!(s.data, SendData::Region { .. })
             );
-            if large && self.regions_used >= MAX_LARGE_SENDS {
+            if large && self.regions.is_full() {
                 return;
             }
-            self.region_waitq.pop_front();
+            self.regions.pop_waiting();
             self.begin_send(now, k);
-        }
-    }
-
-    fn drop_region(&mut self, id: u8) {
-        if self.regions[id as usize].take().is_some() {
-            self.regions_used -= 1;
         }
     }
 
@@ -331,7 +303,7 @@ impl Engine {
         if let Some(r) = self.requests.remove(k) {
             let internal = matches!(&r, Request::Send(s) if s.internal);
             if !internal {
-                let mem = request_mem(&r);
+                let mem = r.lent_mem();
                 self.complete_with(k, RequestKind::Send, status, mem);
             }
         }
@@ -362,23 +334,29 @@ impl Engine {
         let status = self.send_status(k, code, 0);
         if let Some(Request::Send(s)) = self.requests.remove(k) {
             if let Some((id, _)) = s.large {
-                if self.regions[id as usize]
-                    .as_ref()
-                    .is_some_and(|r| r.req == k)
-                {
-                    self.drop_region(id);
-                }
+                self.regions.release_if_held_by(id, k);
             }
             if !s.internal {
-                let mem = request_mem(&Request::Send(s));
+                let mem = Request::Send(s).lent_mem();
                 self.complete_with(k, RequestKind::Send, status, mem);
             }
         }
     }
 
+    /// Resends the oldest unacked record of a partner now (fast retransmit, partial ack
+    /// in recovery, or timeout): it counts as resent from `now`.
+    fn resend_front(&mut self, now: Time, pid: PartnerId) {
+        let Some(front) = self.partners[pid].unacked.front_mut() else {
+            return;
+        };
+        front.resends += 1;
+        front.last_send = now;
+        self.transmit_record(pid, 0);
+    }
+
     /// (Re)encodes the record at `idx` of the partner's queue with a fresh piggyback.
     pub(crate) fn transmit_record(&mut self, pid: PartnerId, idx: usize) {
-        let rec = &self.partners[pid.0 as usize].unacked[idx];
+        let rec = &self.partners[pid].unacked[idx];
         let (seq, packet) = (rec.seq, rec.packet.clone());
         self.transmit_packet(pid, seq, packet);
     }
@@ -386,7 +364,7 @@ impl Engine {
     /// Encodes a seq-consuming packet with the current piggybacked ack and queues it.
     pub(crate) fn transmit_packet(&mut self, pid: PartnerId, seq: Seq, packet: SentPacket) {
         let header = self.header_to(pid);
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let wire = p.wire;
         let piggy = p.next_frag.0;
         p.last_acked = p.next_frag;
@@ -468,7 +446,7 @@ impl Engine {
         p.next_send = seq.next();
         let resends_max = self.cfg.resends_max;
         let src_endpoint = self.me.endpoint;
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let delay = p.rto(&self.cfg);
         p.unacked.push_back(SendRecord {
             seq,
@@ -488,7 +466,7 @@ impl Engine {
 
     /// Everything strictly below `upto` is acknowledged by the partner.
     pub(crate) fn apply_ack(&mut self, now: Time, pid: PartnerId, upto: Seq) {
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         if upto.sesnum() != p.next_send.sesnum()
             || !(upto == p.next_send || upto.before(p.next_send))
         {
@@ -506,7 +484,7 @@ impl Engine {
         let mut sample = None;
         let mut resent = false;
         // One record at a time (no list of them: this runs for every frame received).
-        while let Some(rec) = self.partners[pid.0 as usize].pop_acked(upto) {
+        while let Some(rec) = self.partners[pid].pop_acked(upto) {
             resent |= rec.resends > 0;
             sample = (!resent).then(|| now.saturating_sub(rec.last_send));
             if rec.zombie {
@@ -521,7 +499,7 @@ impl Engine {
                 self.complete_send(k, status);
             }
         }
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         p.dup_acks = 0;
         p.acked_at = now;
         match sample {
@@ -532,11 +510,8 @@ impl Engine {
             if upto == point || point.before(upto) {
                 p.recovery = None;
             } else if p.unacked.front().is_some_and(|r| r.last_send <= started) {
-                let front = p.unacked.front_mut().expect("checked");
-                front.resends += 1;
-                front.last_send = now;
                 self.counters.fast_retransmits += 1;
-                self.transmit_record(pid, 0);
+                self.resend_front(now, pid);
             }
         }
         self.release_throttled(now, pid);
@@ -544,7 +519,7 @@ impl Engine {
 
     /// A loss was detected: recovery runs until what is in flight now is acked.
     fn enter_recovery(&mut self, now: Time, pid: PartnerId) {
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         if p.recovery.is_none() {
             p.recovery = Some((p.next_send, now));
         }
@@ -555,7 +530,7 @@ impl Engine {
     /// of waiting for the timeout, unless it was already resent within the last round
     /// trip (the ack may predate that retransmission).
     pub(crate) fn on_duplicate_ack(&mut self, now: Time, pid: PartnerId, upto: Seq) {
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let Some(front) = p.unacked.front() else {
             return;
         };
@@ -572,17 +547,14 @@ impl Engine {
             return;
         }
         p.dup_acks = 0;
-        let rec = p.unacked.front_mut().expect("checked");
-        rec.resends += 1;
-        rec.last_send = now;
         self.counters.fast_retransmits += 1;
-        self.transmit_record(pid, 0);
+        self.resend_front(now, pid);
         self.enter_recovery(now, pid);
     }
 
     pub(crate) fn release_throttled(&mut self, now: Time, pid: PartnerId) {
         loop {
-            let p = &mut self.partners[pid.0 as usize];
+            let p = &mut self.partners[pid];
             if p.session.is_none() || p.unacked_in_flight() >= MAX_IN_FLIGHT {
                 return;
             }
@@ -637,7 +609,7 @@ impl Engine {
         // One timer for the stream, on its oldest packet, restarted by every ack that
         // advances (as TCP's): the packets behind it are resent when their turn comes,
         // so one loss costs one timeout, not one per packet in flight.
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         if let Some(front) = p.unacked.front() {
             let rto = p.rto(&self.cfg);
             let since = front.last_send.max(p.acked_at);
@@ -651,23 +623,16 @@ impl Engine {
             } else if since + rto > now {
                 next = Some(since + rto);
             } else {
-                let front = p.unacked.front_mut().expect("checked");
-                front.resends += 1;
-                front.last_send = now;
                 p.rtt.back_off();
                 let rearm = p.rto(&self.cfg);
                 self.counters.resends += 1;
                 self.counters.rto_timeouts += 1;
-                self.transmit_record(pid, 0);
+                self.resend_front(now, pid);
                 self.enter_recovery(now, pid);
                 next = Some(now + rearm);
             }
         }
-        let connects: Vec<Key> = self.partners[pid.0 as usize]
-            .connects
-            .iter()
-            .copied()
-            .collect();
+        let connects: Vec<Key> = self.partners[pid].connects.iter().copied().collect();
         let mut timed_out = Vec::new();
         for k in connects {
             let Some(Request::Connect(c)) = self.requests.get_mut(k) else {
@@ -693,7 +658,7 @@ impl Engine {
         if let Some(due) = self.probe_liveness(now, pid, &mut exhausted) {
             next = Some(next.map_or(due, |n: Time| n.min(due)));
         }
-        self.partners[pid.0 as usize].resend_deadline = next;
+        self.partners[pid].resend_deadline = next;
         if let Some(n) = next {
             self.hint_deadline(n);
         }
@@ -711,22 +676,16 @@ impl Engine {
         let waiting: Vec<(Seq, Rndv, u32)> = self
             .regions
             .iter()
-            .flatten()
             .filter_map(|r| match self.requests.get(r.req) {
                 Some(Request::Send(s)) if s.partner == pid => {
                     s.rndv.map(|(q, p)| (q, p, s.resends_max))
                 }
                 _ => None,
             })
-            .filter(|(q, _, _)| {
-                !self.partners[pid.0 as usize]
-                    .unacked
-                    .iter()
-                    .any(|r| r.seq == *q)
-            })
+            .filter(|(q, _, _)| !self.partners[pid].unacked.iter().any(|r| r.seq == *q))
             .collect();
         let (seq, rndv, budget) = *waiting.first()?;
-        let p = &mut self.partners[pid.0 as usize];
+        let p = &mut self.partners[pid];
         let due = p.last_heard.max(p.probe_sent) + delay;
         if now < due {
             return Some(due);
@@ -781,7 +740,6 @@ impl Engine {
         let large: Vec<Key> = self
             .regions
             .iter()
-            .flatten()
             .map(|r| r.req)
             .filter(|&k| matches!(self.requests.get(k), Some(Request::Send(s)) if s.partner == pid))
             .collect();
@@ -794,11 +752,11 @@ impl Engine {
         self.abort_pulls_from(now, pid, code);
         self.abort_local_pulls_from(pid, code);
         self.partner(pid).local_regions.clear();
-        self.drop_unexpected_from(pid);
-        let waiting: Vec<Key> = self.region_waitq.iter().copied().collect();
+        self.unexp.drop_from(pid);
+        let waiting: Vec<Key> = self.regions.waiting().collect();
         for k in waiting {
             if matches!(self.requests.get(k), Some(Request::Send(s)) if s.partner == pid) {
-                self.region_waitq.retain(|&x| x != k);
+                self.regions.stop_waiting(k);
                 self.fail_send(k, code);
             }
         }

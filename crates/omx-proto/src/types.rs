@@ -38,6 +38,17 @@ pub fn mac_from_nic_id(id: NicId) -> [u8; 6] {
     [b[2], b[3], b[4], b[5], b[6], b[7]]
 }
 
+/// How a partner is reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reach {
+    #[default]
+    Network,
+    /// This very endpoint: messages are looped back inside the engine.
+    SelfEndpoint,
+    /// Another endpoint of this host, through shared memory.
+    Shared,
+}
+
 /// Completion status codes, numerically equal to `mx_status_code_t`.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
