@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Loss benchmark (`make bench-loss`): omx against kernel TCP under the same injected frame
 # loss, side by side in one run, between two namespace hosts (scripts/hosts.sh) at MTU 9000.
-# Loss is injected by nftables on the ingress of omx0 in both hosts (netdev family,
-# `numgen random mod 10000 < N drop`): every frame arriving on either host, omx or TCP,
-# is dropped with the same independent probability, outside omx. At each loss rate:
+# Loss is injected by nftables on the ingress of omx0 in both hosts (bench/lossy.sh):
+# every frame arriving on either host, omx or TCP, is dropped with the same independent
+# probability, outside omx. At each loss rate:
 #   omx_bw   4 MiB omx_perf ping-pong, MB/s (length / half round trip)
 #   tcp_bw   4 MiB qperf tcp_bw (one-way stream of 4 MiB messages), MB/s
 #   tcp_ppbw 4 MiB bench/tcp_pingpong.c ping-pong (the shape of omx_bw), MB/s
@@ -85,31 +85,9 @@ $H up 2 $MTU >/dev/null
 ip -n "$OMX_NS_PREFIX-h0" addr add $IP0/24 dev omx0
 ip -n "$OMX_NS_PREFIX-h1" addr add $IP1/24 dev omx0
 
-# ---- loss injection: one netdev ingress chain per host ----
-nsx() { local i=$1; shift; ip netns exec "$OMX_NS_PREFIX-h$i" "$@"; }
-for i in 0 1; do
-  nsx $i nft add table netdev lossy
-  nsx $i nft add chain netdev lossy in '{ type filter hook ingress device omx0 priority 0; }'
-done
-set_loss() { # percent
-  local n i
-  n=$(awk -v p="$1" 'BEGIN { printf "%d", p * 100 + 0.5 }')
-  for i in 0 1; do
-    nsx $i nft flush chain netdev lossy in
-    nsx $i nft add rule netdev lossy in numgen random mod 10000 '<' "$n" counter drop
-  done
-}
-# "received dropped": frames that reached omx0 on both hosts (veth counts them before the
-# ingress hook) and the frames the rules dropped, summed over both hosts.
-frames() {
-  local i rx=0 dr=0 r d
-  for i in 0 1; do
-    r=$(nsx $i cat /sys/class/net/omx0/statistics/rx_packets)
-    d=$(nsx $i nft list chain netdev lossy in | sed -n 's/.*counter packets \([0-9]*\).*/\1/p')
-    rx=$((rx + r)); dr=$((dr + ${d:-0}))
-  done
-  echo "$rx $dr"
-}
+# ---- loss injection (bench/lossy.sh) ----
+. bench/lossy.sh
+lossy_setup
 
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -142,10 +120,10 @@ start_server() { # log cmd...
 point() {
   local loss=$1 test=$2 tool=$3 tr=$4 size=$5 run=$6 parser=$7; shift 7
   local tag="$test-$loss-$run" st=ok before after t1 vals
-  before=$(frames); t1=$(date +%s.%N)
+  before=$(lossy_frames); t1=$(date +%s.%N)
   if ! timeout "$STEP_TIMEOUT" $H exec 1 "$@" > "$OUT/logs/$tag.client" 2>&1; then st=failed; fi
   stop_server
-  after=$(frames)
+  after=$(lossy_frames)
   vals=$($parser < "$OUT/logs/$tag.client" || true)
   [ -n "$vals" ] || st=failed
   [ "$st" = ok ] || vals=",,,,"
@@ -171,7 +149,7 @@ parse_omx_lat() { parse_omx 8; }
 parse_tcppp() { awk 'NF >= 3 { print $2 "," $4 "," $5 "," $6 "," $3 }'; }
 # qperf -v tcp_bw: "bw = 583 MB/sec"
 parse_qperf() {
-  awk '$1 == "bw" && $2 == "=" { v = $3; u = $4
+  awk '$1 == "bw" && $2 == "=" { v = $3; u = $4; gsub(",", "", v)
          if (u == "GB/sec") v *= 1000; if (u == "KB/sec") v /= 1000; if (u == "bytes/sec") v /= 1e6
          print ",,,," v }'
 }
