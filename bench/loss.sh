@@ -17,6 +17,8 @@
 #   BW_ITERS=20            timed 4 MiB round trips per omx/TCP ping-pong point
 #   TCP_SECONDS=3          qperf tcp_bw duration
 #   STEP_TIMEOUT=240       seconds before a point is recorded as failed
+#   OMX_PERF_FLAGS=        extra omx_perf flags on both sides, e.g. -w (sleep in waits
+#                          instead of busy polling: kinder to a loaded machine)
 #   OUT=dir                result folder (default bench/results/loss-<date-time>)
 # Outputs (in OUT): loss.csv (one row per point and run, with the frames each host received
 # and the rule dropped during the point), summary.md (table, targets), loss.png,
@@ -30,6 +32,7 @@ LAT_ITERS=${LAT_ITERS:-3000}
 BW_ITERS=${BW_ITERS:-20}
 TCP_SECONDS=${TCP_SECONDS:-3}
 STEP_TIMEOUT=${STEP_TIMEOUT:-240}
+read -r -a PERF_FLAGS <<<"${OMX_PERF_FLAGS:-}"
 BIN=target/release
 H=scripts/hosts.sh
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxloss}
@@ -96,6 +99,7 @@ lossy_setup
   echo "kernel: $(uname -r)"
   echo "mtu: $MTU"
   echo "losses (%): $LOSSES"
+  echo "omx_perf flags: -v on both sides, -L on the client, OMX_PERF_FLAGS: ${OMX_PERF_FLAGS:-none}"
   echo "runs: $RUNS, 8 B round trips: $LAT_ITERS, 4 MiB round trips: $BW_ITERS, qperf: ${TCP_SECONDS}s"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "uncommitted under crates/ and bench/: $(git status --short -- crates bench 2>/dev/null | awk '{printf "%s ", $2}')"
@@ -154,13 +158,14 @@ parse_qperf() {
          print ",,,," v }'
 }
 
-omx_client=("$BIN/omx_perf" -d h0:0 -P 0 -v)
+omx_server=("$BIN/omx_perf" -v "${PERF_FLAGS[@]}")
+omx_client=("$BIN/omx_perf" -d h0:0 -P 0 -v "${PERF_FLAGS[@]}")
 progress_start loss $((RUNS * $(wc -w <<<"$LOSSES") * 5))
 for run in $(seq 1 "$RUNS"); do
   for loss in $LOSSES; do
     set_loss "$loss"
     progress "$loss% run $run: omx 4 MiB"
-    start_server "$OUT/logs/omx_bw-$loss-$run.server" "$BIN/omx_perf" -v
+    start_server "$OUT/logs/omx_bw-$loss-$run.server" "${omx_server[@]}"
     point "$loss" omx_bw omx_perf omx 4194304 "$run" parse_omx_bw \
       "${omx_client[@]}" -S 4194304 -E 4194305 -N "$BW_ITERS" -W 2 -L
     progress "$loss% run $run: TCP 4 MiB (qperf tcp_bw)"
@@ -173,7 +178,7 @@ for run in $(seq 1 "$RUNS"); do
     point "$loss" tcp_ppbw tcp_pingpong tcp 4194304 "$run" parse_tcppp \
       "$TCPPP" client $IP0 13338 4194304 4194304 $((BW_ITERS * 50)) -L
     progress "$loss% run $run: omx 8 B"
-    start_server "$OUT/logs/omx_lat-$loss-$run.server" "$BIN/omx_perf" -v
+    start_server "$OUT/logs/omx_lat-$loss-$run.server" "${omx_server[@]}"
     point "$loss" omx_lat omx_perf omx 8 "$run" parse_omx_lat \
       "${omx_client[@]}" -S 8 -E 9 -N "$LAT_ITERS" -W 100 -L
     progress "$loss% run $run: TCP 8 B"

@@ -29,7 +29,7 @@
 # omx_perf) and, when matplotlib is there, mpi_pingpong.png.
 #
 # Environment: RUNS (5), RUN_SECONDS (0.1: length of each timed run per
-# size), MAX (16777216), FI_SIZES (fi_pingpong sizes: "1 8 64 512 4096 32768
+# size), MIN (1: the MPI stacks' first size), MAX (16777216), FI_SIZES (fi_pingpong sizes: "1 8 64 512 4096 32768
 # 65536 262144 1048576 4194304 16777216"), STACKS (all eight, space separated), PAIRS (9),
 # OMX_NS_PREFIX (omxmpib), LOSS (percent of the frames arriving on each host
 # dropped by nftables, bench/lossy.sh, as in bench/loss.sh; unset: none; with it
@@ -42,6 +42,7 @@ root=$(pwd)
 MTU=${1:-${MTU:-9000}}
 RUNS=${RUNS:-5}
 RUN_SECONDS=${RUN_SECONDS:-0.1}
+MIN=${MIN:-1}
 MAX=${MAX:-16777216}
 FI_SIZES=${FI_SIZES:-"1 8 64 512 4096 32768 65536 262144 1048576 4194304 16777216"}
 STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp fi-omx fi-tcp omx_perf raw pairs"}
@@ -168,7 +169,7 @@ mpi() {
     --mca plm_rsh_agent "$root/scripts/mpi-ns-agent" --mca plm_rsh_no_tree_spawn 1 \
     --mca oob_tcp_if_include omx0 --mca btl_tcp_if_include omx0 \
     --mca btl_base_warn_component_unused 0 "${args[@]}" \
-    "$PP" -S 1 -E "$MAX" -r "$RUNS" -t "$RUN_SECONDS" ${LOSS:+-L} >"$OUT/$stack.txt" 2>"$OUT/$stack.err" || {
+    "$PP" -S "$MIN" -E "$MAX" -r "$RUNS" -t "$RUN_SECONDS" ${LOSS:+-L} >"$OUT/$stack.txt" 2>"$OUT/$stack.err" || {
     say "  $stack failed (status $?): see $OUT/$stack.err"
     tail -n 5 "$OUT/$stack.err" >&2
     return 0
