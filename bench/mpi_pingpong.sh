@@ -29,17 +29,20 @@
 # omx_perf) and, when matplotlib is there, mpi_pingpong.png.
 #
 # Environment: RUNS (5), RUN_SECONDS (0.1: length of each timed run per
-# size), MAX (16777216), FI_SIZES (fi_pingpong sizes: "1 8 64 512 4096 32768
+# size), MIN (1: the MPI stacks' first size), MAX (16777216), FI_SIZES (fi_pingpong sizes: "1 8 64 512 4096 32768
 # 65536 262144 1048576 4194304 16777216"), STACKS (all eight, space separated), PAIRS (9),
-# OMX_NS_PREFIX (omxmpib). Stacks whose prerequisites are missing (the omx
-# provider: make provider; fi_pingpong: apt-get install libfabric-bin) are
-# skipped with a note. The CPU may be shared: figures are indicative.
+# OMX_NS_PREFIX (omxmpib), LOSS (percent of the frames arriving on each host
+# dropped by nftables, bench/lossy.sh, as in bench/loss.sh; unset: none; with it
+# the MPI stacks' .txt add p50, p99 and max per size: mpi_pingpong -L). Stacks
+# whose prerequisites are missing (the omx provider: make provider; fi_pingpong:
+# apt-get install libfabric-bin) are skipped with a note. The CPU may be shared: figures are indicative.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 MTU=${1:-${MTU:-9000}}
 RUNS=${RUNS:-5}
 RUN_SECONDS=${RUN_SECONDS:-0.1}
+MIN=${MIN:-1}
 MAX=${MAX:-16777216}
 FI_SIZES=${FI_SIZES:-"1 8 64 512 4096 32768 65536 262144 1048576 4194304 16777216"}
 STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp fi-omx fi-tcp omx_perf raw pairs"}
@@ -122,6 +125,11 @@ $H up 2 "$MTU" >/dev/null
 ip -n "$OMX_NS_PREFIX-h0" addr add $IP0/24 dev omx0
 ip -n "$OMX_NS_PREFIX-h1" addr add $IP1/24 dev omx0
 [ "$MTU" = 9000 ] || export OMX_MTU=$MTU
+if [ -n "${LOSS:-}" ]; then
+  . bench/lossy.sh
+  lossy_setup
+  set_loss "$LOSS"
+fi
 
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -130,6 +138,7 @@ ip -n "$OMX_NS_PREFIX-h1" addr add $IP1/24 dev omx0
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "kernel: $(uname -r)"
   echo "mtu: $MTU"
+  [ -z "${LOSS:-}" ] || echo "injected loss: $LOSS% of the frames arriving on each host (bench/lossy.sh)"
   echo "open mpi: $(mpirun --version 2>/dev/null | head -1)"
   echo "libfabric: $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: *//p')"
   echo "runs: $RUNS x ${RUN_SECONDS}s per size (MPI stacks, median)"
@@ -160,7 +169,7 @@ mpi() {
     --mca plm_rsh_agent "$root/scripts/mpi-ns-agent" --mca plm_rsh_no_tree_spawn 1 \
     --mca oob_tcp_if_include omx0 --mca btl_tcp_if_include omx0 \
     --mca btl_base_warn_component_unused 0 "${args[@]}" \
-    "$PP" -S 1 -E "$MAX" -r "$RUNS" -t "$RUN_SECONDS" >"$OUT/$stack.txt" 2>"$OUT/$stack.err" || {
+    "$PP" -S "$MIN" -E "$MAX" -r "$RUNS" -t "$RUN_SECONDS" ${LOSS:+-L} >"$OUT/$stack.txt" 2>"$OUT/$stack.err" || {
     say "  $stack failed (status $?): see $OUT/$stack.err"
     tail -n 5 "$OUT/$stack.err" >&2
     return 0
@@ -311,6 +320,7 @@ for stack in $STACKS; do
   esac
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
+[ -z "${LOSS:-}" ] || echo "frames received, dropped (both hosts): $(lossy_frames)" >>"$OUT/machine.txt"
 for n in "${skip_note[@]}"; do echo "$n" >>"$OUT/machine.txt"; done
 
 python3 bench/plot_mpi.py "$OUT" >"$OUT/summary.md"

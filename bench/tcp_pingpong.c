@@ -1,7 +1,8 @@
 /* TCP ping-pong with TCP_NODELAY over the same sizes as omx_perf, so that the curves
  * line up. Server: tcp_pingpong server PORT
- * Client: tcp_pingpong client IP PORT START END ITERS   (sizes START, 2*START, ... <= END)
- * Prints one line per size: size, one-way latency (us), MB/s. */
+ * Client: tcp_pingpong client IP PORT START END ITERS [-L]   (sizes START, 2*START, ... <= END)
+ * Prints one line per size: size, one-way latency (us), MB/s; with -L (as omx_perf -L)
+ * also the median, 99th percentile and maximum of the timed iterations (us, halved). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -28,6 +29,19 @@ static double now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile q (0..1] of n sorted samples. */
+static double rank(const double *sorted, uint32_t n, double q) {
+  uint32_t r = (uint32_t)(q * n + 0.999999);
+  if (r < 1) r = 1;
+  if (r > n) r = n;
+  return sorted[r - 1];
 }
 
 static void nodelay(int fd) {
@@ -57,8 +71,9 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
-  if (argc < 7 || strcmp(argv[1], "client") != 0) {
-    fprintf(stderr, "usage: %s server PORT | client IP PORT START END ITERS\n", argv[0]);
+  int pct = argc == 8 && strcmp(argv[7], "-L") == 0;
+  if (argc < 7 || argc > 7 + pct || strcmp(argv[1], "client") != 0) {
+    fprintf(stderr, "usage: %s server PORT | client IP PORT START END ITERS [-L]\n", argv[0]);
     return 2;
   }
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -77,10 +92,22 @@ int main(int argc, char **argv) {
     uint32_t hdr[2] = {htonl(size), htonl(n + n / 10)};
     full(fd, hdr, sizeof hdr, 1);
     for (uint32_t i = 0; i < n / 10; i++) { full(fd, buf, size, 1); full(fd, buf, size, 0); }
+    double *rt = pct ? malloc(n * sizeof *rt) : NULL;
     double t0 = now_us();
-    for (uint32_t i = 0; i < n; i++) { full(fd, buf, size, 1); full(fd, buf, size, 0); }
+    for (uint32_t i = 0; i < n; i++) {
+      double ti = pct ? now_us() : 0;
+      full(fd, buf, size, 1);
+      full(fd, buf, size, 0);
+      if (pct) rt[i] = (now_us() - ti) / 2;
+    }
     double lat = (now_us() - t0) / n / 2;
-    printf("%u %.3f %.2f\n", size, lat, size / lat);
+    printf("%u %.3f %.2f", size, lat, size / lat);
+    if (pct) {
+      qsort(rt, n, sizeof *rt, by_value);
+      printf(" %.3f %.3f %.3f", rank(rt, n, 0.5), rank(rt, n, 0.99), rt[n - 1]);
+      free(rt);
+    }
+    printf("\n");
     fflush(stdout);
   }
   return 0;

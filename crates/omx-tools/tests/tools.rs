@@ -100,6 +100,68 @@ fn omx_counters_shared_shows_intra_node_traffic() {
     );
 }
 
+/// `omx_perf -L` adds the median, 99th percentile and maximum of the timed iterations
+/// to every length's row, after the mean columns the scripts read (shape and order of
+/// the values only: never timings).
+#[test]
+fn omx_perf_percentiles_follow_the_mean_columns() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &[], &[]);
+    assert!(
+        server.wait_stdout(MIN, |s| s.contains("Successfully attached")),
+        "{}",
+        server.report()
+    );
+    let client = h.run(
+        1,
+        "omx_perf -L client",
+        OMX_PERF,
+        &[
+            "-d", "h0:0", "-S", "8", "-E", "70000", "-M", "8", "-N", "50", "-W", "2", "-P", "0",
+            "-L",
+        ],
+        &[],
+        2 * MIN,
+    );
+    server.wait_timeout(MIN);
+    let why = reports(&[&client, &server]);
+    assert!(client.succeeded() && server.succeeded(), "{why}");
+    let out = client.stdout();
+    let header: Vec<&str> = out
+        .lines()
+        .find(|l| l.contains("lat(us)"))
+        .unwrap_or_else(|| panic!("no header:\n{why}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["length", "lat(us)", "MB/s", "MiB/s", "p50(us)", "p99(us)", "max(us)"],
+        "{why}"
+    );
+    let rows: Vec<Vec<f64>> = out
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u64>().is_ok())
+        })
+        .map(|l| l.split_whitespace().map(|w| w.parse().unwrap()).collect())
+        .collect();
+    let lengths: Vec<f64> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(lengths, [8.0, 64.0, 512.0, 4096.0, 32768.0], "{why}");
+    for r in &rows {
+        assert_eq!(r.len(), 7, "{why}");
+        let (mean, p50, p99, max) = (r[1], r[4], r[5], r[6]);
+        assert!(
+            mean > 0.0 && p50 > 0.0 && p50 <= p99 && p99 <= max,
+            "{r:?}\n{why}"
+        );
+    }
+}
+
 /// `omx_info -c` shows every setting with its value and where it came from: the
 /// `OMX_*` variable, an MX alias (unless `OMX_IGNORE_MX_ENV`), or the default.
 #[test]

@@ -23,7 +23,9 @@ const CONNECT_BACK_CONTEXT: u64 = 0xdead_beef;
                   trips. The client prints one line per length: length in bytes, one-way \
                   latency in microseconds (the mean of the timed round trips, halved; the \
                   whole round trip with -U), and the bandwidth that gives (length / \
-                  latency) in MB/s (10^6 bytes) and MiB/s.",
+                  latency) in MB/s (10^6 bytes) and MiB/s. With -L it adds the median, \
+                  99th percentile and maximum of the timed iterations, in the same unit \
+                  as the mean.",
     after_help = "Example: omx_perf &  then  omx_perf -d myhost:0 -S 8 -E 9 -N 10000",
     disable_version_flag = true
 )]
@@ -87,6 +89,10 @@ struct Args {
     /// Check received bytes (fails loudly on a mismatch).
     #[arg(short = 'c')]
     check: bool,
+    /// Time every iteration and add three columns per length: median, 99th percentile
+    /// and maximum latency (us, halved like the mean; whole round trips with -U).
+    #[arg(short = 'L', long = "percentiles")]
+    percentiles: bool,
 }
 
 /// What the client tells the server, 32-bit fields in network order.
@@ -478,6 +484,9 @@ fn client(a: &Args, io: &Io, dest: &str) {
     if a.verbose {
         print!(" {:>7} {:>7} {:>7}", "sleeps", "wk_io", "wk_tmr");
     }
+    if a.percentiles {
+        print!(" {:>9} {:>9} {:>9}", "p50(us)", "p99(us)", "max(us)");
+    }
     println!();
     for &len in &lengths {
         let reply_len_ = if a.unidir { 0 } else { len };
@@ -492,11 +501,13 @@ fn client(a: &Args, io: &Io, dest: &str) {
         let reply_len = if a.unidir { 0 } else { len };
         let mut t0 = Instant::now();
         let mut w0 = io.ep.wake_stats();
+        let mut samples = Vec::with_capacity(if a.percentiles { p.iter as usize } else { 0 });
         for i in 0..p.warmup + p.iter {
             if i == p.warmup {
                 t0 = Instant::now();
                 w0 = io.ep.wake_stats();
             }
+            let ti = Instant::now();
             if a.check {
                 pat.write(&mut bufs.send[bufs.offset..], i);
             }
@@ -518,23 +529,43 @@ fn client(a: &Args, io: &Io, dest: &str) {
                     "data mismatch in reply at length {len}, iteration {i}"
                 ));
             }
+            if a.percentiles && i >= p.warmup {
+                samples.push(ti.elapsed().as_secs_f64() * 1e6);
+            }
         }
         let total = t0.elapsed().as_secs_f64() * 1e6;
         let lat = total / (2 - a.unidir as u32) as f64 / p.iter.max(1) as f64;
         let mbs = if lat > 0.0 { len as f64 / lat } else { 0.0 };
+        print!("{len:9} {lat:9.3} {mbs:9.2} {:9.2}", mbs * 1e6 / 1048576.0);
         if a.verbose {
             // This side's sleeps and wake-ups (by a frame, by the timer) per iteration.
             let w = io.ep.wake_stats();
             let per = |x: u64, y: u64| (x - y) as f64 / p.iter.max(1) as f64;
-            println!(
-                "{len:9} {lat:9.3} {mbs:9.2} {:9.2} {:7.2} {:7.2} {:7.2}",
-                mbs * 1e6 / 1048576.0,
+            print!(
+                " {:7.2} {:7.2} {:7.2}",
                 per(w.0, w0.0),
                 per(w.1, w0.1),
                 per(w.2, w0.2)
             );
-        } else {
-            println!("{len:9} {lat:9.3} {mbs:9.2} {:9.2}", mbs * 1e6 / 1048576.0);
         }
+        if a.percentiles {
+            let halve = (2 - a.unidir as u32) as f64;
+            let [p50, p99, max] = percentiles(&mut samples, [0.5, 0.99, 1.0]).map(|v| v / halve);
+            print!(" {p50:9.3} {p99:9.3} {max:9.3}");
+        }
+        println!();
     }
+}
+
+/// Nearest-rank percentiles (fractions in 0..=1) of `samples`, sorted in place; zeros
+/// when there are none.
+fn percentiles<const N: usize>(samples: &mut [f64], at: [f64; N]) -> [f64; N] {
+    samples.sort_by(f64::total_cmp);
+    at.map(|q| {
+        if samples.is_empty() {
+            return 0.0;
+        }
+        let rank = (q * samples.len() as f64).ceil() as usize;
+        samples[rank.clamp(1, samples.len()) - 1]
+    })
 }
