@@ -138,14 +138,9 @@ fi
 # between processes of one host (OMX_DISABLE_SHARED=1), and on h0's veth
 # interface (no OMX_IFACES), where two processes of one host can only meet
 # through shared memory (frames to one's own MAC never come back); and
-# intranode_kill on the two-copy fallback and on the network path. The "two-copy" check and
-# intranode_veth apply once the runtime has the intra-node channel
-# (OMX_SHARED_CMA in crates/omx-runtime/src/config.rs); before that the first
-# is not enforced and intranode_veth is skipped.
-shared_rt=0
-grep -q OMX_SHARED_CMA "$root/crates/omx-runtime/src/config.rs" 2>/dev/null && shared_rt=1
+# intranode_kill on the two-copy fallback and on the network path.
 stale_lib_note() {
-  if [ "$shared_rt" = 1 ] && ! grep -q OMX_SHARED_CMA "$libdir/libmyriexpress.so.0"; then
+  if ! grep -q OMX_SHARED_CMA "$libdir/libmyriexpress.so.0"; then
     echo "note: $libdir/libmyriexpress.so.0 predates the intra-node runtime (make lib)"
   fi
 }
@@ -160,13 +155,11 @@ variant() {
   in_host 0 env "$@" "$tmp/bin/$prog" >"$tmp/log/$name" 2>"$tmp/log/$name.err" || st=$?
   [ "$st" -eq 124 ] && echo "timed out after ${TEST_TIMEOUT}s" >>"$tmp/log/$name.err"
   if [ "$name" = intranode_fallback ] && ! grep -qi 'two-copy' "$tmp/log/$name.err"; then
-    if [ "$shared_rt" = 1 ]; then
-      {
-        echo "OMX_SHARED_CMA=0 OMX_VERBOSE=1: no line mentioning \"two-copy\" on stderr"
-        stale_lib_note
-      } >>"$tmp/log/$name.err"
-      [ "$st" -eq 0 ] && st=1
-    fi
+    {
+      echo "OMX_SHARED_CMA=0 OMX_VERBOSE=1: no line mentioning \"two-copy\" on stderr"
+      stale_lib_note
+    } >>"$tmp/log/$name.err"
+    [ "$st" -eq 0 ] && st=1
   fi
   [ "$st" -ne 0 ] && stale_lib_note >>"$tmp/log/$name.err"
   report "$name" "$st" "$tmp/log/$name" "$tmp/log/$name.err"
@@ -181,11 +174,7 @@ if want intranode_network; then
   variant intranode_network intranode_sizes OMX_IFACES=lo OMX_DISABLE_SHARED=1
 fi
 if want intranode_veth; then
-  if [ "$shared_rt" = 1 ]; then
-    variant intranode_veth intranode_sizes OMX_HOSTNAME=h0
-  else
-    skip intranode_veth "the runtime has no intra-node channel (OMX_SHARED_CMA) yet"
-  fi
+  variant intranode_veth intranode_sizes OMX_HOSTNAME=h0
 fi
 if want intranode_kill_fallback; then
   TEST_TIMEOUT=$((TEST_TIMEOUT * 3)) variant intranode_kill_fallback intranode_kill \
