@@ -268,26 +268,6 @@ impl Engine {
             .map_or(Reach::Network, |p| p.reach)
     }
 
-    /// Whether a send of `len` bytes with `match_info` to `partner` must be captured as
-    /// [`SendData::Eager`] (otherwise it is passed as a region). To the self partner, a
-    /// message that a posted receive matches is copied once, straight from the send
-    /// buffer; only one that would wait in the unexpected queue is captured.
-    pub fn is_eager_to(&self, partner: PartnerId, match_info: u64, len: u32, sync: bool) -> bool {
-        let reach = self.reach(partner);
-        !sync
-            && len <= self.eager_limit(reach, &self.partners[partner].wire)
-            && !(reach == Reach::SelfEndpoint && self.posted_position(match_info).is_some())
-    }
-
-    /// Largest eager message to a partner reached this way (over the network, with
-    /// the frame sizes `wire` agreed with it).
-    pub(crate) fn eager_limit(&self, reach: Reach, wire: &omx_wire::WireConfig) -> u32 {
-        match reach {
-            Reach::Network => self.cfg.rndv_threshold_with(wire),
-            Reach::Shared | Reach::SelfEndpoint => self.cfg.shared_rndv_threshold,
-        }
-    }
-
     /// Connects to an endpoint of this host reached through shared memory. The runtime
     /// opened its ring and read its `session`, or failed to (`Err`: the endpoint is
     /// closed); `key_ok` says whether the key we were given matches the one it
@@ -533,19 +513,11 @@ impl Engine {
         }
     }
 
-    /// Whether an eager send to `partner` may be written by the runtime straight from
-    /// the user's buffer into the partner's ring (then reported with
-    /// [`Engine::local_direct_sent`]): a connected shared-memory partner, an eager
-    /// size, and no local message queued before it.
-    pub fn local_direct_ok(&self, partner: PartnerId, len: u32, sync: bool) -> bool {
-        !sync
-            && len <= self.eager_limit(Reach::Shared, &self.cfg.wire)
-            && !self.outputs.local_queued()
-            && self.regions.nobody_waits()
-            && self
-                .partners
-                .get(partner)
-                .is_some_and(|p| p.reach == Reach::Shared && p.session.is_some())
+    /// Whether nothing local waits before a new message (queued local messages or
+    /// sends waiting for a region): only then may one be written straight into a
+    /// partner's inbox without overtaking them.
+    pub(crate) fn local_path_clear(&self) -> bool {
+        !self.outputs.local_queued() && self.regions.nobody_waits()
     }
 
     /// A send the runtime wrote straight into a shared-memory ring: complete at once.

@@ -35,12 +35,6 @@ impl Engine {
         self.post_send(now, partner, match_info, data, context, true)
     }
 
-    /// Whether a send of `len` bytes to `partner` (synchronous or not) goes eager, i.e.
-    /// whether the caller must capture the data as [`SendData::Eager`].
-    pub fn is_eager(&self, len: u32, sync: bool) -> bool {
-        !sync && len <= self.eager_limit(Reach::Network, &self.cfg.wire)
-    }
-
     fn post_send(
         &mut self,
         now: Time,
@@ -54,7 +48,7 @@ impl Engine {
             .partners
             .get(partner)
             .ok_or(EngineError::UnknownPartner)?;
-        let eager = !sync && data.len() <= self.eager_limit(p.reach, &p.wire);
+        let eager = self.must_capture(p.reach, &p.wire, data.len(), sync);
         // To oneself a small message may also be passed as a region (copied straight
         // into a posted receive).
         let region_ok = p.reach == Reach::SelfEndpoint;

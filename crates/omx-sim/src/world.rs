@@ -718,7 +718,10 @@ impl World {
     ) -> ReqId {
         let now = self.now;
         let len = data.len() as u32;
-        let payload = if self.engine(h, ep).is_eager_to(to, match_info, len, sync) {
+        // The simulator has no inboxes to write into: an inbox plan takes the queued
+        // path, as the runtime's does when an inbox has no room.
+        let plan = self.engine(h, ep).plan_send(to, match_info, len, sync);
+        let payload = if plan != SendPlan::Lend {
             SendData::Eager(Bytes::from(data))
         } else {
             let handle = self.hosts[h].mem.register(Buffer::contiguous(data));

@@ -105,13 +105,15 @@ fn shared_partner_every_size_posted_and_unexpected() {
 fn self_message_to_a_posted_receive_is_not_captured() {
     let mut w = host(1, 3);
     let me = w.connect_local(0, 0, 0);
-    assert!(
-        w.engine(0, 0).is_eager_to(me, 5, 100, false),
+    assert_eq!(
+        w.engine(0, 0).plan_send(me, 5, 100, false),
+        omx_proto::SendPlan::Capture,
         "nobody waits: capture"
     );
     let (r, _) = w.recv(0, 0, 5, u64::MAX, 100, &[]);
-    assert!(
-        !w.engine(0, 0).is_eager_to(me, 5, 100, false),
+    assert_eq!(
+        w.engine(0, 0).plan_send(me, 5, 100, false),
+        omx_proto::SendPlan::Lend,
         "copied straight"
     );
     let s = w.send(0, 0, me, 5, pattern(100, 1), false);

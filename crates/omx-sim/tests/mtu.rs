@@ -111,8 +111,14 @@ fn eager_limit_follows_the_partner() {
     let mut w = two_hosts([9000, 1400], cfg, LinkConfig::default(), 3);
     let to = w.connect(0, 0, 1, 0);
     // 1400: 1352-byte fragments, 32 of them at most.
-    assert!(w.engine(0, 0).is_eager_to(to, 1, 43_264, false));
-    assert!(!w.engine(0, 0).is_eager_to(to, 1, 43_265, false));
+    assert_eq!(
+        w.engine(0, 0).plan_send(to, 1, 43_264, false),
+        omx_proto::SendPlan::Capture
+    );
+    assert_eq!(
+        w.engine(0, 0).plan_send(to, 1, 43_265, false),
+        omx_proto::SendPlan::Lend
+    );
     every_class(&mut w, 0, 40);
     every_class(&mut w, 1, 41);
     assert_eq!(w.stats.oversize, 0);

@@ -153,20 +153,11 @@ pub fn system_hostname() -> String {
 
 impl RuntimeConfig {
     /// The largest send buffered at post time whatever path it takes (MX's
-    /// `MX_COPY_SEND_MAX`): the network's eager limit, or the shared-memory one when self
-    /// or shared-memory delivery may carry it (larger local sends are read in place by
-    /// the receiver, so their buffer stays lent until they complete).
+    /// `MX_COPY_SEND_MAX`; see `EngineConfig::copy_send_max`): larger local sends are
+    /// read in place by the receiver, so their buffer stays lent until they complete.
     pub fn copy_send_max(&self) -> u32 {
-        // The engine's eager limits (`Engine::eager_limit`) decide what is captured;
-        // over the network they follow each partner's frame size, the smallest at worst.
-        let net = self
-            .engine_config()
-            .rndv_threshold_with(&self.wire.with_mtu(NATIVE_MTU_MIN));
-        if self.disable_self && self.disable_shared {
-            net
-        } else {
-            net.min(self.shared_rndv_threshold)
-        }
+        let local_paths = !(self.disable_self && self.disable_shared);
+        self.engine_config().copy_send_max(&self.wire, local_paths)
     }
 
     pub fn from_env() -> Self {

@@ -121,7 +121,8 @@ impl Endpoint {
     ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs)?;
         let mut core = self.inner.app_lock();
-        if core.engine.local_direct_ok(dest, len, sync) {
+        let plan = core.engine.plan_send(dest, match_info, len, sync);
+        if plan == SendPlan::WriteToInbox {
             if let Some(r) =
                 self.send_to_local_inbox(&mut core, segs, dest, match_info, len, context)
             {
@@ -129,7 +130,7 @@ impl Endpoint {
             }
         }
         let now = self.inner.rt.now();
-        let (data, handle) = if core.engine.is_eager_to(dest, match_info, len, sync) {
+        let (data, handle) = if plan != SendPlan::Lend {
             (
                 SendData::Eager(core.outbound.capture(segs, len as usize)),
                 None,
