@@ -320,7 +320,10 @@ fn mx_code(e: &RtError) -> MxReturn {
         RtError::NoSuchBoard => MX_BOARD_UNKNOWN,
         RtError::Timeout => MX_TIMEOUT,
         RtError::Engine(omx_proto::EngineError::UnknownPeer) => MX_NIC_NOT_FOUND,
-        RtError::Engine(omx_proto::EngineError::BadRequest) => MX_BAD_REQUEST,
+        RtError::Engine(omx_proto::EngineError::MatchOutsideMask) => MX_BAD_MATCH_MASK,
+        RtError::Engine(omx_proto::EngineError::NoResources) => MX_NO_RESOURCES,
+        RtError::Engine(omx_proto::EngineError::RegionExposed) => MX_BUSY,
+        RtError::Engine(omx_proto::EngineError::BadRegion) => MX_BAD_PARAM_VAL,
         RtError::Engine(_) => MX_BAD_REQUEST,
         RtError::Io(_) => MX_NO_RESOURCES,
     }

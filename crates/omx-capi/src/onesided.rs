@@ -47,7 +47,7 @@ pub unsafe extern "C" fn omx_expose_region(
         flags,
     ) {
         Ok(()) => MX_SUCCESS,
-        Err(RtError::Engine(omx_proto::EngineError::BadArgument(w))) if w.contains("already") => {
+        Err(RtError::Engine(omx_proto::EngineError::RegionExposed)) => {
             fail(Some(ep), MX_BUSY, "region id already exposed")
         }
         Err(_) => fail(Some(ep), MX_BAD_PARAM_VAL, "cannot expose the region"),

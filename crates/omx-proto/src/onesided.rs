@@ -63,7 +63,7 @@ impl Default for OneSided {
 impl OneSided {
     fn expose(&mut self, region: Exposed) -> Result<(), EngineError> {
         if self.exposed.iter().any(|e| e.id == region.id) {
-            return Err(EngineError::BadArgument("region id already exposed"));
+            return Err(EngineError::RegionExposed);
         }
         self.exposed.push(region);
         Ok(())
@@ -120,7 +120,7 @@ impl Engine {
             || flags == 0
             || addr.checked_add(len).is_none()
         {
-            return Err(EngineError::BadArgument("bad region range or flags"));
+            return Err(EngineError::BadRegion);
         }
         self.one_sided.expose(Exposed {
             id,
@@ -140,9 +140,7 @@ impl Engine {
     fn native_only(&self) -> Result<(), EngineError> {
         match self.cfg.wire.mode {
             WireMode::Native => Ok(()),
-            WireMode::MxCompat => Err(EngineError::BadArgument(
-                "one-sided operations need the native wire mode",
-            )),
+            WireMode::MxCompat => Err(EngineError::NeedsNativeWire),
         }
     }
 

@@ -31,9 +31,7 @@ impl Engine {
         context: u64,
     ) -> Result<ReqId, EngineError> {
         if match_info & !mask != 0 {
-            return Err(EngineError::BadArgument(
-                "match info has bits outside the mask",
-            ));
+            return Err(EngineError::MatchOutsideMask);
         }
         let k = self.requests.insert(Request::Recv(RecvReq::new(
             match_info, mask, handle, len, context,

@@ -54,16 +54,8 @@ impl Engine {
         let region_ok = p.reach == Reach::SelfEndpoint;
         match (&data, eager) {
             (SendData::Region { .. }, true) if region_ok => {}
-            (SendData::Eager(_), false) => {
-                return Err(EngineError::BadArgument(
-                    "large or synchronous send needs a region",
-                ))
-            }
-            (SendData::Region { .. }, true) => {
-                return Err(EngineError::BadArgument(
-                    "eager send needs its data captured",
-                ))
-            }
+            (SendData::Eager(_), false) => return Err(EngineError::WrongSendData),
+            (SendData::Region { .. }, true) => return Err(EngineError::WrongSendData),
             _ => {}
         }
         let k = self.post_flagged(now, partner, match_info, data, context, 0, 0, false)?;

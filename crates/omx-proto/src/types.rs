@@ -138,7 +138,16 @@ pub enum EngineError {
     UnknownPartner,
     NotConnected,
     BadRequest,
-    BadArgument(&'static str),
+    /// A receive's match info has bits outside its mask.
+    MatchOutsideMask,
+    /// A send's data passed the wrong way for its protocol (see `SendPlan`).
+    WrongSendData,
+    /// A one-sided region id already exposed on this endpoint.
+    RegionExposed,
+    /// A one-sided region with a bad range or flags.
+    BadRegion,
+    /// One-sided operations need the native wire mode.
+    NeedsNativeWire,
     NoResources,
 }
 
@@ -149,7 +158,18 @@ impl std::fmt::Display for EngineError {
             EngineError::UnknownPartner => write!(f, "unknown partner"),
             EngineError::NotConnected => write!(f, "partner not connected"),
             EngineError::BadRequest => write!(f, "no such request"),
-            EngineError::BadArgument(what) => write!(f, "bad argument: {what}"),
+            EngineError::MatchOutsideMask => write!(f, "match info has bits outside the mask"),
+            EngineError::WrongSendData => {
+                write!(
+                    f,
+                    "send data passed the wrong way (capture eager sends, lend others)"
+                )
+            }
+            EngineError::RegionExposed => write!(f, "region id already exposed"),
+            EngineError::BadRegion => write!(f, "bad region range or flags"),
+            EngineError::NeedsNativeWire => {
+                write!(f, "one-sided operations need the native wire mode")
+            }
             EngineError::NoResources => write!(f, "no resources"),
         }
     }
