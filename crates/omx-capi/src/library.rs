@@ -259,16 +259,18 @@ pub unsafe extern "C" fn mx_progress(e: *mut CEndpoint) -> MxReturn {
     MX_SUCCESS
 }
 
-/// omx always progresses in the background; these keep their MX meaning of "no
-/// progression inside library calls" only as no-ops (documented in docs/API.md).
+/// Suspends every progress pass of the endpoint (library calls and the progress
+/// thread) and handler calls until mx_reenable_progression; from inside the
+/// unexpected handler it does not wait for that handler to return.
 #[no_mangle]
 pub unsafe extern "C" fn mx_disable_progression(e: *mut CEndpoint) -> MxReturn {
-    ep_or_fail!(e);
+    let in_handler = IN_HANDLER.with(|f| f.get());
+    ep_or_fail!(e).ep.disable_progression(in_handler);
     MX_SUCCESS
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn mx_reenable_progression(e: *mut CEndpoint) -> MxReturn {
-    ep_or_fail!(e).ep.progress();
+    ep_or_fail!(e).ep.reenable_progression();
     MX_SUCCESS
 }

@@ -1,6 +1,7 @@
 /* progression.c - the progression and retransmission controls on one host:
  * mx_progress, mx_disable_progression / mx_reenable_progression (idempotent;
- * omx progresses in the background, so they do not stop communication), and
+ * while disabled, the endpoint takes nothing in, neither in library calls nor in
+ * the background: a message sent to it stays pending until re-enabled), and
  * mx_set_request_timeout, which accepts the endpoint default (NULL request)
  * and any valid request: a pending or already completed send, a receive.
  * (tests/c/api/twohost.c checks that the timeouts take effect.) */
@@ -59,11 +60,30 @@ int main(void) {
   }
   still_works(e0, to1, e1, 0x14);
 
-  /* progression "disabled" on the receiver: omx keeps progressing in the
-   * background (documented deviation), so a blocking wait still completes */
-  CHECK_OK(mx_disable_progression(e1));
-  still_works(e0, to1, e1, 0x17);
-  CHECK_OK(mx_reenable_progression(e1));
+  /* Progression disabled on the receiver: its receive does not complete, whatever
+   * mx_test/mx_progress calls and the background thread do, until it is
+   * re-enabled; then it completes with the data. */
+  {
+    char s[32], r[32];
+    mx_status_t st;
+    uint32_t done = 0;
+    fill(s, sizeof s, 0x17);
+    mx_request_t rr = t_recv(e1, r, sizeof r, 0x17, MX_MATCH_MASK_NONE, NULL);
+    CHECK_OK(mx_disable_progression(e1));
+    mx_request_t sr = t_send(e0, to1, s, sizeof s, 0x17, NULL);
+    CHECK(t_wait(e0, &sr, NULL), "send while the receiver's progression is disabled");
+    for (int i = 0; i < 50 && !done; i++) {
+      CHECK_OK(mx_progress(e1));
+      CHECK_OK(mx_test(e1, &rr, &st, &done));
+      sleep_ms(2);
+    }
+    CHECK(!done, "a receive completed while progression was disabled");
+    CHECK_OK(mx_reenable_progression(e1));
+    CHECK(t_wait(e1, &rr, &st) && st.code == MX_STATUS_SUCCESS &&
+              verify(r, sizeof r, 0x17) < 0,
+          "the receive completes once progression is re-enabled");
+  }
+  still_works(e0, to1, e1, 0x18);
 
   CHECK_OK(mx_close_endpoint(e0));
   CHECK_OK(mx_close_endpoint(e1));

@@ -455,6 +455,27 @@ impl Endpoint {
         }
     }
 
+    /// MX's `mx_disable_progression`: from now on no progress pass runs, in library
+    /// calls or on the progress thread, and no handler is called, until
+    /// [`Endpoint::reenable_progression`]. Waits for a running unexpected handler to
+    /// return first, unless `from_handler` (the caller is that handler). Idempotent.
+    pub fn disable_progression(&self, from_handler: bool) {
+        self.inner.activity.suspended.store(true, Ordering::SeqCst);
+        if from_handler {
+            return;
+        }
+        while self.inner.lock().unexpected.running {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Undoes [`Endpoint::disable_progression`] and progresses at once. Idempotent.
+    pub fn reenable_progression(&self) {
+        self.inner.activity.suspended.store(false, Ordering::SeqCst);
+        self.inner.activity.idle.1.notify_all();
+        self.progress();
+    }
+
     /// Makes progress once (for callers that poll).
     pub fn progress(&self) {
         let core = self.inner.app_lock();

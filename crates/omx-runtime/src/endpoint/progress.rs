@@ -24,6 +24,9 @@ pub(super) struct Activity {
     /// the way while this moves (the application is driving progress itself).
     pub(super) app_calls: AtomicU64,
     pub(super) closing: AtomicBool,
+    /// `disable_progression`: no progress pass runs (neither in library calls nor on
+    /// the progress thread) and no handler is called until it is cleared.
+    pub(super) suspended: AtomicBool,
     /// Where the progress thread naps while the application drives progress.
     pub(super) idle: (Mutex<()>, Condvar),
 }
@@ -83,7 +86,7 @@ impl EndpointInner {
     /// that found nothing ends early; then the engine works on them (dispatch, board
     /// service, timers); then its outputs go out (drain) and the once-a-second work runs.
     pub(super) fn progress_at(&self, core: &mut Core, now: Option<Time>, flush: bool) {
-        if core.unexpected.running {
+        if core.unexpected.running || self.activity.suspended.load(Ordering::Relaxed) {
             return;
         }
         self.sync_peers(core);
@@ -244,7 +247,10 @@ impl EndpointInner {
     /// unlocked (it may post receives), then applies its verdict.
     #[inline]
     pub(super) fn run_handlers<'a>(&'a self, core: CoreGuard<'a>) -> CoreGuard<'a> {
-        if core.unexpected.running || core.unexpected.handler.is_none() {
+        if core.unexpected.running
+            || core.unexpected.handler.is_none()
+            || self.activity.suspended.load(Ordering::Relaxed)
+        {
             return core;
         }
         self.run_installed_handler(core)
@@ -281,7 +287,8 @@ impl EndpointInner {
         while !self.activity.closing.load(Ordering::SeqCst) {
             let calls = self.activity.app_calls.load(Ordering::Relaxed);
             let active = self.activity.app_active.load(Ordering::SeqCst) > 0;
-            if active || calls != seen {
+            let suspended = self.activity.suspended.load(Ordering::SeqCst);
+            if active || calls != seen || suspended {
                 // Not woken when the application leaves (that would cost every wait a
                 // futex wake): nap until a whole interval passed without a call, backing
                 // off while the application keeps driving (each wake-up steals a CPU
