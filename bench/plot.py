@@ -22,6 +22,7 @@ LAT = [
     ("fi_pingpong_udp", "libfabric udp;ofi_rxd", "v-"),
     ("ucx_tcp_tag_lat", "UCX tcp (tag_lat)", "d-"),
     ("ucx_sm_tag_lat", "UCX sm, intra-node (tag_lat)", "x:"),
+    ("omx_local_pingpong", "omx, intra-node (omx_perf, shared memory)", "o:"),
 ]
 BW = [
     ("omx_pingpong", "omx (omx_perf ping-pong)", "o-"),
@@ -32,6 +33,7 @@ BW = [
     ("fi_pingpong_udp", "libfabric udp;ofi_rxd ping-pong", "v-"),
     ("ucx_tcp_tag_bw", "UCX tcp (tag_bw stream)", "d-"),
     ("ucx_sm_tag_bw", "UCX sm, intra-node (tag_bw)", "x:"),
+    ("omx_local_pingpong", "omx, intra-node (omx_perf ping-pong, shared memory)", "o:"),
 ]
 RATE = [
     ("omx_msgrate", "omx"),

@@ -93,6 +93,14 @@ t_omx_pp() { # run
     while read -r s l b; do row omx_pingpong omx_perf omx "$s" "$l" "$b" "" "$1"; done
   stop_bg
 }
+t_omx_local() { # run: both ends in h0, through shared memory (the intra-node path)
+  bg0 "$BIN/omx_perf" -s -e 0
+  { c0 "$BIN/omx_perf" -d h0:0 -e 1 -S 0 -E 65537 -M 2 -N 3000 -W 100 -P 0
+    c0 "$BIN/omx_perf" -d h0:0 -e 1 -S 131072 -E 16777217 -M 2 -N 30 -W 3 -P 0; } 2>/dev/null |
+    awk '$1 ~ /^[0-9]+$/ && NF>=4 {print $1, $2, $3}' |
+    while read -r s l b; do row omx_local_pingpong omx_perf shm "$s" "$l" "$b" "" "$1"; done
+  stop_bg
+}
 t_omx_rate() { # size run
   local n=1000000; [ "$1" -ge 4096 ] && n=300000
   bg0 "$BIN/omx_msgrate" -s "$1" -w 256
@@ -164,7 +172,7 @@ c0() { timeout 90 $H exec 0 "$@"; }
 plan=()
 for r in $(seq "$RUNS"); do
   sweep=0; [ "$r" -le "$SWEEP_RUNS" ] && sweep=1
-  plan+=("t_omx_pp $r")
+  plan+=("t_omx_pp $r" "t_omx_local $r")
   if [ $sweep = 1 ]; then rs=$RATE_SIZES; else rs=8; fi
   for s in $rs; do plan+=("t_omx_rate $s $r"); done
   for s in 8 $( [ $sweep = 1 ] && echo "64 1024 $((MTU - 64))" ); do plan+=("t_raw_pp $s $r"); done
@@ -176,7 +184,7 @@ for r in $(seq "$RUNS"); do
   for s in $ps; do plan+=("t_ucx sm tag_lat $s $r" "t_ucx sm tag_bw $s $r"); done
 done
 # Rough cost of each step in seconds, for the time-left estimate.
-cost() { case $1 in t_omx_pp) echo 5;; t_tcp_pp) echo 6;; t_qperf) echo $(( $(wc -w <<<"$3") * 2 + 1 ));; t_omx_rate) echo 2;; *) echo 1.5;; esac; }
+cost() { case $1 in t_omx_pp|t_omx_local) echo 5;; t_tcp_pp) echo 6;; t_qperf) echo $(( $(wc -w <<<"$3") * 2 + 1 ));; t_omx_rate) echo 2;; *) echo 1.5;; esac; }
 total=0; for p in "${plan[@]}"; do eval "set -- $p"; c=$(cost "$@"); total=$(awk -v a=$total -v b=$c 'BEGIN{print a+b}'); done
 done_cost=0; i=0; T1=$(date +%s)
 say "MTU $MTU, ${#plan[@]} steps, results in $OUT"
