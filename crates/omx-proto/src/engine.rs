@@ -18,6 +18,7 @@ use crate::timer::Timer;
 use crate::transmit::{Payload, Transmit, MAX_HEADER_LEN};
 use crate::types::*;
 use crate::unexpected::UnexpectedQueue;
+use crate::{LocalPull, LocalSend};
 use bytes::Bytes;
 use omx_wire::{DecodeError, DropReason, Header, Packet};
 use std::collections::VecDeque;
@@ -48,6 +49,22 @@ pub struct PathStats {
     pub pull_rto: Time,
     /// Pull blocks allowed in flight toward this partner.
     pub pull_blocks: u32,
+}
+
+/// One output of the engine (see [`Engine::poll`]).
+#[derive(Debug)]
+pub enum Output {
+    /// Read a local partner's memory into ours (the one-copy rendezvous), then report
+    /// with `local_pull_done`.
+    LocalPull(LocalPull),
+    /// A message for a partner reached through shared memory.
+    Local(LocalSend),
+    /// Copy frame bytes into user memory, then report with `copy_done`.
+    Copy(CopyOp),
+    /// A frame to send.
+    Transmit(Transmit),
+    /// A request completed.
+    Completion(Completion),
 }
 
 /// Sizes of the engine's internal queues, for memory-bound assertions and tools.
@@ -162,16 +179,32 @@ impl Engine {
             .map(|p| (p.nic_id, p.endpoint, p.session))
     }
 
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.outputs.pop_transmit()
+    /// The engine's next output for the runtime, one at a time, in the order they
+    /// must be acted on: reads of a local partner's memory first (they unblock a
+    /// sender that waits), then messages for local partners, payload copies, frames,
+    /// and completions last (a request completes after everything it caused is out).
+    /// Acting on one may queue more; `None` when nothing is left.
+    pub fn poll(&mut self) -> Option<Output> {
+        if let Some(p) = self.outputs.pop_local_pull() {
+            return Some(Output::LocalPull(p));
+        }
+        if let Some(m) = self.outputs.pop_local() {
+            return Some(Output::Local(m));
+        }
+        if let Some(c) = self.outputs.pop_copy() {
+            return Some(Output::Copy(c));
+        }
+        if let Some(t) = self.outputs.pop_transmit() {
+            return Some(Output::Transmit(t));
+        }
+        self.outputs.pop_completion().map(Output::Completion)
     }
 
+    /// Completions only, leaving any other output for the next [`Engine::poll`]: for
+    /// a caller that must hand over the completions already queued (completion
+    /// order) without acting on frames or copies yet.
     pub fn poll_completion(&mut self) -> Option<Completion> {
         self.outputs.pop_completion()
-    }
-
-    pub fn poll_copy(&mut self) -> Option<CopyOp> {
-        self.outputs.pop_copy()
     }
 
     /// Whether the engine has output other than completions (frames, copies, local

@@ -32,7 +32,7 @@ mod unexpected;
 
 pub use config::EngineConfig;
 pub use counters::Counters;
-pub use engine::{EndpointParams, Engine, PathStats, QueueStats};
+pub use engine::{EndpointParams, Engine, Output, PathStats, QueueStats};
 pub use local::{LocalIn, LocalMsg, LocalPull, LocalSend, PullOutcome, PullSrc};
 pub use peers::{Peer, PeerTable};
 pub use protocol::SendPlan;

@@ -344,14 +344,6 @@ impl Engine {
         self.reset_partner(now, partner, StatusCode::EndpointClosed);
     }
 
-    pub fn poll_local(&mut self) -> Option<LocalSend> {
-        self.outputs.pop_local()
-    }
-
-    pub fn poll_local_pull(&mut self) -> Option<LocalPull> {
-        self.outputs.pop_local_pull()
-    }
-
     /// Sends the first (and only) message of a send to a local partner.
     pub(crate) fn start_local_send(&mut self, now: Time, k: Key) {
         let Some(Request::Send(s)) = self.requests.get(k) else {

@@ -75,6 +75,9 @@ pub(crate) struct LocalChannel {
     slots: Vec<Option<(SenderId, PartnerId)>>,
     /// Threads (application or progress) sleeping with the doorbell armed.
     sleepers: usize,
+    /// The partner whose doorbell the messages written so far still owe a ring (rung
+    /// once per run of messages to one partner, not per message).
+    unrung: Option<PartnerId>,
 }
 
 /// What connecting through shared memory found.
@@ -126,6 +129,7 @@ impl LocalChannel {
             backlog: HashMap::default(),
             slots,
             sleepers: 0,
+            unrung: None,
         })
     }
 
@@ -387,41 +391,44 @@ impl LocalChannel {
         })
     }
 
-    /// Writes the engine's local messages into their rings (what does not fit waits,
-    /// in order), then rings the doorbells of the receivers that sleep.
-    pub fn send(&mut self, engine: &mut Engine, mem: &MemRegistry, now: Time) {
-        let mut rang: Option<PartnerId> = None;
-        while let Some(LocalSend { partner, msg }) = engine.poll_local() {
-            // Fast path: nothing waits for this partner and its ring is open.
-            if !matches!(msg, LocalMsg::Push { .. }) && !self.backlog.contains_key(&partner) {
-                if let Some(o) = self.outboxes.get_mut(&partner) {
-                    if write_msg(o, &msg, mem, self.pid) {
-                        if rang.is_some_and(|r| r != partner) {
-                            self.ring(rang.take().expect("some"));
-                        }
-                        rang = Some(partner);
-                        continue;
+    /// Writes one of the engine's local messages into its partner's ring, or queues it
+    /// (in order) behind what is waiting for room; the doorbell is rung when the run
+    /// of messages to that partner ends ([`LocalChannel::flush`]).
+    pub fn send_one(&mut self, s: LocalSend, mem: &MemRegistry) {
+        let LocalSend { partner, msg } = s;
+        // Fast path: nothing waits for this partner and its ring is open.
+        if !matches!(msg, LocalMsg::Push { .. }) && !self.backlog.contains_key(&partner) {
+            if let Some(o) = self.outboxes.get_mut(&partner) {
+                if write_msg(o, &msg, mem, self.pid) {
+                    if let Some(r) = self.unrung.filter(|&r| r != partner) {
+                        self.ring(r);
                     }
+                    self.unrung = Some(partner);
+                    return;
                 }
             }
-            let p = match msg {
-                LocalMsg::Push {
-                    cookie,
-                    mem: h,
-                    offset,
-                    len,
-                } => Pending::Push {
-                    cookie,
-                    mem: h,
-                    offset,
-                    len,
-                    done: 0,
-                },
-                m => Pending::Msg(m),
-            };
-            self.backlog.entry(partner).or_default().push_back(p);
         }
-        if let Some(r) = rang {
+        let p = match msg {
+            LocalMsg::Push {
+                cookie,
+                mem: h,
+                offset,
+                len,
+            } => Pending::Push {
+                cookie,
+                mem: h,
+                offset,
+                len,
+                done: 0,
+            },
+            m => Pending::Msg(m),
+        };
+        self.backlog.entry(partner).or_default().push_back(p);
+    }
+
+    /// Rings the doorbell the last messages owe, then writes what waits for room.
+    pub fn flush(&mut self, engine: &mut Engine, mem: &MemRegistry, now: Time) {
+        if let Some(r) = self.unrung.take() {
             self.ring(r);
         }
         if self.backlog.is_empty() {

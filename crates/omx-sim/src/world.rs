@@ -432,38 +432,34 @@ impl World {
     }
 
     fn drain_engine(&mut self, h: usize, e: usize) {
-        while let Some(op) = self.hosts[h].engines[e].poll_copy() {
-            match self.copy_mode {
-                CopyMode::Immediate => self.run_copy(h, e as u8, op),
-                CopyMode::Deferred { max_delay } => {
-                    let at = self.now + self.rng.below(max_delay + 1);
-                    self.copies.push(DeferredCopy {
-                        at,
-                        host: h,
-                        endpoint: e as u8,
-                        op,
+        while let Some(out) = self.hosts[h].engines[e].poll() {
+            match out {
+                Output::LocalPull(p) => self.run_local_pull(h, e, p),
+                Output::Local(s) => self.send_local(h, e, s),
+                Output::Copy(op) => match self.copy_mode {
+                    CopyMode::Immediate => self.run_copy(h, e as u8, op),
+                    CopyMode::Deferred { max_delay } => {
+                        let at = self.now + self.rng.below(max_delay + 1);
+                        self.copies.push(DeferredCopy {
+                            at,
+                            host: h,
+                            endpoint: e as u8,
+                            op,
+                        });
+                    }
+                },
+                Output::Transmit(t) => {
+                    let mut frame = std::mem::take(&mut self.scratch);
+                    frame.clear();
+                    let mem = &self.hosts[h].mem;
+                    t.assemble(&mut frame, |handle, off, out| {
+                        mem.get(handle).read_at(off as usize, out)
                     });
+                    self.send_frame(h, &frame);
+                    self.scratch = frame;
                 }
+                Output::Completion(c) => self.hosts[h].completions.push((e as u8, c)),
             }
-        }
-        while let Some(t) = self.hosts[h].engines[e].poll_transmit() {
-            let mut frame = std::mem::take(&mut self.scratch);
-            frame.clear();
-            let mem = &self.hosts[h].mem;
-            t.assemble(&mut frame, |handle, off, out| {
-                mem.get(handle).read_at(off as usize, out)
-            });
-            self.send_frame(h, &frame);
-            self.scratch = frame;
-        }
-        while let Some(s) = self.hosts[h].engines[e].poll_local() {
-            self.send_local(h, e, s);
-        }
-        while let Some(p) = self.hosts[h].engines[e].poll_local_pull() {
-            self.run_local_pull(h, e, p);
-        }
-        while let Some(c) = self.hosts[h].engines[e].poll_completion() {
-            self.hosts[h].completions.push((e as u8, c));
         }
     }
 

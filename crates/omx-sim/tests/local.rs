@@ -335,7 +335,10 @@ fn a_sender_gone_during_the_copy_fails_the_receive() {
         .engine(0, 1)
         .irecv(now, 1, u64::MAX, h, 100_000, 0)
         .unwrap();
-    let pull = w.engine(0, 1).poll_local_pull().expect("a local pull");
+    let pull = match w.engine(0, 1).poll() {
+        Some(omx_proto::Output::LocalPull(p)) => p,
+        other => panic!("a local pull expected, got {other:?}"),
+    };
     assert_eq!(pull.len, 100_000);
     w.engine(0, 1)
         .local_pull_done(now, pull.id, PullOutcome::Gone);

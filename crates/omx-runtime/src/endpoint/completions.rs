@@ -33,17 +33,29 @@ impl Completions {
     ) -> bool {
         let mut completed = false;
         while let Some(c) = engine.poll_completion() {
-            if c.kind == RequestKind::Recv
-                && copier.pending() > 0
-                && !matches!(c.status.code, StatusCode::Success | StatusCode::Truncated)
-            {
-                // A failed receive may still have copies in flight into its buffer: the
-                // application gets it back only after they land.
-                copier.wait_all(|id| engine.copy_done(now, id));
-            }
-            completed |= self.file(c, mem);
+            completed |= self.take_polled(c, engine, mem, copier, now);
         }
         completed
+    }
+
+    /// Files a completion the engine produced; true if it is for the application.
+    pub(super) fn take_polled(
+        &mut self,
+        c: Completion,
+        engine: &mut Engine,
+        mem: &mut MemRegistry,
+        copier: &mut Copier,
+        now: Time,
+    ) -> bool {
+        if c.kind == RequestKind::Recv
+            && copier.pending() > 0
+            && !matches!(c.status.code, StatusCode::Success | StatusCode::Truncated)
+        {
+            // A failed receive may still have copies in flight into its buffer: the
+            // application gets it back only after they land.
+            copier.wait_all(|id| engine.copy_done(now, id));
+        }
+        self.file(c, mem)
     }
 
     /// Files one completion: releases its lent memory, then drops it if the application

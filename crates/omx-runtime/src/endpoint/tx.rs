@@ -133,63 +133,76 @@ impl EndpointInner {
             ..
         } = core;
         if let Some(sh) = local.as_mut().filter(|s| s.has_backlog()) {
-            sh.send(engine, mem, now);
+            sh.flush(engine, mem, now);
         }
-        while engine.has_output() {
-            while let Some(p) = engine.poll_local_pull() {
-                match local.as_mut() {
-                    Some(sh) => sh.pull(engine, mem, now, p, copier),
-                    None => {
-                        let o = run_local_pull(mem, &p, std::process::id(), false, None);
-                        engine.local_pull_done(now, p.id, o);
+        loop {
+            while let Some(out) = engine.poll() {
+                match out {
+                    Output::LocalPull(p) => match local.as_mut() {
+                        Some(sh) => sh.pull(engine, mem, now, p, copier),
+                        None => {
+                            let o = run_local_pull(mem, &p, std::process::id(), false, None);
+                            engine.local_pull_done(now, p.id, o);
+                        }
+                    },
+                    // Without a channel no partner is reached through shared memory.
+                    Output::Local(m) => {
+                        if let Some(sh) = local.as_mut() {
+                            sh.send_one(m, mem);
+                        }
                     }
-                }
-            }
-            match local.as_mut() {
-                Some(sh) => sh.send(engine, mem, now),
-                // Without a channel no partner is reached through shared memory.
-                None => while engine.poll_local().is_some() {},
-            }
-            while let Some(op) = engine.poll_copy() {
-                if copier.offloads(op.src.len(), op.msg_length) {
-                    let dst = mem
-                        .ranges(op.dst, op.dst_offset as usize, op.src.len())
-                        .into_iter()
-                        .map(|(p, n)| (p as usize, n))
-                        .collect();
-                    let job = CopyJob::Frame { src: op.src, dst };
-                    if let Err(job) = copier.submit(op.id, job) {
-                        // The engine is full: copy here (bounds the frames it holds).
-                        run_job(job);
+                    Output::Copy(op) => {
+                        if copier.offloads(op.src.len(), op.msg_length) {
+                            let dst = mem
+                                .ranges(op.dst, op.dst_offset as usize, op.src.len())
+                                .into_iter()
+                                .map(|(p, n)| (p as usize, n))
+                                .collect();
+                            let job = CopyJob::Frame { src: op.src, dst };
+                            if let Err(job) = copier.submit(op.id, job) {
+                                // The engine is full: copy here (bounds the frames it holds).
+                                run_job(job);
+                                engine.copy_done(now, op.id);
+                            }
+                            continue;
+                        }
+                        mem.write(op.dst, op.dst_offset as usize, &op.src);
                         engine.copy_done(now, op.id);
                     }
-                    continue;
+                    Output::Transmit(t) => {
+                        if t.dst_mac() == self.board.iface.mac && !self.board.iface.loopback {
+                            // A frame to ourselves never comes back from a real
+                            // interface: loop it back in software for the next pass.
+                            let mut f = Vec::with_capacity(t.frame_len());
+                            let m = &*mem;
+                            t.assemble(&mut f, |h, off, out| m.read(h, off as usize, out));
+                            inbound.looped.push(Bytes::from(f));
+                            continue;
+                        }
+                        if faults.as_mut().is_some_and(|f| f.drop_send()) {
+                            continue;
+                        }
+                        if bundle && Bundler::eligible(&t) {
+                            let limit = |mac, ep| engine.frame_limit(mac, ep);
+                            outbound.bundler.push(&t, sock, limit);
+                            continue;
+                        }
+                        outbound.bundler.emit(sock);
+                        queue_transmit(sock, mem, &t);
+                    }
+                    Output::Completion(c) => {
+                        completed |= completions.take_polled(c, engine, mem, copier, now);
+                    }
                 }
-                mem.write(op.dst, op.dst_offset as usize, &op.src);
-                engine.copy_done(now, op.id);
             }
-            while let Some(t) = engine.poll_transmit() {
-                if t.dst_mac() == self.board.iface.mac && !self.board.iface.loopback {
-                    // A frame to ourselves never comes back from a real interface:
-                    // loop it back in software for the next pass.
-                    let mut f = Vec::with_capacity(t.frame_len());
-                    let m = &*mem;
-                    t.assemble(&mut f, |h, off, out| m.read(h, off as usize, out));
-                    inbound.looped.push(Bytes::from(f));
-                    continue;
-                }
-                if faults.as_mut().is_some_and(|f| f.drop_send()) {
-                    continue;
-                }
-                if bundle && Bundler::eligible(&t) {
-                    let limit = |mac, ep| engine.frame_limit(mac, ep);
-                    outbound.bundler.push(&t, sock, limit);
-                    continue;
-                }
-                outbound.bundler.emit(sock);
-                queue_transmit(sock, mem, &t);
+            // Doorbells owed and messages that waited for room (writing them may
+            // complete requests or queue more).
+            if let Some(sh) = local.as_mut() {
+                sh.flush(engine, mem, now);
             }
-            completed |= completions.collect(engine, mem, copier, now);
+            if !engine.has_output() {
+                break;
+            }
         }
         if flush {
             outbound.flush(sock);
