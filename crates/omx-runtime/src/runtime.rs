@@ -13,6 +13,21 @@ pub const MAX_PEERS: usize = 1024;
 /// Endpoints per board (the original's default).
 pub const MAX_ENDPOINTS: u8 = 32;
 
+/// A clock's resolution in ns (4 ms for the coarse clock at HZ=250), at least 1 ms
+/// when it cannot be read (the safe side: more precise reads, never late timers).
+fn clock_res_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_getres writes one timespec.
+    let rc = unsafe { libc::clock_getres(clock, &mut ts) };
+    if rc != 0 {
+        return 1_000_000;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -109,6 +124,9 @@ pub struct Runtime {
     pub warnings: Vec<String>,
     /// CLOCK_MONOTONIC at start, in ns: the epoch of the engines' clock.
     start_ns: u64,
+    /// How far [`Runtime::coarse_now`] may lag the precise clock (the coarse clock's
+    /// resolution: the kernel tick, 1-4 ms).
+    pub coarse_lag: u64,
 }
 
 static GLOBAL: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
@@ -166,6 +184,7 @@ impl Runtime {
             boards,
             warnings,
             start_ns: clock_ns(libc::CLOCK_MONOTONIC),
+            coarse_lag: clock_res_ns(libc::CLOCK_MONOTONIC_COARSE),
         })
     }
 
@@ -174,8 +193,9 @@ impl Runtime {
         clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(self.start_ns)
     }
 
-    /// The same clock read coarsely (a few ns instead of tens, up to a tick late):
-    /// enough to tell whether millisecond-scale protocol timers are due.
+    /// The same clock read coarsely (a few ns instead of tens, up to `coarse_lag`
+    /// late): enough to tell that no timer is due yet while the next deadline is more
+    /// than a tick away (see `EndpointInner::before_deadline`).
     pub fn coarse_now(&self) -> u64 {
         clock_ns(libc::CLOCK_MONOTONIC_COARSE).saturating_sub(self.start_ns)
     }

@@ -216,10 +216,11 @@ impl Endpoint {
         segs: &[Segment],
         post: impl FnOnce(&mut Engine, Time, MemHandle) -> Result<ReqId, EngineError>,
     ) -> Result<ReqId, Error> {
-        // The coarse clock is enough here: posting arms no timer finer than its tick
-        // (resend and pull delays are hundreds of ms), and it costs no clock read.
+        // The precise clock: posting may start a pull, whose requests are timed from
+        // now against a 1 ms floor; the coarse clock lags up to a tick (4 ms), so blocks
+        // looked overdue at once and were re-requested for nothing.
         let mut core = self.inner.app_lock();
-        let now = self.inner.rt.coarse_now();
+        let now = self.inner.rt.now();
         let h = core.mem.register(segs);
         match post(&mut core.engine, now, h) {
             Ok(r) => {

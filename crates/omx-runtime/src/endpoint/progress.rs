@@ -177,15 +177,27 @@ impl EndpointInner {
             && !pass.placed
             && (!pass.local_work || pass.records_only)
             && !core.engine.has_output_besides_completions()
-            // The caller's precise clock when it has one: the coarse clock lags up to a
-            // tick, and a sleeper whose deadline passed would otherwise spin until then.
-            && {
-                let coarse = pass.coarse;
-                *pass
-                    .now
-                    .get_or_insert_with(|| coarse.unwrap_or_else(|| self.rt.coarse_now()))
-                    < core.timer_at
-            }
+            && self.before_deadline(core.timer_at, pass)
+    }
+
+    /// Whether the pass's time is before `deadline`: the caller's precise clock when it
+    /// has one, else the coarse clock while the deadline is more than its lag away, else
+    /// the precise clock. The coarse clock lags up to a tick (4 ms at HZ=250): trusting
+    /// it near a deadline made every retransmission timeout (250 us floor) up to a tick
+    /// late, the tail latency of every lost frame, and a sleeper whose deadline passed
+    /// spin until the tick.
+    fn before_deadline(&self, deadline: Time, pass: &mut Pass) -> bool {
+        if let Some(now) = pass.now {
+            return now < deadline;
+        }
+        let coarse = pass.coarse.unwrap_or_else(|| self.rt.coarse_now());
+        if coarse.saturating_add(self.rt.coarse_lag) < deadline {
+            pass.now = Some(coarse);
+            return true;
+        }
+        let now = self.rt.now();
+        pass.now = Some(now);
+        now < deadline
     }
 
     /// The end of a quiet pass: completions, if any, and the frames earlier streamed
@@ -204,13 +216,18 @@ impl EndpointInner {
     }
 
     /// Frames from the wire start timers that need the precise clock; a pass that
-    /// only took shared-memory records or copies does with the coarse one.
+    /// only took shared-memory records or copies does with the coarse one, unless a
+    /// deadline is within the coarse clock's lag.
     fn pass_clock(&self, core: &Core, pass: &Pass) -> Time {
         pass.now.unwrap_or_else(|| {
             if core.inbound.has_frames() {
-                self.rt.now()
+                return self.rt.now();
+            }
+            let coarse = pass.coarse.unwrap_or_else(|| self.rt.coarse_now());
+            if coarse.saturating_add(self.rt.coarse_lag) < core.timer_at {
+                coarse
             } else {
-                self.rt.coarse_now()
+                self.rt.now()
             }
         })
     }
