@@ -105,6 +105,10 @@ pub(crate) struct Partner {
     pub rtt: RttEstimator,
     /// Last ack that acknowledged something: the stream's timer restarts there.
     pub acked_at: Time,
+    /// When a packet of the stream was last resent: records sent before it give no
+    /// round-trip sample, even acked without a resend of their own (they may have
+    /// waited at the receiver behind the resent one, and an ack can cover them apart).
+    pub resent_at: Time,
     /// Loss recovery in progress: until everything sent before it began (below the
     /// sequence number) is acked, each ack that advances resends the next packet at
     /// once if it was sent before the recovery began (NewReno's partial acks), so
@@ -175,6 +179,7 @@ impl Partner {
             resend_deadline: None,
             rtt: RttEstimator::default(),
             acked_at: 0,
+            resent_at: 0,
             recovery: None,
             dup_acks: 0,
             pull_rtt: RttEstimator::default(),

@@ -337,6 +337,7 @@ impl Engine {
         };
         front.resends += 1;
         front.last_send = now;
+        self.partners[pid].resent_at = now;
         self.transmit_record(pid, 0);
     }
 
@@ -469,9 +470,10 @@ impl Engine {
         // the records held behind a lost one were waiting for its recovery).
         let mut sample = None;
         let mut resent = false;
+        let resent_at = self.partners[pid].resent_at;
         // One record at a time (no list of them: this runs for every frame received).
         while let Some(rec) = self.partners[pid].pop_acked(upto) {
-            resent |= rec.resends > 0;
+            resent |= rec.resends > 0 || rec.last_send <= resent_at;
             sample = (!resent).then(|| now.saturating_sub(rec.last_send));
             if rec.zombie {
                 self.zombies -= 1;
