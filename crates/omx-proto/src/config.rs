@@ -60,6 +60,9 @@ pub struct EngineConfig {
     /// the oldest partner that only ever sent connect requests, or is refused
     /// when there is none. The application's own connects are never refused.
     pub partners_max: usize,
+    /// Bundle small frames to partners that take bundles (a relayed endpoint does not:
+    /// its daemon checks every frame on its own).
+    pub send_bundles: bool,
 }
 
 impl EngineConfig {
@@ -86,6 +89,7 @@ impl EngineConfig {
             pull_blocks_max: u32::MAX,
             self_enabled: true,
             partners_max: 4096,
+            send_bundles: true,
         }
     }
 

@@ -32,9 +32,11 @@ impl Engine {
                 StatusCode::BadKey
             };
             if code == StatusCode::Success {
-                let me = self.me.session;
+                let (me, wire) = (self.me.session, self.cfg.wire);
                 let p = self.partner(pid);
                 p.session = Some(me);
+                // We understand all we offer: even through the network path.
+                p.wire = wire;
                 p.reverse_index = p.peer_index;
                 if self.cfg.self_enabled {
                     self.connect_self(pid);
@@ -68,8 +70,8 @@ impl Engine {
         let delay = self.cfg.resend_delay;
         let (me, session) = (self.me.endpoint, self.me.session);
         self.hint_deadline(now + delay);
-        let p = self.partner(pid);
-        p.arm_resend(now + delay);
+        self.partner(pid).arm_resend(now + delay);
+        let p = &self.partners[pid];
         let packet = Packet::Connect(Connect {
             dst_endpoint: p.endpoint,
             src_endpoint: me,
@@ -83,10 +85,12 @@ impl Engine {
             connect_seqnum: seqnum,
             status_code: 0,
             link_mtu: self.cfg.wire.advertised_mtu(),
+            extensions: self.cfg.wire.advertised_extensions(),
         });
         let header = self.header_to(pid);
+        let wire = self.partners[pid].wire;
         self.counters.send_connect_request += 1;
-        self.emit(header, packet, Payload::None, true);
+        self.emit(&wire, header, packet, Payload::None, true);
     }
 
     pub(crate) fn on_connect(&mut self, now: Time, src: NicId, peer_index: u16, c: Connect) {
@@ -107,7 +111,7 @@ impl Engine {
             return;
         };
         let good_key = c.app_key_or_target_session == self.me.key;
-        let wire = self.cfg.wire.for_partner(c.link_mtu);
+        let wire = self.cfg.wire.for_partner(c.link_mtu, c.extensions);
         let p = &mut self.partners[pid];
         p.reverse_index = c.src_dst_peer_index;
         p.wire = wire;
@@ -147,10 +151,12 @@ impl Engine {
             connect_seqnum: c.connect_seqnum,
             status_code,
             link_mtu: self.cfg.wire.advertised_mtu(),
+            extensions: self.cfg.wire.advertised_extensions(),
         });
         let header = self.header_to(pid);
+        let wire = p.wire;
         self.counters.send_connect_reply += 1;
-        self.emit(header, reply, Payload::None, true);
+        self.emit(&wire, header, reply, Payload::None, true);
     }
 
     fn on_connect_reply(&mut self, now: Time, src: NicId, c: Connect) {
@@ -190,7 +196,7 @@ impl Engine {
                 p.next_frag = announced;
                 p.last_acked = announced;
             }
-            let wire = self.cfg.wire.for_partner(c.link_mtu);
+            let wire = self.cfg.wire.for_partner(c.link_mtu, c.extensions);
             let p = self.partner(pid);
             p.reverse_index = c.src_dst_peer_index;
             p.wire = wire;

@@ -20,7 +20,7 @@ use crate::types::*;
 use crate::unexpected::UnexpectedQueue;
 use crate::{LocalPull, LocalSend};
 use bytes::Bytes;
-use omx_wire::{DecodeError, DropReason, Header, Packet};
+use omx_wire::{DecodeError, DropReason, Extensions, Header, Packet};
 use std::collections::VecDeque;
 
 /// Identity of the local endpoint.
@@ -49,6 +49,10 @@ pub struct PathStats {
     pub pull_rto: Time,
     /// Pull blocks allowed in flight toward this partner.
     pub pull_blocks: u32,
+    /// The wire extensions in use with this partner (both offered them).
+    pub extensions: omx_wire::Extensions,
+    /// Whether its frames carry checksum trailers.
+    pub checksum: bool,
 }
 
 /// One output of the engine (see [`Engine::poll`]).
@@ -185,6 +189,23 @@ impl Engine {
     /// and completions last (a request completes after everything it caused is out).
     /// Acting on one may queue more; `None` when nothing is left.
     pub fn poll(&mut self) -> Option<Output> {
+        self.poll_with(false)
+    }
+
+    /// As [`Engine::poll`], but frames that may share a bundle stay queued, with the
+    /// frames behind them (order is kept), so that frames queued later can join their
+    /// bundle: for a caller that sends at a later flush (back-to-back sends). The next
+    /// [`Engine::poll`] yields them.
+    pub fn poll_holding_bundles(&mut self) -> Option<Output> {
+        self.poll_with(true)
+    }
+
+    /// Whether [`Engine::poll_holding_bundles`] has anything to yield.
+    pub fn has_unheld_output(&self) -> bool {
+        self.outputs.has_work_besides_bundles() || self.outputs.completions_queued()
+    }
+
+    fn poll_with(&mut self, hold_bundles: bool) -> Option<Output> {
         if let Some(p) = self.outputs.pop_local_pull() {
             return Some(Output::LocalPull(p));
         }
@@ -194,7 +215,8 @@ impl Engine {
         if let Some(c) = self.outputs.pop_copy() {
             return Some(Output::Copy(c));
         }
-        if let Some(t) = self.outputs.pop_transmit() {
+        if let Some((t, bundled)) = self.outputs.pop_transmit_bundled(hold_bundles) {
+            self.counters.send_bundle += u64::from(bundled);
             return Some(Output::Transmit(t));
         }
         self.outputs.pop_completion().map(Output::Completion)
@@ -253,6 +275,8 @@ impl Engine {
                 pull_srtt: p.pull_rtt.srtt,
                 pull_rto: p.pull_rto(&self.cfg),
                 pull_blocks: p.pull_blocks_allowed(self.cfg.pull_blocks_outstanding),
+                extensions: p.wire.extensions,
+                checksum: p.wire.checksum,
             })
             .collect()
     }
@@ -305,17 +329,22 @@ impl Engine {
 
     /// A new partner's frame sizes until a connect tells its own.
     fn unagreed_wire(&self) -> omx_wire::WireConfig {
-        self.cfg.wire.for_partner(0)
+        self.cfg.wire.unadvertised()
+    }
+
+    /// The configuration frames to endpoint `endpoint` of `nic` are sent with: the one
+    /// agreed with that partner, or the original's before a CONNECT told us more.
+    pub(crate) fn wire_to(&self, nic: NicId, endpoint: u8) -> omx_wire::WireConfig {
+        self.partners
+            .lookup(nic, endpoint)
+            .map_or_else(|| self.unagreed_wire(), |id| self.partners[id].wire)
     }
 
     /// Largest frame (Ethernet header included) the endpoint `endpoint` of board
     /// `dst_mac` takes from us: the size agreed with it, or the size assumed before a
     /// connect. Bundles to it must not exceed it.
     pub fn frame_limit(&self, dst_mac: [u8; 6], endpoint: u8) -> usize {
-        let wire = self
-            .partners
-            .lookup(nic_id_from_mac(dst_mac), endpoint)
-            .map_or_else(|| self.unagreed_wire(), |id| self.partners[id].wire);
+        let wire = self.wire_to(nic_id_from_mac(dst_mac), endpoint);
         wire.mtu as usize + omx_wire::ETH_HEADER_LEN
     }
 
@@ -326,21 +355,28 @@ impl Engine {
 
     /// The configuration to decode `frame` with: a medium fragment's offset and a pull
     /// block's bounds depend on the sizes agreed with its sender; other frames decode
-    /// within our own (largest) sizes and are checked per partner afterwards.
+    /// within our own (largest) sizes and are checked per partner afterwards. Checksum
+    /// trailers are required only from senders whose link uses them (a peer without
+    /// the extension sends none); frames that carry one are verified whatever the link.
     fn wire_for_frame(&self, frame: &[u8]) -> omx_wire::WireConfig {
         let sized = frame.get(omx_wire::COMMON_HEADER_LEN).is_some_and(|&t| {
             let t = omx_wire::type_of(t);
             t == omx_wire::PacketType::Medium as u8 || t == omx_wire::PacketType::Pull as u8
         });
-        let sender = frame.get(6..12).zip(frame.get(18));
-        match sender {
-            Some((mac, &endpoint)) if sized => {
-                let mac: [u8; 6] = mac.try_into().expect("6 bytes");
-                self.partners
-                    .lookup(nic_id_from_mac(mac), endpoint)
-                    .map_or(self.cfg.wire, |id| self.partners[id].wire)
-            }
-            _ => self.cfg.wire,
+        if !sized && !self.cfg.wire.checksum {
+            return self.cfg.wire;
+        }
+        let partner = frame.get(6..12).zip(frame.get(18)).and_then(|(mac, &ep)| {
+            let mac: [u8; 6] = mac.try_into().expect("6 bytes");
+            self.partners.lookup(nic_id_from_mac(mac), ep)
+        });
+        // (Pull replies name no sender endpoint: they decode within the larger sizes
+        // of a link without trailers, and are verified if they carry one.)
+        match partner {
+            Some(id) if sized => self.partners[id].wire,
+            Some(id) => self.cfg.wire.with_checksum(self.partners[id].wire.checksum),
+            None if sized => self.cfg.wire,
+            None => self.cfg.wire.with_checksum(false),
         }
     }
 
@@ -358,15 +394,29 @@ impl Engine {
         }
     }
 
-    /// Encodes and queues one frame.
-    pub(crate) fn emit(&mut self, header: Header, packet: Packet, payload: Payload, urgent: bool) {
+    /// Encodes and queues one frame under `wire`, the configuration agreed with its
+    /// destination: its extensions decide the latency flag and the checksum trailer (a
+    /// peer that advertised none gets the original's frame byte for byte).
+    pub(crate) fn emit(
+        &mut self,
+        wire: &omx_wire::WireConfig,
+        header: Header,
+        packet: Packet,
+        payload: Payload,
+        urgent: bool,
+    ) {
         let mut buf = [0u8; MAX_HEADER_LEN];
-        match omx_wire::encode_header(&header, &packet, &self.cfg.wire, &mut buf) {
+        match omx_wire::encode_header(&header, &packet, wire, &mut buf) {
             Ok(n) => {
-                if urgent && self.cfg.wire.mode == omx_wire::WireMode::Native {
+                if urgent && wire.uses(omx_wire::Extensions::LATENCY_FLAG) {
                     buf[omx_wire::COMMON_HEADER_LEN] |= omx_wire::LATENCY_FLAG;
                 }
-                let t = Transmit::new(buf, n, payload, packet.packet_type(), urgent);
+                let t = Transmit::new(buf, n, payload, urgent);
+                let t = if self.cfg.send_bundles {
+                    t.bundled_to(wire)
+                } else {
+                    t
+                };
                 self.outputs.transmit(t);
             }
             // Only reachable through a field that does not fit the wire mode; the callers
@@ -432,6 +482,9 @@ impl Engine {
     /// Processes one received frame (a complete Ethernet frame, shared so that copy
     /// actions can reference its payload without copying it).
     pub fn handle_frame(&mut self, now: Time, frame: Bytes) {
+        if omx_wire::peek::is_bundle(&frame) && self.cfg.wire.uses(Extensions::BUNDLE) {
+            return self.handle_bundle(now, frame);
+        }
         let Some((decoded, src, peer_index)) = self.admit_frame(&frame) else {
             return;
         };
@@ -467,6 +520,28 @@ impl Engine {
         }
     }
 
+    /// The frames of a bundle, each handled as if it had arrived alone. An item must
+    /// come from the bundle's sender and be addressed to us (its own header decides:
+    /// the bundle header has no checksum), and bundles do not nest.
+    fn handle_bundle(&mut self, now: Time, frame: Bytes) {
+        let Ok(items) = omx_wire::bundle_items(&frame) else {
+            self.counters.drop_bad_bundle += 1;
+            return;
+        };
+        self.counters.recv_bundle += 1;
+        for r in items {
+            let inner = frame.slice(r);
+            let ours = inner.get(6..12) == frame.get(6..12)
+                && !omx_wire::peek::is_bundle(&inner)
+                && omx_wire::peek::dst_endpoint(&inner) == Some(self.me.endpoint);
+            if !ours {
+                self.counters.drop_bad_bundle += 1;
+                continue;
+            }
+            self.handle_frame(now, inner);
+        }
+    }
+
     /// Processes a received frame the caller only lends (a receive-ring slot) when its
     /// payload goes straight to user memory: pull replies. `place(destination, byte
     /// offset, payload)` is called during the call to copy the payload; the engine
@@ -479,6 +554,10 @@ impl Engine {
         frame: &[u8],
         place: &mut dyn FnMut(MemHandle, u64, &[u8]),
     ) -> bool {
+        // Everything else (bundles included) takes the owned path.
+        if !omx_wire::peek::is_pull_reply(frame) {
+            return false;
+        }
         // Pull replies are resolved by handle, not by peer index: admission is all.
         let Some((decoded, _, _)) = self.admit_frame(frame) else {
             return true;

@@ -6,6 +6,7 @@
 //! owns no socket, clock or thread, so every loss, reordering or duplication can be
 //! replayed exactly in tests.
 
+mod bundle;
 mod config;
 mod connect;
 mod counters;

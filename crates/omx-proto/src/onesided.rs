@@ -17,7 +17,7 @@ use crate::requests::{RecvReq, Request};
 use crate::slab::Key;
 use crate::types::*;
 use bytes::Bytes;
-use omx_wire::{Msg, Rndv, WireMode};
+use omx_wire::{Extensions, Msg, Rndv};
 use rustc_hash::FxHashMap as HashMap;
 
 pub const GET_REQ: u8 = 0x01;
@@ -137,10 +137,17 @@ impl Engine {
         self.one_sided.unexpose(id)
     }
 
-    fn native_only(&self) -> Result<(), EngineError> {
-        match self.cfg.wire.mode {
-            WireMode::Native => Ok(()),
-            WireMode::MxCompat => Err(EngineError::NeedsNativeWire),
+    /// One-sided requests travel as flagged messages that a peer without the
+    /// extension (Open-MX, MX, an omx that refused it) would take for ordinary ones.
+    fn one_sided_to(&self, partner: PartnerId) -> Result<(), EngineError> {
+        let p = self
+            .partners
+            .get(partner)
+            .ok_or(EngineError::UnknownPartner)?;
+        if p.wire.uses(Extensions::ONE_SIDED) {
+            Ok(())
+        } else {
+            Err(EngineError::NeedsNativeWire)
         }
     }
 
@@ -154,10 +161,7 @@ impl Engine {
         len: u32,
         context: u64,
     ) -> Result<ReqId, EngineError> {
-        self.native_only()?;
-        self.partners
-            .get(partner)
-            .ok_or(EngineError::UnknownPartner)?;
+        self.one_sided_to(partner)?;
         let id = self.one_sided.next_get_id();
         let k = self.requests.insert(Request::Recv(RecvReq::new(
             id as u64,
@@ -193,7 +197,7 @@ impl Engine {
         len: u32,
         context: u64,
     ) -> Result<ReqId, EngineError> {
-        self.native_only()?;
+        self.one_sided_to(partner)?;
         let k = self.post_flagged(
             now,
             partner,

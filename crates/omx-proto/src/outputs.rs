@@ -66,8 +66,15 @@ impl Outputs {
         self.local_pulls.push_back(p);
     }
 
-    pub fn pop_transmit(&mut self) -> Option<Transmit> {
-        self.transmits.pop_front()
+    /// The next frame, bundled with the frames queued behind it where they may share
+    /// one; also says whether it is a bundle. With `hold_bundles`, a frame that may
+    /// share a bundle stays queued (see `Engine::poll_holding_bundles`).
+    pub fn pop_transmit_bundled(&mut self, hold_bundles: bool) -> Option<(Transmit, bool)> {
+        if hold_bundles && self.transmits.front()?.bundle_limit != 0 {
+            return None;
+        }
+        let first = self.transmits.pop_front()?;
+        Some(crate::bundle::gather(first, &mut self.transmits))
     }
 
     pub fn pop_completion(&mut self) -> Option<Completion> {
@@ -95,6 +102,14 @@ impl Outputs {
     }
 
     /// Frames, copies, local messages or pulls to execute (completions aside).
+    /// As `has_work`, not counting frames held for bundling.
+    pub fn has_work_besides_bundles(&self) -> bool {
+        self.transmits.front().is_some_and(|t| t.bundle_limit == 0)
+            || !self.copies.is_empty()
+            || !self.local.is_empty()
+            || !self.local_pulls.is_empty()
+    }
+
     pub fn has_work(&self) -> bool {
         !self.transmits.is_empty()
             || !self.copies.is_empty()

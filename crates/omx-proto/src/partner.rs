@@ -21,6 +21,13 @@ pub(crate) enum SentPacket {
     Notify(Notify),
 }
 
+impl SentPacket {
+    /// Whether the frame may have shared a bundle (one frame, no fragments).
+    pub(crate) fn may_be_bundled(&self) -> bool {
+        !matches!(self, SentPacket::Medium(..))
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct SendRecord {
     pub seq: Seq,

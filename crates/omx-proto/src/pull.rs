@@ -362,8 +362,9 @@ impl Engine {
             ..packet
         };
         let header = self.header_to(pid);
+        let wire = p.wire;
         self.counters.send_pull_req += 1;
-        self.emit(header, Packet::Pull(packet), Payload::None, true);
+        self.emit(&wire, header, Packet::Pull(packet), Payload::None, true);
     }
 
     /// A pull reply whose frame the engine keeps: its payload becomes a copy action.
@@ -815,8 +816,9 @@ impl Engine {
             ethertype: self.cfg.wire.ethertype,
             dst_src_peer_index: omx_wire::PEER_INDEX_NONE,
         };
+        let wire = self.wire_to(src, p.src_endpoint);
         self.counters.send_nack_mcp += 1;
-        self.emit(header, Packet::NackMcp(nack), Payload::None, true);
+        self.emit(&wire, header, Packet::NackMcp(nack), Payload::None, true);
     }
 
     /// Data owner side: answer a block request with pull replies read from the region.
@@ -881,7 +883,13 @@ impl Engine {
                 len: len as u32,
             };
             self.counters.send_pull_reply += 1;
-            self.emit(header, Packet::PullReply(reply), payload, remaining == 0);
+            self.emit(
+                &wire,
+                header,
+                Packet::PullReply(reply),
+                payload,
+                remaining == 0,
+            );
             msg_offset += len;
             frame_len = r;
             i += 1;

@@ -306,8 +306,9 @@ impl Engine {
             ethertype: self.cfg.wire.ethertype,
             dst_src_peer_index: PEER_INDEX_NONE,
         };
+        let wire = self.wire_to(src, dst_endpoint);
         self.counters.send_nack_lib += 1;
-        self.emit(reply, Packet::NackLib(nack), Payload::None, true);
+        self.emit(&wire, reply, Packet::NackLib(nack), Payload::None, true);
     }
 
     /// Common checks of seq-consuming packets; returns the partner when the packet

@@ -331,14 +331,32 @@ impl Engine {
 
     /// Resends the oldest unacked record of a partner now (fast retransmit, partial ack
     /// in recovery, or timeout): it counts as resent from `now`.
+    /// The records that shared its frame (bundled, sent in the same pass) were lost
+    /// with it: they are resent too, instead of one recovery round each.
     fn resend_front(&mut self, now: Time, pid: PartnerId) {
-        let Some(front) = self.partners[pid].unacked.front_mut() else {
+        let p = &mut self.partners[pid];
+        let bundled = p.wire.uses(omx_wire::Extensions::BUNDLE);
+        let Some(front) = p.unacked.front_mut() else {
             return;
         };
-        front.resends += 1;
-        front.last_send = now;
-        self.partners[pid].resent_at = now;
-        self.transmit_record(pid, 0);
+        let sent_with = front.last_send;
+        let mut n = 1;
+        if bundled && front.packet.may_be_bundled() {
+            n += p
+                .unacked
+                .iter()
+                .skip(1)
+                .take_while(|r| r.last_send == sent_with && r.packet.may_be_bundled())
+                .count();
+        }
+        for r in p.unacked.iter_mut().take(n) {
+            r.resends += 1;
+            r.last_send = now;
+        }
+        p.resent_at = now;
+        for idx in 0..n {
+            self.transmit_record(pid, idx);
+        }
     }
 
     /// (Re)encodes the record at `idx` of the partner's queue with a fresh piggyback.
@@ -365,7 +383,7 @@ impl Engine {
                     ..m
                 };
                 self.counters.send_tiny += 1;
-                self.emit(header, Packet::Tiny(m), Payload::Bytes(data), true);
+                self.emit(&wire, header, Packet::Tiny(m), Payload::Bytes(data), true);
             }
             SentPacket::Small(m, data) => {
                 let m = Msg {
@@ -374,7 +392,7 @@ impl Engine {
                     ..m
                 };
                 self.counters.send_small += 1;
-                self.emit(header, Packet::Small(m), Payload::Bytes(data), true);
+                self.emit(&wire, header, Packet::Small(m), Payload::Bytes(data), true);
             }
             SentPacket::Medium(m, data) => {
                 let frag_max = wire.medium_frag_max as usize;
@@ -397,7 +415,7 @@ impl Engine {
                     self.counters.send_medium_frag += 1;
                     let last = i + 1 == nfrags;
                     let payload = Payload::Bytes(data.slice(start..end));
-                    self.emit(header, Packet::Medium(frag), payload, last);
+                    self.emit(&wire, header, Packet::Medium(frag), payload, last);
                 }
             }
             SentPacket::Rndv(r) => {
@@ -410,7 +428,7 @@ impl Engine {
                     ..r
                 };
                 self.counters.send_rndv += 1;
-                self.emit(header, Packet::Rndv(r), Payload::None, true);
+                self.emit(&wire, header, Packet::Rndv(r), Payload::None, true);
             }
             SentPacket::Notify(n) => {
                 let n = Notify {
@@ -419,7 +437,7 @@ impl Engine {
                     ..n
                 };
                 self.counters.send_notify += 1;
-                self.emit(header, Packet::Notify(n), Payload::None, true);
+                self.emit(&wire, header, Packet::Notify(n), Payload::None, true);
             }
         }
     }
@@ -574,8 +592,9 @@ impl Engine {
             send_seq: p.next_frag.0,
             resent: 0,
         };
+        let wire = p.wire;
         self.counters.send_liback += 1;
-        self.emit(header, Packet::Truc(truc), Payload::None, false);
+        self.emit(&wire, header, Packet::Truc(truc), Payload::None, false);
     }
 
     /// After new data was completely received: ack now or arm the delayed ack.

@@ -4,9 +4,7 @@
 
 use crate::types::MemHandle;
 use bytes::Bytes;
-use omx_wire::{
-    checksum_of, PacketType, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN, MIN_FRAME_LEN,
-};
+use omx_wire::{checksum_of, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN, MIN_FRAME_LEN};
 
 /// Largest header any packet type needs (16-byte common header + 44-byte pull body).
 pub const MAX_HEADER_LEN: usize = 64;
@@ -41,9 +39,11 @@ pub struct Transmit {
     header: [u8; MAX_HEADER_LEN],
     header_len: u8,
     pub payload: Payload,
-    pub packet_type: PacketType,
     /// Set on frames the receiver should act on at once (see the wake-up policies).
     pub latency_sensitive: bool,
+    /// Largest bundle (whole frame) this frame may travel in; 0 when it travels alone
+    /// (see [`crate::bundle`]).
+    pub(crate) bundle_limit: u32,
 }
 
 impl Transmit {
@@ -51,16 +51,30 @@ impl Transmit {
         header: [u8; MAX_HEADER_LEN],
         header_len: usize,
         payload: Payload,
-        packet_type: PacketType,
         latency_sensitive: bool,
     ) -> Self {
         Transmit {
             header,
             header_len: header_len as u8,
             payload,
-            packet_type,
             latency_sensitive,
+            bundle_limit: 0,
         }
+    }
+
+    /// Marks the frame as one that may share a bundle with others for the same
+    /// endpoint, when the destination's configuration `wire` takes bundles and the
+    /// frame is small and self-contained (no user memory to gather).
+    pub(crate) fn bundled_to(mut self, wire: &omx_wire::WireConfig) -> Self {
+        let eligible = wire.uses(omx_wire::Extensions::BUNDLE)
+            && !matches!(self.payload, Payload::User { .. })
+            && self.content_len() <= crate::bundle::BUNDLE_ITEM_MAX
+            && omx_wire::peek::dst_endpoint(self.header()).is_some()
+            && !omx_wire::peek::is_board_frame(self.header());
+        if eligible {
+            self.bundle_limit = wire.mtu + omx_wire::ETH_HEADER_LEN as u32;
+        }
+        self
     }
 
     pub fn header(&self) -> &[u8] {

@@ -146,7 +146,8 @@ pub enum EngineError {
     RegionExposed,
     /// A one-sided region with a bad range or flags.
     BadRegion,
-    /// One-sided operations need the native wire mode.
+    /// One-sided operations need a partner that took the one-sided extension (native
+    /// wire mode on both sides).
     NeedsNativeWire,
     NoResources,
 }
@@ -168,7 +169,10 @@ impl std::fmt::Display for EngineError {
             EngineError::RegionExposed => write!(f, "region id already exposed"),
             EngineError::BadRegion => write!(f, "bad region range or flags"),
             EngineError::NeedsNativeWire => {
-                write!(f, "one-sided operations need the native wire mode")
+                write!(
+                    f,
+                    "one-sided operations need the native wire mode and a partner that offers them"
+                )
             }
             EngineError::NoResources => write!(f, "no resources"),
         }

@@ -2,7 +2,6 @@
 //! host, runs their protocol engines with a background progress thread, performs the
 //! engines' copies, and discovers peers.
 
-pub mod bundler;
 pub mod config;
 pub mod copy;
 pub mod daemon;

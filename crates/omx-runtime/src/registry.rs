@@ -57,17 +57,27 @@ pub struct EndpointInfo {
     pub paths: Vec<omx_proto::PathStats>,
 }
 
-/// One `path` line of an endpoint's info file (times in ns).
+/// One `path` line of an endpoint's info file (times in ns; extension bits, and 1 when
+/// the link carries checksum trailers).
 fn format_path(p: &omx_proto::PathStats) -> String {
     format!(
-        "path {:x} {} {} {} {} {} {} {}\n",
-        p.nic_id, p.endpoint, p.srtt, p.rttvar, p.rto, p.pull_srtt, p.pull_rto, p.pull_blocks
+        "path {:x} {} {} {} {} {} {} {} {} {}\n",
+        p.nic_id,
+        p.endpoint,
+        p.srtt,
+        p.rttvar,
+        p.rto,
+        p.pull_srtt,
+        p.pull_rto,
+        p.pull_blocks,
+        p.extensions.bits(),
+        u8::from(p.checksum)
     )
 }
 
 fn parse_path(rest: &str) -> Option<omx_proto::PathStats> {
     let f: Vec<&str> = rest.split_whitespace().collect();
-    if f.len() != 8 {
+    if f.len() != 10 {
         return None;
     }
     let n = |i: usize| f[i].parse::<u64>().ok();
@@ -80,6 +90,8 @@ fn parse_path(rest: &str) -> Option<omx_proto::PathStats> {
         pull_srtt: n(5)?,
         pull_rto: n(6)?,
         pull_blocks: f[7].parse().ok()?,
+        extensions: omx_wire::Extensions::from_bits(f[8].parse().ok()?),
+        checksum: f[9] == "1",
     })
 }
 

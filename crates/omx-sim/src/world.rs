@@ -249,10 +249,16 @@ impl World {
     /// before connecting.
     pub fn set_host_mtu(&mut self, host: usize, mtu: u32) {
         self.hosts[host].mtu = Some(mtu);
+        self.configure_host(host, |cfg| cfg.wire = cfg.wire.with_mtu(mtu));
+    }
+
+    /// Reopens every endpoint of host `host` with its configuration changed by `change`
+    /// (hosts that differ: frame sizes, extensions offered). Call before connecting.
+    pub fn configure_host(&mut self, host: usize, change: impl Fn(&mut EngineConfig)) {
         for ep in 0..self.hosts[host].engines.len() as u8 {
             let old = &self.hosts[host].engines[ep as usize];
             let mut cfg = old.config().clone();
-            cfg.wire = cfg.wire.with_mtu(mtu);
+            change(&mut cfg);
             let (peers, params) = (old.peers().clone(), *old.params());
             self.hosts[host].engines[ep as usize] = Engine::new(cfg, params, peers);
         }

@@ -137,13 +137,19 @@ fn different_mtus_over_a_faulty_link() {
     assert!(w.stats.lost > 0, "the link lost nothing: {:?}", w.stats);
 }
 
-/// A 9000 host with a peer that never advertises a size (as Open-MX): the standard
-/// Ethernet size, so the 1500 side never sees a frame it cannot carry.
+/// A peer that never advertises a size (as Open-MX, whose sizes are fixed when it is
+/// built and must equal ours) gets the original's default build, 9000, or our own size
+/// when smaller (a 1500 board talks to an Open-MX built for 1500), and none of omx's
+/// extensions.
 #[test]
-fn unadvertised_peer_gets_standard_ethernet() {
+fn unadvertised_peer_gets_the_original_build() {
     let w = WireConfig::native_9000();
-    assert_eq!(w.for_partner(0).mtu, 1500);
-    assert_eq!(w.for_partner(0), WireConfig::native_1500());
+    let legacy = w.unadvertised();
+    assert_eq!(legacy.mtu, 9000);
+    assert_eq!(legacy.extensions, omx_wire::Extensions::NONE);
+    assert_eq!(WireConfig::native(65535).unadvertised().mtu, 9000);
+    let small = WireConfig::native_1500().unadvertised();
+    assert_eq!((small.mtu, small.medium_frag_max), (1500, 1452));
     // MX-wire mode has one fixed layout and never advertises.
     let mx = WireConfig::mx_compat();
     let mut sim = two_hosts(

@@ -82,12 +82,17 @@ pub const TRUC_DATA_LEN: u8 = 16;
 /// CONNECT body byte 29 when bytes 30..31 carry the sender's frame size
 /// ([`crate::Connect::link_mtu`]); the original leaves these pads unset.
 pub const CONNECT_MTU_MARKER: u8 = 0x4D;
+/// CONNECT body byte 12 when byte 13 carries the sender's [`Extensions`]
+/// ([`crate::Connect::extensions`]); the original leaves these pads unset.
+pub const CONNECT_EXT_MARKER: u8 = 0x58;
 /// Smallest interface MTU native mode runs on (the IPv6 minimum: every link that
 /// carries IPv6 carries it).
 pub const NATIVE_MTU_MIN: u32 = 1280;
-/// Native frame size assumed for a peer that does not advertise one in its CONNECT
-/// (an Open-MX peer): standard Ethernet, which every link carries.
-pub const NATIVE_MTU_UNADVERTISED: u32 = 1500;
+/// Native frame size assumed for a peer that does not advertise one in its CONNECT (an
+/// Open-MX peer, whose sizes are fixed at build time and must equal ours): the
+/// original's default build, or our own size when smaller (`OMX_MTU` matches an
+/// Open-MX built for standard Ethernet).
+pub const NATIVE_MTU_UNADVERTISED: u32 = 9000;
 /// `frag_pipeline` value of MX-wire-compat MEDIUM fragments (log2 of 4096).
 pub const COMPAT_FRAG_PIPELINE: u8 = 12;
 /// Largest frame the raw endpoint accepts, Ethernet header included.
@@ -129,6 +134,97 @@ pub struct WireConfig {
     /// ([`CHECKSUM_FLAG`]); fragment and pull-reply payloads are 4 bytes smaller where
     /// the MTU would not fit the trailer. Both peers must agree, as on the MTU.
     pub checksum: bool,
+    /// omx's extensions of the original's frames: the ones offered (our own
+    /// configuration) or in use with one partner (the ones both advertised).
+    pub extensions: Extensions,
+}
+
+/// omx's extensions of the Open-MX wire. Each one is used toward a peer only when that
+/// peer advertised it (CONNECT body byte 13, behind [`CONNECT_EXT_MARKER`]): a peer that
+/// advertises nothing (Open-MX 1.5, MX) receives the original's frames byte for byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Extensions(u8);
+
+impl Extensions {
+    pub const NONE: Extensions = Extensions(0);
+    /// [`LATENCY_FLAG`] in the type byte of latency-sensitive frames.
+    pub const LATENCY_FLAG: Extensions = Extensions(1);
+    /// Checksum trailers ([`CHECKSUM_FLAG`]) are understood.
+    pub const CHECKSUM: Extensions = Extensions(2);
+    /// The advertiser sends checksum trailers (`OMX_CHECKSUM`): a link uses them when
+    /// both understand them and either side wants them.
+    pub const CHECKSUM_WANTED: Extensions = Extensions(4);
+    /// Bundles of small frames ([`crate::BUNDLE_TYPE`]).
+    pub const BUNDLE: Extensions = Extensions(8);
+    /// One-sided operations (flags in body byte 3 of messages, unset in the original).
+    pub const ONE_SIDED: Extensions = Extensions(16);
+    /// Every extension this version knows.
+    pub const ALL: Extensions = Extensions(31);
+    /// Names for settings and tools, in bit order.
+    pub const NAMES: [(&'static str, Extensions); 5] = [
+        ("latency", Self::LATENCY_FLAG),
+        ("checksum", Self::CHECKSUM),
+        ("checksum-wanted", Self::CHECKSUM_WANTED),
+        ("bundle", Self::BUNDLE),
+        ("one-sided", Self::ONE_SIDED),
+    ];
+
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Known bits only: bits of a later version are ignored.
+    pub const fn from_bits(bits: u8) -> Extensions {
+        Extensions(bits & Self::ALL.0)
+    }
+
+    pub const fn contains(self, other: Extensions) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub const fn union(self, other: Extensions) -> Extensions {
+        Extensions(self.0 | other.0)
+    }
+
+    pub const fn intersection(self, other: Extensions) -> Extensions {
+        Extensions(self.0 & other.0)
+    }
+
+    pub const fn without(self, other: Extensions) -> Extensions {
+        Extensions(self.0 & !other.0)
+    }
+
+    /// Parses `all`, `none` or a comma-separated list of [`Extensions::NAMES`].
+    pub fn parse(text: &str) -> Option<Extensions> {
+        match text.trim() {
+            "all" | "" => return Some(Self::ALL),
+            "none" => return Some(Self::NONE),
+            _ => {}
+        }
+        text.split(',').try_fold(Self::NONE, |acc, name| {
+            let name = name.trim();
+            Self::NAMES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|&(_, e)| acc.union(e))
+        })
+    }
+}
+
+impl std::fmt::Display for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if *self == Self::NONE {
+            return f.write_str("none");
+        }
+        let mut sep = "";
+        for (name, e) in Self::NAMES {
+            if self.contains(e) {
+                write!(f, "{sep}{name}")?;
+                sep = ",";
+            }
+        }
+        Ok(())
+    }
 }
 
 impl WireConfig {
@@ -175,6 +271,11 @@ impl WireConfig {
             pull_block_replies: 32,
             pull_blocks_outstanding: 4,
             checksum,
+            extensions: if checksum {
+                Extensions::ALL
+            } else {
+                Extensions::ALL.without(Extensions::CHECKSUM_WANTED)
+            },
         }
     }
 
@@ -201,6 +302,8 @@ impl WireConfig {
             pull_block_replies: 8,
             pull_blocks_outstanding: 4,
             checksum: false,
+            // The mode exists to talk to MX peers: the original's frames only.
+            extensions: Extensions::NONE,
         }
     }
 
@@ -220,20 +323,78 @@ impl WireConfig {
         }
         WireConfig {
             ethertype: self.ethertype,
+            extensions: self.extensions,
             ..Self::native_sized(mtu, self.checksum)
         }
     }
 
-    /// The configuration to use with a partner that advertised `advertised` in its
-    /// CONNECT (0: none): the smaller of the two frame sizes, an unadvertised peer
-    /// counted as [`NATIVE_MTU_UNADVERTISED`], never below [`NATIVE_MTU_MIN`]. MX-wire
-    /// mode has one fixed size for all.
-    pub fn for_partner(&self, advertised: u16) -> WireConfig {
+    /// The configuration to use with a partner that advertised frame size `advertised`
+    /// (0: none) and `extensions` in its CONNECT: the smaller of the two frame sizes, an
+    /// unadvertised peer counted as [`NATIVE_MTU_UNADVERTISED`], never below
+    /// [`NATIVE_MTU_MIN`]; the extensions both offer, with checksum trailers when both
+    /// understand them and either wants them. MX-wire mode has one fixed size for all.
+    pub fn for_partner(&self, advertised: u16, extensions: Extensions) -> WireConfig {
+        let ext = self
+            .extensions
+            .intersection(extensions)
+            .without(Extensions::CHECKSUM_WANTED);
+        let checksum = ext.contains(Extensions::CHECKSUM)
+            && (self.checksum || extensions.contains(Extensions::CHECKSUM_WANTED));
+        if self.is_compat() {
+            return WireConfig {
+                extensions: ext,
+                ..*self
+            };
+        }
         let theirs = match u32::from(advertised) {
             0 => NATIVE_MTU_UNADVERTISED,
             m => m.max(NATIVE_MTU_MIN),
         };
-        self.with_mtu(self.mtu.min(theirs))
+        WireConfig {
+            ethertype: self.ethertype,
+            extensions: ext,
+            ..Self::native_sized(self.mtu.min(theirs), checksum)
+        }
+    }
+
+    /// The same configuration with checksum trailers on or off (sizes follow: the
+    /// trailer takes payload room). MX-wire mode has none.
+    pub fn with_checksum(&self, checksum: bool) -> WireConfig {
+        if self.is_compat() {
+            return *self;
+        }
+        let wanted = if checksum {
+            self.extensions.union(Extensions::CHECKSUM_WANTED)
+        } else {
+            self.extensions.without(Extensions::CHECKSUM_WANTED)
+        };
+        WireConfig {
+            ethertype: self.ethertype,
+            extensions: wanted,
+            ..Self::native_sized(self.mtu, checksum)
+        }
+    }
+
+    /// What CONNECT advertises: the extensions offered, with the wish for checksum
+    /// trailers exactly when this side sends them.
+    pub fn advertised_extensions(&self) -> Extensions {
+        let offered = self.extensions.without(Extensions::CHECKSUM_WANTED);
+        if self.checksum && offered.contains(Extensions::CHECKSUM) {
+            offered.union(Extensions::CHECKSUM_WANTED)
+        } else {
+            offered
+        }
+    }
+
+    /// A peer that advertised nothing (an Open-MX peer, or any peer before its
+    /// CONNECT): the original's frames at the assumed size.
+    pub fn unadvertised(&self) -> WireConfig {
+        self.for_partner(0, Extensions::NONE)
+    }
+
+    /// Whether frames under this configuration may carry `e`.
+    pub fn uses(&self, e: Extensions) -> bool {
+        self.extensions.contains(e)
     }
 
     /// What this configuration advertises in its CONNECT packets (0 in MX-wire mode,
@@ -412,20 +573,80 @@ mod tests {
     fn partners_agree_on_the_smaller_size() {
         let big = WireConfig::native_checksummed(9000, true);
         let small = WireConfig::native_checksummed(1500, true);
-        assert_eq!(big.for_partner(small.advertised_mtu()), small);
-        assert_eq!(small.for_partner(big.advertised_mtu()), small);
+        let all = Extensions::ALL;
+        let sizes = |w: WireConfig| WireConfig {
+            extensions: Extensions::NONE,
+            ..w
+        };
+        assert_eq!(
+            sizes(big.for_partner(small.advertised_mtu(), all)),
+            sizes(small)
+        );
+        assert_eq!(
+            sizes(small.for_partner(big.advertised_mtu(), all)),
+            sizes(small)
+        );
         let mut odd = WireConfig::native(9000);
         odd.ethertype = 0x1234;
-        let agreed = odd.for_partner(1400);
+        let agreed = odd.for_partner(1400, odd.extensions);
         assert_eq!((agreed.mtu, agreed.ethertype), (1400, 0x1234));
         assert_eq!(agreed.medium_frag_max, 1352);
-        // Unadvertised: standard Ethernet; nonsense sizes: the floor.
-        assert_eq!(big.for_partner(0).mtu, NATIVE_MTU_UNADVERTISED);
-        assert_eq!(big.for_partner(64).mtu, NATIVE_MTU_MIN);
+        // Unadvertised: the original's default build (or ours when smaller); nonsense
+        // sizes: the floor.
+        assert_eq!(big.for_partner(0, all).mtu, NATIVE_MTU_UNADVERTISED);
+        assert_eq!(small.unadvertised().mtu, 1500);
+        assert_eq!(WireConfig::native(65535).unadvertised().mtu, 9000);
+        assert_eq!(big.for_partner(64, all).mtu, NATIVE_MTU_MIN);
         assert_eq!(WireConfig::native(65535).advertised_mtu(), 65535);
         let mx = WireConfig::mx_compat();
-        assert_eq!(mx.for_partner(1500), mx);
+        assert_eq!(mx.for_partner(1500, all), mx);
         assert_eq!(mx.advertised_mtu(), 0);
+    }
+
+    #[test]
+    fn extensions_are_those_both_offer() {
+        let plain = WireConfig::native_9000();
+        let summed = WireConfig::native_checksummed(9000, true);
+        // An Open-MX peer: nothing, and the original's sizes.
+        let legacy = summed.unadvertised();
+        assert_eq!(legacy.extensions, Extensions::NONE);
+        assert_eq!(
+            legacy,
+            WireConfig {
+                extensions: Extensions::NONE,
+                ..plain
+            }
+        );
+        // Checksums when both understand them and either wants them.
+        let agreed = plain.for_partner(9000, summed.extensions);
+        assert!(agreed.checksum && agreed == summed.for_partner(9000, plain.extensions));
+        assert!(!agreed.uses(Extensions::CHECKSUM_WANTED));
+        assert_eq!(agreed.pull_reply_max, summed.pull_reply_max);
+        assert!(!plain.for_partner(9000, plain.extensions).checksum);
+        let no_sum = Extensions::ALL.without(Extensions::CHECKSUM);
+        assert!(!summed.for_partner(9000, no_sum).checksum);
+        // Only what both offer.
+        let mut refusing = plain;
+        refusing.extensions = Extensions::BUNDLE;
+        let e = plain.for_partner(9000, refusing.extensions).extensions;
+        assert_eq!(e, Extensions::BUNDLE);
+        assert_eq!(WireConfig::mx_compat().extensions, Extensions::NONE);
+    }
+
+    #[test]
+    fn extension_names_round_trip() {
+        assert_eq!(Extensions::parse("all"), Some(Extensions::ALL));
+        assert_eq!(Extensions::parse("none"), Some(Extensions::NONE));
+        let e = Extensions::parse("bundle, latency").unwrap();
+        assert_eq!(e, Extensions::BUNDLE.union(Extensions::LATENCY_FLAG));
+        assert_eq!(e.to_string(), "latency,bundle");
+        assert_eq!(
+            Extensions::parse(&Extensions::ALL.to_string()),
+            Some(Extensions::ALL)
+        );
+        assert_eq!(Extensions::NONE.to_string(), "none");
+        assert_eq!(Extensions::parse("bundles"), None);
+        assert_eq!(Extensions::from_bits(0xff), Extensions::ALL);
     }
 
     #[test]

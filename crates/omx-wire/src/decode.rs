@@ -17,9 +17,10 @@
 
 use crate::bytes::Reader;
 use crate::config::{
-    checksum_of, type_of, WireConfig, WireMode, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN,
-    COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN, CONNECT_MTU_MARKER, HOSTNAME_MAX, RNDV_DATA_LEN,
-    SMALL_MAX, TINY_MAX, TRUC_DATA_LEN, TRUC_TYPE_ACK,
+    checksum_of, type_of, Extensions, WireConfig, WireMode, CHECKSUM_FLAG, CHECKSUM_LEN,
+    COMMON_HEADER_LEN, COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN, CONNECT_EXT_MARKER,
+    CONNECT_MTU_MARKER, HOSTNAME_MAX, RNDV_DATA_LEN, SMALL_MAX, TINY_MAX, TRUC_DATA_LEN,
+    TRUC_TYPE_ACK,
 };
 use crate::error::DecodeError;
 use crate::packet::{
@@ -445,6 +446,11 @@ fn connect(b: Reader<'_, 32>) -> Result<Connect, DecodeError> {
             b.u16::<30>()
         } else {
             0
+        },
+        extensions: if b.u8::<12>() == CONNECT_EXT_MARKER {
+            Extensions::from_bits(b.u8::<13>())
+        } else {
+            Extensions::NONE
         },
     };
     if c.length < CONNECT_DATA_LEN {

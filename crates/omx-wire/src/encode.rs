@@ -8,8 +8,8 @@
 
 use crate::bytes::Writer;
 use crate::config::{
-    checksum_of, WireConfig, WireMode, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN,
-    CONNECT_MTU_MARKER, MIN_FRAME_LEN,
+    checksum_of, Extensions, WireConfig, WireMode, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN,
+    CONNECT_EXT_MARKER, CONNECT_MTU_MARKER, MIN_FRAME_LEN,
 };
 use crate::error::EncodeError;
 use crate::packet::{
@@ -286,6 +286,10 @@ fn connect(ptype: u8, c: &Connect) -> Writer<32> {
     if c.link_mtu != 0 {
         w.u8::<29>(CONNECT_MTU_MARKER);
         w.u16::<30>(c.link_mtu);
+    }
+    if c.extensions != Extensions::NONE {
+        w.u8::<12>(CONNECT_EXT_MARKER);
+        w.u8::<13>(c.extensions.bits());
     }
     w
 }

@@ -276,6 +276,9 @@ pub struct Connect {
     /// peers, and omx in MX-wire mode), encoded as all-zero pad bytes. See
     /// [`crate::CONNECT_MTU_MARKER`].
     pub link_mtu: u16,
+    /// omx: the extensions the sender understands ([`crate::Extensions`]), in pads the
+    /// original ignores behind [`crate::CONNECT_EXT_MARKER`]; none from Open-MX peers.
+    pub extensions: crate::Extensions,
 }
 
 /// TRUC (explicit library ack) body (spec §4.8).

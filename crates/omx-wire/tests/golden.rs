@@ -558,6 +558,7 @@ fn connect_request() -> Connect {
         connect_seqnum: 0x9C,
         status_code: CONNECT_STATUS_SUCCESS,
         link_mtu: 0,
+        extensions: Extensions::NONE,
     }
 }
 
@@ -584,8 +585,9 @@ fn connect() {
     }
 }
 
-/// An omx native peer's advertised frame size fills pads the original ignores (frame
-/// offsets 45..47); everything else is the unadvertised frame byte for byte.
+/// An omx native peer's advertised frame size and extensions fill pads the original
+/// ignores (frame offsets 45..47 and 28..29); everything else is the unadvertised frame
+/// byte for byte.
 #[test]
 fn connect_with_advertised_mtu() {
     let cfg = WireConfig::native_9000();
@@ -605,6 +607,7 @@ fn connect_with_advertised_mtu() {
     ] {
         let advertised = Connect {
             link_mtu: 9000,
+            extensions: Extensions::ALL,
             ..req
         };
         let mut f = Vec::new();
@@ -619,15 +622,19 @@ fn connect_with_advertised_mtu() {
         let mut expected = golden.to_vec();
         expected[14..16].copy_from_slice(&PEER_INDEX_NONE.to_be_bytes());
         expected[45..48].copy_from_slice(&[omx_wire::CONNECT_MTU_MARKER, 0x23, 0x28]);
+        expected[28..30].copy_from_slice(&[omx_wire::CONNECT_EXT_MARKER, 0x1F]);
         assert_eq!(f, expected);
         let d = decode(&f, &cfg).unwrap();
         assert_eq!(d.packet, Packet::Connect(advertised));
-        // Without the marker the bytes are an Open-MX sender's garbage, not a size.
+        // Without the markers the bytes are an Open-MX sender's garbage, not a size or
+        // extensions.
         f[45] = 0;
+        f[28] = 0;
         assert_eq!(
             decode(&f, &cfg).unwrap().packet,
             Packet::Connect(Connect {
                 link_mtu: 0,
+                extensions: Extensions::NONE,
                 ..advertised
             })
         );

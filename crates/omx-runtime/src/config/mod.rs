@@ -6,7 +6,7 @@ pub mod settings;
 use settings::{atoi, flag, num, text};
 
 use omx_proto::{EngineConfig, NS_PER_MS};
-use omx_wire::{WireConfig, NATIVE_MTU_MIN};
+use omx_wire::{Extensions, WireConfig, NATIVE_MTU_MIN};
 use std::time::Duration;
 
 /// Pull-reply payload from which direct receive places each frame straight into the
@@ -110,8 +110,6 @@ pub struct RuntimeConfig {
     /// batched below. Default: as `1` down to [`DIRECT_RECV_BATCHED_MIN_REPLY`], off
     /// below. The sizes are a board's own (see [`RuntimeConfig::direct_recv_for`]).
     pub direct_recv: Option<String>,
-    /// Pack small frames for one endpoint into one Ethernet frame (native mode only).
-    pub bundle: bool,
     /// When endpoints go through `omxd` instead of their own packet socket (`OMX_DAEMON`).
     pub daemon: DaemonUse,
     /// How long a closing endpoint keeps answering for what it sent and received
@@ -194,6 +192,27 @@ impl RuntimeConfig {
                 }
             }
         }
+        // Extensions offered to peers (each used only with peers that offer it too).
+        let offered = match text("OMX_WIRE_EXTENSIONS").map(|v| (Extensions::parse(&v), v)) {
+            None => Extensions::ALL,
+            Some((Some(e), _)) => e,
+            Some((None, v)) => {
+                eprintln!(
+                    "omx: OMX_WIRE_EXTENSIONS={v} ignored: not 'all', 'none' or a list of {}",
+                    Extensions::ALL
+                );
+                Extensions::ALL
+            }
+        };
+        // Whether trailers are wanted is OMX_CHECKSUM's to say.
+        let offered = offered.union(Extensions::CHECKSUM_WANTED);
+        wire.extensions = wire.extensions.intersection(offered);
+        if !flag("OMX_BUNDLE") {
+            wire.extensions = wire.extensions.without(Extensions::BUNDLE);
+        }
+        if !wire.uses(Extensions::CHECKSUM) {
+            wire = wire.with_checksum(false);
+        }
         for notice in settings::inert_notices() {
             eprintln!("{notice}");
         }
@@ -250,7 +269,6 @@ impl RuntimeConfig {
             unexp_max_bytes: num("OMX_UNEXP_MAX").max(0) as usize,
             rx_ring_bytes: num("OMX_RX_RING_KB").max(0) as usize * 1024,
             direct_recv: text("OMX_DIRECT_RECV"),
-            bundle: wire.mode == omx_wire::WireMode::Native && flag("OMX_BUNDLE"),
             close_linger: Duration::from_millis(num("OMX_CLOSE_LINGER_MS").clamp(0, 600_000) as u64),
             daemon: match text("OMX_DAEMON").as_deref().map(str::trim) {
                 Some("1") | Some("always") => DaemonUse::Always,

@@ -8,7 +8,6 @@ use super::rx::Inbound;
 use super::sleep::Wake;
 use super::tx::Outbound;
 use super::{random_u32, Core, CoreLock, Endpoint, EndpointInner, Error};
-use crate::bundler::Bundler;
 use crate::config::{Coalescing, DaemonUse, DirectRecv, DIRECT_RECV_BATCH};
 use crate::copy::Copier;
 use crate::discovery::Discovery;
@@ -127,7 +126,6 @@ impl Endpoint {
             b,
             index,
             key,
-            iface,
             sock,
             direct_rx,
             wake_sock,
@@ -182,7 +180,6 @@ impl Endpoint {
             b.clone(),
             index,
             key,
-            iface,
             sock,
             None,
             None,
@@ -199,7 +196,6 @@ impl Endpoint {
         b: Arc<Board>,
         index: u8,
         key: u32,
-        iface: omx_transport::Interface,
         sock: PacketSocket,
         direct_rx: Option<DirectRx>,
         wake_sock: Option<Mutex<PacketSocket>>,
@@ -222,6 +218,8 @@ impl Endpoint {
             let per_block = ecfg.wire.pull_block_replies.max(1) as usize;
             ecfg.pull_blocks_max = ((l.frame_nr() * 3 / 4) / per_block).max(1) as u32;
         }
+        // omxd checks relayed frames one by one and refuses bundles.
+        ecfg.send_bundles = !sock.is_relay();
         let engine = Engine::new(ecfg, params, peers);
         let discovery = board_lock
             .as_ref()
@@ -261,8 +259,6 @@ impl Endpoint {
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
         b.dir.mark_reach(index, local.as_ref().map(|_| uid));
-        // Bundles never exceed our frame size: peers' rings are sized for it.
-        let bundler = Bundler::new(iface.max_frame_len(), rt.cfg.wire.ethertype);
         let core = Core {
             engine,
             sock,
@@ -277,7 +273,7 @@ impl Endpoint {
             }),
             completions: Completions::default(),
             inbound: Inbound::new(),
-            outbound: Outbound::new(bundler),
+            outbound: Outbound::new(),
             upkeep: Upkeep::new(board_lock, discovery),
             unexpected: UnexpectedSlot::default(),
             timer_at: 0,

@@ -171,9 +171,9 @@ impl EndpointInner {
         }
     }
 
-    /// Hands the endpoint frames taken in this pass to the engine: bundles are split
-    /// into their inner frames, and frames for other endpoints (only the board-service
-    /// owner sees them) are nacked.
+    /// Hands the endpoint frames taken in this pass to the engine (which takes bundles
+    /// apart); frames for other endpoints (only the board-service owner sees them) are
+    /// nacked as the original driver does for endpoints that are not open.
     pub(super) fn dispatch(&self, core: &mut Core, now: Time) {
         let Core {
             engine,
@@ -183,42 +183,31 @@ impl EndpointInner {
         } = core;
         let me = self.index;
         for f in inbound.frames.drain(..) {
-            if omx_wire::peek::is_bundle(&f) && self.rt.cfg.bundle {
-                // Each inner frame is routed by its own (checksummed) header: the
-                // bundle's header has no checksum, and a corrupted endpoint byte there
-                // must not make us nack frames that are ours.
-                let Ok(items) = omx_wire::bundle_items(&f) else {
-                    engine.counters.drop_bad_bundle += 1;
-                    continue;
-                };
-                engine.counters.recv_bundle += 1;
-                for r in items {
-                    let inner = f.slice(r);
-                    // The inner frame must come from the bundle's sender.
-                    if inner.get(6..12) != f.get(6..12) {
+            match route(&f) {
+                Route::Endpoint(e) if e != me && omx_wire::peek::is_bundle(&f) => {
+                    // The bundle header carries no checksum: each item is routed by its
+                    // own, so a flipped endpoint byte there does not nack frames that
+                    // are ours.
+                    let Ok(items) = omx_wire::bundle_items(&f) else {
                         engine.counters.drop_bad_bundle += 1;
                         continue;
-                    }
-                    match route(&inner) {
-                        Route::Endpoint(e) if e != me => self.nack_closed(engine, sock, e, &inner),
-                        _ => engine.handle_frame(now, inner),
+                    };
+                    for inner in items.into_iter().map(|r| f.slice(r)) {
+                        match route(&inner) {
+                            Route::Endpoint(x) if x != me => {
+                                self.nack_closed(engine, sock, x, &inner)
+                            }
+                            _ => engine.handle_frame(now, inner),
+                        }
                     }
                 }
-                continue;
+                Route::Endpoint(e) if e != me => self.nack_closed(engine, sock, e, &f),
+                _ => engine.handle_frame(now, f),
             }
-            if let Route::Endpoint(e) = route(&f) {
-                if e != me {
-                    // Only the board-service owner sees these: frames for endpoints
-                    // that are not open, answered with a nack as the original driver.
-                    self.nack_closed(engine, sock, e, &f);
-                    continue;
-                }
-            }
-            engine.handle_frame(now, f);
         }
     }
 
-    fn nack_closed(&self, engine: &mut Engine, sock: &mut PacketSocket, e: u8, f: &Bytes) {
+    fn nack_closed(&self, engine: &mut Engine, sock: &mut PacketSocket, e: u8, f: &[u8]) {
         engine.counters.drop_bad_endpoint += 1;
         // It may have opened since the filter was last refreshed: then it has its own copy.
         if e < MAX_ENDPOINTS && self.board.dir.endpoint_open(e) {
@@ -229,20 +218,9 @@ impl EndpointInner {
         } else {
             NackType::BadEndpoint
         };
-        let frames: Vec<Bytes> = if omx_wire::peek::is_bundle(f) {
-            omx_wire::bundle_items(f)
-                .map(|items| items.into_iter().map(|r| f.slice(r)).collect())
-                .unwrap_or_default()
-        } else {
-            vec![f.clone()]
-        };
-        for inner in frames {
-            if let Some(n) =
-                closed_endpoint_nack(&inner, &self.rt.cfg.wire, self.board.iface.mac, kind)
-            {
-                engine.counters.send_nack_lib += 1;
-                let _ = sock.queue_send(n.len(), |b| b.copy_from_slice(&n));
-            }
+        if let Some(n) = closed_endpoint_nack(f, &self.rt.cfg.wire, self.board.iface.mac, kind) {
+            engine.counters.send_nack_lib += 1;
+            let _ = sock.queue_send(n.len(), |b| b.copy_from_slice(&n));
         }
     }
 }

@@ -2,7 +2,6 @@
 //! frames, bundled where they fit, looped back when addressed to ourselves) and flushed.
 
 use super::{Core, EndpointInner, RX_POOL_CHUNK};
-use crate::bundler::Bundler;
 use crate::copy::{run_job, CopyJob};
 use crate::local::run_local_pull;
 use crate::memory::{MemRegistry, Segment};
@@ -64,20 +63,19 @@ fn queue_transmit(sock: &mut PacketSocket, mem: &MemRegistry, t: &Transmit) {
     });
 }
 
-/// Send-side state: frames waiting to be bundled, captured eager data, send pacing.
+/// Send-side state: captured eager data, send pacing.
 pub(super) struct Outbound {
-    bundler: Bundler,
     /// Eager send data is captured into chunks of this pool (no allocation per message).
     capture_pool: BytesMut,
     /// When the application last posted a send: back-to-back sends are not flushed one
-    /// by one, so they can share frames (bundles) and system calls.
+    /// by one, so they can share frames (the engine holds them for bundles) and system
+    /// calls.
     pub(super) last_post: Time,
 }
 
 impl Outbound {
-    pub(super) fn new(bundler: Bundler) -> Outbound {
+    pub(super) fn new() -> Outbound {
         Outbound {
-            bundler,
             capture_pool: BytesMut::new(),
             last_post: 0,
         }
@@ -96,9 +94,9 @@ impl Outbound {
         pool.split().freeze()
     }
 
-    /// Sends the pending bundle and every frame queued on the socket.
+    /// Sends every frame queued on the socket (frames the engine holds for bundles make
+    /// its output non-empty, so the caller's next drain takes them first).
     pub(super) fn flush(&mut self, sock: &mut PacketSocket) {
-        self.bundler.emit(sock);
         let _ = sock.flush();
     }
 }
@@ -116,10 +114,10 @@ impl EndpointInner {
     }
 
     /// Executes copies, sends frames and collects completions until the engine is idle.
+    /// Without `flush`, frames that may share a bundle stay in the engine for the next
+    /// drain (back-to-back sends), and the socket is not flushed.
     pub(super) fn drain(&self, core: &mut Core, now: Time, flush: bool) -> bool {
         let mut completed = false;
-        // omxd checks relayed frames one by one and refuses bundles.
-        let bundle = self.rt.cfg.bundle && !core.sock.is_relay();
         let Core {
             engine,
             sock,
@@ -135,8 +133,15 @@ impl EndpointInner {
         if let Some(sh) = local.as_mut().filter(|s| s.has_backlog()) {
             sh.flush(engine, mem, now);
         }
+        let next = |e: &mut Engine| {
+            if flush {
+                e.poll()
+            } else {
+                e.poll_holding_bundles()
+            }
+        };
         loop {
-            while let Some(out) = engine.poll() {
+            while let Some(out) = next(engine) {
                 match out {
                     Output::LocalPull(p) => match local.as_mut() {
                         Some(sh) => sh.pull(engine, mem, now, p, copier),
@@ -182,12 +187,6 @@ impl EndpointInner {
                         if faults.as_mut().is_some_and(|f| f.drop_send()) {
                             continue;
                         }
-                        if bundle && Bundler::eligible(&t) {
-                            let limit = |mac, ep| engine.frame_limit(mac, ep);
-                            outbound.bundler.push(&t, sock, limit);
-                            continue;
-                        }
-                        outbound.bundler.emit(sock);
                         queue_transmit(sock, mem, &t);
                     }
                     Output::Completion(c) => {
@@ -200,7 +199,12 @@ impl EndpointInner {
             if let Some(sh) = local.as_mut() {
                 sh.flush(engine, mem, now);
             }
-            if !engine.has_output() {
+            let more = if flush {
+                engine.has_output()
+            } else {
+                engine.has_unheld_output()
+            };
+            if !more {
                 break;
             }
         }
@@ -212,8 +216,6 @@ impl EndpointInner {
             // cancel, a failed send) while the kernel may still read it.
             let _ = sock.flush();
         }
-        let sent = std::mem::take(&mut outbound.bundler.bundles_sent);
-        engine.counters.send_bundle += sent;
         completed
     }
 }

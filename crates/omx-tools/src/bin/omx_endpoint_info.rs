@@ -42,7 +42,7 @@ fn print_paths(e: &omx_runtime::registry::EndpointInfo, peers: &[(u64, Option<St
         return;
     }
     println!(
-        "        {:<24} {:>3} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6}",
+        "        {:<24} {:>3} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6}  wire extensions",
         "partner", "ep", "srtt_us", "rttvar_us", "rto_us", "pull_srtt", "pull_rto", "blocks"
     );
     for p in &e.paths {
@@ -51,8 +51,14 @@ fn print_paths(e: &omx_runtime::registry::EndpointInfo, peers: &[(u64, Option<St
             .find(|(n, _)| *n == p.nic_id)
             .and_then(|(_, name)| name.clone())
             .unwrap_or_else(|| fmt_mac(p.nic_id));
+        // Checksums are in use only when the link carries trailers.
+        let ext = if p.checksum {
+            p.extensions
+        } else {
+            p.extensions.without(omx_wire::Extensions::CHECKSUM)
+        };
         println!(
-            "        {:<24} {:>3} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6}",
+            "        {:<24} {:>3} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6}  {}",
             name,
             p.endpoint,
             us(p.srtt),
@@ -60,7 +66,8 @@ fn print_paths(e: &omx_runtime::registry::EndpointInfo, peers: &[(u64, Option<St
             us(p.rto),
             us(p.pull_srtt),
             us(p.pull_rto),
-            p.pull_blocks
+            p.pull_blocks,
+            ext
         );
     }
 }

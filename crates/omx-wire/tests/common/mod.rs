@@ -198,6 +198,7 @@ fn connect() -> impl Strategy<Value = (Packet, Vec<u8>)> {
                 // Requests have no status byte.
                 status_code: if is_reply { status } else { 0 },
                 link_mtu: u16::from(t.7) * 257,
+                extensions: Extensions::from_bits(t.7),
             };
             (Packet::Connect(c), Vec::new())
         })
