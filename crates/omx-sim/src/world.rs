@@ -328,6 +328,22 @@ impl World {
                 let engine = &mut host.engines[to as usize];
                 let pid = engine.local_partner(nic, from, session);
                 match item {
+                    // The runtime's in-place read: a posted receive takes a plain eager
+                    // message straight from the channel.
+                    LocalItem::Msg(LocalIn::Eager {
+                        match_info,
+                        flags: 0,
+                        ref data,
+                    }) if let Some((dst, at, keep, done)) =
+                        engine.local_eager_direct(pid, match_info, data.len() as u32) =>
+                    {
+                        host.mem
+                            .get_mut(dst)
+                            .write_at(at as usize, &data[..keep as usize]);
+                        if let Some(c) = done {
+                            host.completions.push((to, c));
+                        }
+                    }
                     LocalItem::Msg(m) => {
                         if !engine.handle_local(now, pid, m.clone()) {
                             self.local_q
@@ -720,9 +736,13 @@ impl World {
     ) -> ReqId {
         let now = self.now;
         let len = data.len() as u32;
-        // The simulator has no inboxes to write into: an inbox plan takes the queued
-        // path, as the runtime's does when an inbox has no room.
         let plan = self.engine(h, ep).plan_send(to, match_info, len, sync);
+        if plan == SendPlan::WriteToInbox {
+            if let Some(req) = self.write_to_inbox(h, ep, to, match_info, &data) {
+                return req;
+            }
+            // No room (messages wait on the channel): the queued path, as the runtime.
+        }
         let payload = if plan != SendPlan::Lend {
             SendData::Eager(Bytes::from(data))
         } else {
@@ -744,6 +764,42 @@ impl World {
             self.send_regions.insert((h, req), handle);
         }
         req
+    }
+
+    /// The runtime's fast path of a small send to a local partner: the message goes
+    /// straight into the partner's channel and the send completes at once
+    /// (`Engine::local_direct_sent`). `None` when messages already wait on the channel.
+    fn write_to_inbox(
+        &mut self,
+        h: usize,
+        ep: u8,
+        to: PartnerId,
+        match_info: u64,
+        data: &[u8],
+    ) -> Option<ReqId> {
+        let (_, to_ep, _) = self.engine(h, ep).partner_addr(to)?;
+        let key = (h, ep, to_ep);
+        if self.local_q.get(&key).is_some_and(|q| !q.is_empty()) {
+            return None;
+        }
+        self.local_q
+            .entry(key)
+            .or_default()
+            .push_back(LocalItem::Msg(LocalIn::Eager {
+                match_info,
+                flags: 0,
+                data: Bytes::copy_from_slice(data),
+            }));
+        // Completions already queued go first (completion order).
+        while let Some(c) = self.engine(h, ep).poll_completion() {
+            self.hosts[h].completions.push((ep, c));
+        }
+        let c = self
+            .engine(h, ep)
+            .local_direct_sent(to, match_info, data.len() as u32, 0);
+        let req = c.req;
+        self.hosts[h].completions.push((ep, c));
+        Some(req)
     }
 
     /// Frees the buffer of a completed send (no-op for eager sends).

@@ -101,6 +101,32 @@ fn shared_partner_every_size_posted_and_unexpected() {
     assert_eq!(c.local_copy_refused, 0);
 }
 
+/// The runtime's fast paths, run by the simulator too: a small send to a connected
+/// shared-memory partner is written straight into its channel and completes at once
+/// (before anything else runs), and a posted receive takes it straight from there.
+#[test]
+fn small_local_sends_take_the_inbox_and_in_place_paths() {
+    let mut w = host(2, 4);
+    let to = w.connect_local(0, 0, 1);
+    assert_eq!(
+        w.engine(0, 0).plan_send(to, 9, 64, false),
+        omx_proto::SendPlan::WriteToInbox
+    );
+    for posted in [true, false] {
+        let tag = 9 + u64::from(posted);
+        let data = pattern(64, tag);
+        let r = posted.then(|| w.recv(0, 1, tag, u64::MAX, 64, &[]));
+        let s = w.send(0, 0, to, tag, data.clone(), false);
+        let done = w.take(0, 0, s).expect("completed at once");
+        assert_eq!((done.code, done.xfer_length), (StatusCode::Success, 64));
+        let (r, h) = r.unwrap_or_else(|| w.recv(0, 1, tag, u64::MAX, 64, &[]));
+        assert_eq!(w.wait(0, 1, r, SEC).unwrap().code, StatusCode::Success);
+        assert_eq!(w.hosts[0].mem.get(h).to_vec(), data);
+    }
+    // The posted message was never queued as unexpected or copied by the engine.
+    assert_eq!(w.engine(0, 1).stats().unexpected, 0);
+}
+
 #[test]
 fn self_message_to_a_posted_receive_is_not_captured() {
     let mut w = host(1, 3);

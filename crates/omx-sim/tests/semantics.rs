@@ -281,8 +281,13 @@ fn lost_frames_are_resent() {
         let mut w = w2();
         let to = w.connect(0, 0, 1, 0);
         let mut dropped = false;
+        // The first frame of that kind, alone or in a bundle (with the frames it holds).
         w.filter = Some(Box::new(move |f: &[u8]| {
-            if !dropped && omx_wire::type_of(f[16]) == kind as u8 {
+            let is = |g: &[u8]| omx_wire::type_of(g[16]) == kind as u8;
+            let holds = omx_wire::peek::is_bundle(f)
+                && omx_wire::bundle_items(f)
+                    .is_ok_and(|items| items.into_iter().any(|r| is(&f[r])));
+            if !dropped && (is(f) || holds) {
                 dropped = true;
                 return false;
             }
