@@ -84,7 +84,10 @@ fn header() -> Header {
 
 /// A packet of each type with distinct field values, its payload, and every field of
 /// its omx-wire struct by name.
-fn packets(mode: WireMode) -> Vec<(Packet, Vec<u8>, Vec<(&'static str, u64)>)> {
+/// A packet, its payload, and its fields by name.
+type Case = (Packet, Vec<u8>, Vec<(&'static str, u64)>);
+
+fn packets(mode: WireMode) -> Vec<Case> {
     let compat = mode == WireMode::MxCompat;
     let msg = Msg {
         dst_endpoint: 3,
