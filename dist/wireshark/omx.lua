@@ -329,7 +329,8 @@ dissect_frame = function(tvb, pinfo, tree, base, rest, head, inner)
       t:add(pf.checksum_status, "bad"):add_proto_expert_info(ef.bad_checksum, "checksum trailer missing")
       bad = true
     else
-      local want = crc32c({ head, tvb(base, tr - base):bytes() })
+      -- (bytes() also returns a count: the parentheses keep the ByteArray alone.)
+      local want = crc32c({ head, (tvb(base, tr - base):bytes()) })
       local got = tvb(tr, 4):uint()
       t:add(pf.trailer, tvb(tr, 4))
       if want == got then
