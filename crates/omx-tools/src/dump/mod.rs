@@ -387,3 +387,126 @@ pub fn render(l: &Line) -> String {
         l.text
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use omx_wire::{
+        bundle_push, bundle_start, encode, Header, Medium, Msg, WireConfig, DEFAULT_ETHERTYPE,
+    };
+
+    const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    fn frame(packet: Packet, payload: &[u8], cfg: &WireConfig) -> Vec<u8> {
+        let h = Header {
+            dst_mac: B,
+            src_mac: A,
+            ethertype: DEFAULT_ETHERTYPE,
+            dst_src_peer_index: 1,
+        };
+        let mut f = Vec::new();
+        encode(&h, &packet, payload, cfg, &mut f).unwrap();
+        f
+    }
+
+    fn tiny() -> Packet {
+        Packet::Tiny(Msg {
+            dst_endpoint: 3,
+            src_endpoint: 4,
+            length: 2,
+            lib_seqnum: 9,
+            lib_piggyack: 8,
+            match_info: 0xabcd,
+            session: 0x11,
+            ..Msg::default()
+        })
+    }
+
+    #[test]
+    fn lines_in_omx_words() {
+        let cfg = WireConfig::native_checksummed(9000, true);
+        let f = frame(tiny(), &[1, 2], &cfg);
+        let l = describe(&f, Wire::Auto, DEFAULT_ETHERTYPE);
+        assert_eq!(l.len(), 1);
+        assert_eq!(
+            render(&l[0]),
+            "02:00:00:00:00:01 > 02:00:00:00:00:02 tiny ep=4>3 seq=9 ack=8 \
+             match=0x000000000000abcd len=2 sess=0x00000011 frame=60 flags=checksum"
+        );
+        // One flipped byte: a malformed line with the reason, never a panic.
+        let mut bad = f.clone();
+        bad[30] ^= 1;
+        let l = describe(&bad, Wire::Auto, DEFAULT_ETHERTYPE);
+        assert_eq!(l[0].kind, "malformed");
+        assert!(l[0].text.contains("checksum mismatch"), "{}", l[0].text);
+        for cut in 0..f.len() {
+            assert_eq!(describe(&f[..cut], Wire::Auto, DEFAULT_ETHERTYPE).len(), 1);
+        }
+    }
+
+    #[test]
+    fn mx_frames_and_bundles() {
+        let mx = WireConfig::mx_compat();
+        let m = Medium {
+            dst_endpoint: 1,
+            length: 5000,
+            frag_length: 904,
+            frag_seqnum: 1,
+            frag_pipeline: omx_wire::COMPAT_FRAG_PIPELINE,
+            ..Medium::default()
+        };
+        let f = frame(Packet::Medium(m), &[0; 904], &mx);
+        let l = describe(&f, Wire::Auto, DEFAULT_ETHERTYPE);
+        assert!(
+            l[0].text.contains("len=5000 frag=1 flen=904"),
+            "{}",
+            l[0].text
+        );
+        assert_eq!(
+            describe(&f, Wire::Native, DEFAULT_ETHERTYPE)[0].kind,
+            "malformed"
+        );
+
+        let inner = frame(tiny(), &[1, 2], &WireConfig::native_9000());
+        let mut b = Vec::new();
+        bundle_start(&mut b, B, A, DEFAULT_ETHERTYPE, 3);
+        bundle_push(&mut b, &inner[..42]);
+        bundle_push(&mut b, &inner[..42]);
+        let l = describe(&b, Wire::Auto, DEFAULT_ETHERTYPE);
+        assert_eq!(
+            l.iter().map(|l| l.kind).collect::<Vec<_>>(),
+            ["bundle", "tiny", "tiny"]
+        );
+        assert!(l[1].inner && render(&l[1]).starts_with("  "));
+    }
+
+    #[test]
+    fn filters() {
+        let f = frame(tiny(), &[1, 2], &WireConfig::native_9000());
+        let l = &describe(&f, Wire::Auto, DEFAULT_ETHERTYPE)[0];
+        let yes = |f: Filter| assert!(f.accepts(l));
+        let no = |f: Filter| assert!(!f.accepts(l));
+        yes(Filter::default());
+        yes(Filter {
+            peers: vec![B],
+            endpoints: vec![4],
+            types: vec!["small".into(), "tiny".into()],
+        });
+        no(Filter {
+            peers: vec![[9; 6]],
+            ..Filter::default()
+        });
+        no(Filter {
+            endpoints: vec![5],
+            ..Filter::default()
+        });
+        no(Filter {
+            types: vec!["small".into()],
+            ..Filter::default()
+        });
+        assert!(type_names().contains(&"pull_reply") && type_names().contains(&"bundle"));
+        assert_eq!(parse_mac("02:00:00:00:00:01"), Ok(A));
+        assert!(parse_mac("02:00:00").is_err() && parse_mac("zz:00:00:00:00:01").is_err());
+    }
+}
