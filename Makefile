@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install bench-mpi lint soak-sim soak fuzz fuzz-smoke bench-engine bench bench-loss install clean
+.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install test-wire bench-mpi lint soak-sim soak fuzz fuzz-smoke bench-engine bench bench-loss install clean
 
 all: build
 
@@ -63,6 +63,12 @@ test-ofi:
 	@if echo '#include <rdma/providers/fi_prov.h>' | $(CC) -E - >/dev/null 2>&1; then \
 		$(MAKE) provider; else echo "libfabric headers missing: provider not built"; fi
 	tests/ofi/run.sh
+
+## The wire from outside: tcpdump, tshark with dist/wireshark/omx.lua, and omx_dump
+## decode real traffic of every class between two namespace hosts (root; tshark, tcpdump).
+test-wire:
+	$(CARGO) build --release -p omx-tools --bin omx_dump --bin omx_testpeer
+	tests/wire/run.sh
 
 ## make install to a temporary prefix, then a C program built with pkg-config alone runs.
 test-install:
@@ -130,14 +136,14 @@ VERSION := 0.1.0
 comma := ,
 PC_RPATH := $(if $(filter /usr /usr/,$(PREFIX)),,-Wl$(comma)-rpath$(comma)$${libdir} )
 
-MAN1_TOOLS := omx_info omx_perf omx_counters omx_endpoint_info omx_hostname omx_stream omx_soak
+MAN1_TOOLS := omx_info omx_perf omx_counters omx_endpoint_info omx_hostname omx_stream omx_soak omx_dump
 install: build provider
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 		$(DESTDIR)$(PREFIX)/lib/libfabric
 	install -m 755 $(LIBDIR)/libfabric/libomx-fi.so $(DESTDIR)$(PREFIX)/lib/libfabric/
 	install -m 755 $(RELEASE_DIR)/omx_info $(RELEASE_DIR)/omx_perf $(RELEASE_DIR)/omx_counters \
 		$(RELEASE_DIR)/omx_endpoint_info $(RELEASE_DIR)/omx_hostname \
-		$(RELEASE_DIR)/omx_stream $(RELEASE_DIR)/omx_soak \
+		$(RELEASE_DIR)/omx_stream $(RELEASE_DIR)/omx_soak $(RELEASE_DIR)/omx_dump \
 		$(RELEASE_DIR)/omx-sim-pingpong $(RELEASE_DIR)/omx-sim-soak $(DESTDIR)$(PREFIX)/bin/
 	cp -P $(LIBDIR)/libmyriexpress.so.0 $(LIBDIR)/libmyriexpress.so $(LIBDIR)/libopen-mx.so.0 \
 		$(LIBDIR)/libopen-mx.so $(LIBDIR)/libmyriexpress.a $(DESTDIR)$(PREFIX)/lib/
@@ -156,6 +162,9 @@ install: build provider
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
 	for t in $(MAN1_TOOLS); do $(RELEASE_DIR)/$$t --man > $(DESTDIR)$(PREFIX)/share/man/man1/$$t.1; done
 	$(RELEASE_DIR)/omxd --man > $(DESTDIR)$(PREFIX)/share/man/man8/omxd.8
+	# The Wireshark dissector, in the global plugin directory of the prefix (docs/TOOLS.md).
+	install -d $(DESTDIR)$(PREFIX)/lib/wireshark/plugins
+	install -m 644 dist/wireshark/omx.lua $(DESTDIR)$(PREFIX)/lib/wireshark/plugins/
 
 clean:
 	$(CARGO) clean

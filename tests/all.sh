@@ -62,6 +62,7 @@ suite test-c
 suite test-ofi
 suite test-mpi
 suite test-install
+suite test-wire
 
 echo "== summary of every suite"
 if [ "$rust_skips" -gt 0 ]; then

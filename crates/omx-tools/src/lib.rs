@@ -1,5 +1,7 @@
 //! Shared helpers of the omx tools.
 
+pub mod dump;
+
 use omx_proto::{mac_from_nic_id, NicId};
 use omx_runtime::Runtime;
 use std::sync::Arc;

@@ -204,6 +204,22 @@ impl EndpointFilter {
     }
 }
 
+/// A program that accepts every frame of `ethertype` and nothing else: for sockets
+/// bound to all protocols, the only ones that see the host's own transmissions.
+pub(crate) fn ethertype_only(ethertype: u16) -> Vec<SockFilter> {
+    vec![
+        ld_h(ETHERTYPE_OFFSET),
+        SockFilter {
+            code: JEQ,
+            jt: 0,
+            jf: 1,
+            k: u32::from(ethertype),
+        },
+        ret(ACCEPT),
+        ret(0),
+    ]
+}
+
 /// Sorted, merged inclusive ranges of the given endpoint indexes.
 fn ranges(eps: &[u8]) -> Vec<(u8, u8)> {
     let mut v = eps.to_vec();

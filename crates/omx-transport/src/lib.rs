@@ -15,14 +15,17 @@
 //! * [`cma`]: one-copy transfers between processes (`process_vm_readv`).
 //! * [`DirectRx`]: an endpoint's pull replies received straight into the receive
 //!   buffer (one copy instead of two through the ring).
+//! * [`CaptureSocket`]: every frame of the EtherType, both directions (`omx_dump`).
 //!
 //! The `unsafe` code is in the private `sys` module and in `shm` / `cma` /
-//! `direct` (mappings and syscalls), plus the contract of
+//! `direct` / `capture` (mappings and syscalls), plus the contract of
 //! [`PacketSocket::queue_send_gathered`] (frames whose payload the kernel reads from
 //! memory the caller lent); everything else is `deny(unsafe_code)`.
 
 #![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
+mod capture;
 #[allow(unsafe_code)]
 pub mod cma;
 #[allow(unsafe_code)]
@@ -41,6 +44,7 @@ mod sys;
 
 pub use relay::{OpenReply, OpenRequest, Refusal, RelayError};
 
+pub use capture::{CaptureSocket, Direction};
 pub use cma::{CmaError, RemoteIov};
 pub use direct::{DirectRx, ReplyPlace, DIRECT_MAX_PIECES};
 pub use faults::{FaultConfig, FaultInjector, FaultStats};

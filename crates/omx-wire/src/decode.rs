@@ -316,11 +316,18 @@ fn rndv(b: Reader<'_, 32>) -> Result<Rndv, DecodeError> {
 
 /// MEDIUM body in either layout (§4.3) plus fragment geometry checks.
 fn medium(b: Reader<'_, 32>, cfg: &WireConfig) -> Result<Medium, DecodeError> {
-    let (length, frag_pipeline) = match cfg.mode {
+    let m = medium_fields(b, cfg.mode);
+    check_medium(&m, cfg)?;
+    Ok(m)
+}
+
+/// The MEDIUM body fields in `mode`'s layout, unchecked.
+fn medium_fields(b: Reader<'_, 32>, mode: WireMode) -> Medium {
+    let (length, frag_pipeline) = match mode {
         WireMode::Native => (b.u32::<4>(), 0),
         WireMode::MxCompat => (u32::from(b.u16::<4>()), b.u8::<27>()),
     };
-    let m = Medium {
+    Medium {
         dst_endpoint: b.u8::<1>(),
         src_endpoint: b.u8::<2>(),
         length,
@@ -332,7 +339,10 @@ fn medium(b: Reader<'_, 32>, cfg: &WireConfig) -> Result<Medium, DecodeError> {
         frag_seqnum: b.u8::<26>(),
         frag_pipeline,
         checksum: b.u16::<28>(),
-    };
+    }
+}
+
+fn check_medium(m: &Medium, cfg: &WireConfig) -> Result<(), DecodeError> {
     // MX announces the fragment size per frame; we only speak 4 KiB.
     if cfg.mode == WireMode::MxCompat && m.frag_pipeline != COMPAT_FRAG_PIPELINE {
         return Err(DecodeError::BadField("medium frag_pipeline"));
@@ -353,7 +363,65 @@ fn medium(b: Reader<'_, 32>, cfg: &WireConfig) -> Result<Medium, DecodeError> {
     if end > total || (end < total && frag_len != frag_max) {
         return Err(DecodeError::BadDataLength);
     }
-    Ok(m)
+    Ok(())
+}
+
+/// The configuration a third party (a capture tool, which never saw the CONNECT that
+/// agreed on the frame size) decodes `frame` with, in layout `mode`: the largest native
+/// frame size, with the checksum setting the frame's own flag tells, except for a native
+/// MEDIUM fragment, whose sender's fragment size (hence frame size) is inferred from
+/// the fragment itself: a fragment that is not the last one is full, and the last one
+/// ends the message. Sizes of other types only bound their length fields, which the
+/// largest frame size accepts whenever the sender's did.
+pub fn observer_config(frame: &[u8], mode: WireMode, ethertype: u16) -> WireConfig {
+    let base = WireConfig {
+        ethertype,
+        ..match mode {
+            WireMode::Native => WireConfig::native(u32::from(u16::MAX)),
+            WireMode::MxCompat => WireConfig::mx_compat(),
+        }
+    };
+    let Some(&type_byte) = frame.get(COMMON_HEADER_LEN) else {
+        return base;
+    };
+    if mode == WireMode::MxCompat {
+        return base;
+    }
+    let checksum = type_byte & CHECKSUM_FLAG != 0;
+    let cfg = WireConfig::native_checksummed(u32::from(u16::MAX), checksum);
+    let cfg = WireConfig { ethertype, ..cfg };
+    let medium = bare_type(type_byte, &cfg) == PacketType::Medium as u8;
+    let Some(b) = frame
+        .get(COMMON_HEADER_LEN..)
+        .and_then(|rest| rest.first_chunk::<32>())
+        .filter(|_| medium)
+    else {
+        return cfg;
+    };
+    let m = medium_fields(Reader(b), WireMode::Native);
+    let (len, seq) = (u32::from(m.frag_length), u32::from(m.frag_seqnum));
+    // The last fragment ends the message after `seq` full ones; any other is full.
+    // Where both readings fit, they decode to the same fields.
+    let before = m.length.saturating_sub(len);
+    let last = match (before.checked_div(seq), before.checked_rem(seq)) {
+        (Some(f), Some(0)) => Some(f),
+        _ => None,
+    };
+    // The inverse of the native sizes: fragments of MTU - headers up to 4 KiB, and
+    // 8 KiB from any frame size that holds one.
+    const HEADERS: u32 = COMMON_HEADER_LEN as u32 + 32;
+    let headers = HEADERS.saturating_add(if checksum { CHECKSUM_LEN as u32 } else { 0 });
+    [last, Some(len)]
+        .into_iter()
+        .flatten()
+        .filter_map(|f| match f {
+            8192 => Some(cfg),
+            f if f <= 4096 => Some(cfg.with_mtu(f.saturating_add(headers))),
+            _ => None,
+        })
+        .find(|c| check_medium(&m, c).is_ok())
+        // No frame size fits: decoding reports the bad length.
+        .unwrap_or(cfg)
 }
 
 fn notify(b: Reader<'_, 24>) -> Notify {

@@ -26,7 +26,7 @@ pub mod peek;
 
 pub use bundle::*;
 pub use config::*;
-pub use decode::{decode, decode_pull_reply_head, Decoded, PULL_REPLY_HEAD_LEN};
+pub use decode::{decode, decode_pull_reply_head, observer_config, Decoded, PULL_REPLY_HEAD_LEN};
 pub use encode::{encode, encode_header};
 pub use error::{DecodeError, DropReason, EncodeError};
 pub use local::*;

@@ -73,6 +73,32 @@ impl PacketType {
         })
     }
 
+    /// The type's name in omx's tools (`omx_dump`, the Wireshark dissector's
+    /// `omx.type`): lower case, words joined by `_`.
+    pub fn name(self) -> &'static str {
+        use PacketType::*;
+        match self {
+            Raw => "raw",
+            MfmNicReply => "mfm_nic_reply",
+            HostQuery => "host_query",
+            HostReply => "host_reply",
+            EtherUnicast => "ether_unicast",
+            EtherMulticast => "ether_multicast",
+            EtherNative => "ether_native",
+            Truc => "truc",
+            Connect => "connect",
+            Tiny => "tiny",
+            Small => "small",
+            Medium => "medium",
+            Rndv => "rndv",
+            Pull => "pull",
+            PullReply => "pull_reply",
+            Notify => "notify",
+            NackLib => "nack_lib",
+            NackMcp => "nack_mcp",
+        }
+    }
+
     /// True for types that are defined but have no implementation (the
     /// original driver counts them as "invalid type" and drops them).
     pub fn is_supported(self) -> bool {
