@@ -3,6 +3,7 @@
 
 use crate::memory::{Buffer, Memory};
 use crate::rng::Rng;
+use crate::switch::Switch;
 use bytes::Bytes;
 use omx_proto::demux::{route, Route};
 use omx_proto::*;
@@ -144,6 +145,9 @@ pub struct World {
     /// (`Engine::handle_pull_reply_direct`), a placement failing (a frame cut short)
     /// with this probability; `None`: off.
     pub direct: Option<f64>,
+    /// Hosts joined through this switch (port i = host i) instead of point to point:
+    /// frames its full output queues drop count as lost.
+    pub switch: Option<Switch>,
 }
 
 /// What travels on a simulated shared-memory channel.
@@ -223,6 +227,7 @@ impl World {
             push_chunk: 16 * 1024,
             in_place: false,
             direct: None,
+            switch: None,
         }
     }
 
@@ -518,6 +523,13 @@ impl World {
                 }
             }
             let mut at = depart + self.link.latency;
+            if let Some(switch) = self.switch.as_mut() {
+                let Some(arrival) = switch.forward(to, at, bytes.len()) else {
+                    self.stats.lost += 1;
+                    continue;
+                };
+                at = arrival;
+            }
             if self.rng.chance(self.link.reorder) {
                 self.stats.reordered += 1;
                 at += 1 + self.rng.below(self.link.reorder_delay);
