@@ -139,6 +139,9 @@ pub struct ScaleReport {
     /// resent sequenced frames plus pull-reply frames asked again.
     pub frames: u64,
     pub retransmits: u64,
+    /// Frames the receivers discarded as already received: the spurious part of the
+    /// retransmissions (a resend whose original was only late, not lost).
+    pub duplicates_dropped: u64,
     pub switch: PortStats,
     /// Every endpoint's counters summed (connects included).
     pub counters: Counters,
@@ -162,6 +165,8 @@ pub struct ScaleReport {
     /// The simulation itself: its peak heap and the wall time it took.
     pub sim_peak_heap: usize,
     pub wall: Duration,
+    /// Of which the connects.
+    pub connect_wall: Duration,
 }
 
 impl ScaleReport {
@@ -241,6 +246,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
 
     connect_all(&mut w, &mut ranks, cfg);
     report.connect_time = w.now;
+    report.connect_wall = started.elapsed();
     let frames_before = w.stats.frames;
 
     heap::reset_peak();
@@ -312,7 +318,9 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
             report.leftover_unexpected += e.stats().unexpected;
         }
     }
-    report.retransmits = report.counters.resends + report.counters.pull_frames_rerequested;
+    let c = &report.counters;
+    report.retransmits = c.resends + c.pull_frames_rerequested;
+    report.duplicates_dropped = c.drop_obsolete + c.drop_pull_reply_duplicate;
     report.sim_peak_heap = heap::peak();
     measure_endpoints(&mut w, &engine_cfg, &mut report);
     report.wall = started.elapsed();

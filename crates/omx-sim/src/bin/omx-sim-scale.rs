@@ -43,21 +43,23 @@ fn scenario(name: &str) -> Option<(Pattern, usize, usize)> {
     })
 }
 
-const HEADER: &str = "scenario,hosts,endpoints,messages,size,sim_ms,frames,retransmits,switch_drops,drop_bursts,partners,endpoint_kib,partner_bytes,traffic_peak_kib_per_endpoint,peak_unacked,wall_s,sim_heap_mib,clean";
+const HEADER: &str = "scenario,hosts,endpoints,messages,size,sim_ms,frames,retransmits,duplicates_dropped,switch_drops,drop_bursts,partners,endpoint_kib,peer_table_kib,partner_bytes,traffic_peak_kib_per_endpoint,peak_unacked,wall_s,sim_heap_mib,clean";
 
 fn csv_row(name: &str, size: usize, r: &ScaleReport) -> String {
     format!(
-        "{name},{},{},{},{size},{:.3},{},{},{},{},{},{:.1},{},{:.1},{},{:.2},{:.1},{}",
+        "{name},{},{},{},{size},{:.3},{},{},{},{},{},{},{:.1},{:.1},{},{:.1},{},{:.2},{:.1},{}",
         r.hosts,
         r.endpoints,
         r.messages,
         r.sim_time as f64 / 1e6,
         r.frames,
         r.retransmits,
+        r.duplicates_dropped,
         r.switch.dropped,
         r.switch.drop_bursts,
         r.partners_max,
         r.endpoint_bytes as f64 / 1024.0,
+        r.peer_table_bytes as f64 / 1024.0,
         r.partner_bytes,
         r.traffic_peak_per_endpoint as f64 / 1024.0,
         r.peak_unacked,
@@ -87,7 +89,7 @@ fn main() -> ExitCode {
     if let Some(f) = csv.as_mut() {
         writeln!(f, "{HEADER}").expect("write csv");
     }
-    println!("| scenario | hosts | messages | size | simulated | frames | retransmits | switch drops (bursts) | partners/endpoint | KiB/endpoint | B/partner | peak KiB/endpoint in traffic | wall | sim heap |");
+    println!("| scenario | hosts | messages | size | simulated | frames | retransmits (spurious) | switch drops (bursts) | partners/endpoint | KiB/endpoint (peer table) | B/partner | peak KiB/endpoint in traffic | wall | sim heap |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut failed = false;
     for name in a.scenario.split(',') {
@@ -101,15 +103,17 @@ fn main() -> ExitCode {
             cfg.seed = a.seed;
             let r = run(&cfg);
             println!(
-                "| {name} | {n} | {} | {size} B | {:.2} ms | {} | {} | {} ({}) | {} | {:.0} | {} | {:.0} | {:.1} s | {:.0} MiB |",
+                "| {name} | {n} | {} | {size} B | {:.2} ms | {} | {} ({}) | {} ({}) | {} | {:.0} ({:.0}) | {} | {:.0} | {:.1} s | {:.0} MiB |",
                 r.messages,
                 r.sim_time as f64 / 1e6,
                 r.frames,
                 r.retransmits,
+                r.duplicates_dropped,
                 r.switch.dropped,
                 r.switch.drop_bursts,
                 r.partners_max,
                 r.endpoint_bytes as f64 / 1024.0,
+                r.peer_table_bytes as f64 / 1024.0,
                 r.partner_bytes,
                 r.traffic_peak_per_endpoint as f64 / 1024.0,
                 r.wall.as_secs_f64(),
@@ -122,7 +126,12 @@ fn main() -> ExitCode {
                     .filter(|c| c.1 > 0)
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
-                eprintln!("{name} {n}: {}", c.join(" "));
+                eprintln!(
+                    "{name} {n}: connects {:.1} s wall, {:.3} ms simulated; {}",
+                    r.connect_wall.as_secs_f64(),
+                    r.connect_time as f64 / 1e6,
+                    c.join(" ")
+                );
             }
             if !r.clean() {
                 failed = true;
