@@ -46,7 +46,7 @@ impl Pattern {
 
     /// (destination host, sequence) of each message host `s` sends, in send order, and
     /// (source host, sequence) of each it receives, in post order.
-    fn plan(&self, n: usize, s: usize) -> (Vec<(usize, u32)>, Vec<(usize, u32)>) {
+    fn plan(&self, n: usize, s: usize) -> (Vec<Message>, Vec<Message>) {
         let shifts = || (0..).map(|j| 1usize << j).take_while(move |&d| d < n);
         match *self {
             Pattern::AllToAll => (
@@ -71,6 +71,9 @@ impl Pattern {
         }
     }
 }
+
+/// A message of a plan: the other host, and the sequence number on that pair.
+type Message = (usize, u32);
 
 #[derive(Clone, Debug)]
 pub struct ScaleConfig {
@@ -183,8 +186,8 @@ impl ScaleReport {
 /// One endpoint's progress through its plan.
 #[derive(Default)]
 struct Rank {
-    out: Vec<(usize, u32)>,
-    inc: Vec<(usize, u32)>,
+    out: Vec<Message>,
+    inc: Vec<Message>,
     /// Partner of each destination host, once connected.
     partners: HashMap<usize, PartnerId>,
     to_connect: Vec<usize>,
@@ -254,8 +257,8 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     let start = w.now;
     let limit = w.now + cfg.time_limit;
     let mut seen: HashSet<u64> = HashSet::new();
-    for r in 0..ranks.len() {
-        post(&mut w, &mut ranks[r], r, cfg);
+    for (r, rank) in ranks.iter_mut().enumerate() {
+        post(&mut w, rank, r, cfg);
     }
     let mut steps = 0u64;
     let mut last_completion = w.now;
@@ -300,7 +303,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
             break;
         }
         steps += 1;
-        if steps % 4096 == 0 {
+        if steps.is_multiple_of(4096) {
             sample_queues(&w, &mut report);
         }
     }
