@@ -28,8 +28,9 @@ def main():
     fig, axes = plt.subplots(1, len(panels), figsize=(18, 4.2))
     for ax, (key, title) in zip(axes, panels):
         for name, rs in rows.items():
-            hosts = [int(r["hosts"]) for r in rs]
-            ax.plot(hosts, [float(r[key]) for r in rs], "o-", label=name)
+            # Runs too short to time (0.00 s) have no place on a log scale.
+            points = [(int(r["hosts"]), float(r[key])) for r in rs if float(r[key]) > 0]
+            ax.plot(*zip(*points), "o-", label=name)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("hosts")

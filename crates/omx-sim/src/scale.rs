@@ -134,6 +134,8 @@ pub struct ScaleReport {
     pub failed: usize,
     /// Messages left in unexpected queues at the end (none may arrive unasked).
     pub leftover_unexpected: usize,
+    /// Send or receive buffers still lent to the engines at the end.
+    pub leftover_buffers: usize,
     /// Simulated time of the connects, and of the traffic from the first send to the
     /// last completion.
     pub connect_time: Time,
@@ -180,6 +182,7 @@ impl ScaleReport {
             && self.corrupted == 0
             && self.failed == 0
             && self.leftover_unexpected == 0
+            && self.leftover_buffers == 0
     }
 }
 
@@ -273,7 +276,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
                 match c.kind {
                     RequestKind::Send => {
                         ranks[r].sends -= 1;
-                        w.release_send(h, c.req);
+                        w.release_send(h, ep, c.req);
                         report.failed += (c.status.code != StatusCode::Success) as usize;
                     }
                     RequestKind::Recv => {
@@ -324,6 +327,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     let c = &report.counters;
     report.retransmits = c.resends + c.pull_frames_rerequested;
     report.duplicates_dropped = c.drop_obsolete + c.drop_pull_reply_duplicate;
+    report.leftover_buffers = w.hosts.iter().map(|h| h.mem.len()).sum();
     report.sim_peak_heap = heap::peak();
     measure_endpoints(&mut w, &engine_cfg, &mut report);
     report.wall = started.elapsed();

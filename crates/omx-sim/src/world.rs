@@ -129,7 +129,8 @@ pub struct World {
     /// Hosts whose frames (in and out) vanish, as if powered off.
     pub down: Vec<bool>,
     /// Send buffers lent to engines for rendezvous, released when the send is taken.
-    send_regions: HashMap<(usize, ReqId), MemHandle>,
+    /// Keyed by host, endpoint and request: request ids are only unique per endpoint.
+    send_regions: HashMap<(usize, u8, ReqId), MemHandle>,
     /// Shared-memory channels between endpoints of one host: (host, from, to) -> queue,
     /// in order, as the runtime's rings.
     local_q: BTreeMap<(usize, u8, u8), VecDeque<LocalItem>>,
@@ -747,14 +748,14 @@ impl World {
         };
         let req = r.expect("send accepted");
         if let Some(handle) = region {
-            self.send_regions.insert((h, req), handle);
+            self.send_regions.insert((h, ep, req), handle);
         }
         req
     }
 
     /// Frees the buffer of a completed send (no-op for eager sends).
-    pub fn release_send(&mut self, h: usize, req: ReqId) {
-        if let Some(handle) = self.send_regions.remove(&(h, req)) {
+    pub fn release_send(&mut self, h: usize, ep: u8, req: ReqId) {
+        if let Some(handle) = self.send_regions.remove(&(h, ep, req)) {
             self.hosts[h].mem.release(handle);
         }
     }
@@ -783,7 +784,7 @@ impl World {
         let c = &mut self.hosts[h].completions;
         let i = c.iter().position(|(e, c)| *e == ep && c.req == req)?;
         let status = c.remove(i).1.status;
-        self.release_send(h, req);
+        self.release_send(h, ep, req);
         Some(status)
     }
 

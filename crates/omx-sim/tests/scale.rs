@@ -22,7 +22,7 @@ fn run_clean(cfg: &ScaleConfig) -> ScaleReport {
     let r = run(cfg);
     assert!(
         r.clean(),
-        "{:?} at {} hosts: delivered {} of {}, {} duplicates, {} corrupted, {} failed, {} left unexpected",
+        "{:?} at {} hosts: delivered {} of {}, {} duplicates, {} corrupted, {} failed, {} left unexpected, {} buffers left",
         cfg.pattern,
         cfg.hosts,
         r.delivered,
@@ -30,7 +30,8 @@ fn run_clean(cfg: &ScaleConfig) -> ScaleReport {
         r.duplicates,
         r.corrupted,
         r.failed,
-        r.leftover_unexpected
+        r.leftover_unexpected,
+        r.leftover_buffers
     );
     assert_eq!(r.bytes, (r.messages * cfg.size) as u64);
     r
@@ -136,4 +137,43 @@ fn switch_congestion_drops_come_in_bursts_and_are_recovered() {
         switch.total().dropped,
         "the switch's are the only losses"
     );
+}
+
+#[test]
+fn send_buffers_of_two_endpoints_of_one_host_are_released_apart() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // Request ids are per endpoint: both endpoints' first sends have the same one, and
+    // releasing one must not free (or forget) the other's buffer.
+    let cfg = EngineConfig::new(WireConfig::native_9000());
+    let mut w = World::new(2, 2, cfg, LinkConfig::default(), 3);
+    let len = 100_000;
+    let to: Vec<_> = (0..2u8).map(|ep| w.connect(0, ep, 1, ep)).collect();
+    let sends: Vec<_> = (0..2u8)
+        .map(|ep| {
+            let data = pattern(len, ep as u64);
+            (ep, w.send(0, ep, to[ep as usize], 9, data, false))
+        })
+        .collect();
+    assert_eq!(
+        sends[0].1, sends[1].1,
+        "the case of this test: equal request ids"
+    );
+    assert_eq!(w.hosts[0].mem.len(), 2);
+    let limit = w.now + 60 * SEC;
+    for ep in 0..2u8 {
+        let (req, mem) = w.recv(1, ep, 9, u64::MAX, len, &[]);
+        let status = w.wait(1, ep, req, limit).expect("receive completes");
+        assert_eq!(status.code, StatusCode::Success);
+        assert_eq!(w.hosts[1].mem.get(mem).to_vec(), pattern(len, ep as u64));
+        let (ep, req) = sends[ep as usize];
+        assert_eq!(
+            w.wait(0, ep, req, limit).map(|s| s.code),
+            Some(StatusCode::Success)
+        );
+        assert_eq!(
+            w.hosts[0].mem.len(),
+            1 - ep as usize,
+            "exactly this send's buffer freed"
+        );
+    }
 }
