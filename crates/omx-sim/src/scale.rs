@@ -255,6 +255,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     report.connect_wall = started.elapsed();
     let frames_before = w.stats.frames;
 
+    let connect_peak = heap::peak();
     heap::reset_peak();
     let heap_before = heap::live();
     let start = w.now;
@@ -328,7 +329,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     report.retransmits = c.resends + c.pull_frames_rerequested;
     report.duplicates_dropped = c.drop_obsolete + c.drop_pull_reply_duplicate;
     report.leftover_buffers = w.hosts.iter().map(|h| h.mem.len()).sum();
-    report.sim_peak_heap = heap::peak();
+    report.sim_peak_heap = heap::peak().max(connect_peak);
     measure_endpoints(&mut w, &engine_cfg, &mut report);
     report.wall = started.elapsed();
     report
