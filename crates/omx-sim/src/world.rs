@@ -147,7 +147,8 @@ pub struct World {
     /// with this probability; `None`: off.
     pub direct: Option<f64>,
     /// Hosts joined through this switch (port i = host i) instead of point to point:
-    /// frames its full output queues drop count as lost.
+    /// a frame crosses `link.latency` to it, then its port's queue and link; frames its
+    /// full output queues drop count as lost.
     pub switch: Option<Switch>,
 }
 
