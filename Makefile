@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install test-wire bench-mpi lint soak-sim soak fuzz fuzz-smoke bench-engine bench bench-loss install clean
+.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install test-wire bench-mpi lint soak-sim sim-scale soak fuzz fuzz-smoke bench-engine bench bench-loss install clean
 
 all: build
 
@@ -104,6 +104,20 @@ lint:
 SOAK_SEEDS ?= 16
 soak-sim: build
 	$(RELEASE_DIR)/omx-sim-soak --seeds $(SOAK_SEEDS) --messages 10000
+
+## Simulated clusters on the real engine (omx-sim-scale): 16 to 1,024 hosts behind a
+## switch model, all-to-all, ring, incast and shifts, every message checked exactly once;
+## the table of docs/PERFORMANCE.md; CSV and plot in bench/results/scale-<date-time>/.
+## Large all-to-all stops at 256 hosts and small all-to-all at 512 (n² messages; the
+## 1,024-host run: SCALE_HOSTS=1024 SCALE_SCENARIOS=a2a-small, about 4 minutes).
+SCALE_SCENARIOS ?= a2a-small,a2a-large,ring,incast,shifts
+sim-scale:
+	$(CARGO) build --release -p omx-sim --bin omx-sim-scale
+	d=bench/results/scale-$$(date +%Y%m%d-%H%M%S) && mkdir -p $$d && \
+	$(RELEASE_DIR)/omx-sim-scale $(if $(SCALE_HOSTS),--hosts $(SCALE_HOSTS)) --scenario $(SCALE_SCENARIOS) \
+		--csv $$d/scale.csv && \
+	{ python3 bench/plot_scale.py $$d/scale.csv $$d/scale.png && echo "$$d/scale.csv, $$d/scale.png" \
+		|| echo "no plot (python3-matplotlib missing)"; }
 
 ## Soak on real frames (root): omx_soak on 2 and 4 namespace hosts, native MTU 9000 and
 ## 1500 and MX wire, under injected loss, duplication, reordering, and bit flips where

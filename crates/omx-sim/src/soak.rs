@@ -191,7 +191,7 @@ pub fn run(cfg: &SoakConfig) -> SoakReport {
             for (_, c) in std::mem::take(&mut w.hosts[h].completions) {
                 if sends.remove(&(h, c.req)).is_some() {
                     in_flight[h] -= 1;
-                    w.release_send(h, c.req);
+                    w.release_send(h, 0, c.req);
                     if c.status.code != StatusCode::Success {
                         report.wrong_status += 1;
                     }

@@ -3,6 +3,7 @@
 
 use crate::memory::{Buffer, Memory};
 use crate::rng::Rng;
+use crate::switch::Switch;
 use bytes::Bytes;
 use omx_proto::demux::{route, Route};
 use omx_proto::*;
@@ -128,7 +129,8 @@ pub struct World {
     /// Hosts whose frames (in and out) vanish, as if powered off.
     pub down: Vec<bool>,
     /// Send buffers lent to engines for rendezvous, released when the send is taken.
-    send_regions: HashMap<(usize, ReqId), MemHandle>,
+    /// Keyed by host, endpoint and request: request ids are only unique per endpoint.
+    send_regions: HashMap<(usize, u8, ReqId), MemHandle>,
     /// Shared-memory channels between endpoints of one host: (host, from, to) -> queue,
     /// in order, as the runtime's rings.
     local_q: BTreeMap<(usize, u8, u8), VecDeque<LocalItem>>,
@@ -144,6 +146,10 @@ pub struct World {
     /// (`Engine::handle_pull_reply_direct`), a placement failing (a frame cut short)
     /// with this probability; `None`: off.
     pub direct: Option<f64>,
+    /// Hosts joined through this switch (port i = host i) instead of point to point:
+    /// a frame crosses `link.latency` to it, then its port's queue and link; frames its
+    /// full output queues drop count as lost.
+    pub switch: Option<Switch>,
 }
 
 /// What travels on a simulated shared-memory channel.
@@ -223,6 +229,7 @@ impl World {
             push_chunk: 16 * 1024,
             in_place: false,
             direct: None,
+            switch: None,
         }
     }
 
@@ -540,6 +547,13 @@ impl World {
                 }
             }
             let mut at = depart + self.link.latency;
+            if let Some(switch) = self.switch.as_mut() {
+                let Some(arrival) = switch.forward(to, at, bytes.len()) else {
+                    self.stats.lost += 1;
+                    continue;
+                };
+                at = arrival;
+            }
             if self.rng.chance(self.link.reorder) {
                 self.stats.reordered += 1;
                 at += 1 + self.rng.below(self.link.reorder_delay);
@@ -761,7 +775,7 @@ impl World {
         };
         let req = r.expect("send accepted");
         if let Some(handle) = region {
-            self.send_regions.insert((h, req), handle);
+            self.send_regions.insert((h, ep, req), handle);
         }
         req
     }
@@ -803,8 +817,8 @@ impl World {
     }
 
     /// Frees the buffer of a completed send (no-op for eager sends).
-    pub fn release_send(&mut self, h: usize, req: ReqId) {
-        if let Some(handle) = self.send_regions.remove(&(h, req)) {
+    pub fn release_send(&mut self, h: usize, ep: u8, req: ReqId) {
+        if let Some(handle) = self.send_regions.remove(&(h, ep, req)) {
             self.hosts[h].mem.release(handle);
         }
     }
@@ -833,7 +847,7 @@ impl World {
         let c = &mut self.hosts[h].completions;
         let i = c.iter().position(|(e, c)| *e == ep && c.req == req)?;
         let status = c.remove(i).1.status;
-        self.release_send(h, req);
+        self.release_send(h, ep, req);
         Some(status)
     }
 
