@@ -356,6 +356,10 @@ pub struct Copier {
     /// Copies handed to the backend and copies done inline because it was full.
     pub offloaded: u64,
     pub inline_full: u64,
+    /// Pull replies copied inline from the receive path because their frame could
+    /// not be held for the backend (holding more ring slots could stall the ring, or
+    /// the frame was not in a slot).
+    pub inline_unheld: u64,
 }
 
 impl Copier {
@@ -369,6 +373,7 @@ impl Copier {
             pending: Default::default(),
             offloaded: 0,
             inline_full: 0,
+            inline_unheld: 0,
         }
     }
 
