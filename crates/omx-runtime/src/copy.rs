@@ -153,7 +153,7 @@ impl Thresholds {
 
 /// Whether copy offload runs for `cfg`, with the limits, in words (`omx_info -v`).
 pub fn describe(cfg: &CopyConfig) -> Vec<String> {
-    let cal = (cfg.mode != OffloadMode::Off).then(calibration);
+    let cal = (cfg.mode != OffloadMode::Off).then(|| calibration(cfg.cpu));
     let state = match (cfg.mode, &cal) {
         (OffloadMode::Off, _) => "off (OMX_COPY_OFFLOAD=0)".to_string(),
         (OffloadMode::On, _) => "on (OMX_COPY_OFFLOAD=1)".to_string(),
@@ -344,7 +344,7 @@ pub fn engine(cfg: &CopyConfig) -> Option<Arc<dyn CopyBackend>> {
             let on = match cfg.mode {
                 OffloadMode::Off => false,
                 OffloadMode::On => true,
-                OffloadMode::Auto => calibration().offload,
+                OffloadMode::Auto => calibration(cfg.cpu).offload,
             };
             if !on {
                 return None;
@@ -377,10 +377,10 @@ const CAL_CHUNKS: usize = 256;
 /// host (cached in the state directory; `OMX_COPY_RECALIBRATE=1` measures again).
 /// Offload pays when submitting costs the protocol path well under a third of the copy
 /// and a second CPU exists to run it.
-pub fn calibration() -> Calibration {
+pub fn calibration(cpu: Option<usize>) -> Calibration {
     static CAL: OnceLock<Calibration> = OnceLock::new();
     *CAL.get_or_init(|| {
-        let path = cache_path();
+        let path = cache_path(cpu);
         let again = crate::config::settings::flag("OMX_COPY_RECALIBRATE");
         if !again {
             if let Some(c) = std::fs::read_to_string(&path)
@@ -390,7 +390,7 @@ pub fn calibration() -> Calibration {
                 return c;
             }
         }
-        let c = measure();
+        let c = measure(cpu);
         let _ = std::fs::write(
             &path,
             format!(
@@ -402,10 +402,13 @@ pub fn calibration() -> Calibration {
     })
 }
 
-fn cache_path() -> std::path::PathBuf {
+/// Per user, and per copy-thread CPU when pinned (a copy thread sharing the
+/// application's CPU measures very differently from one on its own).
+fn cache_path(cpu: Option<usize>) -> std::path::PathBuf {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    crate::config::state_dir().join(format!("omx-copy-calibration-{uid}"))
+    let pin = cpu.map_or(String::new(), |c| format!("-cpu{c}"));
+    crate::config::state_dir().join(format!("omx-copy-calibration-{uid}{pin}"))
 }
 
 fn parse_cal(s: &str) -> Option<Calibration> {
@@ -422,7 +425,8 @@ fn parse_cal(s: &str) -> Option<Calibration> {
     })
 }
 
-fn measure() -> Calibration {
+/// Measured with the copy thread where it will run (`OMX_COPY_CPU`).
+fn measure(cpu: Option<usize>) -> Calibration {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let src = Bytes::from(vec![7u8; CAL_CHUNK]);
     let mut dst = vec![0u8; CAL_CHUNK * CAL_CHUNKS];
@@ -441,7 +445,7 @@ fn measure() -> Calibration {
         inline_ns = inline_ns.min(t.elapsed().as_nanos() as f64 / CAL_CHUNKS as f64);
     }
     let (mut submit_ns, mut offload_ns) = (f64::MAX, f64::MAX);
-    if let Ok(th) = CopyThread::spawn(None) {
+    if let Ok(th) = CopyThread::spawn(cpu) {
         let done = Arc::new(Completions::default());
         let mut submitted = 0u64;
         for _ in 0..5 {
@@ -494,7 +498,7 @@ impl Copier {
     pub fn new(cfg: CopyConfig) -> Copier {
         let backend = engine(&cfg);
         // The measurement ran (or was read from the cache) if offload is on.
-        let cal = backend.as_ref().map(|_| calibration());
+        let cal = backend.as_ref().map(|_| calibration(cfg.cpu));
         Copier {
             limits: Thresholds::resolve(&cfg, cal.as_ref()),
             cfg,
