@@ -195,7 +195,9 @@ fn pingpong_under_injected_faults_with_and_without_copy_offload() {
                 ("OMX_RESEND_DELAY_MS", "20"),
                 ("OMX_PULL_RESEND_DELAY_MS", "40"),
                 ("OMX_COPY_OFFLOAD", offload),
+                // Every frame offloaded, whatever this host's measured limits.
                 ("OMX_COPY_MIN_MSG", "0"),
+                ("OMX_COPY_MIN_FRAG", "0"),
             ],
             &[],
             2 << 20,
