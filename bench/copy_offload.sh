@@ -21,6 +21,8 @@
 #   SWEEP_MS="2 4 8 12 16 32"  computation times of the overlap sweep (empty: none)
 #   OUT=dir      result folder
 #   NOTE=text    a line for machine.txt (what was built, from where)
+#   PIN=1        the receiver on vCPU 0 and its copy thread on vCPU 1 (OMX_COPY_CPU=1):
+#                what a host with a spare core gets
 #
 # The machine is usually shared: before each run the script waits (at most QUIET_MAX
 # seconds, 8) for the other processes to use less than a quarter of a CPU, and records
@@ -29,7 +31,7 @@
 # kernel threads) is run again, up to ATTEMPTS (3) times, and its attempt recorded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export OMX_NS_PREFIX=omxcopy
+export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxcopy}
 H=scripts/hosts.sh
 REPS=${REPS:-3}
 SIZES=${SIZES:-"32768 131072 524288 2097152 16777216"}
@@ -41,6 +43,8 @@ ELSEWHERE_MAX=${ELSEWHERE_MAX:-40}
 ATTEMPTS=${ATTEMPTS:-3}
 OUT=${OUT:-bench/results/copy-offload-$(date +%Y%m%d-%H%M%S)}
 T0=$(date +%s)
+RPIN=()
+if [ "${PIN:-0}" = 1 ]; then RPIN=(taskset -c 0); export OMX_COPY_CPU=1; fi
 
 say() { echo "copy_offload: $*" >&2; }
 . scripts/progress.sh
@@ -138,7 +142,7 @@ run() {
 run_once() {
   local mode=$2; shift 3
   wait_quiet
-  OMX_COPY_OFFLOAD=$mode $H exec 0 timeout 120 "$ST" --csv "$@" >"$TMP/r.out" 2>"$TMP/r.err" &
+  OMX_COPY_OFFLOAD=$mode $H exec 0 timeout 120 "${RPIN[@]}" "$ST" --csv "$@" >"$TMP/r.out" 2>"$TMP/r.err" &
   rpid=$!
   for _ in $(seq 200); do
     grep -q "Successfully attached" "$TMP/r.err" 2>/dev/null && break

@@ -40,17 +40,143 @@ pub enum OffloadMode {
 #[derive(Clone, Debug)]
 pub struct CopyConfig {
     pub mode: OffloadMode,
-    /// Smallest frame payload worth offloading (`OMX_COPY_MIN_FRAG`, the spec's
-    /// `dmaasyncfragmin`, 1024).
-    pub min_frag: usize,
-    /// Smallest message whose copies are offloaded (`OMX_COPY_MIN_MSG`, the spec's
-    /// `dmaasyncmin`, 65536).
-    pub min_msg: u32,
-    /// Intra-node one-copy transfers at least this long are split between the caller
-    /// and the copy thread (`OMX_COPY_SYNC_MIN`, the spec's `dmasyncmin`, 2 MiB).
-    pub sync_min: usize,
+    /// Overrides of the thresholds the start-up measurement derives ([`Thresholds`]):
+    /// `OMX_COPY_MIN_FRAG`, `OMX_COPY_MIN_MSG`, `OMX_COPY_SYNC_MIN`.
+    pub min_frag: Option<usize>,
+    pub min_msg: Option<u32>,
+    pub sync_min: Option<usize>,
     /// Pin the copy thread to this CPU (`OMX_COPY_CPU`).
     pub cpu: Option<usize>,
+}
+
+/// When copies go to the copy engine, and why each limit is what it is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Thresholds {
+    /// Smallest frame payload worth offloading (the spec's `dmaasyncfragmin`).
+    pub min_frag: usize,
+    /// Smallest message whose copies are offloaded (the spec's `dmaasyncmin`).
+    pub min_msg: u32,
+    /// Intra-node one-copy transfers at least this long are split between the
+    /// caller and the copy thread (the spec's `dmasyncmin`).
+    pub sync_min: usize,
+    /// One reason per limit, in the order above.
+    pub why: [String; 3],
+}
+
+/// What a sleeping copy thread costs to wake here (a halted vCPU: about 30 us, see
+/// `/docs/PERFORMANCE.md`); it idles-polls about 5 us first.
+const WAKE_NS: f64 = 30_000.0;
+
+impl Thresholds {
+    /// The original's defaults (1 KiB, 64 KiB, 2 MiB), used when nothing is measured.
+    pub fn spec_defaults() -> Thresholds {
+        let why = || "default (offload off)".to_string();
+        Thresholds {
+            min_frag: 1024,
+            min_msg: 65536,
+            sync_min: 2 << 20,
+            why: [why(), why(), why()],
+        }
+    }
+
+    /// Limits derived from the start-up measurement: a frame is offloaded when
+    /// submitting it costs under half of copying it (the receiving thread saves at
+    /// least as much as it spends); a message when the copy time
+    /// its frames save the receiving thread exceeds what waiting for its last copy
+    /// can cost (one frame on the copy thread plus a wake-up); an intra-node copy is
+    /// split when half of it takes longer than two wake-ups.
+    pub fn derive(c: &Calibration) -> Thresholds {
+        let chunk = CAL_CHUNK as f64;
+        let per_byte = c.inline_ns / chunk;
+        let pow2 =
+            |x: f64, lo: usize, hi: usize| (x.ceil() as usize).next_power_of_two().clamp(lo, hi);
+        let min_frag = pow2(2.0 * c.submit_ns / per_byte.max(1e-6), 256, 64 << 10);
+        let saved = c.inline_ns - c.submit_ns;
+        let (min_msg, msg_why) = if saved <= 0.0 {
+            (
+                u32::MAX,
+                format!(
+                    "never: submitting a frame ({:.0} ns) costs as much as copying it ({:.0} ns)",
+                    c.submit_ns, c.inline_ns
+                ),
+            )
+        } else {
+            let frames = (c.offload_ns + WAKE_NS) / saved;
+            let m = pow2(frames * chunk, 16 << 10, 16 << 20) as u32;
+            (
+                m,
+                format!(
+                    "{frames:.0} frames save {:.0} ns each, more than the last copy's wait \
+                     ({:.0} ns on the copy thread + {:.0} ns wake-up)",
+                    saved, c.offload_ns, WAKE_NS
+                ),
+            )
+        };
+        let sync_min = pow2(4.0 * WAKE_NS / per_byte.max(1e-6), 256 << 10, 64 << 20);
+        Thresholds {
+            min_frag,
+            min_msg,
+            sync_min,
+            why: [
+                format!(
+                    "submitting ({:.0} ns) costs under half of copying from here \
+                     ({:.3} ns/B)",
+                    c.submit_ns, per_byte
+                ),
+                msg_why,
+                format!(
+                    "half of it copies ({:.3} ns/B) for longer than two wake-ups ({:.0} ns)",
+                    per_byte,
+                    2.0 * WAKE_NS
+                ),
+            ],
+        }
+    }
+
+    /// The limits for `cfg`: overrides win, the rest derived from `cal` (or the
+    /// original's defaults without one).
+    pub fn resolve(cfg: &CopyConfig, cal: Option<&Calibration>) -> Thresholds {
+        let mut t = cal.map_or_else(Thresholds::spec_defaults, Thresholds::derive);
+        let set = |name: &str| format!("{name} (set)");
+        if let Some(v) = cfg.min_frag {
+            (t.min_frag, t.why[0]) = (v, set("OMX_COPY_MIN_FRAG"));
+        }
+        if let Some(v) = cfg.min_msg {
+            (t.min_msg, t.why[1]) = (v, set("OMX_COPY_MIN_MSG"));
+        }
+        if let Some(v) = cfg.sync_min {
+            (t.sync_min, t.why[2]) = (v, set("OMX_COPY_SYNC_MIN"));
+        }
+        t
+    }
+}
+
+/// Whether copy offload runs for `cfg`, with the limits, in words (`omx_info -v`).
+pub fn describe(cfg: &CopyConfig) -> Vec<String> {
+    let cal = (cfg.mode != OffloadMode::Off).then(|| calibration(cfg.cpu));
+    let state = match (cfg.mode, &cal) {
+        (OffloadMode::Off, _) => "off (OMX_COPY_OFFLOAD=0)".to_string(),
+        (OffloadMode::On, _) => "on (OMX_COPY_OFFLOAD=1)".to_string(),
+        (OffloadMode::Auto, Some(c)) => format!(
+            "{} (auto: {} CPUs; a frame copies in {:.0} ns, is submitted in {:.0} ns; \
+             offload needs more than 2 CPUs and submitting under a third of copying)",
+            if c.offload { "on" } else { "off" },
+            c.cpus,
+            c.inline_ns,
+            c.submit_ns
+        ),
+        (OffloadMode::Auto, None) => unreachable!("measured when not off"),
+    };
+    let mut v = vec![format!("copy offload: {state}")];
+    let t = Thresholds::resolve(cfg, cal.as_ref());
+    for (name, value, why) in [
+        ("OMX_COPY_MIN_FRAG", t.min_frag as u64, &t.why[0]),
+        ("OMX_COPY_MIN_MSG", t.min_msg as u64, &t.why[1]),
+        ("OMX_COPY_SYNC_MIN", t.sync_min as u64, &t.why[2]),
+    ] {
+        v.push(format!("  {name}={value}: {why}"));
+    }
+    v
 }
 
 /// Where a copy goes: address ranges of user memory (valid until the copy is reported).
@@ -218,7 +344,7 @@ pub fn engine(cfg: &CopyConfig) -> Option<Arc<dyn CopyBackend>> {
             let on = match cfg.mode {
                 OffloadMode::Off => false,
                 OffloadMode::On => true,
-                OffloadMode::Auto => calibration().offload,
+                OffloadMode::Auto => calibration(cfg.cpu).offload,
             };
             if !on {
                 return None;
@@ -251,10 +377,10 @@ const CAL_CHUNKS: usize = 256;
 /// host (cached in the state directory; `OMX_COPY_RECALIBRATE=1` measures again).
 /// Offload pays when submitting costs the protocol path well under a third of the copy
 /// and a second CPU exists to run it.
-pub fn calibration() -> Calibration {
+pub fn calibration(cpu: Option<usize>) -> Calibration {
     static CAL: OnceLock<Calibration> = OnceLock::new();
     *CAL.get_or_init(|| {
-        let path = cache_path();
+        let path = cache_path(cpu);
         let again = crate::config::settings::flag("OMX_COPY_RECALIBRATE");
         if !again {
             if let Some(c) = std::fs::read_to_string(&path)
@@ -264,7 +390,7 @@ pub fn calibration() -> Calibration {
                 return c;
             }
         }
-        let c = measure();
+        let c = measure(cpu);
         let _ = std::fs::write(
             &path,
             format!(
@@ -276,10 +402,13 @@ pub fn calibration() -> Calibration {
     })
 }
 
-fn cache_path() -> std::path::PathBuf {
+/// Per user, and per copy-thread CPU when pinned (a copy thread sharing the
+/// application's CPU measures very differently from one on its own).
+fn cache_path(cpu: Option<usize>) -> std::path::PathBuf {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    crate::config::state_dir().join(format!("omx-copy-calibration-{uid}"))
+    let pin = cpu.map_or(String::new(), |c| format!("-cpu{c}"));
+    crate::config::state_dir().join(format!("omx-copy-calibration-{uid}{pin}"))
 }
 
 fn parse_cal(s: &str) -> Option<Calibration> {
@@ -296,7 +425,8 @@ fn parse_cal(s: &str) -> Option<Calibration> {
     })
 }
 
-fn measure() -> Calibration {
+/// Measured with the copy thread where it will run (`OMX_COPY_CPU`).
+fn measure(cpu: Option<usize>) -> Calibration {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let src = Bytes::from(vec![7u8; CAL_CHUNK]);
     let mut dst = vec![0u8; CAL_CHUNK * CAL_CHUNKS];
@@ -315,7 +445,7 @@ fn measure() -> Calibration {
         inline_ns = inline_ns.min(t.elapsed().as_nanos() as f64 / CAL_CHUNKS as f64);
     }
     let (mut submit_ns, mut offload_ns) = (f64::MAX, f64::MAX);
-    if let Ok(th) = CopyThread::spawn(None) {
+    if let Ok(th) = CopyThread::spawn(cpu) {
         let done = Arc::new(Completions::default());
         let mut submitted = 0u64;
         for _ in 0..5 {
@@ -349,6 +479,8 @@ fn measure() -> Calibration {
 /// An endpoint's view of the copy engine: cookies of its pending copies.
 pub struct Copier {
     pub cfg: CopyConfig,
+    /// The limits in force (measured, unless overridden).
+    pub limits: Thresholds,
     backend: Option<Arc<dyn CopyBackend>>,
     done: Arc<Completions>,
     submitted: u64,
@@ -356,12 +488,19 @@ pub struct Copier {
     /// Copies handed to the backend and copies done inline because it was full.
     pub offloaded: u64,
     pub inline_full: u64,
+    /// Pull replies copied inline from the receive path because their frame could
+    /// not be held for the backend (holding more ring slots could stall the ring, or
+    /// the frame was not in a slot).
+    pub inline_unheld: u64,
 }
 
 impl Copier {
     pub fn new(cfg: CopyConfig) -> Copier {
         let backend = engine(&cfg);
+        // The measurement ran (or was read from the cache) if offload is on.
+        let cal = backend.as_ref().map(|_| calibration(cfg.cpu));
         Copier {
+            limits: Thresholds::resolve(&cfg, cal.as_ref()),
             cfg,
             backend,
             done: Arc::new(Completions::default()),
@@ -369,6 +508,7 @@ impl Copier {
             pending: Default::default(),
             offloaded: 0,
             inline_full: 0,
+            inline_unheld: 0,
         }
     }
 
@@ -383,7 +523,7 @@ impl Copier {
 
     /// Whether a copy of `len` bytes of a `msg_length`-byte message goes to the backend.
     pub fn offloads(&self, len: usize, msg_length: u32) -> bool {
-        self.backend.is_some() && len >= self.cfg.min_frag && msg_length >= self.cfg.min_msg
+        self.backend.is_some() && len >= self.limits.min_frag && msg_length >= self.limits.min_msg
     }
 
     /// Hands a copy to the backend; `Err(job)` when it is full or there is none (copy
@@ -483,6 +623,44 @@ mod tests {
             (1200.5, 80.0, 2, true)
         );
         assert!(parse_cal("garbage").is_none());
+    }
+
+    #[test]
+    fn thresholds_follow_the_measurement_and_overrides_win() {
+        let cal = |inline_ns: f64, submit_ns: f64| Calibration {
+            inline_ns,
+            submit_ns,
+            offload_ns: inline_ns,
+            cpus: 4,
+            offload: true,
+        };
+        // Cheap submissions: small frames pay; slow copies: smaller splits pay.
+        let fast_submit = Thresholds::derive(&cal(3000.0, 60.0));
+        let slow_submit = Thresholds::derive(&cal(3000.0, 1500.0));
+        assert!(fast_submit.min_frag < slow_submit.min_frag);
+        assert!(fast_submit.min_msg < slow_submit.min_msg);
+        let slow_copy = Thresholds::derive(&cal(6000.0, 60.0));
+        assert!(slow_copy.sync_min < fast_submit.sync_min);
+        for t in [&fast_submit, &slow_submit, &slow_copy] {
+            assert!(t.min_frag.is_power_of_two() && t.sync_min.is_power_of_two());
+            assert!(t.min_frag <= CAL_CHUNK.next_power_of_two());
+        }
+        // Submitting costs more than copying: messages are never offloaded.
+        assert_eq!(Thresholds::derive(&cal(100.0, 200.0)).min_msg, u32::MAX);
+        let cfg = CopyConfig {
+            mode: OffloadMode::On,
+            min_frag: Some(0),
+            min_msg: None,
+            sync_min: Some(12345),
+            cpu: None,
+        };
+        let t = Thresholds::resolve(&cfg, Some(&cal(3000.0, 60.0)));
+        assert_eq!(
+            (t.min_frag, t.min_msg, t.sync_min),
+            (0, fast_submit.min_msg, 12345)
+        );
+        assert!(t.why[0].contains("OMX_COPY_MIN_FRAG") && t.why[2].contains("set"));
+        assert_eq!(Thresholds::resolve(&cfg, None).min_msg, 65536);
     }
 
     #[test]

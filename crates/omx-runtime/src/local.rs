@@ -552,7 +552,7 @@ impl LocalChannel {
     ) {
         let split = copier
             .backend()
-            .filter(|_| p.len as usize >= copier.cfg.sync_min);
+            .filter(|_| p.len as usize >= copier.limits.sync_min);
         let outcome = run_local_pull(mem, &p, self.pid, self.cma, split);
         if outcome == PullOutcome::Refused && !self.warned {
             self.warned = true;

@@ -41,11 +41,23 @@ fn pingpong_sizes_with(mtu: u32, env: &[(&str, &str)], extra: &[&str]) {
 
 /// Every power of two from 0 to `max` bytes, data checked.
 fn pingpong_sizes_upto(mtu: u32, env: &[(&str, &str)], extra: &[&str], max: u64) {
+    pingpong_counted(mtu, env, extra, max);
+}
+
+/// As `pingpong_sizes_upto`; returns the server's non-zero counters, protocol and
+/// runtime (`omx_perf -v` prints them at exit), or `None` when skipped.
+fn pingpong_counted(
+    mtu: u32,
+    env: &[(&str, &str)],
+    extra: &[&str],
+    max: u64,
+) -> Option<Vec<(String, u64)>> {
     if skip() {
-        return;
+        return None;
     }
     let h = Hosts::up(2, mtu);
-    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, extra, env);
+    let server_args: Vec<&str> = extra.iter().copied().chain(["-v"]).collect();
+    let mut server = h.spawn(0, "omx_perf server", OMX_PERF, &server_args, env);
     let end = (max + 1).to_string();
     let mut args = vec![
         "-d", "h0:0", "-S", "0", "-E", &end, "-N", "3", "-W", "1", "-P", "0", "-c",
@@ -64,6 +76,15 @@ fn pingpong_sizes_upto(mtu: u32, env: &[(&str, &str)], extra: &[&str], max: u64)
         "one line per length expected:{why}"
     );
     assert!(server.succeeded(), "server failed:{why}");
+    let counters = server
+        .stderr()
+        .lines()
+        .filter_map(|l| {
+            let (name, v) = l.trim().split_once(' ')?;
+            Some((name.to_string(), v.trim().parse().ok()?))
+        })
+        .collect();
+    Some(counters)
 }
 
 #[test]
@@ -122,33 +143,78 @@ fn pingpong_0_to_8mib_native_mtu9000_through_the_ring() {
     pingpong_all_sizes(9000, &[("OMX_MTU", "9000"), ("OMX_DIRECT_RECV", "0")]);
 }
 
-/// Receive copies on the copy thread deliver the same bytes as inline copies.
+/// Receive copies on the copy thread deliver the same bytes as inline copies; the
+/// pull replies' copies are made there, from their held ring slots.
 #[test]
 fn pingpong_0_to_8mib_with_copy_offload() {
-    pingpong_all_sizes(
+    let Some(c) = pingpong_counted(
         9000,
-        &[("OMX_COPY_OFFLOAD", "1"), ("OMX_COPY_MIN_MSG", "0")],
+        &[
+            ("OMX_COPY_OFFLOAD", "1"),
+            ("OMX_COPY_MIN_MSG", "0"),
+            ("OMX_COPY_MIN_FRAG", "0"),
+        ],
+        &[],
+        8 << 20,
+    ) else {
+        return;
+    };
+    let get = |n: &str| c.iter().find(|(k, _)| k == n).map_or(0, |(_, v)| *v);
+    let dropped: u64 = c
+        .iter()
+        .filter(|(k, _)| k.starts_with("drop_pull_reply_"))
+        .map(|(_, v)| v)
+        .sum();
+    let accepted = get("recv_pull_reply") - dropped;
+    let (offloaded, inline) = (
+        get("copy_offloaded") + get("copy_inline_full"),
+        get("copy_inline_unheld"),
+    );
+    // Every accepted pull reply is copied by the copy thread from its held slot, or
+    // (counted) inline when it was full or the slot could not be held (the engine's
+    // copies also include eager fragments).
+    assert!(offloaded > 0, "no copy offloaded: {c:?}");
+    assert!(
+        offloaded + inline >= accepted,
+        "replies copied elsewhere: {c:?}"
     );
 }
 
 /// Real frames dropped, duplicated and reordered on both hosts (`OMX_FAULTS`), with
 /// receive copies inline and on the copy thread: every message of every class arrives
 /// intact (omx_perf -c), through resends, duplicate suppression and pull re-requests.
+/// With offload, replies the injector copied (reordered, duplicated) cannot be held:
+/// they are copied inline and counted, the rest on the copy thread.
 #[test]
 fn pingpong_under_injected_faults_with_and_without_copy_offload() {
     for offload in ["0", "1"] {
-        pingpong_sizes_upto(
+        let Some(c) = pingpong_counted(
             9000,
             &[
                 ("OMX_FAULTS", "loss:0.02,dup:0.02,reorder:0.05,seed:5"),
                 ("OMX_RESEND_DELAY_MS", "20"),
                 ("OMX_PULL_RESEND_DELAY_MS", "40"),
                 ("OMX_COPY_OFFLOAD", offload),
+                // Every frame offloaded, whatever this host's measured limits.
                 ("OMX_COPY_MIN_MSG", "0"),
+                ("OMX_COPY_MIN_FRAG", "0"),
             ],
             &[],
             2 << 20,
-        );
+        ) else {
+            return;
+        };
+        let get = |n: &str| c.iter().find(|(k, _)| k == n).map_or(0, |(_, v)| *v);
+        if offload == "1" {
+            assert!(get("copy_offloaded") > 0, "no copy offloaded: {c:?}");
+            assert!(get("copy_inline_unheld") > 0, "no inline fall-back: {c:?}");
+        } else {
+            assert_eq!(
+                get("copy_offloaded") + get("copy_inline_unheld"),
+                0,
+                "{c:?}"
+            );
+        }
     }
 }
 
@@ -543,12 +609,13 @@ fn malformed_frames_are_counted_and_harmless() {
     // The runtime's own counters (sleeps and wake-ups of waiting threads, copy
     // offload) move with time, not with frames; those of the direct socket count frames
     // before the engine sees them.
-    const RUNTIME: [&str; 9] = [
+    const RUNTIME: [&str; 10] = [
         "sleeps",
         "wakeups_io",
         "wakeups_timer",
         "copy_offloaded",
         "copy_inline_full",
+        "copy_inline_unheld",
         "direct_received",
         "direct_other_host",
         "direct_truncated",

@@ -9,6 +9,8 @@
 //! back and delivered after the next batch of received frames. A corrupted frame gets
 //! one bit flipped past the Ethernet header.
 
+use crate::ring::RxFrame;
+
 /// What `OMX_FAULTS` asks for.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FaultConfig {
@@ -105,36 +107,44 @@ impl FaultInjector {
     }
 
     /// A received frame: handed to `out` zero, one or two times (possibly corrupted),
-    /// or held back until [`FaultInjector::release`].
-    pub fn on_receive(&mut self, frame: &[u8], out: &mut dyn FnMut(&[u8])) {
+    /// or held back until [`FaultInjector::release`]. A frame delivered unchanged
+    /// and once is the one received (a ring slot stays a ring slot); the others are
+    /// copies.
+    pub fn on_receive(&mut self, frame: RxFrame<'_>, out: &mut dyn FnMut(RxFrame<'_>)) {
         if self.chance(self.cfg.loss / 2.0) {
             self.stats.dropped_rx += 1;
             return;
         }
-        let mut f = frame.to_vec();
-        if f.len() > 14 && self.chance(self.cfg.corrupt) {
+        let mut copy = None;
+        if frame.data().len() > 14 && self.chance(self.cfg.corrupt) {
+            let mut f = frame.data().to_vec();
             let span = f.len() - 14;
             let at = 14 + (self.next() * span as f64) as usize % span;
             let bit = (self.next() * 8.0) as u32 % 8;
             f[at] ^= 1 << bit;
             self.stats.corrupted += 1;
+            copy = Some(f);
         }
         if self.chance(self.cfg.dup) {
             self.stats.duplicated += 1;
-            out(&f);
+            out(RxFrame::borrowed(copy.as_deref().unwrap_or(frame.data())));
         }
         if self.held.len() < HELD_MAX && self.chance(self.cfg.reorder) {
             self.stats.reordered += 1;
-            self.held.push(f);
+            self.held
+                .push(copy.unwrap_or_else(|| frame.data().to_vec()));
             return;
         }
-        out(&f);
+        match copy {
+            Some(f) => out(RxFrame::borrowed(&f)),
+            None => out(frame),
+        }
     }
 
     /// Delivers the frames held back (after the batch that followed them).
-    pub fn release(&mut self, out: &mut dyn FnMut(&[u8])) {
+    pub fn release(&mut self, out: &mut dyn FnMut(RxFrame<'_>)) {
         for f in std::mem::take(&mut self.held) {
-            out(&f);
+            out(RxFrame::borrowed(&f));
         }
     }
 
@@ -191,13 +201,13 @@ mod tests {
             let mut got: Vec<Vec<u8>> = Vec::new();
             for i in 0..20_000u32 {
                 let f = [vec![0u8; 14], i.to_be_bytes().to_vec(), vec![7u8; 50]].concat();
-                inj.on_receive(&f, &mut |g| got.push(g.to_vec()));
+                inj.on_receive(RxFrame::borrowed(&f), &mut |g| got.push(g.data().to_vec()));
                 if i % 8 == 7 {
-                    inj.release(&mut |g| got.push(g.to_vec()));
+                    inj.release(&mut |g| got.push(g.data().to_vec()));
                 }
                 let _ = inj.drop_send();
             }
-            inj.release(&mut |g| got.push(g.to_vec()));
+            inj.release(&mut |g| got.push(g.data().to_vec()));
             (inj.stats, got)
         };
         let (s, got) = run();

@@ -53,7 +53,7 @@ pub use iface::{
     interface_by_name, list_interfaces, parse_iface_list, rx_coalescing, select_boards,
     select_from, survey, Interface, RxCoalescing, Surveyed,
 };
-pub use ring::RingLayout;
+pub use ring::{RingLayout, RxFrame};
 pub use shm::{Inbox, InboxParams, Outbox, OutboxError, ReceiverInfo, SenderId};
 pub use socket::{PacketSocket, SocketOptions, SocketStats};
 pub use sys::MAX_GATHER;

@@ -9,8 +9,13 @@
 //! borrow of the slot and a store to hand it back: no syscall and no copy.
 //! The price is fixed-size slots, sized here from the interface MTU.
 
+use bytes::Bytes;
+use std::cell::Cell;
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::sys::{self, Mmap};
 
@@ -103,14 +108,104 @@ pub fn wanted(pkttype: u8, accept_other_host: bool) -> bool {
     pkttype != sys::PACKET_OUTGOING && (accept_other_host || pkttype != sys::PACKET_OTHERHOST)
 }
 
+/// The mapping and, per slot, whether a frame in it is still held (lent out as
+/// [`Bytes`] past the drain: a receive copy not done yet). Shared with the holders.
+struct Slots {
+    map: Mmap,
+    held: Box<[AtomicBool]>,
+}
+
 /// A mapped V2 RX ring and the index of the next slot to look at.
 pub struct RxRing {
-    map: Mmap,
+    slots: Arc<Slots>,
     layout: RingLayout,
     head: usize,
     /// Byte offset of slot `head`, kept up to date as it advances: an idle poll
     /// then costs one load, not the divisions of `slot_offset`.
     head_off: usize,
+    /// Slots held, oldest first (entries already given back are dropped lazily).
+    held: VecDeque<usize>,
+}
+
+/// A frame the receive path is shown: borrowed for the call, and when it lies in a
+/// ring slot, possibly held past it with [`RxFrame::hold`].
+pub struct RxFrame<'a> {
+    data: &'a [u8],
+    slot: Option<SlotLease<'a>>,
+}
+
+struct SlotLease<'a> {
+    slots: &'a Arc<Slots>,
+    index: usize,
+    status_off: usize,
+    data_off: usize,
+    /// Holding is allowed (the ring stays far from stalling).
+    may_hold: bool,
+    held: &'a Cell<Option<Bytes>>,
+}
+
+impl<'a> RxFrame<'a> {
+    /// A frame that is not in a ring slot (it cannot be held).
+    pub fn borrowed(data: &'a [u8]) -> RxFrame<'a> {
+        RxFrame { data, slot: None }
+    }
+
+    pub fn data(&self) -> &'a [u8] {
+        self.data
+    }
+
+    /// Whether the frame lies in a ring slot.
+    pub fn in_slot(&self) -> bool {
+        self.slot.is_some()
+    }
+
+    /// The frame as bytes that keep its slot from the kernel until the last of them
+    /// is dropped (so a copy out of it can run later, elsewhere). `None` when the
+    /// frame is not in a slot, or when the ring has too many slots held already:
+    /// holding more could stall it (the kernel drops frames at a held slot).
+    pub fn hold(&mut self) -> Option<Bytes> {
+        let l = self.slot.as_ref().filter(|l| l.may_hold)?;
+        if let Some(b) = l.held.take() {
+            l.held.set(Some(b.clone()));
+            return Some(b);
+        }
+        l.slots.held[l.index].store(true, Ordering::Release);
+        let b = Bytes::from_owner(HeldSlot {
+            slots: l.slots.clone(),
+            index: l.index,
+            status_off: l.status_off,
+            data_off: l.data_off,
+            len: self.data.len(),
+        });
+        l.held.set(Some(b.clone()));
+        Some(b)
+    }
+}
+
+/// Owner of a held frame's bytes: gives the slot back to the kernel when dropped.
+struct HeldSlot {
+    slots: Arc<Slots>,
+    index: usize,
+    status_off: usize,
+    data_off: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for HeldSlot {
+    fn as_ref(&self) -> &[u8] {
+        self.slots.map.slice(self.data_off, self.len)
+    }
+}
+
+impl Drop for HeldSlot {
+    fn drop(&mut self) {
+        // The kernel's first, then the flag: the drain must never see the old frame's
+        // status with the flag already cleared (it would take the frame again).
+        self.slots
+            .map
+            .store_release(self.status_off, TP_STATUS_KERNEL);
+        self.slots.held[self.index].store(false, Ordering::Release);
+    }
 }
 
 impl RxRing {
@@ -124,11 +219,15 @@ impl RxRing {
             layout.frame_size as u32,
         )?;
         let map = Mmap::map_ring(fd, layout.total_bytes())?;
+        let held = (0..layout.frame_nr())
+            .map(|_| AtomicBool::new(false))
+            .collect();
         Ok(RxRing {
-            map,
+            slots: Arc::new(Slots { map, held }),
             layout,
             head: 0,
             head_off: 0,
+            held: VecDeque::new(),
         })
     }
 
@@ -144,40 +243,94 @@ impl RxRing {
     /// Whether the next slot holds a frame (cheap: one load, no syscall).
     #[inline]
     pub fn ready(&self) -> bool {
-        self.map.load_acquire(self.head_off) & TP_STATUS_USER != 0
+        self.slots.map.load_acquire(self.head_off) & TP_STATUS_USER != 0
+            && !self.slots.held[self.head].load(Ordering::Acquire)
+    }
+
+    /// Slots still held (a copy out of them not done yet).
+    pub fn held(&mut self) -> usize {
+        self.forget_returned();
+        self.held.len()
+    }
+
+    fn forget_returned(&mut self) {
+        while let Some(&i) = self.held.front() {
+            if self.slots.held[i].load(Ordering::Acquire) {
+                break;
+            }
+            self.held.pop_front();
+        }
+    }
+
+    /// Whether the slot at `head` may be held: the oldest held slot is less than half
+    /// the ring behind, so the kernel, which fills slots in order and stops at a held
+    /// one, keeps at least half the ring (less the frames not yet drained) free.
+    fn may_hold(&mut self) -> bool {
+        self.forget_returned();
+        let n = self.layout.frame_nr();
+        let limit = n / 2;
+        match self.held.front() {
+            None => true,
+            Some(&oldest) => self.held.len() < limit && (self.head + n - oldest) % n < limit,
+        }
     }
 
     /// Hands up to `max` frames to `f`, straight from the ring, returning each
-    /// slot to the kernel after `f` returns. Truncated and unwanted frames are
-    /// released without being shown and do not count toward `max`.
+    /// slot to the kernel after `f` returns unless `f` held its frame
+    /// ([`RxFrame::hold`]; the slot returns when the last hold is dropped).
+    /// Truncated and unwanted frames are released without being shown and do not
+    /// count toward `max`.
     #[inline]
     pub fn drain(
         &mut self,
         max: usize,
         accept_other_host: bool,
         c: &mut RxCounters,
-        mut f: impl FnMut(&[u8]),
+        mut f: impl FnMut(RxFrame<'_>),
     ) -> usize {
         let mut n = 0;
         while n < max {
             let off = self.head_off;
-            let status = self.map.load_acquire(off);
+            let status = self.slots.map.load_acquire(off);
             if status & TP_STATUS_USER == 0 {
                 break;
             }
-            let len = u32::from_ne_bytes(self.map.read(off + OFF_LEN)) as usize;
-            let snap = u32::from_ne_bytes(self.map.read(off + OFF_SNAPLEN)) as usize;
-            let mac = u16::from_ne_bytes(self.map.read(off + OFF_MAC)) as usize;
-            let [pkttype] = self.map.read(off + OFF_PKTTYPE);
+            if self.slots.held[self.head].load(Ordering::Acquire) {
+                // Still held from the ring's last lap: the kernel stopped here too.
+                break;
+            }
+            let map = &self.slots.map;
+            let len = u32::from_ne_bytes(map.read(off + OFF_LEN)) as usize;
+            let snap = u32::from_ne_bytes(map.read(off + OFF_SNAPLEN)) as usize;
+            let mac = u16::from_ne_bytes(map.read(off + OFF_MAC)) as usize;
+            let [pkttype] = map.read(off + OFF_PKTTYPE);
+            let held = Cell::new(None);
             if snap < len || status & TP_STATUS_COPY != 0 {
                 c.truncated += 1;
             } else if !wanted(pkttype, accept_other_host) {
                 c.skipped += 1;
             } else {
-                f(self.map.slice(off + mac, snap));
+                let may_hold = self.may_hold();
+                let slots = &self.slots;
+                f(RxFrame {
+                    data: slots.map.slice(off + mac, snap),
+                    slot: Some(SlotLease {
+                        slots,
+                        index: self.head,
+                        status_off: off,
+                        data_off: off + mac,
+                        may_hold,
+                        held: &held,
+                    }),
+                });
                 n += 1;
             }
-            self.map.store_release(off, TP_STATUS_KERNEL);
+            if held.take().is_some() {
+                // Its holders give it back (possibly already did, when dropped in `f`).
+                self.held.push_back(self.head);
+            } else {
+                self.slots.map.store_release(off, TP_STATUS_KERNEL);
+            }
             self.head += 1;
             if self.head == self.layout.frame_nr() {
                 self.head = 0;

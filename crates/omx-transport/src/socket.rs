@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::filter::EndpointFilter;
 use crate::iface::Interface;
-use crate::ring::{self, RingLayout, RxCounters, RxRing};
+use crate::ring::{self, RingLayout, RxCounters, RxFrame, RxRing};
 use crate::sys::{self, RecvBatch, SendBatch};
 
 /// Tuning knobs of a [`PacketSocket`].
@@ -264,6 +264,13 @@ impl PacketSocket {
     /// itself (zero copy), valid only during the call. Returns the count.
     #[inline]
     pub fn recv_batch(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> io::Result<usize> {
+        self.recv_frames(max, |fr| f(fr.data()))
+    }
+
+    /// As [`PacketSocket::recv_batch`], showing each frame as an [`RxFrame`]: on the
+    /// ring path it may be held past the call ([`RxFrame::hold`]).
+    #[inline]
+    pub fn recv_frames(&mut self, max: usize, mut f: impl FnMut(RxFrame<'_>)) -> io::Result<usize> {
         let aoh = self.accept_other_host;
         let relay = self.relay;
         match &mut self.rx {
@@ -289,7 +296,7 @@ impl PacketSocket {
                         } else if !relay && !ring::wanted(pkttype, aoh) {
                             self.rxc.skipped += 1;
                         } else {
-                            f(frame);
+                            f(RxFrame::borrowed(frame));
                             n += 1;
                         }
                     }
@@ -544,6 +551,14 @@ impl PacketSocket {
     /// Whether receive uses the mmap ring (else `recvmmsg`).
     pub fn uses_ring(&self) -> bool {
         matches!(self.rx, Rx::Ring(_))
+    }
+
+    /// Ring slots still held by frames lent past a receive call (0 without a ring).
+    pub fn rx_held(&mut self) -> usize {
+        match &mut self.rx {
+            Rx::Ring(r) => r.held(),
+            Rx::Mmsg(_) => 0,
+        }
     }
 
     /// Geometry of the RX ring, if one is in use.

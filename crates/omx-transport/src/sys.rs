@@ -262,6 +262,9 @@ pub struct Mmap {
 // SAFETY: the mapping is owned exclusively by this value (no aliasing handles
 // exist in Rust code); moving it to another thread is fine.
 unsafe impl Send for Mmap {}
+// SAFETY: shared use only loads and stores status words atomically and borrows slots
+// that user space owns (a held slot is read by one copy at a time, never written).
+unsafe impl Sync for Mmap {}
 
 impl Mmap {
     /// Maps `len` bytes of the socket's ring.

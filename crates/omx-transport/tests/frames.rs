@@ -582,3 +582,97 @@ fn direct_batch_lands_in_places_and_rebuilds_mispredicted_frames() {
     assert_eq!(d.rebuilt_frames, 4);
     assert!(d.rebuilt(3).is_none());
 }
+
+/// Receives `n` frames through [`PacketSocket::recv_frames`], handing each to `f`;
+/// returns how many came before `timeout` passed.
+fn recv_each(
+    s: &mut PacketSocket,
+    n: usize,
+    timeout: Duration,
+    mut f: impl FnMut(omx_transport::RxFrame<'_>),
+) -> usize {
+    let deadline = Instant::now() + timeout;
+    let mut got = 0;
+    while got < n && Instant::now() < deadline {
+        if s.wait_readable(Some(Duration::from_millis(50))).unwrap() {
+            got += s
+                .recv_frames(n - got, |fr| {
+                    f(fr);
+                })
+                .unwrap();
+        }
+    }
+    got
+}
+
+/// Frames held past the receive call keep their ring slots: their bytes stay intact
+/// while later frames arrive; the ring holds at most half its slots (more could stall
+/// it); a slot still held when the ring comes round again is neither shown again nor
+/// written by the kernel; dropping the holds gives the slots back.
+#[test]
+fn held_frames_keep_their_slots_until_dropped() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    // The smallest ring the layout builds (a few dozen slots).
+    let opts = SocketOptions {
+        rx_ring_bytes: 1,
+        ..common::ring_opts()
+    };
+    let mut tx = h.open(0, "omx0", &opts, None);
+    let mut rx = h.open(1, "omx0", &opts, None);
+    assert!(rx.uses_ring());
+    let slots = rx.ring_layout().unwrap().frame_nr();
+    let (dst, src) = (mac(&rx), mac(&tx));
+    let send = |tx: &mut PacketSocket, seqs: std::ops::Range<u32>| {
+        for seq in seqs {
+            tx.send(&frame(dst, src, OMX_ETHERTYPE, TINY, 9014, seq))
+                .unwrap();
+        }
+    };
+    // One lap of the ring, in windows that never fill it, holding every frame it lets.
+    let window = 8u32;
+    let mut held = Vec::new();
+    let mut refused = 0;
+    let mut next = 0u32;
+    while (next as usize) < slots {
+        let end = (next + window).min(slots as u32);
+        send(&mut tx, next..end);
+        recv_each(&mut rx, (end - next) as usize, T, |mut fr| {
+            assert_eq!(seq_of(fr.data()), next, "out of order or lost");
+            match fr.hold() {
+                Some(b) => held.push((next, b)),
+                None => refused += 1,
+            }
+            next += 1;
+        });
+        assert_eq!(next, end, "frames lost");
+    }
+    assert_eq!(held.len(), slots / 2, "holds granted of {slots} slots");
+    assert_eq!(refused, slots - slots / 2);
+    assert_eq!(rx.rx_held(), slots / 2);
+    for (seq, b) in &held {
+        assert!(
+            b[..] == frame(dst, src, OMX_ETHERTYPE, TINY, 9014, *seq)[..],
+            "held frame {seq} overwritten"
+        );
+    }
+    // The ring came round to the first held slot: the next frame has nowhere to go
+    // (the kernel drops it) and the held slot is not shown again.
+    send(&mut tx, next..next + 1);
+    let shown = recv_each(&mut rx, 1, QUIET, |_| {});
+    assert_eq!(shown, 0, "a held slot was shown again");
+    assert!(rx.stats().unwrap().drops >= 1);
+    assert!(held[0].1[..] == frame(dst, src, OMX_ETHERTYPE, TINY, 9014, 0)[..]);
+    drop(held);
+    assert_eq!(rx.rx_held(), 0);
+    // Given back: frames flow again, in order.
+    let base = next + 1;
+    send(&mut tx, base..base + window);
+    let mut seen = Vec::new();
+    recv_each(&mut rx, window as usize, T, |fr| {
+        seen.push(seq_of(fr.data()))
+    });
+    assert_eq!(seen, (base..base + window).collect::<Vec<_>>());
+}

@@ -96,9 +96,9 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_SHARED_RING_KB", "256", "bytes of each shared-memory ring"),
     // Copy offload.
     s("OMX_COPY_OFFLOAD", "auto", "receive copies on a copy thread: 0, 1, auto"),
-    s("OMX_COPY_MIN_FRAG", "1024", "smallest frame whose copy is offloaded"),
-    s("OMX_COPY_MIN_MSG", "65536", "smallest message whose copies are offloaded"),
-    s("OMX_COPY_SYNC_MIN", "2097152", "smallest intra-node copy split with the copy thread"),
+    s("OMX_COPY_MIN_FRAG", "", "smallest frame whose copy is offloaded (unset: measured, omx_info -v)"),
+    s("OMX_COPY_MIN_MSG", "", "smallest message whose copies are offloaded (unset: measured)"),
+    s("OMX_COPY_SYNC_MIN", "", "smallest intra-node copy split with the copy thread (unset: measured)"),
     s("OMX_COPY_CPU", "", "pin the copy thread to this CPU"),
     s("OMX_COPY_RECALIBRATE", "0", "1: measure the copy offload again (the result is cached per host)"),
     // Daemon.

@@ -189,7 +189,7 @@ impl EndpointInner {
     }
 
     /// Counters kept by the runtime itself (sleeps and wake-ups, copy offload).
-    fn runtime_counters(&self, core: &Core) -> Vec<(String, u64)> {
+    pub(super) fn runtime_counters(&self, core: &Core) -> Vec<(String, u64)> {
         let stats = &self.wake.stats;
         let mut v = Vec::new();
         if let Some(f) = &core.faults {
@@ -214,6 +214,7 @@ impl EndpointInner {
             ),
             ("copy_offloaded".into(), core.copier.offloaded),
             ("copy_inline_full".into(), core.copier.inline_full),
+            ("copy_inline_unheld".into(), core.copier.inline_unheld),
         ]);
         if let Some(d) = &core.direct_rx {
             v.extend([

@@ -212,6 +212,13 @@ impl Endpoint {
         self.inner.lock().engine.counters.clone()
     }
 
+    /// The runtime's own counters (copy offload, sleeps and wake-ups, injected
+    /// faults), as `omx_counters` shows them after the protocol's.
+    pub fn runtime_counters(&self) -> Vec<(String, u64)> {
+        let core = self.inner.lock();
+        self.inner.runtime_counters(&core)
+    }
+
     pub fn stats(&self) -> QueueStats {
         self.inner.lock().engine.stats()
     }

@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use omx_proto::demux::closed_endpoint_nack;
 use omx_proto::demux::{route, Route};
 use omx_proto::*;
-use omx_transport::PacketSocket;
+use omx_transport::{PacketSocket, RxFrame};
 use omx_wire::NackType;
 use std::collections::VecDeque;
 
@@ -120,10 +120,10 @@ impl FramePool {
 
 impl EndpointInner {
     /// Takes the frames waiting on the packet ring (at most a batch). Pull replies for
-    /// this endpoint go from the ring slot straight into their receive buffer (one copy
-    /// fewer); board frames are set aside for discovery; the rest is copied for
-    /// dispatch. With copy offload pull replies take the copied path too, as the copy
-    /// thread needs a frame that outlives the slot.
+    /// this endpoint are copied once, from their ring slot into their receive buffer:
+    /// here, or with copy offload on the copy engine, the slot held until its copy is
+    /// done (copied here when holding it could stall the ring). Board frames are set
+    /// aside for discovery; the rest is copied for dispatch.
     pub(super) fn take_ring(&self, core: &mut Core, pass: &mut Pass) {
         let Core {
             engine,
@@ -134,23 +134,32 @@ impl EndpointInner {
             inbound,
             ..
         } = core;
-        let in_place = copier.backend().is_none();
+        let offload = copier.backend().is_some();
         let me = self.index;
         // An empty ring (the common poll) is seen with one load, before the frame
         // handler is even built.
         if faults.is_none() && !sock.may_have_rx() {
             return;
         }
-        let mut take = |f: &[u8]| {
+        let mut take = |mut fr: RxFrame<'_>| {
+            let f = fr.data();
             // (Pull replies for another endpoint, which only the board-service owner
             // sees, take the owned path to be counted as for a closed endpoint.)
-            if in_place && omx_wire::peek::is_pull_reply(f) && route(f) == Route::Endpoint(me) {
+            if omx_wire::peek::is_pull_reply(f) && route(f) == Route::Endpoint(me) {
                 let t = pass.precise_now(&self.rt);
+                pass.placed = true;
+                if offload {
+                    if let Some(held) = fr.hold() {
+                        // Its payload becomes a copy action for the copy engine.
+                        engine.handle_frame(t, held);
+                        return;
+                    }
+                    copier.inline_unheld += 1;
+                }
                 let m = &*mem;
                 if engine
                     .handle_frame_in_place(t, f, &mut |h, off, data| m.write(h, off as usize, data))
                 {
-                    pass.placed = true;
                     return;
                 }
             }
@@ -162,10 +171,10 @@ impl EndpointInner {
         };
         match faults.as_mut() {
             None => {
-                let _ = sock.recv_batch(RX_BATCH, take);
+                let _ = sock.recv_frames(RX_BATCH, take);
             }
             Some(inj) => {
-                let _ = sock.recv_batch(RX_BATCH, |f| inj.on_receive(f, &mut take));
+                let _ = sock.recv_frames(RX_BATCH, |f| inj.on_receive(f, &mut take));
                 inj.release(&mut take);
             }
         }

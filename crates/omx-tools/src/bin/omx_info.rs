@@ -126,6 +126,11 @@ fn main() {
             ),
         };
         println!(" wire: {mode}, EtherType 0x{:04x}", w.ethertype);
+        if a.verbose {
+            for line in omx_runtime::copy::describe(&rt.cfg.copy) {
+                println!(" {line}");
+            }
+        }
     }
     if verbose || rt.boards.is_empty() {
         print_interfaces(&rt);

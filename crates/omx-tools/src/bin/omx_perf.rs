@@ -333,7 +333,11 @@ fn main() {
         None => server(&a, &io),
     }
     if a.verbose {
-        for (name, v) in ep.counters().iter().filter(|(_, v)| *v > 0) {
+        let protocol = ep.counters().iter().map(|(n, v)| (n.to_string(), v));
+        for (name, v) in protocol
+            .chain(ep.runtime_counters())
+            .filter(|(_, v)| *v > 0)
+        {
             eprintln!("{name:>32} {v}");
         }
     }
