@@ -58,7 +58,8 @@ local LAYOUT = {
     { "lib_seqnum", 8, 2 }, { "src_dst_peer_index", 10, 2 }, { "src_session_id", 16, 4 },
     { "app_key_or_target_session", 20, 4 }, { "target_recv_seqnum_start", 24, 2 },
     { "is_reply", 26, 1 }, { "connect_seqnum", 27, 1 }, { "status_code", 28, 1 },
-    { "mtu_marker", 29, 1 }, { "link_mtu", 30, 2 } },
+    { "mtu_marker", 29, 1 }, { "link_mtu", 30, 2 },
+    { "ext_marker", 12, 1 }, { "extensions", 13, 1 } },
   truc = { body = 28,
     { "dst_endpoint", 1, 1 }, { "src_endpoint", 2, 1 }, { "length", 4, 1 },
     { "session", 8, 4 }, { "truc_type", 12, 1 }, { "lib_seqnum", 14, 2 },
@@ -144,7 +145,7 @@ note_widths(LAYOUT); note_widths(NATIVE); note_widths(MX)
 local HEX = { match_info = true, session = true, src_session_id = true,
   app_key_or_target_session = true, magic = true, dst_magic = true, src_magic = true,
   session_id = true, src_pull_handle = true, dst_pull_handle = true, checksum = true,
-  truc_type = true, flags = true, mtu_marker = true }
+  truc_type = true, flags = true, mtu_marker = true, ext_marker = true, extensions = true }
 for name, w in pairs(width) do
   local filter = "omx." .. (FILTER[name] or name)
   local b = HEX[name] and base.HEX or base.DEC

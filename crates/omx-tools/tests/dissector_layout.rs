@@ -181,6 +181,11 @@ fn packets(mode: WireMode) -> Vec<Case> {
         connect_seqnum: 9,
         status_code: CONNECT_STATUS_BAD_KEY,
         link_mtu: if compat { 0 } else { 9000 },
+        extensions: if compat {
+            Extensions::NONE
+        } else {
+            Extensions::ALL
+        },
     };
     let truc = Truc {
         dst_endpoint: 3,
@@ -307,6 +312,11 @@ fn packets(mode: WireMode) -> Vec<Case> {
                     if compat { 0 } else { CONNECT_MTU_MARKER.into() },
                 ),
                 ("link_mtu", connect.link_mtu.into()),
+                (
+                    "ext_marker",
+                    if compat { 0 } else { CONNECT_EXT_MARKER.into() },
+                ),
+                ("extensions", connect.extensions.bits().into()),
             ],
         ),
         (
