@@ -120,7 +120,7 @@ mod tests {
 
     fn syn_with_options(opts: &[u8]) -> Vec<u8> {
         let mut padded = opts.to_vec();
-        while padded.len() % 4 != 0 {
+        while !padded.len().is_multiple_of(4) {
             padded.push(0);
         }
         let mut syn = vec![0u8; 20];

@@ -203,6 +203,17 @@ fn poll_one(fd: i32, events: i16, timeout_ms: i32) {
     unsafe { real::poll(&mut p, 1, timeout_ms) };
 }
 
+/// `OMX_SOCKETS_HELLO_WAIT_MS` (default 20).
+fn hello_wait() -> Duration {
+    static MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    Duration::from_millis(*MS.get_or_init(|| {
+        std::env::var("OMX_SOCKETS_HELLO_WAIT_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20)
+    }))
+}
+
 fn os_err(code: i32) -> Error {
     Error::from_raw_os_error(code)
 }
@@ -357,6 +368,26 @@ impl Conn {
         Ok(true)
     }
 
+    /// A client's first write waits a little for the server's hello (it follows the
+    /// SYN-ACK within a round trip when the server accepts at once), so that a stream
+    /// is carried from its first byte; a server without the library costs this once.
+    fn await_hello_before_first_write(&self) {
+        if !matches!(self.tx.lock().mode, TxMode::Tcp { sent: 0 }) {
+            return;
+        }
+        let until = Instant::now() + hello_wait();
+        while matches!(self.rx.lock().mode, RxMode::AwaitHello) && lookup(self.fd).is_some() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            poll_one(self.fd, libc::POLLIN, left.as_millis().max(1) as i32);
+            if self.settle_client(false).is_err() {
+                break;
+            }
+        }
+    }
+
     fn forget(&self) {
         if remove(self.fd).is_some() {
             // SAFETY: our own eventfd.
@@ -402,6 +433,7 @@ impl Conn {
     }
 
     pub fn send(&self, buf: &[u8], flags: i32) -> Result<usize> {
+        self.await_hello_before_first_write();
         if !self.settle_client(false)? {
             return self.send_tcp(buf, flags);
         }
