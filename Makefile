@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install test-wire bench-mpi lint soak-sim sim-scale soak fuzz fuzz-smoke bench-engine bench bench-loss install clean
+.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install test-wire test-sockets bench-mpi lint soak-sim sim-scale soak fuzz fuzz-smoke bench-engine bench bench-loss install clean
 
 all: build
 
@@ -69,6 +69,12 @@ test-ofi:
 test-wire:
 	$(CARGO) build --release -p omx-tools --bin omx_dump --bin omx_testpeer
 	tests/wire/run.sh
+
+## Sockets over omx: unmodified python3 TCP programs between two namespace hosts, preloaded
+## with omx_sockets or not; bytes checked, carried or fallen back as expected (root).
+test-sockets:
+	$(CARGO) build --release -p omx-sockets
+	tests/sockets/run.sh
 
 ## make install to a temporary prefix, then a C program built with pkg-config alone runs.
 test-install:

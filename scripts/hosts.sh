@@ -7,6 +7,7 @@
 #   scripts/hosts.sh exec I CMD...  run CMD in host I with OMX_HOSTNAME=hI
 #   scripts/hosts.sh list           print the namespaces
 #
+# Host hI has IPv4 address 10.99.0.(I+1)/24 on omx0.
 # N=2 uses one veth pair straight between h0 and h1. N>2 adds a bridge in
 # namespace ${prefix}-br with one veth leg per host. Namespaces are named
 # ${OMX_NS_PREFIX:-omx}-h<i> (and -br), so concurrent users (tests) pick
@@ -80,6 +81,9 @@ setup_host_link() {
     nsx "$ns" sysctl -qw net.ipv6.conf.omx0.disable_ipv6=1 2>/dev/null || true
     nsx "$ns" ip link set omx0 mtu "$mtu"
     nsx "$ns" ip link set omx0 address "02:00:00:00:$(prefix_byte):$(printf '%02x' $((i + 1)))"
+    # IPv4 for programs that speak TCP/IP between hosts (sockets over omx): hI is
+    # 10.99.0.(I+1); namespaces are private, so every prefix may use the same subnet.
+    nsx "$ns" ip addr add "10.99.0.$((i + 1))/24" dev omx0
     nsx "$ns" ip link set omx0 up
 }
 

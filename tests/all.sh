@@ -63,6 +63,7 @@ suite test-ofi
 suite test-mpi
 suite test-install
 suite test-wire
+suite test-sockets
 
 echo "== summary of every suite"
 if [ "$rust_skips" -gt 0 ]; then

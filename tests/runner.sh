@@ -16,6 +16,7 @@
 #   in_host I CMD…          CMD in host I, bounded by TEST_TIMEOUT
 #   wait_listening I PORT PID  returns once a TCP socket listens on PORT in host I;
 #                           non-zero if process PID ends first or TEST_TIMEOUT passes
+#   host_ip I               IPv4 address of host I (scripts/hosts.sh)
 #   summary                 "N passed, M failed, K skipped"; non-zero on any failure
 
 passed=0
@@ -121,6 +122,10 @@ wait_listening() {
     [ "$SECONDS" -lt "$deadline" ] || return 1
     sleep 0.05
   done
+}
+
+host_ip() {
+  echo "10.99.0.$(($1 + 1))"
 }
 
 summary() {

@@ -1,0 +1,146 @@
+//! The process's omx endpoint (opened on the first connection that may be carried), its
+//! partners, and the wake-up of a connection's readiness descriptor when a message for
+//! it arrives.
+
+use crate::real;
+use omx_proto::{NicId, PartnerId, UnexpectedInfo};
+use omx_runtime::{Endpoint, Runtime};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Application key of every sockets endpoint.
+pub const KEY: u32 = 0x534f_434b;
+/// Match bit of the one control message (the count of bytes sent over TCP before the
+/// sender moved to omx); data messages have it clear. The low 32 bits are the receiving
+/// connection's id.
+pub const CONTROL: u64 = 1 << 32;
+/// How long setting up the omx partner of a new connection may take before the
+/// connection stays on TCP.
+const PARTNER_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Fabric {
+    pub ep: Endpoint,
+    pub nic: NicId,
+    pub index: u8,
+    partners: Mutex<HashMap<(NicId, u8), PartnerId>>,
+    next_conn: AtomicU32,
+}
+
+/// Readiness descriptor (eventfd) of each carried connection, by connection id.
+static WAKERS: Mutex<Option<HashMap<u32, i32>>> = Mutex::new(None);
+static FABRIC: OnceLock<Option<Fabric>> = OnceLock::new();
+
+pub fn verbose() -> bool {
+    static V: OnceLock<bool> = OnceLock::new();
+    *V.get_or_init(|| std::env::var("OMX_SOCKETS_VERBOSE").is_ok_and(|v| v == "1"))
+}
+
+/// The endpoint, opened on first use; `None` when omx cannot run here (no board, no
+/// privilege and no omxd): every connection then stays on TCP.
+pub fn fabric() -> Option<&'static Fabric> {
+    FABRIC.get_or_init(open).as_ref()
+}
+
+fn open() -> Option<Fabric> {
+    let fail = |what: String| {
+        if verbose() {
+            eprintln!("omx_sockets: staying on TCP: {what}");
+        }
+        None
+    };
+    let rt = match Runtime::global() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    if rt.boards.is_empty() {
+        return fail("no omx board".into());
+    }
+    let ep = match Endpoint::open(&rt, 0, None, KEY) {
+        Ok(ep) => ep,
+        Err(e) => return fail(format!("cannot open an endpoint: {e}")),
+    };
+    ep.set_unexpected_handler(Some(Box::new(wake_receiver)));
+    let nic = ep.board().nic_id;
+    let index = ep.index();
+    // SAFETY: flush_all_at_exit is an extern "C" fn without arguments.
+    unsafe { libc::atexit(flush_all_at_exit) };
+    Some(Fabric {
+        ep,
+        nic,
+        index,
+        partners: Mutex::new(HashMap::new()),
+        next_conn: AtomicU32::new(std::process::id().wrapping_mul(2_654_435_761)),
+    })
+}
+
+extern "C" fn flush_all_at_exit() {
+    crate::stream::flush_all();
+}
+
+/// Called by the progress thread for every message that no receive was posted for.
+fn wake_receiver(info: &UnexpectedInfo) -> bool {
+    let id = info.match_info as u32;
+    let wakers = WAKERS.lock();
+    match wakers.as_ref().and_then(|w| w.get(&id)) {
+        Some(&evfd) => {
+            signal(evfd);
+            false
+        }
+        // No such connection (closed, or a stray message): drop it.
+        None => true,
+    }
+}
+
+pub fn signal(evfd: i32) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a local to an eventfd.
+    unsafe { real::write(evfd, &one as *const u64 as *const libc::c_void, 8) };
+}
+
+/// Clears the readiness descriptor.
+pub fn drain(evfd: i32) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a local from a non-blocking eventfd.
+    unsafe { real::read(evfd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+}
+
+pub fn register_waker(id: u32, evfd: i32) {
+    WAKERS
+        .lock()
+        .get_or_insert_with(HashMap::new)
+        .insert(id, evfd);
+}
+
+pub fn unregister_waker(id: u32) {
+    if let Some(w) = WAKERS.lock().as_mut() {
+        w.remove(&id);
+    }
+}
+
+impl Fabric {
+    pub fn new_conn_id(&self) -> u32 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The partner for the endpoint `(nic, index)`, connected once per process.
+    pub fn partner(&self, nic: NicId, index: u8) -> Option<PartnerId> {
+        if let Some(&p) = self.partners.lock().get(&(nic, index)) {
+            return Some(p);
+        }
+        match self.ep.connect(nic, index, KEY, Some(PARTNER_TIMEOUT)) {
+            Ok(Ok(p)) => {
+                self.partners.lock().insert((nic, index), p);
+                Some(p)
+            }
+            other => {
+                if verbose() {
+                    eprintln!("omx_sockets: no omx partner {nic:#x}:{index}: {other:?}");
+                }
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The C library's own functions, found with `dlsym(RTLD_NEXT)`: every call the library
+//! makes for itself goes through these, never through its own interposed symbols.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Looks up `name` (NUL-terminated) once and caches the address in `slot`.
+pub fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
+    let cached = slot.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
+    // SAFETY: name is a NUL-terminated symbol name.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr() as *const libc::c_char) };
+    if f.is_null() {
+        // Without the real function nothing can work: say which and stop.
+        let msg = b"omx_sockets: a libc symbol is missing\n";
+        unsafe { libc::syscall(libc::SYS_write, 2, msg.as_ptr(), msg.len()) };
+        unsafe { libc::abort() };
+    }
+    slot.store(f as usize, Ordering::Relaxed);
+    f as usize
+}
+
+/// Declares `pub unsafe fn NAME(args) -> ret` calling the next definition of `NAME`.
+macro_rules! real_fns {
+    ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        $(
+            #[allow(clippy::missing_safety_doc)]
+            pub unsafe fn $name($($arg: $ty),*) -> $ret {
+                static SLOT: AtomicUsize = AtomicUsize::new(0);
+                let f = resolve(&SLOT, concat!(stringify!($name), "\0").as_bytes());
+                let f: unsafe extern "C" fn($($ty),*) -> $ret = std::mem::transmute(f);
+                f($($arg),*)
+            }
+        )*
+    };
+}
+
+use libc::{
+    c_int, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr, socklen_t,
+    ssize_t, timeval,
+};
+
+real_fns! {
+    fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+    fn listen(fd: c_int, backlog: c_int) -> c_int;
+    fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int;
+    fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int;
+    fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t;
+    fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t;
+    fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t;
+    fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t;
+    fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t;
+    fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t;
+    fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> ssize_t;
+    fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, addr: *const sockaddr, len: socklen_t) -> ssize_t;
+    fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t;
+    fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t;
+    fn close(fd: c_int) -> c_int;
+    fn shutdown(fd: c_int, how: c_int) -> c_int;
+    fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
+    fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int;
+    fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -> c_int;
+}
