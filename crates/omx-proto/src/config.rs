@@ -107,4 +107,15 @@ impl EngineConfig {
     pub fn pull_timeout_total(&self) -> Time {
         self.resend_delay.saturating_mul(self.resends_max as u64)
     }
+
+    /// When a connect request is sent again after its `resends`-th resend: soon at
+    /// first (a peer that has not discovered us yet drops it, and our solicited
+    /// announcement reaches it within milliseconds), then backing off to the resend
+    /// delay: first contact costs tens of milliseconds, not the original's half second.
+    pub fn connect_resend_delay(&self, resends: u32) -> Time {
+        let first = self.rto_initial.min(self.resend_delay);
+        first
+            .saturating_mul(1u64 << resends.min(20))
+            .min(self.resend_delay)
+    }
 }

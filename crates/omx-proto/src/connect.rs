@@ -67,7 +67,7 @@ impl Engine {
         };
         c.last_send = now;
         let (pid, key, seqnum) = (c.partner, c.key, c.connect_seqnum);
-        let delay = self.cfg.resend_delay;
+        let delay = self.cfg.connect_resend_delay(c.resends);
         let (me, session) = (self.me.endpoint, self.me.session);
         self.hint_deadline(now + delay);
         self.partner(pid).arm_resend(now + delay);

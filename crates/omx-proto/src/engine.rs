@@ -619,7 +619,17 @@ impl Engine {
             }
         };
         let src = nic_id_from_mac(decoded.header.src_mac);
-        let Some(peer_index) = self.peers.index_of(src) else {
+        let known = self.peers.index_of(src).or_else(|| {
+            // A connect request from a board we have not discovered yet (it knew us
+            // first) adds it while the table has room, instead of the original's drop:
+            // first contact then takes one round trip, not a discovery period. Anything
+            // else from a stranger, or once the table is full, is dropped.
+            let request = matches!(decoded.packet, Packet::Connect(c) if !c.is_reply);
+            (request && !self.peers.is_full() && is_unicast_nic(src))
+                .then(|| self.peers.add(src, None))
+                .flatten()
+        });
+        let Some(peer_index) = known else {
             self.counters.drop_bad_peer_addr += 1;
             return None;
         };

@@ -645,7 +645,8 @@ impl Engine {
             let Some(Request::Connect(c)) = self.requests.get_mut(k) else {
                 continue;
             };
-            if c.last_send + delay <= now {
+            let wait = self.cfg.connect_resend_delay(c.resends);
+            if c.last_send + wait <= now {
                 if c.resends >= c.resends_max {
                     timed_out.push(k);
                     continue;
@@ -655,7 +656,7 @@ impl Engine {
                 self.send_connect_request(now, k);
             }
             if let Some(Request::Connect(c)) = self.requests.get(k) {
-                let due = c.last_send + delay;
+                let due = c.last_send + self.cfg.connect_resend_delay(c.resends);
                 next = Some(next.map_or(due, |n: Time| n.min(due)));
             }
         }

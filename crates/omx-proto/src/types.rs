@@ -33,6 +33,11 @@ pub fn nic_id_from_mac(mac: [u8; 6]) -> NicId {
     mac.iter().fold(0u64, |acc, &b| (acc << 8) | b as u64)
 }
 
+/// Whether `nic` can be a board's MAC: 48 bits, not zero, not multicast/broadcast.
+pub fn is_unicast_nic(nic: NicId) -> bool {
+    nic != 0 && nic >> 48 == 0 && (nic >> 40) & 1 == 0
+}
+
 pub fn mac_from_nic_id(id: NicId) -> [u8; 6] {
     let b = id.to_be_bytes();
     [b[2], b[3], b[4], b[5], b[6], b[7]]

@@ -700,3 +700,23 @@ fn nacked_liveness_probe_fails_the_waiting_rendezvous() {
     w.pump();
     assert_eq!(w.take(0, 0, s).unwrap().code, StatusCode::EndpointClosed);
 }
+
+/// First contact: a board that has not discovered the requester yet (the requester
+/// knew it first) takes its connect request at once, instead of dropping it until its
+/// discovery catches up; a full peer table still drops strangers.
+#[test]
+fn connect_from_an_undiscovered_board_is_taken() {
+    let mut w = w2();
+    let nic0 = w.engine(0, 0).params().nic_id;
+    assert!(w.engine(1, 0).peers_mut().remove(nic0));
+    let start = w.now;
+    let to = w.connect(0, 0, 1, 0);
+    // One round trip, no resend.
+    assert_eq!(w.engine(0, 0).counters.resends, 0);
+    assert!(w.now - start < SEC / 100);
+    assert!(w.engine(1, 0).peers().index_of(nic0).is_some());
+    let (r, h) = w.recv(1, 0, 3, u64::MAX, 100, &[]);
+    w.send(0, 0, to, 3, pattern(100, 3), false);
+    assert_eq!(w.wait(1, 0, r, SEC).unwrap().code, StatusCode::Success);
+    assert_eq!(w.hosts[1].mem.get(h).to_vec(), pattern(100, 3));
+}

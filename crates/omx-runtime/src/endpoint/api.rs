@@ -12,11 +12,6 @@ use std::time::Duration;
 /// Sends posted closer together than this are treated as a stream.
 const STREAM_GAP: Time = 5_000;
 
-/// Whether `nic` can be a board's MAC: 48 bits, not zero, not multicast/broadcast.
-fn is_unicast_nic(nic: NicId) -> bool {
-    nic != 0 && nic >> 48 == 0 && (nic >> 40) & 1 == 0
-}
-
 impl Endpoint {
     pub fn iconnect(
         &self,
