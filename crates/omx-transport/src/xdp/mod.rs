@@ -119,6 +119,9 @@ pub struct XdpOptions {
     pub tx_bytes: usize,
     /// Frames queued before an automatic flush.
     pub send_batch: usize,
+    /// Bind in zero-copy mode only (the driver DMAs into the umem); refused by
+    /// drivers without it (veth, generic mode). False: copy mode.
+    pub zero_copy: bool,
 }
 
 impl Default for XdpOptions {
@@ -128,6 +131,7 @@ impl Default for XdpOptions {
             rx_bytes: 8 << 20,
             tx_bytes: 4 << 20,
             send_batch: 64,
+            zero_copy: false,
         }
     }
 }
@@ -179,6 +183,7 @@ impl XdpPort {
             frames_for(opts.rx_bytes),
             frames_for(opts.tx_bytes),
             opts.send_batch,
+            opts.zero_copy,
         )?;
         let mut port = XdpPort {
             xsk,

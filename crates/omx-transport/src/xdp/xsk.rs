@@ -1,6 +1,6 @@
 //! One AF_XDP socket (XSK): its umem (frames shared with the kernel), the four rings
-//! (fill and completion of the umem, rx and tx of the socket), copy mode with
-//! `need_wakeup`, so an idle socket costs nothing and a busy one rarely enters the kernel.
+//! (fill and completion of the umem, rx and tx of the socket), copy or zero-copy
+//! mode, with `need_wakeup`, so an idle socket costs nothing and a busy one rarely enters the kernel.
 //!
 //! Umem frames are split once: the first `rx_frames` belong to receive (always either
 //! in the fill ring, with the kernel, or in the rx ring), the rest to send (free,
@@ -209,14 +209,16 @@ fn getsockopt<T: Copy>(fd: RawFd, opt: libc::c_int, v: &mut T) -> io::Result<()>
 }
 
 impl XskPort {
-    /// Opens an XSK on queue `queue` of interface `ifindex` in copy mode with
-    /// `need_wakeup`, with `rx_frames` and `tx_frames` umem frames (powers of two).
+    /// Opens an XSK on queue `queue` of interface `ifindex` with `need_wakeup`, in
+    /// zero-copy mode (refused by drivers without it) or copy mode, with `rx_frames`
+    /// and `tx_frames` umem frames (powers of two).
     pub fn open(
         ifindex: u32,
         queue: u32,
         rx_frames: u32,
         tx_frames: u32,
         batch: usize,
+        zero_copy: bool,
     ) -> io::Result<XskPort> {
         assert!(rx_frames.is_power_of_two() && tx_frames.is_power_of_two());
         // SAFETY: plain socket creation.
@@ -279,7 +281,12 @@ impl XskPort {
         port.fill.publish_producer();
         let sa = libc::sockaddr_xdp {
             sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: libc::XDP_COPY | libc::XDP_USE_NEED_WAKEUP,
+            sxdp_flags: libc::XDP_USE_NEED_WAKEUP
+                | if zero_copy {
+                    libc::XDP_ZEROCOPY
+                } else {
+                    libc::XDP_COPY
+                },
             sxdp_ifindex: ifindex,
             sxdp_queue_id: queue,
             sxdp_shared_umem_fd: 0,
