@@ -53,15 +53,15 @@ rate() {
 # Whether endpoints really run over AF_XDP with the current settings.
 uses_xdp() {
   bg0 "$BIN/omx_perf"
-  OMX_VERBOSE=1 $H exec 1 "$BIN/omx_perf" -d h0:0 -S 8 -E 9 -N 10 -P 0 2>&1 | grep -q "uses AF_XDP"
-  local r=$?
+  local log
+  log=$(OMX_VERBOSE=1 $H exec 1 "$BIN/omx_perf" -d h0:0 -S 8 -E 9 -N 10 -P 0 2>&1 || true)
   stop_bg
-  return $r
+  grep -q "uses AF_XDP" <<<"$log"
 }
 
 echo "| MTU | transport | 8 B one-way (us) | 4 MiB (MB/s) | client CPU for 4 MiB run (s) | 8 B rate (M msg/s) |"
 echo "|---|---|---|---|---|---|"
-for mtu in 1500 3498 9000; do
+for mtu in ${MTUS:-1500 3498 9000}; do
   $H up 2 "$mtu" >/dev/null
   export OMX_MTU=$mtu
   for t in packet xdp; do
