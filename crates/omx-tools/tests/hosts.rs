@@ -52,6 +52,16 @@ fn pingpong_counted(
     extra: &[&str],
     max: u64,
 ) -> Option<Vec<(String, u64)>> {
+    pingpong_logged(mtu, env, extra, max).map(|(c, _)| c)
+}
+
+/// As `pingpong_counted`, also returning what both sides printed on stderr.
+fn pingpong_logged(
+    mtu: u32,
+    env: &[(&str, &str)],
+    extra: &[&str],
+    max: u64,
+) -> Option<(Vec<(String, u64)>, String)> {
     if skip() {
         return None;
     }
@@ -84,7 +94,7 @@ fn pingpong_counted(
             Some((name.to_string(), v.trim().parse().ok()?))
         })
         .collect();
-    Some(counters)
+    Some((counters, client.stderr() + &server.stderr()))
 }
 
 #[test]
@@ -862,11 +872,16 @@ fn soak_short_under_corruption_with_checksums() {
 /// once, intact and in order, and returns the frames corrupted by the fault injector and
 /// those dropped on a checksum mismatch, summed over both hosts (`None`: skipped).
 fn soak_short(faults: &str, env: &[(&str, &str)]) -> Option<(u64, u64)> {
+    soak_short_at(9000, faults, env).map(|(injected, caught, _)| (injected, caught))
+}
+
+/// As `soak_short` with interfaces at `mtu`; also returns both hosts' stderr.
+fn soak_short_at(mtu: u32, faults: &str, env: &[(&str, &str)]) -> Option<(u64, u64, String)> {
     if skip() {
         return None;
     }
     const OMX_SOAK: &str = env!("CARGO_BIN_EXE_omx_soak");
-    let h = Hosts::up(2, 9000);
+    let h = Hosts::up(2, mtu);
     let mut env: Vec<(&str, &str)> = env.to_vec();
     env.extend([
         ("OMX_FAULTS", faults),
@@ -923,7 +938,59 @@ fn soak_short(faults: &str, env: &[(&str, &str)]) -> Option<(u64, u64)> {
         assert!(p.succeeded(), "{} failed:{why}", p.label);
     }
     assert_eq!(delivered, sent, "{why}");
-    Some((injected, caught))
+    let stderr = procs.iter().map(Proc::stderr).collect();
+    Some((injected, caught, stderr))
+}
+
+/// The AF_XDP data path (`OMX_TRANSPORT=xdp`) in `mode` at `mtu`: every length from 0
+/// to 8 MiB with data checked, then the short soak under injected faults; both sides
+/// must say (`OMX_VERBOSE`) that their endpoint runs over AF_XDP in that mode.
+fn over_xdp(mode: &str, mtu: u32) {
+    let mtu_s = mtu.to_string();
+    let env = [
+        ("OMX_TRANSPORT", "xdp"),
+        ("OMX_XDP_MODE", mode),
+        ("OMX_VERBOSE", "1"),
+        ("OMX_MTU", mtu_s.as_str()),
+    ];
+    let want = format!("uses AF_XDP ({mode} mode");
+    let Some((_, log)) = pingpong_logged(mtu, &env, &[], 8 << 20) else {
+        return;
+    };
+    assert_eq!(log.matches(&want).count(), 2, "pingpong, both sides: {log}");
+    let faults = "loss:0.02,dup:0.02,reorder:0.05,corrupt:0,seed:17";
+    let (_, _, log) = soak_short_at(mtu, faults, &env).expect("not skipped");
+    assert_eq!(log.matches(&want).count(), 2, "soak, both sides: {log}");
+}
+
+#[test]
+fn over_xdp_native_mtu1500() {
+    over_xdp("native", 1500);
+}
+
+#[test]
+fn over_xdp_generic_mtu3498() {
+    over_xdp("generic", 3498);
+}
+
+/// Where XDP cannot serve (here frames longer than a page at MTU 9000), endpoints fall
+/// back to packet sockets, say so once, and work as usual.
+#[test]
+fn xdp_falls_back_to_packet_sockets() {
+    let env = [
+        ("OMX_TRANSPORT", "xdp"),
+        ("OMX_VERBOSE", "1"),
+        ("OMX_MTU", "9000"),
+    ];
+    let Some((_, log)) = pingpong_logged(9000, &env, &[], 1 << 20) else {
+        return;
+    };
+    assert!(!log.contains("uses AF_XDP"), "{log}");
+    assert_eq!(
+        log.matches("AF_XDP not available on omx0").count(),
+        2,
+        "once per process: {log}"
+    );
 }
 
 /// The value of `key=` in the `flood: received=` line of an omx_flood receiver.

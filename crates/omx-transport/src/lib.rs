@@ -15,6 +15,8 @@
 //! * [`cma`]: one-copy transfers between processes (`process_vm_readv`).
 //! * [`DirectRx`]: an endpoint's pull replies received straight into the receive
 //!   buffer (one copy instead of two through the ring).
+//! * [`xdp`]: the AF_XDP data path (an XDP program steering frames into an
+//!   AF_XDP socket per endpoint), behind the same [`PacketSocket`] interface.
 //! * [`CaptureSocket`]: every frame of the EtherType, both directions (`omx_dump`).
 //!
 //! The `unsafe` code is in the private `sys` module and in `shm` / `cma` /
@@ -41,6 +43,8 @@ pub mod shm;
 mod socket;
 #[allow(unsafe_code)]
 mod sys;
+#[allow(unsafe_code)]
+pub mod xdp;
 
 pub use relay::{OpenReply, OpenRequest, Refusal, RelayError};
 

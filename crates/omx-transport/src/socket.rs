@@ -9,6 +9,7 @@ use crate::filter::EndpointFilter;
 use crate::iface::Interface;
 use crate::ring::{self, RingLayout, RxCounters, RxFrame, RxRing};
 use crate::sys::{self, RecvBatch, SendBatch};
+use crate::xdp::{XdpOptions, XdpPort, XskCounts};
 
 /// Tuning knobs of a [`PacketSocket`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +80,8 @@ pub struct SocketStats {
 enum Rx {
     Ring(RxRing),
     Mmsg(RecvBatch),
+    /// AF_XDP: receive and send both go through the XSK (see [`crate::xdp`]).
+    Xdp(Box<XdpPort>),
 }
 
 /// An AF_PACKET `SOCK_RAW` socket bound to one interface and one EtherType.
@@ -196,6 +199,54 @@ impl PacketSocket {
         })
     }
 
+    /// Opens an AF_XDP socket on `iface` instead of a packet socket (see [`crate::xdp`]):
+    /// the frames `filter` selects arrive through the XSK, sends go out through it,
+    /// and every other call behaves as on a packet socket. Fails where XDP cannot
+    /// serve (driver, privileges, MTU, another user of the interface): the caller
+    /// then opens a packet socket.
+    pub fn open_xdp(
+        iface: &Interface,
+        ethertype: u16,
+        xopts: &XdpOptions,
+        filter: &EndpointFilter,
+    ) -> io::Result<PacketSocket> {
+        let port = XdpPort::open(iface, ethertype, xopts, filter)?;
+        // The socket's own descriptor stays with the port; this copy is for poll.
+        let fd = sys::dup_fd(port.xsk_ref().fd())?;
+        Ok(PacketSocket {
+            fd,
+            iface: iface.clone(),
+            ethertype,
+            rx: Rx::Xdp(Box::new(port)),
+            tx: SendBatch::new(1, 0),
+            rxc: RxCounters::default(),
+            accept_other_host: true,
+            sent: 0,
+            send_retries: 0,
+            send_errors: 0,
+            kernel_packets: 0,
+            kernel_drops: 0,
+            relay: false,
+        })
+    }
+
+    /// Whether this socket is an AF_XDP one ([`PacketSocket::open_xdp`]), and in
+    /// which mode: `Some(true)` native, `Some(false)` generic.
+    pub fn xdp_native(&self) -> Option<bool> {
+        match &self.rx {
+            Rx::Xdp(p) => Some(p.native()),
+            _ => None,
+        }
+    }
+
+    /// Where the umem frames of an AF_XDP socket are (leak checks).
+    pub fn xdp_counts(&mut self) -> Option<XskCounts> {
+        match &mut self.rx {
+            Rx::Xdp(p) => Some(p.xsk().counts()),
+            _ => None,
+        }
+    }
+
     /// Whether this is a relay connection rather than a packet socket.
     pub fn is_relay(&self) -> bool {
         self.relay
@@ -245,13 +296,24 @@ impl PacketSocket {
     /// EtherType) the endpoint filter. The swap is atomic in the kernel;
     /// frames already queued were judged by the previous filter
     /// ([`EndpointFilter::accepts`] can re-check them).
-    pub fn set_filter(&self, filter: Option<&EndpointFilter>) -> io::Result<()> {
+    pub fn set_filter(&mut self, filter: Option<&EndpointFilter>) -> io::Result<()> {
         if self.relay {
             // The daemon filters for its clients; they cannot change it.
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "the filter of a relayed endpoint belongs to omxd",
             ));
+        }
+        if let Rx::Xdp(p) = &mut self.rx {
+            let all;
+            let f = match filter {
+                Some(f) => f,
+                None => {
+                    all = EndpointFilter::new(0..=u8::MAX, true);
+                    &all
+                }
+            };
+            return p.set_filter(f);
         }
         match filter {
             Some(f) => sys::attach_filter(self.fd.as_raw_fd(), &f.compile(self.ethertype)),
@@ -275,6 +337,11 @@ impl PacketSocket {
         let relay = self.relay;
         match &mut self.rx {
             Rx::Ring(r) => Ok(r.drain(max, aoh, &mut self.rxc, f)),
+            Rx::Xdp(p) => {
+                let n = p.xsk().recv(max, |d| f(RxFrame::borrowed(d)));
+                self.rxc.received += n as u64;
+                Ok(n)
+            }
             Rx::Mmsg(b) => {
                 let fd = self.fd.as_raw_fd();
                 let mut n = 0;
@@ -315,6 +382,12 @@ impl PacketSocket {
     /// right after if this frame fills it. `len` may not exceed MTU + 14.
     #[inline]
     pub fn queue_send(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> io::Result<()> {
+        if let Rx::Xdp(p) = &mut self.rx {
+            if len > self.iface.max_frame_len() {
+                return Err(oversized(len, &self.iface));
+            }
+            return p.xsk().queue_send(len, fill);
+        }
         if len > self.tx.slot_size() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -354,6 +427,21 @@ impl PacketSocket {
         fill: impl FnOnce(&mut [u8], &mut [u8]),
     ) -> io::Result<()> {
         let len = head_len + tail_len + payload.iter().map(|p| p.1).sum::<usize>();
+        if let Rx::Xdp(_) = self.rx {
+            // Copied into a umem frame now: the pieces are not read after the call.
+            return self.queue_send(len, |b| {
+                let (head, rest) = b.split_at_mut(head_len);
+                let (mid, tail) = rest.split_at_mut(len - head_len - tail_len);
+                let mut at = 0;
+                for &(ptr, n) in payload {
+                    // SAFETY: the caller guarantees each piece is readable for `n` bytes.
+                    let piece = unsafe { std::slice::from_raw_parts(ptr, n) };
+                    mid[at..at + n].copy_from_slice(piece);
+                    at += n;
+                }
+                fill(head, tail);
+            });
+        }
         if len > self.tx.slot_size() || payload.len() > sys::MAX_GATHER {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -380,6 +468,12 @@ impl PacketSocket {
     /// protocol resends them), as are the frames queued with them.
     #[inline]
     pub fn flush(&mut self) -> io::Result<()> {
+        if let Rx::Xdp(p) = &mut self.rx {
+            if p.xsk_ref().pending() == 0 {
+                return Ok(());
+            }
+            return p.xsk().flush();
+        }
         // Called on every poll of a busy-polling wait: nothing queued is the rule, so
         // only this test is inlined into the caller.
         if self.tx.pending() == 0 {
@@ -467,6 +561,7 @@ impl PacketSocket {
     pub fn may_have_rx(&self) -> bool {
         match &self.rx {
             Rx::Ring(r) => r.ready(),
+            Rx::Xdp(p) => p.xsk_ref().rx_ready(),
             Rx::Mmsg(_) => true,
         }
     }
@@ -476,6 +571,7 @@ impl PacketSocket {
     pub fn readable(&self) -> io::Result<bool> {
         match &self.rx {
             Rx::Ring(r) => Ok(r.ready()),
+            Rx::Xdp(p) => Ok(p.xsk_ref().rx_ready()),
             Rx::Mmsg(_) => Ok(sys::poll_fd(self.fd(), libc::POLLIN, Some(Duration::ZERO))? != 0),
         }
     }
@@ -484,10 +580,8 @@ impl PacketSocket {
     /// May report a frame that `recv_batch` then skips (e.g. one of ours).
     /// A pending socket error (e.g. `ENETDOWN`) is returned and cleared.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        if let Rx::Ring(r) = &self.rx {
-            if r.ready() {
-                return Ok(true);
-            }
+        if self.readable_now() {
+            return Ok(true);
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
@@ -506,8 +600,8 @@ impl PacketSocket {
             }
             match &self.rx {
                 Rx::Mmsg(_) => return Ok(ev & libc::POLLIN != 0),
-                Rx::Ring(r) if r.ready() => return Ok(true),
-                Rx::Ring(_) => {
+                Rx::Ring(_) | Rx::Xdp(_) if self.readable_now() => return Ok(true),
+                Rx::Ring(_) | Rx::Xdp(_) => {
                     if ev == 0 || deadline.is_some_and(|d| Instant::now() >= d) {
                         return Ok(false);
                     }
@@ -516,11 +610,31 @@ impl PacketSocket {
         }
     }
 
+    /// A frame is waiting in the ring or XSK (never true on the `recvmmsg` path).
+    fn readable_now(&self) -> bool {
+        match &self.rx {
+            Rx::Ring(r) => r.ready(),
+            Rx::Xdp(p) => p.xsk_ref().rx_ready(),
+            Rx::Mmsg(_) => false,
+        }
+    }
+
     /// Kernel `PACKET_STATISTICS` (which the kernel resets on every read, so
     /// they are accumulated here) plus this socket's own counters.
     pub fn stats(&mut self) -> io::Result<SocketStats> {
         let (packets, drops) = if self.relay {
             (0, 0)
+        } else if let Rx::Xdp(p) = &mut self.rx {
+            // XDP_STATISTICS are cumulative: keep the totals as the deltas below expect.
+            let k = p.xsk_ref().kernel_stats()?;
+            let drops = k.rx_dropped + k.rx_ring_full;
+            let packets = self.rxc.received + drops;
+            self.sent = p.xsk_ref().sent;
+            self.send_retries = p.xsk_ref().send_retries;
+            (
+                (packets - self.kernel_packets) as u32,
+                (drops - self.kernel_drops) as u32,
+            )
         } else {
             sys::packet_stats(self.fd())?
         };
@@ -557,7 +671,7 @@ impl PacketSocket {
     pub fn rx_held(&mut self) -> usize {
         match &mut self.rx {
             Rx::Ring(r) => r.held(),
-            Rx::Mmsg(_) => 0,
+            Rx::Xdp(_) | Rx::Mmsg(_) => 0,
         }
     }
 
@@ -565,6 +679,16 @@ impl PacketSocket {
     pub fn ring_layout(&self) -> Option<RingLayout> {
         match &self.rx {
             Rx::Ring(r) => Some(r.layout()),
+            Rx::Xdp(_) | Rx::Mmsg(_) => None,
+        }
+    }
+
+    /// Frames the receive side can hold before the kernel drops (ring slots or XSK
+    /// receive frames); `None` on the `recvmmsg` path.
+    pub fn rx_capacity(&self) -> Option<usize> {
+        match &self.rx {
+            Rx::Ring(r) => Some(r.layout().frame_nr()),
+            Rx::Xdp(p) => Some(p.xsk_ref().rx_frames() as usize),
             Rx::Mmsg(_) => None,
         }
     }
@@ -577,8 +701,22 @@ impl PacketSocket {
 
     /// Frames queued and not yet flushed.
     pub fn pending_sends(&self) -> usize {
-        self.tx.pending()
+        match &self.rx {
+            Rx::Xdp(p) => p.xsk_ref().pending(),
+            _ => self.tx.pending(),
+        }
     }
+}
+
+fn oversized(len: usize, iface: &Interface) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "frame of {len} bytes exceeds {} (MTU {} + header)",
+            iface.max_frame_len(),
+            iface.mtu
+        ),
+    )
 }
 
 impl Drop for PacketSocket {

@@ -687,10 +687,27 @@ impl IfCtl {
     /// fields of `struct ethtool_coalesce` after its command word, in kernel order.
     /// Virtual interfaces (veth, lo) answer `EOPNOTSUPP`.
     pub fn coalesce(&self, name: &str) -> io::Result<[u32; 22]> {
-        const SIOCETHTOOL: libc::c_ulong = 0x8946;
         const ETHTOOL_GCOALESCE: u32 = 0x0e;
-        let mut ec = [0u32; 23];
-        ec[0] = ETHTOOL_GCOALESCE;
+        self.ethtool(name, ETHTOOL_GCOALESCE)
+    }
+
+    /// Receive queues of the interface (`ETHTOOL_GCHANNELS`: rx + combined channels);
+    /// 1 for drivers that do not say.
+    pub fn rx_queues(&self, name: &str) -> io::Result<u32> {
+        const ETHTOOL_GCHANNELS: u32 = 0x3c;
+        match self.ethtool::<8>(name, ETHTOOL_GCHANNELS) {
+            // struct ethtool_channels: max_{rx,tx,other,combined}, {rx,tx,other,combined}_count.
+            Ok(c) => Ok((c[4] + c[7]).max(1)),
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(1),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// An ethtool "get" command whose structure is the command word and `N` u32 fields.
+    fn ethtool<const N: usize>(&self, name: &str, cmd: u32) -> io::Result<[u32; N]> {
+        const SIOCETHTOOL: libc::c_ulong = 0x8946;
+        let mut buf = vec![0u32; N + 1];
+        buf[0] = cmd;
         // SAFETY: ifreq is plain old data; all-zero is valid.
         let mut ifr: libc::ifreq = unsafe { zeroed() };
         let bytes = name.as_bytes();
@@ -703,12 +720,12 @@ impl IfCtl {
         for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
             *d = *s as libc::c_char;
         }
-        ifr.ifr_ifru.ifru_data = ec.as_mut_ptr() as *mut libc::c_char;
-        // SAFETY: `ifr` names the interface and points at a buffer the size of
-        // `struct ethtool_coalesce`, which the kernel fills.
+        ifr.ifr_ifru.ifru_data = buf.as_mut_ptr() as *mut libc::c_char;
+        // SAFETY: `ifr` names the interface and points at a buffer the size of the
+        // command's structure, which the kernel fills.
         cvt(unsafe { libc::ioctl(self.0.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) })?;
-        let mut out = [0u32; 22];
-        out.copy_from_slice(&ec[1..]);
+        let mut out = [0u32; N];
+        out.copy_from_slice(&buf[1..]);
         Ok(out)
     }
 
@@ -974,4 +991,12 @@ pub unsafe fn recv_frame_into(
         return Err(e);
     }
     Ok(Some((r as usize, addr.sll_pkttype)))
+}
+
+/// A second descriptor (close-on-exec) for the same open socket or file.
+pub fn dup_fd(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the result is a new descriptor nobody else owns.
+    let d = cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })?;
+    // SAFETY: see above.
+    Ok(unsafe { OwnedFd::from_raw_fd(d) })
 }

@@ -111,6 +111,10 @@ pub struct RuntimeConfig {
     pub progress_thread: bool,
     pub unexp_max_bytes: usize,
     pub rx_ring_bytes: usize,
+    /// `OMX_TRANSPORT`: the network data path of endpoints.
+    pub transport: Transport,
+    /// `OMX_XDP_MODE`: where the XDP program runs.
+    pub xdp_mode: omx_transport::xdp::XdpMode,
     /// `OMX_DIRECT_RECV`: pull replies through a second socket (`0`, `1`, `placed`,
     /// `batched`). `1`: placed when pull replies carry at least
     /// [`DIRECT_RECV_MIN_REPLY`] bytes, where the copy saved outweighs the calls,
@@ -122,6 +126,19 @@ pub struct RuntimeConfig {
     /// How long a closing endpoint keeps answering for what it sent and received
     /// (`OMX_CLOSE_LINGER_MS`, see `Endpoint::linger`).
     pub close_linger: Duration,
+}
+
+/// The network data path of an endpoint (`OMX_TRANSPORT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// AF_PACKET sockets with an mmap receive ring.
+    Packet,
+    /// AF_XDP (copy or zero-copy, whichever the driver offers), else packet sockets.
+    Xdp,
+    /// AF_XDP only where the driver runs it zero-copy, else packet sockets: in copy
+    /// mode (veth, most virtual NICs) the packet ring is as fast or faster
+    /// (docs/PERFORMANCE.md, "AF_XDP").
+    Auto,
 }
 
 /// Whether endpoints are opened through the privileged `omxd` (see `daemon`).
@@ -277,6 +294,14 @@ impl RuntimeConfig {
             unexp_max_bytes: num("OMX_UNEXP_MAX").max(0) as usize,
             rx_ring_bytes: num("OMX_RX_RING_KB").max(0) as usize * 1024,
             direct_recv: text("OMX_DIRECT_RECV"),
+            transport: match text("OMX_TRANSPORT").as_deref().map(str::trim) {
+                Some("xdp") => Transport::Xdp,
+                Some("auto") => Transport::Auto,
+                _ => Transport::Packet,
+            },
+            xdp_mode: text("OMX_XDP_MODE")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_default(),
             close_linger: Duration::from_millis(num("OMX_CLOSE_LINGER_MS").clamp(0, 600_000) as u64),
             daemon: match text("OMX_DAEMON").as_deref().map(str::trim) {
                 Some("1") | Some("always") => DaemonUse::Always,

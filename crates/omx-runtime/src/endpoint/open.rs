@@ -8,7 +8,7 @@ use super::rx::Inbound;
 use super::sleep::Wake;
 use super::tx::Outbound;
 use super::{random_u32, Core, CoreLock, Endpoint, EndpointInner, Error};
-use crate::config::{Coalescing, DaemonUse, DirectRecv, DIRECT_RECV_BATCH};
+use crate::config::{Coalescing, DaemonUse, DirectRecv, Transport, DIRECT_RECV_BATCH};
 use crate::copy::Copier;
 use crate::discovery::Discovery;
 use crate::local::LocalChannel;
@@ -58,8 +58,12 @@ impl Endpoint {
         // Direct receive needs the payload placed by the kernel as it arrives: not with
         // a copy engine (it copies from frames), injected faults (they act on frames)
         // or checksums (verified before anything is placed).
+        // An AF_XDP socket first when asked for: it takes every frame of the endpoint
+        // (no wake socket, no direct socket beside it).
+        let xdp_sock = Self::open_xdp(rt, &iface, index, board_lock.is_some());
         let direct_recv = rt.cfg.direct_recv_for(&b.wire);
-        let use_direct_rx = direct_recv != DirectRecv::Off
+        let use_direct_rx = xdp_sock.is_none()
+            && direct_recv != DirectRecv::Off
             && rt.cfg.faults.is_none()
             && crate::copy::engine(&rt.cfg.copy).is_none()
             && !rt.cfg.wire.checksum;
@@ -73,7 +77,7 @@ impl Endpoint {
         // told apart: every frame wakes.
         let coalescing = match rt.cfg.coalescing {
             Coalescing::Marked | Coalescing::Stream
-                if rt.cfg.wire.mode != omx_wire::WireMode::Native =>
+                if rt.cfg.wire.mode != omx_wire::WireMode::Native || xdp_sock.is_some() =>
             {
                 Coalescing::Off
             }
@@ -99,8 +103,12 @@ impl Endpoint {
         } else {
             None
         };
-        let sock =
-            PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?;
+        let sock = match xdp_sock {
+            Some(s) => s,
+            None => {
+                PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &opts, Some(&filter))?
+            }
+        };
         // Bound last, like the data socket, for the same reason. Its buffer holds the
         // replies of every pull in flight, which the ring's size bounds (see assemble).
         let direct_rx = if use_direct_rx {
@@ -133,6 +141,58 @@ impl Endpoint {
             board_lock,
             Some(lock),
         )
+    }
+
+    /// The endpoint's AF_XDP socket when `OMX_TRANSPORT` asks for one and the interface,
+    /// driver and privileges allow it; `None` (said once with `OMX_VERBOSE`) means
+    /// packet sockets.
+    fn open_xdp(
+        rt: &Arc<Runtime>,
+        iface: &omx_transport::Interface,
+        index: u8,
+        board_frames: bool,
+    ) -> Option<PacketSocket> {
+        use omx_transport::xdp::XdpOptions;
+        static FALLBACK_SAID: std::sync::atomic::AtomicBool =
+            std::sync::atomic::AtomicBool::new(false);
+        let zero_copy = match rt.cfg.transport {
+            Transport::Packet => return None,
+            Transport::Xdp => false,
+            Transport::Auto => true,
+        };
+        let xopts = XdpOptions {
+            mode: rt.cfg.xdp_mode,
+            rx_bytes: rt.cfg.rx_ring_bytes,
+            zero_copy,
+            ..XdpOptions::default()
+        };
+        let filter = EndpointFilter::new([index], board_frames);
+        match PacketSocket::open_xdp(iface, rt.cfg.wire.ethertype, &xopts, &filter) {
+            Ok(s) => {
+                if rt.cfg.verbose {
+                    let mode = if s.xdp_native() == Some(true) {
+                        "native"
+                    } else {
+                        "generic"
+                    };
+                    eprintln!(
+                        "omx: endpoint {index} on {} uses AF_XDP ({mode} mode, {})",
+                        iface.name,
+                        if zero_copy { "zero-copy" } else { "copy" }
+                    );
+                }
+                Some(s)
+            }
+            Err(e) => {
+                if rt.cfg.verbose && !FALLBACK_SAID.swap(true, Ordering::Relaxed) {
+                    eprintln!(
+                        "omx: AF_XDP not available on {} ({e}): using packet sockets",
+                        iface.name
+                    );
+                }
+                None
+            }
+        }
     }
 
     /// Opens an endpoint through `omxd` (no CAP_NET_RAW here): the daemon owns the
@@ -212,11 +272,11 @@ impl Endpoint {
         };
         let peers = b.peers.lock().expect("peer lock").table.clone();
         let mut ecfg = rt.cfg.engine_config_for(b.wire);
-        if let Some(l) = sock.ring_layout() {
+        if let Some(frames) = sock.rx_capacity() {
             // Replies to every outstanding pull request must fit in the receive ring
             // (with room for other traffic): the kernel drops what does not.
             let per_block = ecfg.wire.pull_block_replies.max(1) as usize;
-            ecfg.pull_blocks_max = ((l.frame_nr() * 3 / 4) / per_block).max(1) as u32;
+            ecfg.pull_blocks_max = ((frames * 3 / 4) / per_block).max(1) as u32;
         }
         // omxd checks relayed frames one by one and refuses bundles.
         ecfg.send_bundles = !sock.is_relay();
