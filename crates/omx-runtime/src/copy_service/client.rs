@@ -143,7 +143,7 @@ impl ServiceClient {
         g.reap();
         if g.completed < cookie {
             g.idle += 1;
-            if g.idle % 1024 == 0 {
+            if g.idle.is_multiple_of(1024) {
                 g.check_alive();
             }
             if g.completed < cookie {
@@ -239,7 +239,7 @@ impl Inner {
             }
             self.ring_doorbell();
             waits += 1;
-            if waits % 1024 == 0 {
+            if waits.is_multiple_of(1024) {
                 self.check_alive();
                 if self.dead {
                     return false;
