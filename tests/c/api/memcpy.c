@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-static void fill(unsigned char *p, size_t n, unsigned seed) {
+static void pattern(unsigned char *p, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; i++)
     p[i] = (unsigned char)(i * 131u + seed);
 }
@@ -21,7 +21,7 @@ int main(void) {
     size_t n = sizes[k];
     unsigned char *src = malloc(n + 3), *dst = malloc(n + 3);
     CHECK(src && dst, "allocation of %zu\n", n);
-    fill(src, n + 3, (unsigned)k);
+    pattern(src, n + 3, (unsigned)k);
     memset(dst, 0xee, n + 3);
     CHECK(omx_memcpy_async(dst + 1, src + 3, n, &cookie) == MX_SUCCESS, "post %zu\n", n);
     CHECK(omx_memcpy_wait(cookie) == MX_SUCCESS, "wait %zu\n", n);
@@ -55,7 +55,7 @@ int main(void) {
   unsigned char *src = malloc((size_t)N * LEN), *dst = calloc(N, LEN);
   uint64_t *ck = malloc(N * sizeof *ck);
   CHECK(src && dst && ck, "allocation\n");
-  fill(src, (size_t)N * LEN, 99);
+  pattern(src, (size_t)N * LEN, 99);
   for (int i = 0; i < N; i++) {
     CHECK(omx_memcpy_async(dst + (size_t)i * LEN, src + (size_t)i * LEN, LEN, &ck[i]) ==
               MX_SUCCESS, "post %d\n", i);
