@@ -514,7 +514,7 @@ mod tests {
             status::MALFORMED
         );
         assert_eq!(
-            check(&req(1, 4096, 8192, 600 << 10), 1, 600 << 10, 1 << 20),
+            check(&req(1, 4096, 8 << 20, 600 << 10), 1, 600 << 10, 1 << 20),
             status::OVER_LIMIT
         );
         let mut between = req(1, 4096, 4100, 100);
