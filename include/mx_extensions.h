@@ -140,6 +140,37 @@ mx_return_t omx_test_any_completed(mx_endpoint_t ep, uint64_t match_info,
                                    uint64_t match_mask, mx_status_t *status,
                                    uint32_t *result);
 
+/* ------------------------------------------------------------------------
+ * omx extension: asynchronous memory copies
+ *
+ * Usable without mx_init() or any endpoint; errors are returned, never given
+ * to the error handler.  Copies run on the host's copy service (omx_copyd,
+ * OMX_COPY_SERVICE) when one answers, otherwise on the process's own copy
+ * thread.  The copies of a process are numbered by cookies from 1 in the
+ * order they were started and complete in that order: a copy is complete
+ * when every earlier one is.  Until then the caller keeps both ranges valid
+ * and does not touch the destination.  See docs/COPY.md.
+ * ------------------------------------------------------------------------ */
+
+/* Feature macro: omx_memcpy_async()/omx_memcpy_test()/omx_memcpy_wait(). */
+#define OMX_HAS_MEMCPY_ASYNC 1
+
+/* Start copying len bytes from src to dst; *cookie names the copy.
+ * Waits while the copy engine's queue is full.  len 0 is a valid copy.
+ * Errors: MX_BAD_PARAM_VAL (NULL cookie, NULL address with len > 0, a range
+ * wrapping around, overlapping src and dst), MX_NO_RESOURCES (no copy
+ * engine could be started). */
+mx_return_t omx_memcpy_async(void *dst, const void *src, size_t len,
+                             uint64_t *cookie);
+
+/* *done = 1 if the copy named cookie is complete, else 0.
+ * Errors: MX_BAD_PARAM_VAL (NULL done, cookie never given out, or the copy
+ * service could not access the memory). */
+mx_return_t omx_memcpy_test(uint64_t cookie, uint32_t *done);
+
+/* Wait until the copy named cookie is complete.  Errors as omx_memcpy_test(). */
+mx_return_t omx_memcpy_wait(uint64_t cookie);
+
 #ifdef __cplusplus
 }
 #endif

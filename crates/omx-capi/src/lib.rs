@@ -355,6 +355,7 @@ mod info;
 mod internals;
 mod knobs;
 mod library;
+mod memcpy;
 mod native;
 mod onesided;
 mod raw;

@@ -195,6 +195,9 @@ pub enum CopyJob {
         len: usize,
         outcome: Arc<AtomicU8>,
     },
+    /// An application's copy (`omx_memcpy_async`): `len` bytes at `src` to `dst`,
+    /// which the caller checked do not overlap and keeps valid until it completes.
+    Memory { src: usize, dst: usize, len: usize },
 }
 
 /// Result codes of a [`CopyJob::Cma`] (0 = still running).
@@ -257,6 +260,11 @@ pub fn run_job(job: CopyJob) {
                 Err(_) => cma_outcome::FAULT,
             };
             outcome.store(code, Ordering::Release);
+        }
+        CopyJob::Memory { src, dst, len } => {
+            // SAFETY: the submitter checked the ranges (non-null, no overlap, no
+            // wrap-around) and promised them valid until the copy is reported.
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
         }
     }
 }
@@ -324,7 +332,7 @@ impl CopyBackend for CopyThread {
     }
 }
 
-fn pin_to(cpu: usize) {
+pub(crate) fn pin_to(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays within it for cpu < 1024.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -335,7 +343,17 @@ fn pin_to(cpu: usize) {
     }
 }
 
-/// The process's copy engine, started on first use when offload is enabled (after
+/// The process's one copy thread, started on first use (by receive offload or by
+/// `omx_memcpy_async`), pinned to `cpu` if given by its first user. `None` when no
+/// thread can be started.
+pub fn process_thread(cpu: Option<usize>) -> Option<Arc<CopyThread>> {
+    static THREAD: OnceLock<Option<Arc<CopyThread>>> = OnceLock::new();
+    THREAD
+        .get_or_init(|| CopyThread::spawn(cpu).ok().map(Arc::new))
+        .clone()
+}
+
+/// The process's copy engine for receive offload, when offload is enabled (after
 /// the start-up measurement in `auto` mode). `None`: copies stay inline.
 pub fn engine(cfg: &CopyConfig) -> Option<Arc<dyn CopyBackend>> {
     static ENGINE: OnceLock<Option<Arc<dyn CopyBackend>>> = OnceLock::new();
@@ -349,9 +367,7 @@ pub fn engine(cfg: &CopyConfig) -> Option<Arc<dyn CopyBackend>> {
             if !on {
                 return None;
             }
-            CopyThread::spawn(cfg.cpu)
-                .ok()
-                .map(|t| Arc::new(t) as Arc<dyn CopyBackend>)
+            process_thread(cfg.cpu).map(|t| t as Arc<dyn CopyBackend>)
         })
         .clone()
 }

@@ -4,10 +4,12 @@
 
 pub mod config;
 pub mod copy;
+pub mod copy_service;
 pub mod daemon;
 pub mod discovery;
 pub mod endpoint;
 mod local;
+pub mod memcpy;
 pub mod memory;
 pub mod raw;
 pub mod registry;

@@ -31,6 +31,8 @@ mod capture;
 #[allow(unsafe_code)]
 pub mod cma;
 #[allow(unsafe_code)]
+pub mod copyring;
+#[allow(unsafe_code)]
 mod direct;
 pub mod faults;
 mod filter;

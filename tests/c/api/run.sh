@@ -86,7 +86,7 @@ setting_names=()
 for x in "${settings[@]}"; do setting_names+=("${x%% *}"); done
 
 all=("${single[@]}" self_veth intranode_kill intranode_fallback intranode_network intranode_veth
-  intranode_kill_fallback intranode_kill_network "${setting_names[@]}" abi_compat abi_static symbols
+  intranode_kill_fallback intranode_kill_network "${setting_names[@]}" memcpy_service abi_compat abi_static symbols
   pingpong_lo pingpong2 setting_progress_thread twohost raw)
 select_tests "$@"
 
@@ -189,6 +189,27 @@ for x in "${settings[@]}"; do
   read -r -a words <<<"$x"
   want "${words[0]}" && variant "${words[@]}"
 done
+
+# memcpy on the host's copy service (omx_copyd, target/release): the program
+# must have been served by it (its verbose log names the client).
+if want memcpy_service; then
+  copyd="$root/target/release/omx_copyd"
+  if [ ! -x "$copyd" ]; then
+    echo "$copyd missing (cargo build --release -p omx-tools)" >"$tmp/log/memcpy_service"
+    report memcpy_service 1 "$tmp/log/memcpy_service"
+  else
+    "$copyd" -v --socket "$tmp/copyd.sock" 2>"$tmp/log/copyd.err" &
+    copyd_pid=$!
+    for _ in $(seq 100); do [ -S "$tmp/copyd.sock" ] && break; sleep 0.1; done
+    variant memcpy_service memcpy OMX_COPY_SERVICE="$tmp/copyd.sock"
+    kill "$copyd_pid" 2>/dev/null || true
+    wait "$copyd_pid" 2>/dev/null || true
+    if ! grep -q 'client pid' "$tmp/log/copyd.err"; then
+      echo "omx_copyd served no client" >"$tmp/log/memcpy_service"
+      report memcpy_service_served 1 "$tmp/log/memcpy_service" "$tmp/log/copyd.err"
+    fi
+  fi
+fi
 
 # Binary compatibility: compiled once without rpath, run through LD_LIBRARY_PATH
 # from a directory holding only the soname, eagerly bound.

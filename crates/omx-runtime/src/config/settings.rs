@@ -103,6 +103,7 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_COPY_SYNC_MIN", "", "smallest intra-node copy split with the copy thread (unset: measured)"),
     s("OMX_COPY_CPU", "", "pin the copy thread to this CPU"),
     s("OMX_COPY_RECALIBRATE", "0", "1: measure the copy offload again (the result is cached per host)"),
+    s("OMX_COPY_SERVICE", "", "unix socket of the host's copy service (omx_copyd) for omx_memcpy_async; empty: omx-copyd.sock in OMX_STATE_DIR, 0: none"),
     // Daemon.
     s("OMX_DAEMON", "auto", "open endpoints through omxd: auto (without CAP_NET_RAW), always, never"),
     s("OMX_DAEMON_SOCKET", DEFAULT_SOCKET, "where omxd listens: a path, or @name (abstract, per namespace)"),

@@ -13,7 +13,7 @@ use super::WAKE_SUFFIX;
 
 /// A shared mapping of a whole file. All accesses go through the accessors
 /// below, whose offsets the callers derive from a validated [`Layout`].
-pub(super) struct Mapping {
+pub(crate) struct Mapping {
     pub(super) ptr: NonNull<u8>,
     pub(super) len: usize,
 }
@@ -26,7 +26,7 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    pub(super) fn map(fd: RawFd, len: usize, writable: bool) -> io::Result<Mapping> {
+    pub(crate) fn map(fd: RawFd, len: usize, writable: bool) -> io::Result<Mapping> {
         let prot = if writable {
             libc::PROT_READ | libc::PROT_WRITE
         } else {
@@ -45,7 +45,7 @@ impl Mapping {
     }
 
     #[inline(always)]
-    pub(super) fn u64(&self, off: usize) -> &AtomicU64 {
+    pub(crate) fn u64(&self, off: usize) -> &AtomicU64 {
         debug_assert!(off % 8 == 0 && off + 8 <= self.len);
         // SAFETY: in bounds and 8-byte aligned (the mapping is page aligned and
         // every offset used is a multiple of 8 inside the validated layout);
@@ -54,7 +54,7 @@ impl Mapping {
     }
 
     #[inline(always)]
-    pub(super) fn u32(&self, off: usize) -> &AtomicU32 {
+    pub(crate) fn u32(&self, off: usize) -> &AtomicU32 {
         debug_assert!(off % 4 == 0 && off + 4 <= self.len);
         // SAFETY: as for `u64`, with 4-byte alignment.
         unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU32>() }

@@ -111,7 +111,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod doorbell;
-mod file;
+pub(crate) mod file;
 mod inbox;
 mod layout;
 mod outbox;
