@@ -58,20 +58,34 @@ int ofx_errno(mx_return_t rc) {
   }
 }
 
-/* A peer's nic id from its board name: "host:board" as MX names boards, or
- * a bare name (the loopback board is "localhost"), tried as is then as
- * "name:0". */
+/* A node's nic id: an IP address or a host name resolving to one, localhost,
+ * or an omx board name (omx_resolve_node: the runtime's one mapping). */
 int ofx_lookup_host(const char *node, uint64_t *nic) {
-  char host[MX_MAX_HOSTNAME_LEN];
-  if (!node || strlen(node) + 3 > sizeof host)
+  if (!node || !*node)
     return -FI_EINVAL;
-  snprintf(host, sizeof host, "%s", node);
-  if (mx_hostname_to_nic_id(host, nic) == MX_SUCCESS)
+  return omx_resolve_node(node, OFX_RESOLVE_MS, nic) == MX_SUCCESS
+             ? 0
+             : -FI_EADDRNOTAVAIL;
+}
+
+/* A service: empty = any endpoint; 0..31 = that MX endpoint index (omx's own
+ * addressing, provider key); any other port = the endpoint and key the
+ * runtime maps it to (omx_port_endpoint), so a port names one process. */
+int ofx_parse_service(const char *service, uint32_t *eid, uint32_t *key) {
+  *eid = MX_ANY_ENDPOINT;
+  *key = OFX_KEY;
+  if (!service || !*service)
     return 0;
-  if (strchr(node, ':'))
-    return -FI_EADDRNOTAVAIL;
-  snprintf(host, sizeof host, "%s:0", node);
-  return mx_hostname_to_nic_id(host, nic) == MX_SUCCESS ? 0 : -FI_EADDRNOTAVAIL;
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(service, &end, 10);
+  if (*end || errno || v > 65535 || *service == '-' || *service == '+')
+    return -FI_EINVAL;
+  if (v < OFX_INDEX_SERVICES) {
+    *eid = (uint32_t)v;
+    return 0;
+  }
+  return omx_port_endpoint((uint32_t)v, eid, key) == MX_SUCCESS ? 0 : -FI_EINVAL;
 }
 
 /* A domain opened FI_THREAD_DOMAIN is serialized by the application (MX's
@@ -174,14 +188,9 @@ static int check_hints(const struct fi_info *h) {
 static int resolve_addr(const char *node, const char *service, uint64_t flags,
                         struct ofx_name *src, bool *has_src,
                         struct ofx_name *dst, bool *has_dst) {
-  uint32_t eid = MX_ANY_ENDPOINT;
-  if (service && *service) {
-    char *end;
-    unsigned long v = strtoul(service, &end, 10);
-    if (*end || v >= 32)
-      return -FI_ENODATA;
-    eid = (uint32_t)v;
-  }
+  uint32_t eid, key;
+  if (ofx_parse_service(service, &eid, &key))
+    return -FI_ENODATA;
   *has_src = *has_dst = false;
   if ((flags & FI_SOURCE) || !node) {
     if (node && *node) {
@@ -195,7 +204,7 @@ static int resolve_addr(const char *node, const char *service, uint64_t flags,
       return -FI_ENODATA;
     }
     src->eid = eid;
-    src->key = OFX_KEY;
+    src->key = key;
     *has_src = node || service;
     return 0;
   }
@@ -206,7 +215,7 @@ static int resolve_addr(const char *node, const char *service, uint64_t flags,
     return -FI_ENODATA; /* a destination needs its endpoint index */
   dst->nic_id = nic;
   dst->eid = eid;
-  dst->key = OFX_KEY;
+  dst->key = key;
   *has_dst = true;
   return 0;
 }

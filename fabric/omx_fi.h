@@ -32,6 +32,8 @@
 #define OFX_CONNECT_MS 10000u      /* bound of a (lazy) connect to a peer */
 #define OFX_NIC_RETRY_MS 20u       /* retry period while a peer board is not known yet */
 #define OFX_STEAL_MS 30000u        /* bound of the receive of a peeked message */
+#define OFX_RESOLVE_MS 2000u       /* bound of resolving a node (neighbour, discovery) */
+#define OFX_INDEX_SERVICES 32u     /* services below name MX endpoint indexes */
 
 /* MX match information: bit 63 tells tagged from untagged messages, bits
  * 47..62 carry the sender's source id (for directed receives), bits 0..46
@@ -170,6 +172,7 @@ struct ofx_ep {
   mx_endpoint_t mx;
   bool enabled;
   uint32_t want_eid; /* MX endpoint index to open (MX_ANY_ENDPOINT) */
+  uint32_t want_key; /* its connection key: OFX_KEY, or a bound port's */
   struct ofx_name name;
   uint16_t src_id;    /* our source id in the match bits */
   uint32_t copy_send_max; /* MX_COPY_SEND_MAX: sends MX copies at post */
@@ -186,6 +189,7 @@ extern struct fi_provider ofx_prov;
 int ofx_mx_init(void);
 int ofx_errno(mx_return_t rc);
 int ofx_lookup_host(const char *node, uint64_t *nic);
+int ofx_parse_service(const char *service, uint32_t *eid, uint32_t *key);
 void ofx_lock(struct ofx_domain *d);
 void ofx_unlock(struct ofx_domain *d);
 int ofx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,

@@ -972,7 +972,10 @@ static int ep_enable(struct ofx_ep *ep) {
   memset(&p, 0, sizeof p);
   p.key = MX_PARAM_ERROR_HANDLER;
   p.val.error_handler = MX_ERRORS_RETURN;
-  mx_return_t rc = mx_open_endpoint(board, ep->want_eid, OFX_KEY, &p, 1, &ep->mx);
+  mx_return_t rc = mx_open_endpoint(board, ep->want_eid, ep->want_key, &p, 1, &ep->mx);
+  /* A port's endpoint taken by another process (or port): the port is in use. */
+  if (rc == MX_BUSY && ep->want_key != OFX_KEY)
+    return -FI_EADDRINUSE;
   if (rc != MX_SUCCESS)
     return ofx_errno(rc);
   mx_endpoint_addr_t me;
@@ -985,7 +988,7 @@ static int ep_enable(struct ofx_ep *ep) {
   }
   ep->name.nic_id = nic;
   ep->name.eid = eid;
-  ep->name.key = OFX_KEY;
+  ep->name.key = ep->want_key;
   ep->src_id = ofx_src_id(nic, eid);
   /* Messages MX copies at post on every path it may take. */
   if (mx_get_info(ep->mx, MX_COPY_SEND_MAX, NULL, 0, &ep->copy_send_max,
@@ -1068,11 +1071,14 @@ int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
   ep->pending.next = ep->pending.prev = &ep->pending;
   ep->stash_tail = &ep->stash;
   ep->want_eid = MX_ANY_ENDPOINT;
+  ep->want_key = OFX_KEY;
   ep->name.nic_id = UINT64_MAX;
   if (info->src_addr && info->src_addrlen == sizeof(struct ofx_name)) {
     const struct ofx_name *nm = info->src_addr;
     ep->want_eid = nm->eid;
     ep->name.nic_id = nm->nic_id;
+    if (nm->eid != MX_ANY_ENDPOINT && nm->key)
+      ep->want_key = nm->key;
   }
   ofx_lock(d);
   d->refs++;

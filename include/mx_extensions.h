@@ -140,6 +140,36 @@ mx_return_t omx_test_any_completed(mx_endpoint_t ep, uint64_t match_info,
                                    uint64_t match_mask, mx_status_t *status,
                                    uint32_t *result);
 
+/* ------------------------------------------------------------------------
+ * omx extension: naming peers the sockets way (IP addresses, host names,
+ * ports), for the libfabric provider and sockets-style layers.
+ * ------------------------------------------------------------------------ */
+
+/* Feature macro: omx_resolve_node()/omx_port_endpoint() are available. */
+#define OMX_HAS_RESOLVE_NODE 1
+
+/* The nic id of the omx board that owns node: an IPv4 or IPv6 address
+ * ("10.0.0.2", "fd00::2", "[fd00::2]"), a host name resolving to one, a
+ * loopback address or "localhost" (this host), or an omx board name
+ * ("host:board", or "host" for "host:0"). Addresses of this host's
+ * interfaces give this host's board; a peer's address is looked up in the
+ * file named by OMX_IPMAP ("ADDRESS BOARD-NAME-OR-MAC" lines), then in the
+ * kernel's neighbour table of an omx interface (resolved on demand). Waits
+ * up to timeout_ms for that resolution or for discovery to learn a name.
+ * Errors: MX_BAD_PARAM_VAL (NULL argument), MX_HOST_NOT_FOUND. */
+mx_return_t omx_resolve_node(const char *node, uint32_t timeout_ms,
+                             uint64_t *nic_id);
+
+/* The MX endpoint index and connection key that carry port number port:
+ * index port mod 31, key OMX_PORT_KEY_BASE | port. A process binding a port
+ * opens that index with that key; a client naming (node, port) connects to
+ * it with that key, so it never reaches another port's endpoint (two ports
+ * with the same index cannot both be bound on one host).
+ * Errors: MX_BAD_PARAM_VAL (port above 65535, NULL argument). */
+#define OMX_PORT_KEY_BASE 0x4f500000u
+mx_return_t omx_port_endpoint(uint32_t port, uint32_t *endpoint_id,
+                              uint32_t *key);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@ pub mod copy;
 pub mod daemon;
 pub mod discovery;
 pub mod endpoint;
+pub mod ipmap;
 mod local;
 pub mod memory;
 pub mod raw;
