@@ -295,7 +295,7 @@ static struct fi_info *make_info(const struct fi_info *h) {
   d->max_ep_rx_ctx = 1;
   d->max_ep_stx_ctx = 0;
   d->max_ep_srx_ctx = 0;
-  d->cntr_cnt = 0;
+  d->cntr_cnt = 256;
   d->mr_iov_limit = 1;
   d->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
   d->mr_cnt = 65536;
@@ -484,11 +484,6 @@ static int no_scalable_ep(struct fid_domain *d, struct fi_info *i,
   (void)d, (void)i, (void)ep, (void)c;
   return -FI_ENOSYS;
 }
-static int no_cntr_open(struct fid_domain *d, struct fi_cntr_attr *a,
-                        struct fid_cntr **c, void *ctx) {
-  (void)d, (void)a, (void)c, (void)ctx;
-  return -FI_ENOSYS;
-}
 static int no_poll_open(struct fid_domain *d, struct fi_poll_attr *a,
                         struct fid_poll **p) {
   (void)d, (void)a, (void)p;
@@ -527,7 +522,7 @@ static struct fi_ops_domain domain_ops = {
     .cq_open = ofx_cq_open,
     .endpoint = ofx_endpoint,
     .scalable_ep = no_scalable_ep,
-    .cntr_open = no_cntr_open,
+    .cntr_open = ofx_cntr_open,
     .poll_open = no_poll_open,
     .stx_ctx = no_stx_ctx,
     .srx_ctx = no_srx_ctx,
@@ -671,10 +666,6 @@ static int no_wait_open(struct fid_fabric *f, struct fi_wait_attr *a,
   (void)f, (void)a, (void)w;
   return -FI_ENOSYS;
 }
-static int no_trywait(struct fid_fabric *f, struct fid **fids, int count) {
-  (void)f, (void)fids, (void)count;
-  return -FI_ENOSYS;
-}
 
 static struct fi_ops_fabric fabric_ops = {
     .size = sizeof(struct fi_ops_fabric),
@@ -682,7 +673,7 @@ static struct fi_ops_fabric fabric_ops = {
     .passive_ep = no_passive_ep,
     .eq_open = ofx_eq_open,
     .wait_open = no_wait_open,
-    .trywait = no_trywait,
+    .trywait = ofx_trywait,
     .domain2 = domain2_open,
 };
 

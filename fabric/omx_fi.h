@@ -117,10 +117,28 @@ struct ofx_queue {
   size_t head, count, cap;
 };
 
+/* A wait object: see omx_fi_wait.c. -1 descriptors: none. */
+struct ofx_wait {
+  int epfd;  /* the set handed out by FI_GETWAIT */
+  int sigfd; /* fi_cq_signal, counter updates */
+};
+
+struct ofx_cntr {
+  struct fid_cntr fid;
+  struct ofx_domain *dom;
+  uint64_t value, errs;
+  struct ofx_ep **eps; /* endpoints bound to it, drained on read */
+  size_t neps;
+  enum fi_wait_obj wait_obj;
+  struct ofx_wait wait;
+};
+
 struct ofx_cq {
   struct fid_cq fid;
   struct ofx_domain *dom;
   enum fi_cq_format format;
+  enum fi_wait_obj wait_obj;
+  struct ofx_wait wait; /* FI_WAIT_FD only */
   struct ofx_queue ok, errs;
   struct ofx_ep **eps; /* endpoints bound to it, drained on read */
   size_t neps;
@@ -167,6 +185,7 @@ struct ofx_ep {
   uint64_t caps;
   uint64_t tx_op_flags, rx_op_flags;
   struct ofx_cq *tx_cq, *rx_cq;
+  struct ofx_cntr *tx_cntr, *rx_cntr;
   bool tx_selective, rx_selective;
   struct ofx_av *av;
   mx_endpoint_t mx;
@@ -209,6 +228,25 @@ int ofx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 int ofx_cq_push(struct ofx_cq *cq, const struct ofx_cqe *e);
 int ofx_cq_attach(struct ofx_cq *cq, struct ofx_ep *ep);
 void ofx_cq_detach(struct ofx_cq *cq, struct ofx_ep *ep);
+
+int ofx_cq_trywait(struct ofx_cq *cq);
+
+/* omx_fi_wait.c */
+int ofx_wait_init(struct ofx_wait *w);
+void ofx_wait_fini(struct ofx_wait *w);
+int ofx_wait_watch(struct ofx_wait *w, struct ofx_ep *ep, bool on);
+void ofx_wait_signal(struct ofx_wait *w);
+void ofx_wait_clear_signal(struct ofx_wait *w);
+bool ofx_arm_eps(struct ofx_ep **eps, size_t n);
+void ofx_wait_sleep(struct ofx_wait *w, bool safe, int timeout_ms);
+double ofx_now_ms(void);
+int ofx_left_ms(double deadline);
+int ofx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+                  struct fid_cntr **cntr, void *context);
+void ofx_cntr_count(struct ofx_cntr *c, bool err);
+int ofx_cntr_attach(struct ofx_cntr *c, struct ofx_ep *ep);
+void ofx_cntr_detach(struct ofx_cntr *c, struct ofx_ep *ep);
+int ofx_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 
 /* omx_fi_ep.c */
 int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,

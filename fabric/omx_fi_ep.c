@@ -186,6 +186,7 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
   }
   if (cq && ((e.err && !op->quiet) || op->report))
     ofx_cq_push(cq, &e);
+  ofx_cntr_count(op->kind == OFX_OP_SEND ? ep->tx_cntr : ep->rx_cntr, e.err != 0);
   op_put(ep, op);
 }
 
@@ -255,6 +256,9 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     seg[0].segment_length = OFX_HDR_LEN;
     mx_return_t rc =
         mx_isend(ep->mx, seg, (uint32_t)count + 1, to, match, NULL, NULL);
+    /* Complete as an inject is (the buffer is free): a counter counts it now. */
+    if (rc == MX_SUCCESS)
+      ofx_cntr_count(ep->tx_cntr, false);
     ofx_unlock(ep->dom);
     return rc == MX_SUCCESS ? 0 : ofx_errno(rc);
   }
@@ -408,6 +412,7 @@ static void deliver_stash(struct ofx_ep *ep, struct ofx_stash **link,
   }
   if (ep->rx_cq && (e.err || report))
     ofx_cq_push(ep->rx_cq, &e);
+  ofx_cntr_count(ep->rx_cntr, e.err != 0);
   stash_unlink(ep, link);
 }
 
@@ -744,6 +749,7 @@ static ssize_t ep_cancel(fid_t fid, void *context) {
       list_del(op);
       if (ep->rx_cq)
         ofx_cq_push(ep->rx_cq, &e);
+      ofx_cntr_count(ep->rx_cntr, true);
       op_put(ep, op);
     }
     ret = 0; /* matched already: it completes normally */
@@ -864,11 +870,28 @@ static struct fi_ops_cm cm_ops = {
 
 /* ---- fid ops: close, bind, control ---- */
 
+/* Adds the endpoint's notify descriptor to (or removes it from) the wait
+ * objects of its CQs and counters. */
+static int watch_waits(struct ofx_ep *ep, bool on) {
+  struct ofx_wait *w[4] = {
+      ep->tx_cq ? &ep->tx_cq->wait : NULL, ep->rx_cq ? &ep->rx_cq->wait : NULL,
+      ep->tx_cntr ? &ep->tx_cntr->wait : NULL, ep->rx_cntr ? &ep->rx_cntr->wait : NULL};
+  for (int i = 0; i < 4; i++) {
+    if (!w[i] || (i % 2 && w[i] == w[i - 1]))
+      continue;
+    int ret = ofx_wait_watch(w[i], ep, on);
+    if (ret && on)
+      return ret;
+  }
+  return 0;
+}
+
 static int ep_close(struct fid *fid) {
   struct ofx_ep *ep = (struct ofx_ep *)fid;
   struct ofx_domain *d = ep->dom;
   ofx_lock(d);
   if (ep->enabled) {
+    watch_waits(ep, false);
     /* Pending requests die with the MX endpoint; their ops are ours. */
     mx_close_endpoint(ep->mx);
     ep->enabled = false;
@@ -891,6 +914,10 @@ static int ep_close(struct fid *fid) {
     ofx_cq_detach(ep->rx_cq, ep);
   if (ep->av)
     ofx_av_detach(ep->av, ep);
+  if (ep->tx_cntr)
+    ofx_cntr_detach(ep->tx_cntr, ep);
+  if (ep->rx_cntr && ep->rx_cntr != ep->tx_cntr)
+    ofx_cntr_detach(ep->rx_cntr, ep);
   d->refs--;
   ofx_unlock(d);
   free(ep->conn);
@@ -946,9 +973,23 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags) {
   }
   case FI_CLASS_EQ:
     break; /* no asynchronous event is ever raised */
-  case FI_CLASS_CNTR:
-    ret = -FI_ENOSYS;
+  case FI_CLASS_CNTR: {
+    struct ofx_cntr *c = (struct ofx_cntr *)bfid;
+    /* Completions of sends and receives; no RMA to count. */
+    if (c->dom != ep->dom || (flags & ~(FI_SEND | FI_RECV)) ||
+        !(flags & (FI_SEND | FI_RECV)) || ((flags & FI_SEND) && ep->tx_cntr) ||
+        ((flags & FI_RECV) && ep->rx_cntr)) {
+      ret = -FI_EINVAL;
+      break;
+    }
+    if ((ret = ofx_cntr_attach(c, ep)))
+      break;
+    if (flags & FI_SEND)
+      ep->tx_cntr = c;
+    if (flags & FI_RECV)
+      ep->rx_cntr = c;
     break;
+  }
   default:
     ret = -FI_EINVAL;
   }
@@ -962,7 +1003,7 @@ static int ep_enable(struct ofx_ep *ep) {
     return 0;
   if (!ep->av)
     return -FI_ENOAV;
-  if (!ep->tx_cq && !ep->rx_cq)
+  if (!ep->tx_cq && !ep->rx_cq && !ep->tx_cntr && !ep->rx_cntr)
     return -FI_ENOCQ;
   uint32_t board = MX_ANY_NIC;
   if (ep->name.nic_id != UINT64_MAX &&
@@ -990,6 +1031,13 @@ static int ep_enable(struct ofx_ep *ep) {
   ep->name.eid = eid;
   ep->name.key = ep->want_key;
   ep->src_id = ofx_src_id(nic, eid);
+  ep->enabled = true;
+  int wret = watch_waits(ep, true);
+  ep->enabled = false;
+  if (wret) {
+    mx_close_endpoint(ep->mx);
+    return wret;
+  }
   /* Messages MX copies at post on every path it may take. */
   if (mx_get_info(ep->mx, MX_COPY_SEND_MAX, NULL, 0, &ep->copy_send_max,
                   sizeof ep->copy_send_max) != MX_SUCCESS)

@@ -170,6 +170,29 @@ mx_return_t omx_resolve_node(const char *node, uint32_t timeout_ms,
 mx_return_t omx_port_endpoint(uint32_t port, uint32_t *endpoint_id,
                               uint32_t *key);
 
+/* ------------------------------------------------------------------------
+ * omx extension: waiting on a descriptor (poll/epoll) instead of in MX
+ *
+ * omx_endpoint_notify_fd() gives a descriptor of the endpoint (created on
+ * first call, closed with the endpoint). omx_endpoint_arm_notify() clears it
+ * and asks for one signal: the next request of the endpoint that completes
+ * (on whichever thread: the progress thread makes progress while the
+ * application sleeps) makes it readable. Completions that happened before
+ * the call do not: arm, then look for completions (mx_test_any), then sleep
+ * in poll() on the descriptor if there was none.
+ * ------------------------------------------------------------------------ */
+
+/* Feature macro: omx_endpoint_notify_fd()/omx_endpoint_arm_notify() exist. */
+#define OMX_HAS_NOTIFY_FD 1
+
+/* Errors: MX_BAD_PARAM_VAL (fd NULL), MX_NO_RESOURCES (no descriptor). */
+mx_return_t omx_endpoint_notify_fd(mx_endpoint_t ep, int *fd);
+
+/* MX_SUCCESS: armed, safe to sleep on the descriptor. MX_BUSY: armed, but
+ * work under way (copies, queued local messages) completes without the
+ * descriptor firing until it is done: poll the endpoint rather than sleep. */
+mx_return_t omx_endpoint_arm_notify(mx_endpoint_t ep);
+
 #ifdef __cplusplus
 }
 #endif

@@ -548,7 +548,7 @@ static void test_cq_formats(void) {
   ca.format = (enum fi_cq_format)99;
   CHECK_RET(fi_cq_open(t.dom, &ca, &cq, NULL), -FI_ENOSYS);
   ca.format = FI_CQ_FORMAT_TAGGED;
-  ca.wait_obj = FI_WAIT_FD;
+  ca.wait_obj = FI_WAIT_MUTEX_COND;
   CHECK_RET(fi_cq_open(t.dom, &ca, &cq, NULL), -FI_ENOSYS);
 }
 

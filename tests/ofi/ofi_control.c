@@ -300,9 +300,6 @@ static void test_errors(void) {
   char b[16];
   struct fi_context c;
   /* Unsupported objects and calls. */
-  struct fi_cntr_attr na = {0};
-  struct fid_cntr *cntr;
-  CHECK_RET(fi_cntr_open(t.dom, &na, &cntr, NULL), -FI_ENOSYS);
   struct fid_ep *sep;
   CHECK_RET(fi_scalable_ep(t.dom, t.info, &sep, NULL), -FI_ENOSYS);
   struct fid_ep *srx;

@@ -14,6 +14,8 @@
 # ofi_threads    tests/ofi/ofi_threads.c (FI_THREAD_SAFE) in h0 on lo
 # ofi_addr       tests/ofi/ofi_addr.c in h0 on lo: IP/host-name nodes, port
 #                services, FI_SOURCE binding a port, insertsvc/insertsym
+# ofi_wait(_net) tests/ofi/ofi_wait.c in h0 on lo (shared memory, network
+#                path): FI_WAIT_FD CQs and counters, poll/epoll, fi_trywait
 # ports_lo/_2h   tests/ofi/ofi_ports.c: servers on two ports of h0, clients in
 #                h0 / h1 naming them by IPv4, IPv6, host name, OMX_IPMAP
 # twoproc_*      tests/ofi/ofi_twoproc.c, a server and a client process that
@@ -53,7 +55,7 @@ export FI_PROVIDER_PATH="$provdir"
 mkdir -p "$OMX_STATE_DIR"
 unset OMX_IFACES OMX_DISABLE_SHARED OMX_RNDV_THRESHOLD FI_PROVIDER FI_LOG_LEVEL || true
 
-all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads ofi_addr twoproc_lo twoproc_2h ports_lo ports_2h
+all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads ofi_addr ofi_wait ofi_wait_net twoproc_lo twoproc_2h ports_lo ports_2h
   pp_lo_tagged pp_lo_msg pp_lo_net_tagged pp_2h_tagged pp_2h_msg pp_2h_sizes)
 select_tests "$@"
 
@@ -148,6 +150,8 @@ want ofi_api_net && single ofi_api_net ofi_api OMX_IFACES=lo OMX_DISABLE_SHARED=
 want ofi_control && single ofi_control ofi_control OMX_IFACES=lo
 want ofi_threads && single ofi_threads ofi_threads OMX_IFACES=lo
 want ofi_addr && single ofi_addr ofi_addr OMX_IFACES=lo OFX_TEST_IP=10.213.7.1
+want ofi_wait && single ofi_wait ofi_wait OMX_IFACES=lo
+want ofi_wait_net && single ofi_wait_net ofi_wait OMX_IFACES=lo OMX_DISABLE_SHARED=1
 
 # twoproc NAME SERVER_HOST CLIENT_HOST "ENV...": ofi_twoproc server and client.
 twoproc() {

@@ -438,6 +438,24 @@ impl Endpoint {
         )
     }
 
+    /// A descriptor for the application's own `poll`/`epoll`: after
+    /// [`Endpoint::arm_notify`] it becomes readable at the next completion (made by
+    /// any thread, the progress thread included).
+    pub fn notify_fd(&self) -> std::io::Result<std::os::fd::RawFd> {
+        self.inner.wake.notify.fd()
+    }
+
+    /// Arms the notify descriptor (clearing it) before the application sleeps on it.
+    /// Completions already queued do not ring it: the caller looks for them after
+    /// arming. False when work is under way that finishes without any descriptor
+    /// firing (copies, queued local messages): the caller should poll, not sleep.
+    pub fn arm_notify(&self) -> bool {
+        self.inner.wake.notify.arm();
+        // The progress thread takes over at once instead of after its nap.
+        self.inner.activity.idle.1.notify_all();
+        !self.inner.lock().work_without_wakeup()
+    }
+
     pub fn wakeup(&self) {
         self.inner.wake.wakeups.fetch_add(1, Ordering::SeqCst);
         self.inner.wake.signal();
