@@ -174,8 +174,7 @@ static int check_hints(const struct fi_info *h) {
       return -FI_ENODATA;
     if (r->iov_limit > OFX_IOV_LIMIT)
       return -FI_ENODATA;
-    if (r->op_flags & ~(OFX_RX_OP_FLAGS | FI_MULTI_RECV) ||
-        (r->op_flags & FI_MULTI_RECV))
+    if (r->op_flags & ~(OFX_RX_OP_FLAGS | FI_MULTI_RECV))
       return -FI_ENODATA;
     if (r->caps & ~(OFX_CAPS | FI_RECV | FI_REMOTE_CQ_DATA))
       return -FI_ENODATA;
@@ -231,7 +230,8 @@ static struct fi_info *make_info(const struct fi_info *h) {
     uint64_t dirs = h->caps & (FI_SEND | FI_RECV);
     caps = (prim ? prim : (FI_MSG | FI_TAGGED)) |
            (dirs ? dirs : (FI_SEND | FI_RECV)) |
-           (h->caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_REMOTE_CQ_DATA)) |
+           (h->caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_REMOTE_CQ_DATA |
+                       FI_MULTI_RECV)) |
            FI_LOCAL_COMM | FI_REMOTE_COMM;
   }
   fi->caps = caps;
@@ -249,7 +249,7 @@ static struct fi_info *make_info(const struct fi_info *h) {
 
   fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_LOCAL_COMM |
                               FI_REMOTE_COMM | FI_SOURCE | FI_DIRECTED_RECV |
-                              FI_REMOTE_CQ_DATA);
+                              FI_REMOTE_CQ_DATA | FI_MULTI_RECV);
   fi->rx_attr->op_flags = (h && h->rx_attr) ? h->rx_attr->op_flags : 0;
   fi->rx_attr->msg_order = OFX_MSG_ORDER;
   fi->rx_attr->comp_order = FI_ORDER_NONE;

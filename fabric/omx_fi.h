@@ -65,7 +65,8 @@ struct ofx_name {
 
 #define OFX_CAPS                                                               \
   (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM |   \
-   FI_DIRECTED_RECV | FI_SOURCE)
+   FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV)
+#define OFX_MIN_MULTI_RECV 64 /* default FI_OPT_MIN_MULTI_RECV */
 
 struct ofx_fabric {
   struct fid_fabric fid;
@@ -165,6 +166,11 @@ struct ofx_op {
   mx_request_t req;
   struct ofx_hdr hdr;
   struct ofx_op *prev, *next; /* pending receives of the endpoint */
+  /* FI_MULTI_RECV: the buffer, the bytes used, and the match of its receives */
+  bool multi;
+  char *mr_base;
+  size_t mr_len, mr_off;
+  uint64_t mr_match, mr_mask;
 };
 
 /* A message taken out of MX by a peek (see omx_fi_ep.c). */
@@ -195,6 +201,7 @@ struct ofx_ep {
   struct ofx_name name;
   uint16_t src_id;    /* our source id in the match bits */
   uint32_t copy_send_max; /* MX_COPY_SEND_MAX: sends MX copies at post */
+  size_t min_multi_recv;  /* FI_OPT_MIN_MULTI_RECV: release below this room */
   mx_endpoint_addr_t *conn; /* per AV index: connected MX address */
   bool *conn_ok;
   size_t conn_cap;

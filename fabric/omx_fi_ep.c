@@ -45,6 +45,7 @@ static struct ofx_op *op_get(struct ofx_ep *ep, size_t extra) {
       return NULL;
   }
   op->pooled = extra <= OFX_POOL_INLINE;
+  op->multi = false;
   return op;
 }
 
@@ -156,6 +157,31 @@ static int status_errno(mx_status_code_t c) {
   }
 }
 
+/* ---- FI_MULTI_RECV: one buffer, one MX receive at a time into what is left ---- */
+
+/* Posts the MX receive of a multi-receive buffer's remaining room. */
+static mx_return_t multi_post(struct ofx_ep *ep, struct ofx_op *op) {
+  mx_segment_t seg[2] = {{&op->hdr, OFX_HDR_LEN},
+                         {op->mr_base + op->mr_off, (uint32_t)(op->mr_len - op->mr_off)}};
+  op->buf = op->mr_base + op->mr_off;
+  op->hdr.flags = 0;
+  return mx_irecv(ep->mx, seg, 2, op->mr_match, op->mr_mask, op, &op->req);
+}
+
+/* A message landed in a multi-receive buffer (completion e): advance, and
+ * either post the next receive (true) or release the buffer, flagging e
+ * FI_MULTI_RECV (false). */
+static bool multi_next(struct ofx_ep *ep, struct ofx_op *op, struct ofx_cqe *e) {
+  op->mr_off += e->len;
+  bool room = (!e->err || e->err == FI_ETRUNC) &&
+              op->mr_len - op->mr_off >= ep->min_multi_recv &&
+              op->mr_len - op->mr_off > 0;
+  if (room && multi_post(ep, op) == MX_SUCCESS)
+    return true;
+  e->flags |= FI_MULTI_RECV;
+  return false;
+}
+
 static void complete(struct ofx_ep *ep, const mx_status_t *st) {
   struct ofx_op *op = st->context;
   if (!op)
@@ -184,10 +210,14 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
     if (!e.err || e.err == FI_ETRUNC)
       e.src = source_of(ep, st->source);
   }
+  bool keep = op->multi && multi_next(ep, op, &e);
   if (cq && ((e.err && !op->quiet) || op->report))
     ofx_cq_push(cq, &e);
   ofx_cntr_count(op->kind == OFX_OP_SEND ? ep->tx_cntr : ep->rx_cntr, e.err != 0);
-  op_put(ep, op);
+  if (keep)
+    list_add(ep, op);
+  else
+    op_put(ep, op);
 }
 
 /* Under the lock: move up to `max` finished MX requests of the endpoint to
@@ -464,6 +494,50 @@ static ssize_t do_peek(struct ofx_ep *ep, uint64_t match, uint64_t mask,
 
 /* ---- receives ---- */
 
+/* Under the lock: a multi-receive buffer. Messages a peek stashed go in first
+ * (each its own completion; a buffer they fill is released by an empty
+ * completion flagged FI_MULTI_RECV), then MX receives into the rest. */
+static ssize_t multi_start(struct ofx_ep *ep, const struct iovec *iov,
+                           uint64_t match, uint64_t mask, void *ctx, bool report) {
+  size_t off = 0, len = iov[0].iov_len;
+  char *base = iov[0].iov_base;
+  struct ofx_stash **link;
+  while (len - off >= ep->min_multi_recv && len > off &&
+         stash_find(ep, match, mask, &link)) {
+    size_t n = (*link)->len < len - off ? (*link)->len : len - off;
+    struct iovec room = {base + off, len - off};
+    deliver_stash(ep, link, &room, 1, ctx, FI_MSG, report, false);
+    off += n;
+  }
+  if (len - off < ep->min_multi_recv || len == off) {
+    struct ofx_cqe e = {.ctx = ctx, .flags = FI_RECV | FI_MSG | FI_MULTI_RECV,
+                        .buf = base + off, .src = FI_ADDR_NOTAVAIL};
+    return ep->rx_cq ? ofx_cq_push(ep->rx_cq, &e) : 0;
+  }
+  struct ofx_op *op = op_get(ep, 0);
+  if (!op)
+    return -FI_EAGAIN;
+  op->kind = OFX_OP_RECV;
+  op->ep = ep;
+  op->ctx = ctx;
+  op->flags = FI_RECV | FI_MSG;
+  op->report = report;
+  op->quiet = false;
+  op->multi = true;
+  op->mr_base = base;
+  op->mr_len = len;
+  op->mr_off = off;
+  op->mr_match = match;
+  op->mr_mask = mask;
+  mx_return_t rc = multi_post(ep, op);
+  if (rc != MX_SUCCESS) {
+    op_put(ep, op);
+    return ofx_errno(rc);
+  }
+  list_add(ep, op);
+  return 0;
+}
+
 static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
                        fi_addr_t src, uint64_t tag, uint64_t ignore,
                        uint64_t flags, void *ctx, uint64_t kind) {
@@ -471,8 +545,9 @@ static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     return -FI_EINVAL;
   if ((flags & FI_DISCARD) && !(flags & (FI_PEEK | FI_CLAIM)))
     return -FI_EINVAL;
-  if (flags & FI_MULTI_RECV)
-    return -FI_EOPNOTSUPP;
+  if ((flags & FI_MULTI_RECV) &&
+      ((kind & FI_TAGGED) || count != 1 || (flags & (FI_PEEK | FI_CLAIM))))
+    return (kind & FI_TAGGED) ? -FI_EOPNOTSUPP : -FI_EINVAL; /* untagged, one buffer */
   mx_segment_t seg[OFX_IOV_LIMIT + 1];
   size_t total = 0;
   for (size_t i = 0; i < count; i++) {
@@ -524,6 +599,10 @@ static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     }
     deliver_stash(ep, pp, iov, count, ctx, kind, report,
                   (flags & FI_DISCARD) != 0);
+    goto out;
+  }
+  if (flags & FI_MULTI_RECV) {
+    ret = multi_start(ep, iov, match, mask, ctx, report);
     goto out;
   }
   if (ep->stash) {
@@ -646,15 +725,15 @@ static ssize_t tag_recv(struct fid_ep *e, void *buf, size_t len, void *desc,
                         fi_addr_t src, uint64_t tag, uint64_t ignore, void *ctx) {
   (void)desc;
   struct iovec iov = {buf, len};
-  return do_recv(EP(e), &iov, 1, src, tag, ignore, EP(e)->rx_op_flags, ctx,
-                 FI_TAGGED);
+  return do_recv(EP(e), &iov, 1, src, tag, ignore,
+                 EP(e)->rx_op_flags & ~FI_MULTI_RECV, ctx, FI_TAGGED);
 }
 static ssize_t tag_recvv(struct fid_ep *e, const struct iovec *iov, void **desc,
                          size_t count, fi_addr_t src, uint64_t tag,
                          uint64_t ignore, void *ctx) {
   (void)desc;
-  return do_recv(EP(e), iov, count, src, tag, ignore, EP(e)->rx_op_flags, ctx,
-                 FI_TAGGED);
+  return do_recv(EP(e), iov, count, src, tag, ignore,
+                 EP(e)->rx_op_flags & ~FI_MULTI_RECV, ctx, FI_TAGGED);
 }
 static ssize_t tag_recvmsg(struct fid_ep *e, const struct fi_msg_tagged *m,
                            uint64_t flags) {
@@ -746,6 +825,8 @@ static ssize_t ep_cancel(fid_t fid, void *context) {
                           .prov_errno = MX_STATUS_CANCELLED};
       if (op->flags & FI_TAGGED)
         e.tag = 0;
+      if (op->multi)
+        e.flags |= FI_MULTI_RECV; /* the buffer is released */
       list_del(op);
       if (ep->rx_cq)
         ofx_cq_push(ep->rx_cq, &e);
@@ -761,19 +842,26 @@ static ssize_t ep_cancel(fid_t fid, void *context) {
 
 static int ep_getopt(fid_t fid, int level, int optname, void *optval,
                      size_t *optlen) {
-  (void)fid, (void)optval, (void)optlen;
-  if (level != FI_OPT_ENDPOINT)
+  struct ofx_ep *ep = (struct ofx_ep *)fid;
+  if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
     return -FI_ENOPROTOOPT;
-  (void)optname;
-  return -FI_ENOPROTOOPT;
+  if (!optval || !optlen || *optlen < sizeof(size_t))
+    return -FI_EINVAL;
+  *(size_t *)optval = ep->min_multi_recv;
+  *optlen = sizeof(size_t);
+  return 0;
 }
 static int ep_setopt(fid_t fid, int level, int optname, const void *optval,
                      size_t optlen) {
-  (void)fid, (void)optval, (void)optlen;
-  if (level != FI_OPT_ENDPOINT)
+  struct ofx_ep *ep = (struct ofx_ep *)fid;
+  if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
     return -FI_ENOPROTOOPT;
-  (void)optname;
-  return -FI_ENOPROTOOPT;
+  if (!optval || optlen != sizeof(size_t))
+    return -FI_EINVAL;
+  ofx_lock(ep->dom);
+  ep->min_multi_recv = *(const size_t *)optval;
+  ofx_unlock(ep->dom);
+  return 0;
 }
 static int no_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr,
                      struct fid_ep **tx, void *ctx) {
@@ -1120,6 +1208,7 @@ int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
   ep->stash_tail = &ep->stash;
   ep->want_eid = MX_ANY_ENDPOINT;
   ep->want_key = OFX_KEY;
+  ep->min_multi_recv = OFX_MIN_MULTI_RECV;
   ep->name.nic_id = UINT64_MAX;
   if (info->src_addr && info->src_addrlen == sizeof(struct ofx_name)) {
     const struct ofx_name *nm = info->src_addr;

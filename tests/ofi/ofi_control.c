@@ -74,9 +74,6 @@ static void test_getinfo(void) {
   h->tx_attr->inject_size = 1 << 20;
   CHECK_RET(getinfo(h, &info), -FI_ENODATA);
   h = t_hints(FI_TAGGED);
-  h->rx_attr->op_flags = FI_MULTI_RECV;
-  CHECK_RET(getinfo(h, &info), -FI_ENODATA);
-  h = t_hints(FI_TAGGED);
   h->tx_attr->msg_order = FI_ORDER_RAW | FI_ORDER_SAS;
   CHECK_RET(getinfo(h, &info), -FI_ENODATA);
   h = t_hints(FI_TAGGED);
@@ -314,10 +311,10 @@ static void test_errors(void) {
   CHECK_RET(fi_wait_open(t.fab, &wa, &ws), -FI_ENOSYS);
   CHECK_RET(fi_query_atomic(t.dom, FI_INT32, FI_SUM, NULL, 0), -FI_EOPNOTSUPP);
   size_t ol = 0;
-  CHECK_RET(fi_getopt(&t.ep[0]->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, b, &ol),
+  CHECK_RET(fi_getopt(&t.ep[0]->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, b, &ol),
             -FI_ENOPROTOOPT);
   ol = sizeof b;
-  CHECK_RET(fi_setopt(&t.ep[0]->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, b, sizeof(size_t)),
+  CHECK_RET(fi_setopt(&t.ep[0]->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, b, sizeof(size_t)),
             -FI_ENOPROTOOPT);
   CHECK_RET(fi_getpeer(t.ep[0], b, &ol), -FI_ENOSYS);
   /* Memory registration: a descriptor and a key, nothing more. */
@@ -367,7 +364,9 @@ static void test_errors(void) {
   CHECK_RET(fi_recvmsg(t.ep[0], NULL, 0), -FI_EINVAL);
   struct iovec iov = {b, 8};
   struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC};
-  CHECK_RET(fi_recvmsg(t.ep[1], &m, FI_MULTI_RECV), -FI_EOPNOTSUPP);
+  m.iov_count = 2; /* a multi-receive buffer is one buffer */
+  CHECK_RET(fi_recvmsg(t.ep[1], &m, FI_MULTI_RECV), -FI_EINVAL);
+  m.iov_count = 1;
   CHECK_RET(fi_recvmsg(t.ep[1], &m, FI_PEEK), -FI_EINVAL);
   struct fi_msg_tagged tm = {.msg_iov = &iov, .iov_count = 1,
                              .addr = FI_ADDR_UNSPEC, .tag = 1};

@@ -16,6 +16,8 @@
 #                services, FI_SOURCE binding a port, insertsvc/insertsym
 # ofi_wait(_net) tests/ofi/ofi_wait.c in h0 on lo (shared memory, network
 #                path): FI_WAIT_FD CQs and counters, poll/epoll, fi_trywait
+# ofi_multi(_net) tests/ofi/ofi_multi.c in h0 on lo (shared memory, network
+#                path): FI_MULTI_RECV buffers, FI_DELIVERY_COMPLETE as op flag
 # ports_lo/_2h   tests/ofi/ofi_ports.c: servers on two ports of h0, clients in
 #                h0 / h1 naming them by IPv4, IPv6, host name, OMX_IPMAP
 # twoproc_*      tests/ofi/ofi_twoproc.c, a server and a client process that
@@ -55,7 +57,7 @@ export FI_PROVIDER_PATH="$provdir"
 mkdir -p "$OMX_STATE_DIR"
 unset OMX_IFACES OMX_DISABLE_SHARED OMX_RNDV_THRESHOLD FI_PROVIDER FI_LOG_LEVEL || true
 
-all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads ofi_addr ofi_wait ofi_wait_net twoproc_lo twoproc_2h ports_lo ports_2h
+all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads ofi_addr ofi_wait ofi_wait_net ofi_multi ofi_multi_net twoproc_lo twoproc_2h ports_lo ports_2h
   pp_lo_tagged pp_lo_msg pp_lo_net_tagged pp_2h_tagged pp_2h_msg pp_2h_sizes)
 select_tests "$@"
 
@@ -101,10 +103,10 @@ if want fi_info; then
     caps=$(grep -m1 '^    caps:' "$tmp/log/fi_info.v" || true)
     echo "$caps"
     for c in FI_MSG FI_TAGGED FI_SEND FI_RECV FI_LOCAL_COMM FI_REMOTE_COMM \
-      FI_DIRECTED_RECV FI_SOURCE FI_REMOTE_CQ_DATA; do
+      FI_DIRECTED_RECV FI_SOURCE FI_REMOTE_CQ_DATA FI_MULTI_RECV; do
       [[ "$caps" == *"$c,"* || "$caps" == *"$c ]"* ]] || { echo "missing $c"; st=1; }
     done
-    for c in FI_RMA FI_ATOMIC FI_READ FI_WRITE FI_MULTI_RECV FI_HMEM FI_COLLECTIVE \
+    for c in FI_RMA FI_ATOMIC FI_READ FI_WRITE FI_HMEM FI_COLLECTIVE \
       FI_MULTICAST FI_RMA_EVENT FI_NAMED_RX_CTX FI_TRIGGER FI_FENCE; do
       [[ "$caps" == *"$c"* ]] && { echo "advertises $c"; st=1; }
     done
@@ -152,6 +154,8 @@ want ofi_threads && single ofi_threads ofi_threads OMX_IFACES=lo
 want ofi_addr && single ofi_addr ofi_addr OMX_IFACES=lo OFX_TEST_IP=10.213.7.1
 want ofi_wait && single ofi_wait ofi_wait OMX_IFACES=lo
 want ofi_wait_net && single ofi_wait_net ofi_wait OMX_IFACES=lo OMX_DISABLE_SHARED=1
+want ofi_multi && single ofi_multi ofi_multi OMX_IFACES=lo
+want ofi_multi_net && single ofi_multi_net ofi_multi OMX_IFACES=lo OMX_DISABLE_SHARED=1
 
 # twoproc NAME SERVER_HOST CLIENT_HOST "ENV...": ofi_twoproc server and client.
 twoproc() {
