@@ -111,8 +111,11 @@ void ofx_unlock(struct ofx_domain *d) {
 static int check_hints(const struct fi_info *h) {
   if (!h)
     return 0;
-  if (h->caps & ~(OFX_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT | FI_RECV))
+  if (h->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT | FI_RECV))
     return -FI_ENODATA;
+  /* RMA windows are keyed, addressed by offset: the application must take
+   * provider keys or give keys below 2^32 (mr_mode without FI_MR_VIRT_ADDR
+   * is always acceptable). */
   if (h->addr_format != FI_FORMAT_UNSPEC)
     return -FI_ENODATA;
   if (h->ep_attr) {
@@ -163,7 +166,7 @@ static int check_hints(const struct fi_info *h) {
       return -FI_ENODATA;
     if (t->op_flags & ~OFX_TX_OP_FLAGS)
       return -FI_ENODATA;
-    if (t->caps & ~(OFX_CAPS | FI_TRANSMIT))
+    if (t->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_TRANSMIT))
       return -FI_ENODATA;
   }
   if (h->rx_attr) {
@@ -176,7 +179,7 @@ static int check_hints(const struct fi_info *h) {
       return -FI_ENODATA;
     if (r->op_flags & ~(OFX_RX_OP_FLAGS | FI_MULTI_RECV))
       return -FI_ENODATA;
-    if (r->caps & ~(OFX_CAPS | FI_RECV | FI_REMOTE_CQ_DATA))
+    if (r->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_RECV | FI_REMOTE_CQ_DATA))
       return -FI_ENODATA;
   }
   return 0;
@@ -226,9 +229,14 @@ static struct fi_info *make_info(const struct fi_info *h) {
   uint64_t caps = OFX_CAPS | FI_REMOTE_CQ_DATA;
   if (h && h->caps) {
     /* Secondary caps only when asked; primaries asked, or all when none is. */
-    uint64_t prim = h->caps & (FI_MSG | FI_TAGGED);
+    uint64_t prim = h->caps & (FI_MSG | FI_TAGGED | FI_RMA);
     uint64_t dirs = h->caps & (FI_SEND | FI_RECV);
-    caps = (prim ? prim : (FI_MSG | FI_TAGGED)) |
+    uint64_t rma_dirs = h->caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+    if (rma_dirs)
+      prim |= FI_RMA;
+    if ((prim & FI_RMA) && !rma_dirs)
+      rma_dirs = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    caps = (prim ? prim : (FI_MSG | FI_TAGGED)) | rma_dirs |
            (dirs ? dirs : (FI_SEND | FI_RECV)) |
            (h->caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_REMOTE_CQ_DATA |
                        FI_MULTI_RECV)) |
@@ -238,18 +246,20 @@ static struct fi_info *make_info(const struct fi_info *h) {
   fi->mode = 0;
   fi->addr_format = FI_FORMAT_UNSPEC;
 
-  fi->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM);
+  fi->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM |
+                              FI_RMA | FI_READ | FI_WRITE);
   fi->tx_attr->op_flags = (h && h->tx_attr) ? h->tx_attr->op_flags : 0;
   fi->tx_attr->msg_order = OFX_MSG_ORDER;
   fi->tx_attr->comp_order = FI_ORDER_NONE;
   fi->tx_attr->inject_size = OFX_INJECT_SIZE;
   fi->tx_attr->size = 65536;
   fi->tx_attr->iov_limit = OFX_IOV_LIMIT;
-  fi->tx_attr->rma_iov_limit = 0;
+  fi->tx_attr->rma_iov_limit = (caps & FI_RMA) ? 1 : 0;
 
   fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_LOCAL_COMM |
                               FI_REMOTE_COMM | FI_SOURCE | FI_DIRECTED_RECV |
-                              FI_REMOTE_CQ_DATA | FI_MULTI_RECV);
+                              FI_REMOTE_CQ_DATA | FI_MULTI_RECV | FI_RMA |
+                              FI_REMOTE_READ | FI_REMOTE_WRITE);
   fi->rx_attr->op_flags = (h && h->rx_attr) ? h->rx_attr->op_flags : 0;
   fi->rx_attr->msg_order = OFX_MSG_ORDER;
   fi->rx_attr->comp_order = FI_ORDER_NONE;
@@ -284,7 +294,12 @@ static struct fi_info *make_info(const struct fi_info *h) {
                          : FI_PROGRESS_AUTO;
   d->resource_mgmt = FI_RM_ENABLED;
   d->av_type = (h && h->domain_attr) ? h->domain_attr->av_type : FI_AV_UNSPEC;
-  d->mr_mode = 0;
+  /* RMA: provider keys when the application takes them, windows addressed
+   * by offset (no FI_MR_VIRT_ADDR). */
+  d->mr_mode = ((caps & FI_RMA) && h && h->domain_attr &&
+                (h->domain_attr->mr_mode & FI_MR_PROV_KEY))
+                   ? FI_MR_PROV_KEY
+                   : 0;
   d->mr_key_size = sizeof(uint64_t);
   d->cq_data_size = sizeof(uint32_t);
   d->cq_cnt = 256;
@@ -385,16 +400,13 @@ static int no_ops_open(struct fid *fid, const char *name, uint64_t flags,
   return -FI_ENOSYS;
 }
 
-/* ---- memory registration: nothing to register, a key to hand out ---- */
-
-struct ofx_mr {
-  struct fid_mr mr;
-  struct ofx_domain *dom;
-};
+/* ---- memory registration: local use needs nothing (MX takes any memory);
+ * remote access exposes the region (omx_fi_rma.c) ---- */
 
 static int mr_close(struct fid *fid) {
   struct ofx_mr *m = (struct ofx_mr *)fid;
   ofx_lock(m->dom);
+  ofx_mr_unexpose(m);
   m->dom->refs--;
   ofx_unlock(m->dom);
   free(m);
@@ -413,11 +425,12 @@ static int mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
                    uint64_t access, uint64_t offset, uint64_t requested_key,
                    uint64_t flags, struct fid_mr **mr, void *context) {
   struct ofx_domain *d = (struct ofx_domain *)fid;
-  (void)offset, (void)requested_key;
+  (void)offset;
   if (!mr || (count && !iov) || count > 1 || flags)
     return -FI_EINVAL;
-  /* Only local use: no RMA is offered. */
-  if (access & (FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE))
+  /* Remote access only on a domain opened for RMA. */
+  uint64_t remote = access & (FI_REMOTE_READ | FI_REMOTE_WRITE);
+  if (remote && !(d->caps & FI_RMA))
     return -FI_EINVAL;
   struct ofx_mr *m = calloc(1, sizeof *m);
   if (!m)
@@ -427,10 +440,21 @@ static int mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
   m->mr.fid.ops = &mr_fi_ops;
   m->mr.mem_desc = m;
   m->dom = d;
+  m->base = count ? iov[0].iov_base : NULL;
+  m->len = count ? iov[0].iov_len : 0;
   ofx_lock(d);
-  m->mr.key = d->mr_key++;
-  d->refs++;
+  int ret = 0;
+  if (remote)
+    ret = ofx_mr_reg_remote(m, access, requested_key);
+  else
+    m->mr.key = d->mr_key++;
+  if (!ret)
+    d->refs++;
   ofx_unlock(d);
+  if (ret) {
+    free(m);
+    return ret;
+  }
   *mr = &m->mr;
   return 0;
 }
@@ -552,6 +576,7 @@ static int domain_open(struct fid_fabric *fabric, struct fi_info *info,
   d->serialized =
       info->domain_attr && info->domain_attr->threading == FI_THREAD_DOMAIN;
   d->mr_key = 1;
+  d->prov_key = info->domain_attr && (info->domain_attr->mr_mode & FI_MR_PROV_KEY);
   *dom = &d->fid;
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_prov.h>
 
@@ -67,6 +68,9 @@ struct ofx_name {
   (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM |   \
    FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV)
 #define OFX_MIN_MULTI_RECV 64 /* default FI_OPT_MIN_MULTI_RECV */
+/* RMA, only when asked for: MX one-sided put/get into keyed windows. */
+#define OFX_RMA_CAPS                                                           \
+  (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 
 struct ofx_fabric {
   struct fid_fabric fid;
@@ -80,9 +84,23 @@ struct ofx_domain {
   uint64_t caps;
   enum fi_av_type av_type;
   uint64_t mr_key; /* next key handed out by fi_mr_reg */
+  bool prov_key;   /* FI_MR_PROV_KEY: remote keys are the provider's (random) */
+  struct ofx_mr *mrs;  /* registrations with remote access */
+  struct ofx_ep *eps;  /* endpoints, to expose them on */
 };
 
 struct ofx_ep;
+
+/* A memory registration. With remote access it is exposed on every enabled
+ * endpoint of its domain as MX window key << 32 (omx_fi_rma.c). */
+struct ofx_mr {
+  struct fid_mr mr;
+  struct ofx_domain *dom;
+  char *base;
+  size_t len;
+  uint32_t expose; /* OMX_REGION_READ/WRITE: remote access, 0: local only */
+  struct ofx_mr *next; /* the domain's remotely accessible registrations */
+};
 
 struct ofx_av_entry {
   struct ofx_name name;
@@ -151,7 +169,7 @@ struct ofx_eq {
   struct ofx_domain *dom; /* NULL: opened on the fabric */
 };
 
-enum ofx_op_kind { OFX_OP_SEND, OFX_OP_RECV };
+enum ofx_op_kind { OFX_OP_SEND, OFX_OP_RECV, OFX_OP_WRITE, OFX_OP_READ };
 
 /* One posted operation: the context of its MX request. */
 struct ofx_op {
@@ -191,7 +209,8 @@ struct ofx_ep {
   uint64_t caps;
   uint64_t tx_op_flags, rx_op_flags;
   struct ofx_cq *tx_cq, *rx_cq;
-  struct ofx_cntr *tx_cntr, *rx_cntr;
+  struct ofx_cntr *tx_cntr, *rx_cntr, *rd_cntr, *wr_cntr;
+  struct ofx_ep *dom_next; /* the domain's endpoints */
   bool tx_selective, rx_selective;
   struct ofx_av *av;
   mx_endpoint_t mx;
@@ -255,7 +274,18 @@ int ofx_cntr_attach(struct ofx_cntr *c, struct ofx_ep *ep);
 void ofx_cntr_detach(struct ofx_cntr *c, struct ofx_ep *ep);
 int ofx_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 
+/* omx_fi_rma.c */
+extern struct fi_ops_rma ofx_rma_ops;
+int ofx_mr_reg_remote(struct ofx_mr *m, uint64_t access, uint64_t requested_key);
+void ofx_mr_unexpose(struct ofx_mr *m);
+int ofx_mr_expose_all(struct ofx_ep *ep);
+void ofx_domain_forget_ep(struct ofx_domain *d, struct ofx_ep *ep);
+
 /* omx_fi_ep.c */
+struct ofx_op *ofx_op_get(struct ofx_ep *ep, size_t extra);
+void ofx_op_put(struct ofx_ep *ep, struct ofx_op *op);
+void ofx_op_track(struct ofx_ep *ep, struct ofx_op *op);
+int ofx_get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out);
 int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
                  struct fid_ep **ep, void *context);
 size_t ofx_ep_progress(struct ofx_ep *ep, size_t max);

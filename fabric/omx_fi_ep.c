@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+void ofx_op_track(struct ofx_ep *ep, struct ofx_op *op);
 static void list_add(struct ofx_ep *ep, struct ofx_op *op) {
   op->next = ep->pending.next;
   op->prev = &ep->pending;
@@ -69,6 +70,7 @@ void ofx_ep_forget_conn(struct ofx_ep *ep, fi_addr_t a) {
 }
 
 /* The MX address of AV entry `dest`, connecting on first use. */
+int ofx_get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out);
 static int get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out) {
   struct ofx_av *av = ep->av;
   if (!av || dest >= av->n || !av->tab[dest].used)
@@ -131,6 +133,14 @@ static fi_addr_t source_of(struct ofx_ep *ep, mx_endpoint_addr_t a) {
   return i;
 }
 
+/* For the other modules (RMA): the same op records and connections. */
+struct ofx_op *ofx_op_get(struct ofx_ep *ep, size_t extra) { return op_get(ep, extra); }
+void ofx_op_put(struct ofx_ep *ep, struct ofx_op *op) { op_put(ep, op); }
+void ofx_op_track(struct ofx_ep *ep, struct ofx_op *op) { list_add(ep, op); }
+int ofx_get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out) {
+  return get_conn(ep, dest, out);
+}
+
 /* ---- completions ---- */
 
 static int status_errno(mx_status_code_t c) {
@@ -149,6 +159,7 @@ static int status_errno(mx_status_code_t c) {
   case MX_STATUS_BAD_ENDPOINT:
     return FI_EHOSTUNREACH;
   case MX_STATUS_BAD_KEY:
+  case MX_STATUS_BAD_RDMAWIN: /* RMA outside every window: bad key or range */
     return FI_EACCES;
   case MX_STATUS_NO_RESOURCES:
     return FI_ENOMEM;
@@ -194,7 +205,7 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
    * of the send. */
   if (op->kind == OFX_OP_SEND && e.err == FI_ETRUNC)
     e.err = 0;
-  struct ofx_cq *cq = op->kind == OFX_OP_SEND ? ep->tx_cq : ep->rx_cq;
+  struct ofx_cq *cq = op->kind == OFX_OP_RECV ? ep->rx_cq : ep->tx_cq;
   if (op->kind == OFX_OP_RECV) {
     uint32_t xfer = st->xfer_length;
     e.buf = op->buf;
@@ -213,7 +224,11 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
   bool keep = op->multi && multi_next(ep, op, &e);
   if (cq && ((e.err && !op->quiet) || op->report))
     ofx_cq_push(cq, &e);
-  ofx_cntr_count(op->kind == OFX_OP_SEND ? ep->tx_cntr : ep->rx_cntr, e.err != 0);
+  ofx_cntr_count(op->kind == OFX_OP_SEND    ? ep->tx_cntr
+                 : op->kind == OFX_OP_RECV  ? ep->rx_cntr
+                 : op->kind == OFX_OP_WRITE ? ep->wr_cntr
+                                            : ep->rd_cntr,
+                 e.err != 0);
   if (keep)
     list_add(ep, op);
   else
@@ -961,11 +976,15 @@ static struct fi_ops_cm cm_ops = {
 /* Adds the endpoint's notify descriptor to (or removes it from) the wait
  * objects of its CQs and counters. */
 static int watch_waits(struct ofx_ep *ep, bool on) {
-  struct ofx_wait *w[4] = {
-      ep->tx_cq ? &ep->tx_cq->wait : NULL, ep->rx_cq ? &ep->rx_cq->wait : NULL,
-      ep->tx_cntr ? &ep->tx_cntr->wait : NULL, ep->rx_cntr ? &ep->rx_cntr->wait : NULL};
-  for (int i = 0; i < 4; i++) {
-    if (!w[i] || (i % 2 && w[i] == w[i - 1]))
+  struct ofx_wait *w[6] = {
+      ep->tx_cq ? &ep->tx_cq->wait : NULL,     ep->rx_cq ? &ep->rx_cq->wait : NULL,
+      ep->tx_cntr ? &ep->tx_cntr->wait : NULL, ep->rx_cntr ? &ep->rx_cntr->wait : NULL,
+      ep->rd_cntr ? &ep->rd_cntr->wait : NULL, ep->wr_cntr ? &ep->wr_cntr->wait : NULL};
+  for (int i = 0; i < 6; i++) {
+    bool seen = false; /* one wait object may serve several roles */
+    for (int j = 0; j < i; j++)
+      seen |= w[j] == w[i];
+    if (!w[i] || seen)
       continue;
     int ret = ofx_wait_watch(w[i], ep, on);
     if (ret && on)
@@ -1002,10 +1021,11 @@ static int ep_close(struct fid *fid) {
     ofx_cq_detach(ep->rx_cq, ep);
   if (ep->av)
     ofx_av_detach(ep->av, ep);
-  if (ep->tx_cntr)
-    ofx_cntr_detach(ep->tx_cntr, ep);
-  if (ep->rx_cntr && ep->rx_cntr != ep->tx_cntr)
-    ofx_cntr_detach(ep->rx_cntr, ep);
+  struct ofx_cntr *cntrs[4] = {ep->tx_cntr, ep->rx_cntr, ep->rd_cntr, ep->wr_cntr};
+  for (int i = 0; i < 4; i++)
+    if (cntrs[i])
+      ofx_cntr_detach(cntrs[i], ep); /* detaching twice is harmless */
+  ofx_domain_forget_ep(d, ep);
   d->refs--;
   ofx_unlock(d);
   free(ep->conn);
@@ -1063,10 +1083,12 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags) {
     break; /* no asynchronous event is ever raised */
   case FI_CLASS_CNTR: {
     struct ofx_cntr *c = (struct ofx_cntr *)bfid;
-    /* Completions of sends and receives; no RMA to count. */
-    if (c->dom != ep->dom || (flags & ~(FI_SEND | FI_RECV)) ||
-        !(flags & (FI_SEND | FI_RECV)) || ((flags & FI_SEND) && ep->tx_cntr) ||
-        ((flags & FI_RECV) && ep->rx_cntr)) {
+    /* Completions of this endpoint's operations; remote accesses to its
+     * memory raise no event here (no FI_RMA_EVENT). */
+    uint64_t kinds = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+    if (c->dom != ep->dom || (flags & ~kinds) || !(flags & kinds) ||
+        ((flags & FI_SEND) && ep->tx_cntr) || ((flags & FI_RECV) && ep->rx_cntr) ||
+        ((flags & FI_READ) && ep->rd_cntr) || ((flags & FI_WRITE) && ep->wr_cntr)) {
       ret = -FI_EINVAL;
       break;
     }
@@ -1076,6 +1098,10 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags) {
       ep->tx_cntr = c;
     if (flags & FI_RECV)
       ep->rx_cntr = c;
+    if (flags & FI_READ)
+      ep->rd_cntr = c;
+    if (flags & FI_WRITE)
+      ep->wr_cntr = c;
     break;
   }
   default:
@@ -1121,6 +1147,8 @@ static int ep_enable(struct ofx_ep *ep) {
   ep->src_id = ofx_src_id(nic, eid);
   ep->enabled = true;
   int wret = watch_waits(ep, true);
+  if (!wret)
+    wret = ofx_mr_expose_all(ep);
   ep->enabled = false;
   if (wret) {
     mx_close_endpoint(ep->mx);
@@ -1188,7 +1216,7 @@ int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
   if (info->ep_attr && info->ep_attr->type != FI_EP_RDM &&
       info->ep_attr->type != FI_EP_UNSPEC)
     return -FI_EINVAL;
-  if (info->caps & ~(OFX_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT))
+  if (info->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT))
     return -FI_EINVAL;
   struct ofx_ep *ep = calloc(1, sizeof *ep);
   if (!ep)
@@ -1200,6 +1228,7 @@ int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
   ep->fid.cm = &cm_ops;
   ep->fid.msg = &msg_ops;
   ep->fid.tagged = &tagged_ops;
+  ep->fid.rma = &ofx_rma_ops;
   ep->dom = d;
   ep->caps = info->caps ? info->caps : OFX_CAPS;
   ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
@@ -1219,6 +1248,8 @@ int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
   }
   ofx_lock(d);
   d->refs++;
+  ep->dom_next = d->eps;
+  d->eps = ep;
   ofx_unlock(d);
   *fep = &ep->fid;
   return 0;

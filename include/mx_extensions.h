@@ -120,6 +120,17 @@ int mx__regcache_clean(void *ptr, size_t len);
 mx_return_t omx_expose_region(mx_endpoint_t ep, void *addr, size_t len,
                               uint64_t region_id, uint32_t flags);
 
+/* Feature macro: omx_expose_window() is available. */
+#define OMX_HAS_EXPOSE_WINDOW 1
+
+/* omx_expose_region() whose bytes remote accesses name from window on rather
+ * than from addr: mx_iput()/mx_iget() at remote_addr window + i reach byte i.
+ * Windows that name nothing else (e.g. a key in the high bits) make the
+ * region reachable only by those who know the window. Errors as
+ * omx_expose_region(), and MX_BAD_PARAM_VAL if window + len wraps around. */
+mx_return_t omx_expose_window(mx_endpoint_t ep, void *addr, size_t len,
+                              uint64_t window, uint64_t region_id, uint32_t flags);
+
 /* Withdraw an exposed region: once this returns, no remote access touches it.
  *
  * Accesses in progress either finished before the call returned or fail

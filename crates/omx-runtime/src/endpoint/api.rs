@@ -242,19 +242,24 @@ impl Endpoint {
     }
 
     /// Exposes `seg` to one-sided access by remote endpoints under `id` (flags:
-    /// `omx_proto::onesided::EXPOSE_READ | EXPOSE_WRITE`).
+    /// `omx_proto::onesided::EXPOSE_READ | EXPOSE_WRITE`). Remote accesses name its
+    /// bytes from `window` on: its own address (MX), or any other base (a window
+    /// keyed by a memory-registration key, so a wrong key names nothing).
     ///
     /// # Safety
     /// The segment must stay valid until [`Endpoint::unexpose`] (or the endpoint's
     /// close); remote puts write into it at any time in between.
-    pub unsafe fn expose(&self, seg: Segment, id: u64, flags: u32) -> Result<(), Error> {
+    pub unsafe fn expose(
+        &self,
+        seg: Segment,
+        window: u64,
+        id: u64,
+        flags: u32,
+    ) -> Result<(), Error> {
         Self::check_segments(&[seg])?;
         let mut core = self.inner.app_lock();
         let h = core.mem.register(&[seg]);
-        match core
-            .engine
-            .expose(id, seg.ptr as u64, seg.len as u64, h, flags)
-        {
+        match core.engine.expose(id, window, seg.len as u64, h, flags) {
             Ok(()) => Ok(()),
             Err(e) => {
                 core.mem.release(h);
