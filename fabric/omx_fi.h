@@ -43,6 +43,9 @@
 #define OFX_SRC_SHIFT 47
 #define OFX_SRC_MASK (0xffffULL << OFX_SRC_SHIFT)
 #define OFX_TAG_MASK ((1ULL << OFX_SRC_SHIFT) - 1)
+/* An RMA write's remote CQ data travels as an untagged message with this tag
+ * bit, which untagged receives (tag 0 only) never match. */
+#define OFX_NOTIFY_BIT (1ULL << (OFX_SRC_SHIFT - 1))
 
 /* Every message starts with this header, a separate MX segment: the remote CQ
  * data and whether there is any. Reported lengths never include it. */
@@ -184,6 +187,10 @@ struct ofx_op {
   mx_request_t req;
   struct ofx_hdr hdr;
   struct ofx_op *prev, *next; /* pending receives of the endpoint */
+  bool notify;          /* the standing receive of RMA write notifications */
+  bool rma_data;        /* an fi_writedata: notify the target once written */
+  mx_endpoint_addr_t to; /* its target */
+  uint64_t rma_len;     /* a notification's payload: the write's length */
   /* FI_MULTI_RECV: the buffer, the bytes used, and the match of its receives */
   bool multi;
   char *mr_base;
@@ -280,12 +287,15 @@ int ofx_mr_reg_remote(struct ofx_mr *m, uint64_t access, uint64_t requested_key)
 void ofx_mr_unexpose(struct ofx_mr *m);
 int ofx_mr_expose_all(struct ofx_ep *ep);
 void ofx_domain_forget_ep(struct ofx_domain *d, struct ofx_ep *ep);
+int ofx_rma_listen(struct ofx_ep *ep);
+void ofx_rma_written(struct ofx_ep *ep, struct ofx_op *op);
 
 /* omx_fi_ep.c */
 struct ofx_op *ofx_op_get(struct ofx_ep *ep, size_t extra);
 void ofx_op_put(struct ofx_ep *ep, struct ofx_op *op);
 void ofx_op_track(struct ofx_ep *ep, struct ofx_op *op);
 int ofx_get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out);
+int ofx_notify_post(struct ofx_ep *ep, struct ofx_op *op);
 int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
                  struct fid_ep **ep, void *context);
 size_t ofx_ep_progress(struct ofx_ep *ep, size_t max);

@@ -46,7 +46,7 @@ static struct ofx_op *op_get(struct ofx_ep *ep, size_t extra) {
       return NULL;
   }
   op->pooled = extra <= OFX_POOL_INLINE;
-  op->multi = false;
+  op->multi = op->notify = op->rma_data = false;
   return op;
 }
 
@@ -141,6 +141,17 @@ int ofx_get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out) {
   return get_conn(ep, dest, out);
 }
 
+/* Posts (again) the standing receive of RMA write notifications. */
+int ofx_notify_post(struct ofx_ep *ep, struct ofx_op *op) {
+  mx_segment_t seg[2] = {{&op->hdr, OFX_HDR_LEN}, {&op->rma_len, sizeof op->rma_len}};
+  op->hdr.flags = 0;
+  op->rma_len = 0;
+  return mx_irecv(ep->mx, seg, 2, OFX_NOTIFY_BIT, OFX_TAGGED_BIT | OFX_TAG_MASK, op,
+                  &op->req) == MX_SUCCESS
+             ? 0
+             : -FI_EIO;
+}
+
 /* ---- completions ---- */
 
 static int status_errno(mx_status_code_t c) {
@@ -221,6 +232,28 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
     if (!e.err || e.err == FI_ETRUNC)
       e.src = source_of(ep, st->source);
   }
+  if (op->notify && op->kind == OFX_OP_SEND) {
+    op_put(ep, op); /* a notification sent: nothing to report or count */
+    return;
+  }
+  if (op->notify) {
+    /* A remote write with CQ data: no context, the write's length. */
+    e.ctx = NULL;
+    e.buf = NULL;
+    e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+    e.len = (size_t)op->rma_len;
+    e.tag = 0;
+    if (!e.err && ep->rx_cq)
+      ofx_cq_push(ep->rx_cq, &e);
+    bool ok = !e.err && ofx_notify_post(ep, op) == 0; /* else: closing */
+    if (ok)
+      list_add(ep, op);
+    else
+      op_put(ep, op);
+    return;
+  }
+  if (op->kind == OFX_OP_WRITE && op->rma_data && !e.err)
+    ofx_rma_written(ep, op);
   bool keep = op->multi && multi_next(ep, op, &e);
   if (cq && ((e.err && !op->quiet) || op->report))
     ofx_cq_push(cq, &e);
@@ -375,7 +408,29 @@ static void stash_unlink(struct ofx_ep *ep, struct ofx_stash **link) {
 
 /* Takes the oldest message MX holds as unexpected (any match) into the
  * stash, waiting for its data; NULL if there is none or on failure. */
+static struct ofx_stash *steal_one(struct ofx_ep *ep, int *err);
+
+/* The oldest unexpected message, stashed; RMA notifications met on the way
+ * are reported as the completions they are, never stashed. */
 static struct ofx_stash *steal_oldest(struct ofx_ep *ep, int *err) {
+  struct ofx_stash *s;
+  while ((s = steal_one(ep, err)) && (s->match & OFX_NOTIFY_BIT) &&
+         !(s->match & OFX_TAGGED_BIT)) {
+    uint64_t len = 0;
+    memcpy(&len, s->data, s->len < sizeof len ? s->len : sizeof len);
+    struct ofx_cqe e = {.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+                        .data = s->hdr.data, .len = (size_t)len, .src = s->src};
+    if (ep->rx_cq)
+      ofx_cq_push(ep->rx_cq, &e);
+    struct ofx_stash **pp = &ep->stash;
+    while (*pp != s)
+      pp = &(*pp)->next;
+    stash_unlink(ep, pp);
+  }
+  return s;
+}
+
+static struct ofx_stash *steal_one(struct ofx_ep *ep, int *err) {
   mx_status_t st;
   uint32_t result = 0;
   *err = 0;
@@ -574,13 +629,14 @@ static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     if (iov[i].iov_len > OFX_MAX_MSG || total > OFX_MAX_MSG)
       return -FI_EMSGSIZE;
   }
-  uint64_t match = 0, mask = OFX_TAGGED_BIT;
+  /* Untagged messages carry tag 0: RMA notifications (another tag) never match. */
+  uint64_t match = 0, mask = OFX_TAGGED_BIT | OFX_TAG_MASK;
   if (kind & FI_TAGGED) {
     uint64_t care = ~ignore;
     if (tag & care & ~OFX_TAG_MASK)
       return -FI_EINVAL; /* a tag bit the provider reserves */
     match = OFX_TAGGED_BIT | (tag & care & OFX_TAG_MASK);
-    mask |= care & OFX_TAG_MASK;
+    mask = OFX_TAGGED_BIT | (care & OFX_TAG_MASK);
   }
   bool report = !ep->rx_selective || (flags & FI_COMPLETION);
 
@@ -830,7 +886,7 @@ static ssize_t ep_cancel(fid_t fid, void *context) {
   ofx_lock(ep->dom);
   ssize_t ret = -FI_ENOENT;
   for (struct ofx_op *op = ep->pending.next; op != &ep->pending; op = op->next) {
-    if (op->kind != OFX_OP_RECV || op->ctx != context)
+    if (op->kind != OFX_OP_RECV || op->ctx != context || op->notify)
       continue;
     uint32_t cancelled = 0;
     mx_cancel(ep->mx, &op->req, &cancelled);
@@ -1159,6 +1215,12 @@ static int ep_enable(struct ofx_ep *ep) {
                   sizeof ep->copy_send_max) != MX_SUCCESS)
     ep->copy_send_max = 0;
   ep->enabled = true;
+  int lret = ofx_rma_listen(ep);
+  if (lret) {
+    ep->enabled = false;
+    mx_close_endpoint(ep->mx);
+    return lret;
+  }
   return 0;
 }
 

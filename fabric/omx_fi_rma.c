@@ -7,7 +7,11 @@
  * region's end leaves its window, so the target refuses the access
  * (MX_STATUS_BAD_RDMAWIN: FI_EACCES at the initiator) and not one byte is
  * read or written. Keys are below 2^32: random ones (FI_MR_PROV_KEY) or the
- * application's requested_key; addresses are offsets (no FI_MR_VIRT_ADDR). */
+ * application's requested_key; addresses are offsets (no FI_MR_VIRT_ADDR).
+ * fi_writedata: once the write is in place (its put completed) the initiator
+ * sends the target an untagged message with OFX_NOTIFY_BIT, which no
+ * application receive matches; the target keeps a receive posted for them
+ * and reports each as a completion with FI_REMOTE_CQ_DATA. */
 #include "omx_fi.h"
 
 #include <string.h>
@@ -100,10 +104,63 @@ void ofx_domain_forget_ep(struct ofx_domain *d, struct ofx_ep *ep) {
     }
 }
 
+/* ---- remote CQ data: a notification once the write is in place ---- */
+
+/* Under the lock, at fi_enable: an RMA endpoint with a receive CQ keeps a
+ * receive posted for the notifications of writes with CQ data. */
+int ofx_rma_listen(struct ofx_ep *ep) {
+  if (!(ep->caps & FI_RMA) || !ep->rx_cq)
+    return 0;
+  struct ofx_op *op = ofx_op_get(ep, 0);
+  if (!op)
+    return -FI_ENOMEM;
+  op->kind = OFX_OP_RECV;
+  op->ep = ep;
+  op->ctx = NULL;
+  op->flags = FI_RMA | FI_REMOTE_WRITE;
+  op->report = true;
+  op->quiet = false;
+  op->buf = NULL;
+  op->notify = true;
+  if (ofx_notify_post(ep, op)) {
+    ofx_op_put(ep, op);
+    return -FI_EIO;
+  }
+  ofx_op_track(ep, op);
+  return 0;
+}
+
+/* Under the lock: write op (with CQ data) completed, its data in place at the
+ * target: tell the target. The notification reports nothing here (quiet). */
+void ofx_rma_written(struct ofx_ep *ep, struct ofx_op *done) {
+  struct ofx_op *op = ofx_op_get(ep, 0);
+  if (!op)
+    return;
+  op->kind = OFX_OP_SEND;
+  op->ep = ep;
+  op->ctx = NULL;
+  op->flags = FI_SEND;
+  op->report = false;
+  op->quiet = true;
+  op->notify = true;
+  op->buf = NULL;
+  op->hdr.data = done->hdr.data;
+  op->hdr.flags = OFX_HDR_DATA;
+  op->rma_len = done->rma_len;
+  mx_segment_t seg[2] = {{&op->hdr, OFX_HDR_LEN}, {&op->rma_len, sizeof op->rma_len}};
+  uint64_t match = OFX_NOTIFY_BIT | ((uint64_t)ep->src_id << OFX_SRC_SHIFT);
+  if (mx_isend(ep->mx, seg, 2, done->to, match, op, &op->req) != MX_SUCCESS) {
+    ofx_op_put(ep, op);
+    return;
+  }
+  ofx_op_track(ep, op);
+}
+
 /* ---- operations ---- */
 
 static ssize_t do_rma(struct ofx_ep *ep, void *buf, size_t len, fi_addr_t peer,
-                      uint64_t addr, uint64_t key, uint64_t flags, void *ctx, bool write) {
+                      uint64_t addr, uint64_t key, uint64_t flags, void *ctx, bool write,
+                      uint64_t data) {
   if (!(ep->caps & FI_RMA))
     return -FI_EOPNOTSUPP;
   if ((len && !buf) || key >= OFX_KEY_LIMIT || addr >= OFX_KEY_LIMIT ||
@@ -138,6 +195,10 @@ static ssize_t do_rma(struct ofx_ep *ep, void *buf, size_t len, fi_addr_t peer,
   op->report = !inject && (!ep->tx_selective || (flags & FI_COMPLETION));
   op->quiet = inject;
   op->buf = NULL;
+  op->rma_data = write && (flags & FI_REMOTE_CQ_DATA);
+  op->hdr.data = (uint32_t)data;
+  op->to = to;
+  op->rma_len = len;
   uint64_t remote = (key << OFX_WINDOW_SHIFT) + addr;
   mx_return_t rc = write ? mx_iput(ep->mx, local, (uint32_t)len, to, remote, op, &op->req)
                          : mx_iget(ep->mx, local, (uint32_t)len, to, remote, op, &op->req);
@@ -157,7 +218,8 @@ out:
 static ssize_t rma_read(struct fid_ep *e, void *buf, size_t len, void *desc, fi_addr_t src,
                         uint64_t addr, uint64_t key, void *ctx) {
   (void)desc;
-  return do_rma(EP(e), buf, len, src, addr, key, EP(e)->tx_op_flags, ctx, false);
+  return do_rma(EP(e), buf, len, src, addr, key, EP(e)->tx_op_flags & ~FI_REMOTE_CQ_DATA,
+                ctx, false, 0);
 }
 static ssize_t rma_readv(struct fid_ep *e, const struct iovec *iov, void **desc,
                          size_t count, fi_addr_t src, uint64_t addr, uint64_t key,
@@ -166,17 +228,17 @@ static ssize_t rma_readv(struct fid_ep *e, const struct iovec *iov, void **desc,
   if (count != 1 || !iov)
     return -FI_EINVAL; /* rma_iov_limit 1: MX puts and gets take one buffer */
   return do_rma(EP(e), iov[0].iov_base, iov[0].iov_len, src, addr, key,
-                EP(e)->tx_op_flags, ctx, false);
+                EP(e)->tx_op_flags & ~FI_REMOTE_CQ_DATA, ctx, false, 0);
 }
 static ssize_t rma_msg(struct fid_ep *e, const struct fi_msg_rma *m, uint64_t flags,
                        bool write) {
   if (!m || m->iov_count != 1 || !m->msg_iov || m->rma_iov_count != 1 || !m->rma_iov ||
       m->msg_iov[0].iov_len != m->rma_iov[0].len)
     return -FI_EINVAL;
-  if (flags & FI_REMOTE_CQ_DATA)
-    return -FI_EOPNOTSUPP; /* no notification of the target */
+  if ((flags & FI_REMOTE_CQ_DATA) && !write)
+    return -FI_EINVAL; /* CQ data goes with writes */
   return do_rma(EP(e), m->msg_iov[0].iov_base, m->msg_iov[0].iov_len, m->addr,
-                m->rma_iov[0].addr, m->rma_iov[0].key, flags, m->context, write);
+                m->rma_iov[0].addr, m->rma_iov[0].key, flags, m->context, write, m->data);
 }
 static ssize_t rma_readmsg(struct fid_ep *e, const struct fi_msg_rma *m, uint64_t flags) {
   return rma_msg(e, m, flags, false);
@@ -184,7 +246,8 @@ static ssize_t rma_readmsg(struct fid_ep *e, const struct fi_msg_rma *m, uint64_
 static ssize_t rma_write(struct fid_ep *e, const void *buf, size_t len, void *desc,
                          fi_addr_t dest, uint64_t addr, uint64_t key, void *ctx) {
   (void)desc;
-  return do_rma(EP(e), (void *)buf, len, dest, addr, key, EP(e)->tx_op_flags, ctx, true);
+  return do_rma(EP(e), (void *)buf, len, dest, addr, key,
+                EP(e)->tx_op_flags & ~FI_REMOTE_CQ_DATA, ctx, true, 0);
 }
 static ssize_t rma_writev(struct fid_ep *e, const struct iovec *iov, void **desc,
                           size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
@@ -193,26 +256,26 @@ static ssize_t rma_writev(struct fid_ep *e, const struct iovec *iov, void **desc
   if (count != 1 || !iov)
     return -FI_EINVAL;
   return do_rma(EP(e), iov[0].iov_base, iov[0].iov_len, dest, addr, key,
-                EP(e)->tx_op_flags, ctx, true);
+                EP(e)->tx_op_flags & ~FI_REMOTE_CQ_DATA, ctx, true, 0);
 }
 static ssize_t rma_writemsg(struct fid_ep *e, const struct fi_msg_rma *m, uint64_t flags) {
   return rma_msg(e, m, flags, true);
 }
 static ssize_t rma_inject(struct fid_ep *e, const void *buf, size_t len, fi_addr_t dest,
                           uint64_t addr, uint64_t key) {
-  return do_rma(EP(e), (void *)buf, len, dest, addr, key, FI_INJECT, NULL, true);
+  return do_rma(EP(e), (void *)buf, len, dest, addr, key, FI_INJECT, NULL, true, 0);
 }
 static ssize_t rma_writedata(struct fid_ep *e, const void *buf, size_t len, void *desc,
                              uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key,
                              void *ctx) {
-  (void)e, (void)buf, (void)len, (void)desc, (void)data, (void)dest, (void)addr, (void)key,
-      (void)ctx;
-  return -FI_EOPNOTSUPP;
+  (void)desc;
+  return do_rma(EP(e), (void *)buf, len, dest, addr, key,
+                EP(e)->tx_op_flags | FI_REMOTE_CQ_DATA, ctx, true, data);
 }
 static ssize_t rma_injectdata(struct fid_ep *e, const void *buf, size_t len, uint64_t data,
                               fi_addr_t dest, uint64_t addr, uint64_t key) {
-  (void)e, (void)buf, (void)len, (void)data, (void)dest, (void)addr, (void)key;
-  return -FI_EOPNOTSUPP;
+  return do_rma(EP(e), (void *)buf, len, dest, addr, key, FI_INJECT | FI_REMOTE_CQ_DATA,
+                NULL, true, data);
 }
 
 struct fi_ops_rma ofx_rma_ops = {

@@ -3,7 +3,9 @@
  * of 8 B to 1 MiB into registered memory (keys from the provider, or the
  * application's), data and completions checked, counters; and every refusal
  * a clear error with nothing written: a wrong key, a range past the region,
- * a write into read-only memory, a closed registration, impossible keys.
+ * a write into read-only memory, a closed registration, impossible keys;
+ * remote CQ data (fi_writedata, fi_inject_writedata, fi_writemsg) reported by
+ * the target's CQ and never seen by its untagged receives.
  *
  * OFX_TEST_KEYS=prov: mr_mode FI_MR_PROV_KEY; otherwise the application's keys.
  */
@@ -56,6 +58,12 @@ static void expect_denied(void *ctx, const char *what) {
   ssize_t r = done(&e, &ee);
   CHECK(r == -FI_EAVAIL && ee.err == FI_EACCES && ee.op_context == ctx,
         "%s refused with FI_EACCES: %zd err %d", what, r, r == -FI_EAVAIL ? ee.err : 0);
+}
+
+static void expect_ok_send(void *ctx) {
+  struct fi_cq_tagged_entry e;
+  struct fi_cq_err_entry ee;
+  CHECK(done(&e, &ee) == 1 && e.op_context == ctx && (e.flags & FI_SEND), "send");
 }
 
 static void setup(void) {
@@ -181,6 +189,46 @@ int main(void) {
   expect_denied(&c, "write into read-only memory");
   CHECK(verify(ro, 4096, 9) < 0, "read-only memory untouched");
 
+  /* Remote CQ data: the target's CQ reports each write with its data, and
+   * untagged receives never see the notifications. */
+  uint64_t word = 0;
+  struct fi_context rc;
+  CHECK_RET(fi_recv(ep[1], &word, 8, NULL, FI_ADDR_UNSPEC, &rc), 0);
+  fill(local, 300, 50);
+  CHECK_RET(fi_writedata(ep[0], local, 300, NULL, 0xabcd, peer, 4096, key, &c), 0);
+  expect_ok(&c, FI_WRITE, "writedata");
+  CHECK(fi_cq_sread(cq[1], &e, 1, NULL, (int)T) == 1 &&
+            e.flags == (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA) && e.data == 0xabcd &&
+            e.len == 300 && e.op_context == NULL,
+        "target completion of writedata: flags %#llx data %#llx len %zu",
+        (unsigned long long)e.flags, (unsigned long long)e.data, e.len);
+  CHECK(verify(tgt + 4096, 300, 50) < 0, "writedata data in place");
+  fill(local, 32, 51);
+  CHECK_RET(fi_inject_writedata(ep[0], local, 32, 0x51, peer, 8192, key), 0);
+  /* The notification leaves when the initiator's provider sees the write
+   * done: at its next CQ (or counter) read, which reports nothing here. */
+  ssize_t got = -FI_EAGAIN;
+  for (double end = now_ms() + T; got == -FI_EAGAIN && now_ms() < end;) {
+    CHECK_RET(fi_cq_read(cq[0], &e, 1), -FI_EAGAIN);
+    got = fi_cq_read(cq[1], &e, 1);
+  }
+  CHECK(got == 1 && e.data == 0x51 && e.len == 32 && verify(tgt + 8192, 32, 51) < 0,
+        "inject_writedata: %zd", got);
+  riov = (struct fi_rma_iov){.addr = 9000, .len = 256, .key = key};
+  iov = (struct iovec){local, 256};
+  m = (struct fi_msg_rma){.msg_iov = &iov, .iov_count = 1, .addr = peer, .rma_iov = &riov,
+                          .rma_iov_count = 1, .context = &c, .data = 0x77};
+  CHECK_RET(fi_writemsg(ep[0], &m, FI_REMOTE_CQ_DATA | FI_COMPLETION), 0);
+  expect_ok(&c, FI_WRITE, "writemsg with CQ data");
+  CHECK(fi_cq_sread(cq[1], &e, 1, NULL, (int)T) == 1 && e.data == 0x77 && e.len == 256,
+        "writemsg CQ data at the target");
+  /* The untagged receive is still waiting for a real message. */
+  uint64_t msg = 0x3e3e;
+  CHECK_RET(fi_send(ep[0], &msg, 8, NULL, peer, &c), 0);
+  expect_ok_send(&c);
+  CHECK(fi_cq_sread(cq[1], &e, 1, NULL, (int)T) == 1 && e.op_context == &rc && word == 0x3e3e,
+        "the untagged receive got the message, not a notification");
+
   /* Refusals: nothing written. Snapshot the target and its guards. */
   char *snap = xmalloc(TLEN + 2 * GUARD);
   memcpy(snap, mem, TLEN + 2 * GUARD);
@@ -198,16 +246,17 @@ int main(void) {
   expect_denied(&c, "read past the end");
   CHECK_RET(fi_write(ep[0], local, 8, NULL, peer, 0, 1ULL << 32, &c), -FI_EINVAL);
   CHECK_RET(fi_write(ep[0], local, 8, NULL, peer, 1ULL << 32, key, &c), -FI_EINVAL);
+  CHECK_RET(fi_writedata(ep[0], local, 64, NULL, 9, peer, 0, bad, &c), 0);
+  expect_denied(&c, "writedata with a wrong key");
   CHECK(!memcmp(snap, mem, TLEN + 2 * GUARD), "refused accesses wrote nothing");
-  CHECK(fi_cntr_readerr(wr) == 4 && fi_cntr_readerr(rd) == 2, "error counters %llu %llu",
+  CHECK_RET(fi_cq_sread(cq[1], &e, 1, NULL, 100), -FI_EAGAIN); /* no notification */
+  CHECK(fi_cntr_readerr(wr) == 5 && fi_cntr_readerr(rd) == 2, "error counters %llu %llu",
         (unsigned long long)fi_cntr_readerr(wr), (unsigned long long)fi_cntr_readerr(rd));
   /* A closed registration takes no more accesses. */
   CHECK_RET(fi_close(&mr->fid), 0);
   CHECK_RET(fi_write(ep[0], local, 64, NULL, peer, 0, key, &c), 0);
   expect_denied(&c, "write after fi_close of the region");
   CHECK(!memcmp(snap, mem, TLEN + 2 * GUARD), "closed region untouched");
-  /* Not offered: remote CQ data on RMA. */
-  CHECK_RET(fi_writedata(ep[0], local, 8, NULL, 1, peer, 0, rkey, &c), -FI_EOPNOTSUPP);
 
   CHECK_RET(fi_close(&rmr->fid), 0);
   for (int i = 0; i < 2; i++) {

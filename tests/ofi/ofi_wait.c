@@ -218,7 +218,7 @@ static void test_counters(enum fi_wait_obj wait) {
   /* Bad binds. */
   struct fid_ep *ep3;
   REQUIRE(fi_endpoint(dom, info, &ep3, NULL) == 0, "ep3");
-  CHECK_RET(fi_ep_bind(ep3, &txc->fid, FI_WRITE), -FI_EINVAL);
+  CHECK_RET(fi_ep_bind(ep3, &txc->fid, FI_REMOTE_WRITE), -FI_EINVAL); /* no RMA events */
   CHECK_RET(fi_ep_bind(ep3, &txc->fid, 0), -FI_EINVAL);
   CHECK_RET(fi_close(&ep3->fid), 0);
   CHECK_RET(fi_close(&txc->fid), -FI_EBUSY);
