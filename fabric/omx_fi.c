@@ -135,6 +135,10 @@ static int check_hints(const struct fi_info *h) {
   }
   if (h->domain_attr) {
     const struct fi_domain_attr *d = h->domain_attr;
+    /* RMA addresses are offsets: FI_MR_BASIC's virtual addresses are not offered. */
+    if ((h->caps & (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) &&
+        (d->mr_mode & FI_MR_BASIC))
+      return -FI_ENODATA;
     if (d->name && strcmp(d->name, OFX_NAME))
       return -FI_ENODATA;
     if (d->cq_data_size > sizeof(uint32_t))
@@ -207,22 +211,38 @@ static int resolve_addr(const char *node, const char *service, uint64_t flags,
     }
     src->eid = eid;
     src->key = key;
-    *has_src = node || service;
+    *has_src = true;
     return 0;
   }
   uint64_t nic;
+  uint32_t board;
   if (ofx_lookup_host(node, &nic))
     return -FI_ENODATA;
-  if (eid == MX_ANY_ENDPOINT)
-    return -FI_ENODATA; /* a destination needs its endpoint index */
+  if (eid == MX_ANY_ENDPOINT) {
+    /* No service: a node of this host names where to open (fabtests pass their
+     * -s address so); a peer's node needs its endpoint. */
+    if (mx_nic_id_to_board_number(nic, &board) != MX_SUCCESS)
+      return -FI_ENODATA;
+    src->nic_id = nic;
+    src->eid = MX_ANY_ENDPOINT;
+    src->key = OFX_KEY;
+    *has_src = true;
+    return 0;
+  }
   dst->nic_id = nic;
   dst->eid = eid;
   dst->key = key;
   *has_dst = true;
+  /* The source: this host's first board, any endpoint. */
+  if (mx_board_number_to_nic_id(0, &src->nic_id) == MX_SUCCESS) {
+    src->eid = MX_ANY_ENDPOINT;
+    src->key = OFX_KEY;
+    *has_src = true;
+  }
   return 0;
 }
 
-static struct fi_info *make_info(const struct fi_info *h) {
+static struct fi_info *make_info(uint32_t version, const struct fi_info *h) {
   struct fi_info *fi = fi_allocinfo();
   if (!fi)
     return NULL;
@@ -246,8 +266,9 @@ static struct fi_info *make_info(const struct fi_info *h) {
   fi->mode = 0;
   fi->addr_format = FI_FORMAT_UNSPEC;
 
-  fi->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM |
-                              FI_RMA | FI_READ | FI_WRITE);
+  /* tx/rx caps: the primary and modifier caps of each side (domain caps and
+   * FI_REMOTE_CQ_DATA belong to the info only). */
+  fi->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE);
   fi->tx_attr->op_flags = (h && h->tx_attr) ? h->tx_attr->op_flags : 0;
   fi->tx_attr->msg_order = OFX_MSG_ORDER;
   fi->tx_attr->comp_order = FI_ORDER_NONE;
@@ -256,10 +277,8 @@ static struct fi_info *make_info(const struct fi_info *h) {
   fi->tx_attr->iov_limit = OFX_IOV_LIMIT;
   fi->tx_attr->rma_iov_limit = (caps & FI_RMA) ? 1 : 0;
 
-  fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_LOCAL_COMM |
-                              FI_REMOTE_COMM | FI_SOURCE | FI_DIRECTED_RECV |
-                              FI_REMOTE_CQ_DATA | FI_MULTI_RECV | FI_RMA |
-                              FI_REMOTE_READ | FI_REMOTE_WRITE);
+  fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV |
+                              FI_MULTI_RECV | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE);
   fi->rx_attr->op_flags = (h && h->rx_attr) ? h->rx_attr->op_flags : 0;
   fi->rx_attr->msg_order = OFX_MSG_ORDER;
   fi->rx_attr->comp_order = FI_ORDER_NONE;
@@ -300,6 +319,12 @@ static struct fi_info *make_info(const struct fi_info *h) {
                 (h->domain_attr->mr_mode & FI_MR_PROV_KEY))
                    ? FI_MR_PROV_KEY
                    : 0;
+  /* The v1.0 modes: FI_MR_SCALABLE is what omx does (the application's keys,
+   * offsets); FI_MR_BASIC (virtual addresses) is refused in check_hints. */
+  if ((caps & FI_RMA) && ((h && h->domain_attr && h->domain_attr->mr_mode == FI_MR_SCALABLE) ||
+                          (FI_VERSION_LT(version, FI_VERSION(1, 5)) &&
+                           (!h || !h->domain_attr || h->domain_attr->mr_mode == FI_MR_UNSPEC))))
+    d->mr_mode = FI_MR_SCALABLE;
   d->mr_key_size = sizeof(uint64_t);
   d->cq_data_size = sizeof(uint32_t);
   d->cq_cnt = 256;
@@ -327,7 +352,6 @@ static struct fi_info *make_info(const struct fi_info *h) {
 static int ofx_getinfo(uint32_t version, const char *node, const char *service,
                        uint64_t flags, const struct fi_info *hints,
                        struct fi_info **info) {
-  (void)version;
   if (!info)
     return -FI_EINVAL;
   *info = NULL;
@@ -360,7 +384,7 @@ static int ofx_getinfo(uint32_t version, const char *node, const char *service,
     has_dst = true;
   }
 
-  struct fi_info *fi = make_info(hints);
+  struct fi_info *fi = make_info(version, hints);
   if (!fi)
     return -FI_ENOMEM;
   if (has_src) {

@@ -56,6 +56,11 @@ struct ofx_hdr {
 #define OFX_HDR_DATA 1u
 #define OFX_HDR_LEN ((uint32_t)sizeof(struct ofx_hdr))
 
+/* Operation flag of the fi_inject* calls (a bit libfabric leaves to
+ * providers): no completion at all. The FI_INJECT flag itself only means the
+ * buffer is free at return; such a send still completes. */
+#define OFX_NO_COMPLETION (1ULL << 61)
+
 #define OFX_IOV_LIMIT 255 /* MX takes 256 segments; one is the header */
 #define OFX_INJECT_SIZE 4096
 #define OFX_MAX_MSG ((size_t)UINT32_MAX - OFX_HDR_LEN)

@@ -322,10 +322,10 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     ofx_unlock(ep->dom);
     return ret;
   }
-  /* An injected message MX copies at post (up to MX_COPY_SEND_MAX, on every
+  /* An fi_inject message MX copies at post (up to MX_COPY_SEND_MAX, on every
    * path) needs neither an op nor a request: MX forgets it, so it costs no
-   * completion to collect. Injected messages never report, not even errors. */
-  if ((flags & (FI_INJECT | FI_DELIVERY_COMPLETE)) == FI_INJECT &&
+   * completion to collect. fi_inject messages never report, not even errors. */
+  if ((flags & (OFX_NO_COMPLETION | FI_DELIVERY_COMPLETE)) == OFX_NO_COMPLETION &&
       total + OFX_HDR_LEN <= ep->copy_send_max) {
     struct ofx_hdr hdr = {
         .data = (uint32_t)data,
@@ -342,7 +342,7 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
   }
   /* Otherwise an injected message is copied behind its op: the caller's
    * buffer is free at return whatever path (eager, rendezvous, shared memory)
-   * MX takes, and the op produces no completion. */
+   * MX takes; the op completes unless it came from fi_inject. */
   size_t extra = (flags & FI_INJECT) ? total : 0;
   struct ofx_op *op = op_get(ep, extra);
   if (!op) {
@@ -361,9 +361,9 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
   op->ep = ep;
   op->ctx = ctx;
   op->flags = FI_SEND | kind;
-  op->report = !(flags & FI_INJECT) &&
+  op->report = !(flags & OFX_NO_COMPLETION) &&
                (!ep->tx_selective || (flags & FI_COMPLETION));
-  op->quiet = (flags & FI_INJECT) != 0;
+  op->quiet = (flags & OFX_NO_COMPLETION) != 0;
   op->buf = NULL;
   op->hdr.data = (uint32_t)data;
   op->hdr.flags = (flags & FI_REMOTE_CQ_DATA) ? OFX_HDR_DATA : 0;
@@ -750,13 +750,14 @@ static ssize_t msg_sendmsg(struct fid_ep *e, const struct fi_msg *m,
                            uint64_t flags) {
   if (!m)
     return -FI_EINVAL;
-  return do_send(EP(e), m->msg_iov, m->iov_count, m->addr, 0, m->data, flags,
+  return do_send(EP(e), m->msg_iov, m->iov_count, m->addr, 0, m->data,
+                 flags & ~OFX_NO_COMPLETION,
                  m->context, FI_MSG);
 }
 static ssize_t msg_inject(struct fid_ep *e, const void *buf, size_t len,
                           fi_addr_t dest) {
   struct iovec iov = {(void *)buf, len};
-  return do_send(EP(e), &iov, 1, dest, 0, 0, FI_INJECT, NULL, FI_MSG);
+  return do_send(EP(e), &iov, 1, dest, 0, 0, FI_INJECT | OFX_NO_COMPLETION, NULL, FI_MSG);
 }
 static ssize_t msg_senddata(struct fid_ep *e, const void *buf, size_t len,
                             void *desc, uint64_t data, fi_addr_t dest,
@@ -769,7 +770,8 @@ static ssize_t msg_senddata(struct fid_ep *e, const void *buf, size_t len,
 static ssize_t msg_injectdata(struct fid_ep *e, const void *buf, size_t len,
                               uint64_t data, fi_addr_t dest) {
   struct iovec iov = {(void *)buf, len};
-  return do_send(EP(e), &iov, 1, dest, 0, data, FI_INJECT | FI_REMOTE_CQ_DATA,
+  return do_send(EP(e), &iov, 1, dest, 0, data,
+                 FI_INJECT | OFX_NO_COMPLETION | FI_REMOTE_CQ_DATA,
                  NULL, FI_MSG);
 }
 
@@ -835,14 +837,16 @@ static ssize_t tag_sendmsg(struct fid_ep *e, const struct fi_msg_tagged *m,
   if (!m || check_tag(m->tag))
     return -FI_EINVAL;
   return do_send(EP(e), m->msg_iov, m->iov_count, m->addr,
-                 OFX_TAGGED_BIT | m->tag, m->data, flags, m->context, FI_TAGGED);
+                 OFX_TAGGED_BIT | m->tag, m->data, flags & ~OFX_NO_COMPLETION, m->context,
+                 FI_TAGGED);
 }
 static ssize_t tag_inject(struct fid_ep *e, const void *buf, size_t len,
                           fi_addr_t dest, uint64_t tag) {
   if (check_tag(tag))
     return -FI_EINVAL;
   struct iovec iov = {(void *)buf, len};
-  return do_send(EP(e), &iov, 1, dest, OFX_TAGGED_BIT | tag, 0, FI_INJECT, NULL,
+  return do_send(EP(e), &iov, 1, dest, OFX_TAGGED_BIT | tag, 0,
+                 FI_INJECT | OFX_NO_COMPLETION, NULL,
                  FI_TAGGED);
 }
 static ssize_t tag_senddata(struct fid_ep *e, const void *buf, size_t len,
@@ -861,7 +865,7 @@ static ssize_t tag_injectdata(struct fid_ep *e, const void *buf, size_t len,
     return -FI_EINVAL;
   struct iovec iov = {(void *)buf, len};
   return do_send(EP(e), &iov, 1, dest, OFX_TAGGED_BIT | tag, data,
-                 FI_INJECT | FI_REMOTE_CQ_DATA, NULL, FI_TAGGED);
+                 FI_INJECT | OFX_NO_COMPLETION | FI_REMOTE_CQ_DATA, NULL, FI_TAGGED);
 }
 
 static struct fi_ops_tagged tagged_ops = {

@@ -192,8 +192,8 @@ static ssize_t do_rma(struct ofx_ep *ep, void *buf, size_t len, fi_addr_t peer,
   op->ep = ep;
   op->ctx = ctx;
   op->flags = FI_RMA | (write ? FI_WRITE : FI_READ);
-  op->report = !inject && (!ep->tx_selective || (flags & FI_COMPLETION));
-  op->quiet = inject;
+  op->report = !(flags & OFX_NO_COMPLETION) && (!ep->tx_selective || (flags & FI_COMPLETION));
+  op->quiet = (flags & OFX_NO_COMPLETION) != 0;
   op->buf = NULL;
   op->rma_data = write && (flags & FI_REMOTE_CQ_DATA);
   op->hdr.data = (uint32_t)data;
@@ -238,7 +238,8 @@ static ssize_t rma_msg(struct fid_ep *e, const struct fi_msg_rma *m, uint64_t fl
   if ((flags & FI_REMOTE_CQ_DATA) && !write)
     return -FI_EINVAL; /* CQ data goes with writes */
   return do_rma(EP(e), m->msg_iov[0].iov_base, m->msg_iov[0].iov_len, m->addr,
-                m->rma_iov[0].addr, m->rma_iov[0].key, flags, m->context, write, m->data);
+                m->rma_iov[0].addr, m->rma_iov[0].key, flags & ~OFX_NO_COMPLETION, m->context,
+                write, m->data);
 }
 static ssize_t rma_readmsg(struct fid_ep *e, const struct fi_msg_rma *m, uint64_t flags) {
   return rma_msg(e, m, flags, false);
@@ -263,7 +264,8 @@ static ssize_t rma_writemsg(struct fid_ep *e, const struct fi_msg_rma *m, uint64
 }
 static ssize_t rma_inject(struct fid_ep *e, const void *buf, size_t len, fi_addr_t dest,
                           uint64_t addr, uint64_t key) {
-  return do_rma(EP(e), (void *)buf, len, dest, addr, key, FI_INJECT, NULL, true, 0);
+  return do_rma(EP(e), (void *)buf, len, dest, addr, key, FI_INJECT | OFX_NO_COMPLETION, NULL,
+                true, 0);
 }
 static ssize_t rma_writedata(struct fid_ep *e, const void *buf, size_t len, void *desc,
                              uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key,
@@ -274,8 +276,8 @@ static ssize_t rma_writedata(struct fid_ep *e, const void *buf, size_t len, void
 }
 static ssize_t rma_injectdata(struct fid_ep *e, const void *buf, size_t len, uint64_t data,
                               fi_addr_t dest, uint64_t addr, uint64_t key) {
-  return do_rma(EP(e), (void *)buf, len, dest, addr, key, FI_INJECT | FI_REMOTE_CQ_DATA,
-                NULL, true, data);
+  return do_rma(EP(e), (void *)buf, len, dest, addr, key,
+                FI_INJECT | OFX_NO_COMPLETION | FI_REMOTE_CQ_DATA, NULL, true, data);
 }
 
 struct fi_ops_rma ofx_rma_ops = {

@@ -182,6 +182,10 @@ int main(void) {
     CHECK_RET(fi_av_insertsvc(b.av, "127.0.0.1", bad_services[i], &wrong, 0, NULL),
               -FI_EINVAL);
   }
+  /* A node of this host without a service: where to open (a source). */
+  info = info_for("127.0.0.1", NULL, 0, &ret);
+  CHECK(ret == 0 && info && info->src_addr && !info->dest_addr, "127.0.0.1 alone: %d", ret);
+  fi_freeinfo(info);
   /* An address nobody on an omx interface answers for (bounded wait). */
   info = info_for("192.0.2.1", "9228", 0, &ret);
   CHECK(ret == -FI_ENODATA && !info, "192.0.2.1: %d", ret);
