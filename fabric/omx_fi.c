@@ -58,20 +58,34 @@ int ofx_errno(mx_return_t rc) {
   }
 }
 
-/* A peer's nic id from its board name: "host:board" as MX names boards, or
- * a bare name (the loopback board is "localhost"), tried as is then as
- * "name:0". */
+/* A node's nic id: an IP address or a host name resolving to one, localhost,
+ * or an omx board name (omx_resolve_node: the runtime's one mapping). */
 int ofx_lookup_host(const char *node, uint64_t *nic) {
-  char host[MX_MAX_HOSTNAME_LEN];
-  if (!node || strlen(node) + 3 > sizeof host)
+  if (!node || !*node)
     return -FI_EINVAL;
-  snprintf(host, sizeof host, "%s", node);
-  if (mx_hostname_to_nic_id(host, nic) == MX_SUCCESS)
+  return omx_resolve_node(node, OFX_RESOLVE_MS, nic) == MX_SUCCESS
+             ? 0
+             : -FI_EADDRNOTAVAIL;
+}
+
+/* A service: empty = any endpoint; 0..31 = that MX endpoint index (omx's own
+ * addressing, provider key); any other port = the endpoint and key the
+ * runtime maps it to (omx_port_endpoint), so a port names one process. */
+int ofx_parse_service(const char *service, uint32_t *eid, uint32_t *key) {
+  *eid = MX_ANY_ENDPOINT;
+  *key = OFX_KEY;
+  if (!service || !*service)
     return 0;
-  if (strchr(node, ':'))
-    return -FI_EADDRNOTAVAIL;
-  snprintf(host, sizeof host, "%s:0", node);
-  return mx_hostname_to_nic_id(host, nic) == MX_SUCCESS ? 0 : -FI_EADDRNOTAVAIL;
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(service, &end, 10);
+  if (*end || errno || v > 65535 || *service == '-' || *service == '+')
+    return -FI_EINVAL;
+  if (v < OFX_INDEX_SERVICES) {
+    *eid = (uint32_t)v;
+    return 0;
+  }
+  return omx_port_endpoint((uint32_t)v, eid, key) == MX_SUCCESS ? 0 : -FI_EINVAL;
 }
 
 /* A domain opened FI_THREAD_DOMAIN is serialized by the application (MX's
@@ -97,8 +111,11 @@ void ofx_unlock(struct ofx_domain *d) {
 static int check_hints(const struct fi_info *h) {
   if (!h)
     return 0;
-  if (h->caps & ~(OFX_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT | FI_RECV))
+  if (h->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT | FI_RECV))
     return -FI_ENODATA;
+  /* RMA windows are keyed, addressed by offset: the application must take
+   * provider keys or give keys below 2^32 (mr_mode without FI_MR_VIRT_ADDR
+   * is always acceptable). */
   if (h->addr_format != FI_FORMAT_UNSPEC)
     return -FI_ENODATA;
   if (h->ep_attr) {
@@ -118,6 +135,10 @@ static int check_hints(const struct fi_info *h) {
   }
   if (h->domain_attr) {
     const struct fi_domain_attr *d = h->domain_attr;
+    /* RMA addresses are offsets: FI_MR_BASIC's virtual addresses are not offered. */
+    if ((h->caps & (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) &&
+        (d->mr_mode & FI_MR_BASIC))
+      return -FI_ENODATA;
     if (d->name && strcmp(d->name, OFX_NAME))
       return -FI_ENODATA;
     if (d->cq_data_size > sizeof(uint32_t))
@@ -149,7 +170,7 @@ static int check_hints(const struct fi_info *h) {
       return -FI_ENODATA;
     if (t->op_flags & ~OFX_TX_OP_FLAGS)
       return -FI_ENODATA;
-    if (t->caps & ~(OFX_CAPS | FI_TRANSMIT))
+    if (t->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_TRANSMIT))
       return -FI_ENODATA;
   }
   if (h->rx_attr) {
@@ -160,10 +181,9 @@ static int check_hints(const struct fi_info *h) {
       return -FI_ENODATA;
     if (r->iov_limit > OFX_IOV_LIMIT)
       return -FI_ENODATA;
-    if (r->op_flags & ~(OFX_RX_OP_FLAGS | FI_MULTI_RECV) ||
-        (r->op_flags & FI_MULTI_RECV))
+    if (r->op_flags & ~(OFX_RX_OP_FLAGS | FI_MULTI_RECV))
       return -FI_ENODATA;
-    if (r->caps & ~(OFX_CAPS | FI_RECV | FI_REMOTE_CQ_DATA))
+    if (r->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_RECV | FI_REMOTE_CQ_DATA))
       return -FI_ENODATA;
   }
   return 0;
@@ -174,14 +194,9 @@ static int check_hints(const struct fi_info *h) {
 static int resolve_addr(const char *node, const char *service, uint64_t flags,
                         struct ofx_name *src, bool *has_src,
                         struct ofx_name *dst, bool *has_dst) {
-  uint32_t eid = MX_ANY_ENDPOINT;
-  if (service && *service) {
-    char *end;
-    unsigned long v = strtoul(service, &end, 10);
-    if (*end || v >= 32)
-      return -FI_ENODATA;
-    eid = (uint32_t)v;
-  }
+  uint32_t eid, key;
+  if (ofx_parse_service(service, &eid, &key))
+    return -FI_ENODATA;
   *has_src = *has_dst = false;
   if ((flags & FI_SOURCE) || !node) {
     if (node && *node) {
@@ -195,52 +210,75 @@ static int resolve_addr(const char *node, const char *service, uint64_t flags,
       return -FI_ENODATA;
     }
     src->eid = eid;
-    src->key = OFX_KEY;
-    *has_src = node || service;
+    src->key = key;
+    *has_src = true;
     return 0;
   }
   uint64_t nic;
+  uint32_t board;
   if (ofx_lookup_host(node, &nic))
     return -FI_ENODATA;
-  if (eid == MX_ANY_ENDPOINT)
-    return -FI_ENODATA; /* a destination needs its endpoint index */
+  if (eid == MX_ANY_ENDPOINT) {
+    /* No service: a node of this host names where to open (fabtests pass their
+     * -s address so); a peer's node needs its endpoint. */
+    if (mx_nic_id_to_board_number(nic, &board) != MX_SUCCESS)
+      return -FI_ENODATA;
+    src->nic_id = nic;
+    src->eid = MX_ANY_ENDPOINT;
+    src->key = OFX_KEY;
+    *has_src = true;
+    return 0;
+  }
   dst->nic_id = nic;
   dst->eid = eid;
-  dst->key = OFX_KEY;
+  dst->key = key;
   *has_dst = true;
+  /* The source: this host's first board, any endpoint. */
+  if (mx_board_number_to_nic_id(0, &src->nic_id) == MX_SUCCESS) {
+    src->eid = MX_ANY_ENDPOINT;
+    src->key = OFX_KEY;
+    *has_src = true;
+  }
   return 0;
 }
 
-static struct fi_info *make_info(const struct fi_info *h) {
+static struct fi_info *make_info(uint32_t version, const struct fi_info *h) {
   struct fi_info *fi = fi_allocinfo();
   if (!fi)
     return NULL;
   uint64_t caps = OFX_CAPS | FI_REMOTE_CQ_DATA;
   if (h && h->caps) {
     /* Secondary caps only when asked; primaries asked, or all when none is. */
-    uint64_t prim = h->caps & (FI_MSG | FI_TAGGED);
+    uint64_t prim = h->caps & (FI_MSG | FI_TAGGED | FI_RMA);
     uint64_t dirs = h->caps & (FI_SEND | FI_RECV);
-    caps = (prim ? prim : (FI_MSG | FI_TAGGED)) |
+    uint64_t rma_dirs = h->caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+    if (rma_dirs)
+      prim |= FI_RMA;
+    if ((prim & FI_RMA) && !rma_dirs)
+      rma_dirs = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    caps = (prim ? prim : (FI_MSG | FI_TAGGED)) | rma_dirs |
            (dirs ? dirs : (FI_SEND | FI_RECV)) |
-           (h->caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_REMOTE_CQ_DATA)) |
+           (h->caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_REMOTE_CQ_DATA |
+                       FI_MULTI_RECV)) |
            FI_LOCAL_COMM | FI_REMOTE_COMM;
   }
   fi->caps = caps;
   fi->mode = 0;
   fi->addr_format = FI_FORMAT_UNSPEC;
 
-  fi->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM);
+  /* tx/rx caps: the primary and modifier caps of each side (domain caps and
+   * FI_REMOTE_CQ_DATA belong to the info only). */
+  fi->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE);
   fi->tx_attr->op_flags = (h && h->tx_attr) ? h->tx_attr->op_flags : 0;
   fi->tx_attr->msg_order = OFX_MSG_ORDER;
   fi->tx_attr->comp_order = FI_ORDER_NONE;
   fi->tx_attr->inject_size = OFX_INJECT_SIZE;
   fi->tx_attr->size = 65536;
   fi->tx_attr->iov_limit = OFX_IOV_LIMIT;
-  fi->tx_attr->rma_iov_limit = 0;
+  fi->tx_attr->rma_iov_limit = (caps & FI_RMA) ? 1 : 0;
 
-  fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_LOCAL_COMM |
-                              FI_REMOTE_COMM | FI_SOURCE | FI_DIRECTED_RECV |
-                              FI_REMOTE_CQ_DATA);
+  fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV |
+                              FI_MULTI_RECV | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE);
   fi->rx_attr->op_flags = (h && h->rx_attr) ? h->rx_attr->op_flags : 0;
   fi->rx_attr->msg_order = OFX_MSG_ORDER;
   fi->rx_attr->comp_order = FI_ORDER_NONE;
@@ -275,7 +313,18 @@ static struct fi_info *make_info(const struct fi_info *h) {
                          : FI_PROGRESS_AUTO;
   d->resource_mgmt = FI_RM_ENABLED;
   d->av_type = (h && h->domain_attr) ? h->domain_attr->av_type : FI_AV_UNSPEC;
-  d->mr_mode = 0;
+  /* RMA: provider keys when the application takes them, windows addressed
+   * by offset (no FI_MR_VIRT_ADDR). */
+  d->mr_mode = ((caps & FI_RMA) && h && h->domain_attr &&
+                (h->domain_attr->mr_mode & FI_MR_PROV_KEY))
+                   ? FI_MR_PROV_KEY
+                   : 0;
+  /* The v1.0 modes: FI_MR_SCALABLE is what omx does (the application's keys,
+   * offsets); FI_MR_BASIC (virtual addresses) is refused in check_hints. */
+  if ((caps & FI_RMA) && ((h && h->domain_attr && h->domain_attr->mr_mode == FI_MR_SCALABLE) ||
+                          (FI_VERSION_LT(version, FI_VERSION(1, 5)) &&
+                           (!h || !h->domain_attr || h->domain_attr->mr_mode == FI_MR_UNSPEC))))
+    d->mr_mode = FI_MR_SCALABLE;
   d->mr_key_size = sizeof(uint64_t);
   d->cq_data_size = sizeof(uint32_t);
   d->cq_cnt = 256;
@@ -286,7 +335,7 @@ static struct fi_info *make_info(const struct fi_info *h) {
   d->max_ep_rx_ctx = 1;
   d->max_ep_stx_ctx = 0;
   d->max_ep_srx_ctx = 0;
-  d->cntr_cnt = 0;
+  d->cntr_cnt = 256;
   d->mr_iov_limit = 1;
   d->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
   d->mr_cnt = 65536;
@@ -303,7 +352,6 @@ static struct fi_info *make_info(const struct fi_info *h) {
 static int ofx_getinfo(uint32_t version, const char *node, const char *service,
                        uint64_t flags, const struct fi_info *hints,
                        struct fi_info **info) {
-  (void)version;
   if (!info)
     return -FI_EINVAL;
   *info = NULL;
@@ -336,7 +384,7 @@ static int ofx_getinfo(uint32_t version, const char *node, const char *service,
     has_dst = true;
   }
 
-  struct fi_info *fi = make_info(hints);
+  struct fi_info *fi = make_info(version, hints);
   if (!fi)
     return -FI_ENOMEM;
   if (has_src) {
@@ -376,16 +424,13 @@ static int no_ops_open(struct fid *fid, const char *name, uint64_t flags,
   return -FI_ENOSYS;
 }
 
-/* ---- memory registration: nothing to register, a key to hand out ---- */
-
-struct ofx_mr {
-  struct fid_mr mr;
-  struct ofx_domain *dom;
-};
+/* ---- memory registration: local use needs nothing (MX takes any memory);
+ * remote access exposes the region (omx_fi_rma.c) ---- */
 
 static int mr_close(struct fid *fid) {
   struct ofx_mr *m = (struct ofx_mr *)fid;
   ofx_lock(m->dom);
+  ofx_mr_unexpose(m);
   m->dom->refs--;
   ofx_unlock(m->dom);
   free(m);
@@ -404,11 +449,12 @@ static int mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
                    uint64_t access, uint64_t offset, uint64_t requested_key,
                    uint64_t flags, struct fid_mr **mr, void *context) {
   struct ofx_domain *d = (struct ofx_domain *)fid;
-  (void)offset, (void)requested_key;
+  (void)offset;
   if (!mr || (count && !iov) || count > 1 || flags)
     return -FI_EINVAL;
-  /* Only local use: no RMA is offered. */
-  if (access & (FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE))
+  /* Remote access only on a domain opened for RMA. */
+  uint64_t remote = access & (FI_REMOTE_READ | FI_REMOTE_WRITE);
+  if (remote && !(d->caps & FI_RMA))
     return -FI_EINVAL;
   struct ofx_mr *m = calloc(1, sizeof *m);
   if (!m)
@@ -418,10 +464,21 @@ static int mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
   m->mr.fid.ops = &mr_fi_ops;
   m->mr.mem_desc = m;
   m->dom = d;
+  m->base = count ? iov[0].iov_base : NULL;
+  m->len = count ? iov[0].iov_len : 0;
   ofx_lock(d);
-  m->mr.key = d->mr_key++;
-  d->refs++;
+  int ret = 0;
+  if (remote)
+    ret = ofx_mr_reg_remote(m, access, requested_key);
+  else
+    m->mr.key = d->mr_key++;
+  if (!ret)
+    d->refs++;
   ofx_unlock(d);
+  if (ret) {
+    free(m);
+    return ret;
+  }
   *mr = &m->mr;
   return 0;
 }
@@ -475,11 +532,6 @@ static int no_scalable_ep(struct fid_domain *d, struct fi_info *i,
   (void)d, (void)i, (void)ep, (void)c;
   return -FI_ENOSYS;
 }
-static int no_cntr_open(struct fid_domain *d, struct fi_cntr_attr *a,
-                        struct fid_cntr **c, void *ctx) {
-  (void)d, (void)a, (void)c, (void)ctx;
-  return -FI_ENOSYS;
-}
 static int no_poll_open(struct fid_domain *d, struct fi_poll_attr *a,
                         struct fid_poll **p) {
   (void)d, (void)a, (void)p;
@@ -518,7 +570,7 @@ static struct fi_ops_domain domain_ops = {
     .cq_open = ofx_cq_open,
     .endpoint = ofx_endpoint,
     .scalable_ep = no_scalable_ep,
-    .cntr_open = no_cntr_open,
+    .cntr_open = ofx_cntr_open,
     .poll_open = no_poll_open,
     .stx_ctx = no_stx_ctx,
     .srx_ctx = no_srx_ctx,
@@ -548,6 +600,7 @@ static int domain_open(struct fid_fabric *fabric, struct fi_info *info,
   d->serialized =
       info->domain_attr && info->domain_attr->threading == FI_THREAD_DOMAIN;
   d->mr_key = 1;
+  d->prov_key = info->domain_attr && (info->domain_attr->mr_mode & FI_MR_PROV_KEY);
   *dom = &d->fid;
   return 0;
 }
@@ -662,10 +715,6 @@ static int no_wait_open(struct fid_fabric *f, struct fi_wait_attr *a,
   (void)f, (void)a, (void)w;
   return -FI_ENOSYS;
 }
-static int no_trywait(struct fid_fabric *f, struct fid **fids, int count) {
-  (void)f, (void)fids, (void)count;
-  return -FI_ENOSYS;
-}
 
 static struct fi_ops_fabric fabric_ops = {
     .size = sizeof(struct fi_ops_fabric),
@@ -673,7 +722,7 @@ static struct fi_ops_fabric fabric_ops = {
     .passive_ep = no_passive_ep,
     .eq_open = ofx_eq_open,
     .wait_open = no_wait_open,
-    .trywait = no_trywait,
+    .trywait = ofx_trywait,
     .domain2 = domain2_open,
 };
 

@@ -4,6 +4,7 @@
  * send to it, and keep the MX address per index. */
 #include "omx_fi.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,29 +143,99 @@ static int av_insert(struct fid_av *fav, const void *addr, size_t count,
   return inserted;
 }
 
+/* One node and service as fi_getinfo reads them (an IP address, host name
+ * or board name; an endpoint index or a port). */
+static int name_of(const char *node, const char *service, struct ofx_name *nm) {
+  if (!node || !service || !*service ||
+      ofx_parse_service(service, &nm->eid, &nm->key))
+    return -FI_EINVAL;
+  return ofx_lookup_host(node, &nm->nic_id);
+}
+
 static int av_insertsvc(struct fid_av *fav, const char *node,
                         const char *service, fi_addr_t *fi_addr,
                         uint64_t flags, void *context) {
   (void)context;
-  if (!node || !service || flags)
+  if (flags & ~FI_MORE)
     return -FI_EINVAL;
-  char *end;
-  unsigned long eid = strtoul(service, &end, 10);
-  if (*end || eid >= 32)
-    return -FI_EINVAL;
-  struct ofx_name nm = {.eid = (uint32_t)eid, .key = OFX_KEY};
-  int ret = ofx_lookup_host(node, &nm.nic_id);
+  struct ofx_name nm;
+  int ret = name_of(node, service, &nm);
   if (ret)
     return ret;
   return av_insert(fav, &nm, 1, fi_addr, 0, NULL);
 }
 
-static int av_insertsym(struct fid_av *av, const char *node, size_t nodecnt,
+/* Node i of a symmetric range starting at node: an IPv4 or IPv6 address plus
+ * i, or a name whose host part (before any ":board") ends in a number, that
+ * number plus i (its width kept). */
+static int nth_node(const char *node, size_t i, char *out, size_t outlen) {
+  unsigned char a[16];
+  if (inet_pton(AF_INET, node, a) == 1) {
+    uint32_t v;
+    memcpy(&v, a, 4);
+    v = htonl(ntohl(v) + (uint32_t)i);
+    return inet_ntop(AF_INET, &v, out, (socklen_t)outlen) ? 0 : -FI_EINVAL;
+  }
+  if (inet_pton(AF_INET6, node, a) == 1) {
+    size_t carry = i;
+    for (int k = 15; k >= 0 && carry; k--) {
+      size_t sum = a[k] + (carry & 0xff);
+      a[k] = (unsigned char)sum;
+      carry = (carry >> 8) + (sum >> 8);
+    }
+    return inet_ntop(AF_INET6, a, out, (socklen_t)outlen) ? 0 : -FI_EINVAL;
+  }
+  size_t host_len = strcspn(node, ":");
+  size_t digits = 0;
+  while (digits < host_len && node[host_len - 1 - digits] >= '0' &&
+         node[host_len - 1 - digits] <= '9')
+    digits++;
+  if (i && !digits)
+    return -FI_EINVAL; /* a range of names needs a numeric suffix */
+  unsigned long long n = digits ? strtoull(node + host_len - digits, NULL, 10) : 0;
+  int w = snprintf(out, outlen, "%.*s%0*llu%s", (int)(host_len - digits), node,
+                   (int)digits, n + i, node + host_len);
+  if (!digits)
+    w = snprintf(out, outlen, "%s", node);
+  return w < 0 || (size_t)w >= outlen ? -FI_EINVAL : 0;
+}
+
+static int av_insertsym(struct fid_av *fav, const char *node, size_t nodecnt,
                         const char *service, size_t svccnt, fi_addr_t *fi_addr,
                         uint64_t flags, void *context) {
-  (void)av, (void)node, (void)nodecnt, (void)service, (void)svccnt;
-  (void)fi_addr, (void)flags, (void)context;
-  return -FI_ENOSYS;
+  (void)context;
+  if (!node || !service || !nodecnt || !svccnt || (flags & ~FI_MORE))
+    return -FI_EINVAL;
+  char *end;
+  unsigned long svc0 = strtoul(service, &end, 10);
+  if (*end || !*service || svc0 + svccnt - 1 > 65535)
+    return -FI_EINVAL;
+  char host[256];
+  int ret = nth_node(node, nodecnt - 1, host, sizeof host);
+  if (ret)
+    return ret; /* the range cannot be formed: insert nothing */
+  int inserted = 0;
+  for (size_t i = 0; i < nodecnt; i++) {
+    nth_node(node, i, host, sizeof host);
+    uint64_t nic;
+    bool found = ofx_lookup_host(host, &nic) == 0;
+    for (size_t j = 0; j < svccnt; j++) {
+      fi_addr_t *out = fi_addr ? &fi_addr[i * svccnt + j] : NULL;
+      char svc[16];
+      struct ofx_name nm = {.nic_id = nic};
+      snprintf(svc, sizeof svc, "%lu", svc0 + j);
+      if (!found || ofx_parse_service(svc, &nm.eid, &nm.key)) {
+        if (out)
+          *out = FI_ADDR_NOTAVAIL;
+        continue;
+      }
+      ret = av_insert(fav, &nm, 1, out, 0, NULL);
+      if (ret < 0)
+        return ret;
+      inserted += ret;
+    }
+  }
+  return inserted;
 }
 
 static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count,

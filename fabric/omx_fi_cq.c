@@ -1,7 +1,8 @@
 /* omx_fi_cq.c - completion queues. A CQ holds completions already taken
  * from MX (a FIFO of successes, one of errors); reading it first drains the
- * MX completions of every endpoint bound to it. Blocking reads sleep in MX
- * (mx_peek) without the provider lock. */
+ * MX completions of every endpoint bound to it. Blocking reads sleep without
+ * the provider lock: in MX (mx_peek), or for an FI_WAIT_FD CQ on its wait
+ * object (omx_fi_wait.c), the descriptor FI_GETWAIT hands out. */
 #include "omx_fi.h"
 
 #include <errno.h>
@@ -188,10 +189,29 @@ static ssize_t cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
   return 1;
 }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+/* Under the lock: -FI_EAGAIN when completions (or a signal) wait or work is
+ * under way, 0 when the caller may sleep on the wait object: the endpoints
+ * are armed first, then drained, so nothing completes unnoticed. */
+static int trywait_locked(struct ofx_cq *cq) {
+  ofx_wait_clear_signal(&cq->wait);
+  bool safe = ofx_arm_eps(cq->eps, cq->neps);
+  progress(cq, SIZE_MAX);
+  if (cq->signaled) {
+    cq->signaled = false; /* the poll it woke has seen it */
+    return -FI_EAGAIN;
+  }
+  if (cq->ok.count || cq->errs.count || !safe)
+    return -FI_EAGAIN;
+  return 0;
+}
+
+int ofx_cq_trywait(struct ofx_cq *cq) {
+  if (cq->wait_obj != FI_WAIT_FD)
+    return -FI_EINVAL; /* fi_trywait is for wait objects the application holds */
+  ofx_lock(cq->dom);
+  int ret = trywait_locked(cq);
+  ofx_unlock(cq->dom);
+  return ret;
 }
 
 static ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
@@ -202,7 +222,7 @@ static ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
     return -FI_EINVAL;
   if (!count)
     return 0;
-  double deadline = timeout < 0 ? -1 : now_ms() + timeout;
+  double deadline = timeout < 0 ? -1 : ofx_now_ms() + timeout;
   for (;;) {
     ofx_lock(cq->dom);
     ssize_t n = read_locked(cq, buf, count, src);
@@ -216,10 +236,26 @@ static ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
     for (size_t i = 0; i < cq->neps && !mx; i++)
       mx = cq->eps[i]->enabled ? cq->eps[i]->mx : NULL;
     size_t neps = cq->neps;
+    /* An FI_WAIT_FD CQ sleeps on its own wait object, however many endpoints. */
+    int fd_wait = 1; /* 1: not an FD CQ, 0: sleep, -FI_EAGAIN: nap, 2: read again */
+    if (n == -FI_EAGAIN && !signaled && cq->wait_obj == FI_WAIT_FD) {
+      fd_wait = trywait_locked(cq);
+      if (fd_wait && (cq->ok.count || cq->errs.count || cq->signaled))
+        fd_wait = 2;
+    }
     ofx_unlock(cq->dom);
     if (n != -FI_EAGAIN || signaled)
       return n;
-    double left = deadline < 0 ? 1e9 : deadline - now_ms();
+    if (fd_wait == 2)
+      continue;
+    if (fd_wait != 1) {
+      int left_ms = ofx_left_ms(deadline);
+      if (left_ms == 0)
+        return -FI_EAGAIN;
+      ofx_wait_sleep(&cq->wait, fd_wait == 0, left_ms);
+      continue;
+    }
+    double left = deadline < 0 ? 1e9 : deadline - ofx_now_ms();
     if (left <= 0)
       return -FI_EAGAIN;
     uint32_t slice = neps > 1 ? 5 : 100;
@@ -250,6 +286,7 @@ static int cq_signal(struct fid_cq *fcq) {
     return -FI_EINVAL;
   ofx_lock(cq->dom);
   cq->signaled = true;
+  ofx_wait_signal(&cq->wait);
   for (size_t i = 0; i < cq->neps; i++)
     if (cq->eps[i]->enabled)
       mx_wakeup(cq->eps[i]->mx);
@@ -289,6 +326,7 @@ static int cq_close(struct fid *fid) {
   }
   d->refs--;
   ofx_unlock(d);
+  ofx_wait_fini(&cq->wait);
   free(cq->ok.e);
   free(cq->errs.e);
   free(cq->eps);
@@ -302,8 +340,15 @@ static int cq_bind(struct fid *fid, struct fid *bfid, uint64_t flags) {
 }
 
 static int cq_control(struct fid *fid, int command, void *arg) {
-  (void)fid, (void)command, (void)arg;
-  return -FI_ENOSYS; /* no wait object to hand out (FI_GETWAIT) */
+  struct ofx_cq *cq = (struct ofx_cq *)fid;
+  if (command != FI_GETWAIT)
+    return -FI_ENOSYS;
+  if (!arg)
+    return -FI_EINVAL;
+  if (cq->wait_obj != FI_WAIT_FD)
+    return -FI_ENODATA; /* MX's own sleep: nothing to hand out */
+  *(int *)arg = cq->wait.epfd;
+  return 0;
 }
 
 static int cq_ops_open(struct fid *fid, const char *name, uint64_t flags,
@@ -329,7 +374,8 @@ int ofx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
       attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_TAGGED : attr->format;
   if (!entry_size(f))
     return -FI_ENOSYS;
-  if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
+  if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
+      attr->wait_obj != FI_WAIT_FD)
     return -FI_ENOSYS;
   if (attr->wait_cond != FI_CQ_COND_NONE || attr->flags)
     return -FI_ENOSYS;
@@ -342,6 +388,12 @@ int ofx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
   cq->fid.ops = &cq_ops;
   cq->dom = d;
   cq->format = f;
+  cq->wait_obj = attr->wait_obj;
+  cq->wait.epfd = cq->wait.sigfd = -1;
+  if (attr->wait_obj == FI_WAIT_FD && ofx_wait_init(&cq->wait)) {
+    free(cq);
+    return -FI_ENOMEM;
+  }
   ofx_lock(d);
   d->refs++;
   ofx_unlock(d);

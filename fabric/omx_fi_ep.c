@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+void ofx_op_track(struct ofx_ep *ep, struct ofx_op *op);
 static void list_add(struct ofx_ep *ep, struct ofx_op *op) {
   op->next = ep->pending.next;
   op->prev = &ep->pending;
@@ -45,6 +46,7 @@ static struct ofx_op *op_get(struct ofx_ep *ep, size_t extra) {
       return NULL;
   }
   op->pooled = extra <= OFX_POOL_INLINE;
+  op->multi = op->notify = op->rma_data = false;
   return op;
 }
 
@@ -68,6 +70,7 @@ void ofx_ep_forget_conn(struct ofx_ep *ep, fi_addr_t a) {
 }
 
 /* The MX address of AV entry `dest`, connecting on first use. */
+int ofx_get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out);
 static int get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out) {
   struct ofx_av *av = ep->av;
   if (!av || dest >= av->n || !av->tab[dest].used)
@@ -130,6 +133,25 @@ static fi_addr_t source_of(struct ofx_ep *ep, mx_endpoint_addr_t a) {
   return i;
 }
 
+/* For the other modules (RMA): the same op records and connections. */
+struct ofx_op *ofx_op_get(struct ofx_ep *ep, size_t extra) { return op_get(ep, extra); }
+void ofx_op_put(struct ofx_ep *ep, struct ofx_op *op) { op_put(ep, op); }
+void ofx_op_track(struct ofx_ep *ep, struct ofx_op *op) { list_add(ep, op); }
+int ofx_get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out) {
+  return get_conn(ep, dest, out);
+}
+
+/* Posts (again) the standing receive of RMA write notifications. */
+int ofx_notify_post(struct ofx_ep *ep, struct ofx_op *op) {
+  mx_segment_t seg[2] = {{&op->hdr, OFX_HDR_LEN}, {&op->rma_len, sizeof op->rma_len}};
+  op->hdr.flags = 0;
+  op->rma_len = 0;
+  return mx_irecv(ep->mx, seg, 2, OFX_NOTIFY_BIT, OFX_TAGGED_BIT | OFX_TAG_MASK, op,
+                  &op->req) == MX_SUCCESS
+             ? 0
+             : -FI_EIO;
+}
+
 /* ---- completions ---- */
 
 static int status_errno(mx_status_code_t c) {
@@ -148,12 +170,38 @@ static int status_errno(mx_status_code_t c) {
   case MX_STATUS_BAD_ENDPOINT:
     return FI_EHOSTUNREACH;
   case MX_STATUS_BAD_KEY:
+  case MX_STATUS_BAD_RDMAWIN: /* RMA outside every window: bad key or range */
     return FI_EACCES;
   case MX_STATUS_NO_RESOURCES:
     return FI_ENOMEM;
   default:
     return FI_EIO;
   }
+}
+
+/* ---- FI_MULTI_RECV: one buffer, one MX receive at a time into what is left ---- */
+
+/* Posts the MX receive of a multi-receive buffer's remaining room. */
+static mx_return_t multi_post(struct ofx_ep *ep, struct ofx_op *op) {
+  mx_segment_t seg[2] = {{&op->hdr, OFX_HDR_LEN},
+                         {op->mr_base + op->mr_off, (uint32_t)(op->mr_len - op->mr_off)}};
+  op->buf = op->mr_base + op->mr_off;
+  op->hdr.flags = 0;
+  return mx_irecv(ep->mx, seg, 2, op->mr_match, op->mr_mask, op, &op->req);
+}
+
+/* A message landed in a multi-receive buffer (completion e): advance, and
+ * either post the next receive (true) or release the buffer, flagging e
+ * FI_MULTI_RECV (false). */
+static bool multi_next(struct ofx_ep *ep, struct ofx_op *op, struct ofx_cqe *e) {
+  op->mr_off += e->len;
+  bool room = (!e->err || e->err == FI_ETRUNC) &&
+              op->mr_len - op->mr_off >= ep->min_multi_recv &&
+              op->mr_len - op->mr_off > 0;
+  if (room && multi_post(ep, op) == MX_SUCCESS)
+    return true;
+  e->flags |= FI_MULTI_RECV;
+  return false;
 }
 
 static void complete(struct ofx_ep *ep, const mx_status_t *st) {
@@ -168,7 +216,7 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
    * of the send. */
   if (op->kind == OFX_OP_SEND && e.err == FI_ETRUNC)
     e.err = 0;
-  struct ofx_cq *cq = op->kind == OFX_OP_SEND ? ep->tx_cq : ep->rx_cq;
+  struct ofx_cq *cq = op->kind == OFX_OP_RECV ? ep->rx_cq : ep->tx_cq;
   if (op->kind == OFX_OP_RECV) {
     uint32_t xfer = st->xfer_length;
     e.buf = op->buf;
@@ -184,9 +232,40 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
     if (!e.err || e.err == FI_ETRUNC)
       e.src = source_of(ep, st->source);
   }
+  if (op->notify && op->kind == OFX_OP_SEND) {
+    op_put(ep, op); /* a notification sent: nothing to report or count */
+    return;
+  }
+  if (op->notify) {
+    /* A remote write with CQ data: no context, the write's length. */
+    e.ctx = NULL;
+    e.buf = NULL;
+    e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+    e.len = (size_t)op->rma_len;
+    e.tag = 0;
+    if (!e.err && ep->rx_cq)
+      ofx_cq_push(ep->rx_cq, &e);
+    bool ok = !e.err && ofx_notify_post(ep, op) == 0; /* else: closing */
+    if (ok)
+      list_add(ep, op);
+    else
+      op_put(ep, op);
+    return;
+  }
+  if (op->kind == OFX_OP_WRITE && op->rma_data && !e.err)
+    ofx_rma_written(ep, op);
+  bool keep = op->multi && multi_next(ep, op, &e);
   if (cq && ((e.err && !op->quiet) || op->report))
     ofx_cq_push(cq, &e);
-  op_put(ep, op);
+  ofx_cntr_count(op->kind == OFX_OP_SEND    ? ep->tx_cntr
+                 : op->kind == OFX_OP_RECV  ? ep->rx_cntr
+                 : op->kind == OFX_OP_WRITE ? ep->wr_cntr
+                                            : ep->rd_cntr,
+                 e.err != 0);
+  if (keep)
+    list_add(ep, op);
+  else
+    op_put(ep, op);
 }
 
 /* Under the lock: move up to `max` finished MX requests of the endpoint to
@@ -243,10 +322,10 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     ofx_unlock(ep->dom);
     return ret;
   }
-  /* An injected message MX copies at post (up to MX_COPY_SEND_MAX, on every
+  /* An fi_inject message MX copies at post (up to MX_COPY_SEND_MAX, on every
    * path) needs neither an op nor a request: MX forgets it, so it costs no
-   * completion to collect. Injected messages never report, not even errors. */
-  if ((flags & (FI_INJECT | FI_DELIVERY_COMPLETE)) == FI_INJECT &&
+   * completion to collect. fi_inject messages never report, not even errors. */
+  if ((flags & (OFX_NO_COMPLETION | FI_DELIVERY_COMPLETE)) == OFX_NO_COMPLETION &&
       total + OFX_HDR_LEN <= ep->copy_send_max) {
     struct ofx_hdr hdr = {
         .data = (uint32_t)data,
@@ -255,12 +334,15 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     seg[0].segment_length = OFX_HDR_LEN;
     mx_return_t rc =
         mx_isend(ep->mx, seg, (uint32_t)count + 1, to, match, NULL, NULL);
+    /* Complete as an inject is (the buffer is free): a counter counts it now. */
+    if (rc == MX_SUCCESS)
+      ofx_cntr_count(ep->tx_cntr, false);
     ofx_unlock(ep->dom);
     return rc == MX_SUCCESS ? 0 : ofx_errno(rc);
   }
   /* Otherwise an injected message is copied behind its op: the caller's
    * buffer is free at return whatever path (eager, rendezvous, shared memory)
-   * MX takes, and the op produces no completion. */
+   * MX takes; the op completes unless it came from fi_inject. */
   size_t extra = (flags & FI_INJECT) ? total : 0;
   struct ofx_op *op = op_get(ep, extra);
   if (!op) {
@@ -279,9 +361,9 @@ static ssize_t do_send(struct ofx_ep *ep, const struct iovec *iov, size_t count,
   op->ep = ep;
   op->ctx = ctx;
   op->flags = FI_SEND | kind;
-  op->report = !(flags & FI_INJECT) &&
+  op->report = !(flags & OFX_NO_COMPLETION) &&
                (!ep->tx_selective || (flags & FI_COMPLETION));
-  op->quiet = (flags & FI_INJECT) != 0;
+  op->quiet = (flags & OFX_NO_COMPLETION) != 0;
   op->buf = NULL;
   op->hdr.data = (uint32_t)data;
   op->hdr.flags = (flags & FI_REMOTE_CQ_DATA) ? OFX_HDR_DATA : 0;
@@ -326,7 +408,29 @@ static void stash_unlink(struct ofx_ep *ep, struct ofx_stash **link) {
 
 /* Takes the oldest message MX holds as unexpected (any match) into the
  * stash, waiting for its data; NULL if there is none or on failure. */
+static struct ofx_stash *steal_one(struct ofx_ep *ep, int *err);
+
+/* The oldest unexpected message, stashed; RMA notifications met on the way
+ * are reported as the completions they are, never stashed. */
 static struct ofx_stash *steal_oldest(struct ofx_ep *ep, int *err) {
+  struct ofx_stash *s;
+  while ((s = steal_one(ep, err)) && (s->match & OFX_NOTIFY_BIT) &&
+         !(s->match & OFX_TAGGED_BIT)) {
+    uint64_t len = 0;
+    memcpy(&len, s->data, s->len < sizeof len ? s->len : sizeof len);
+    struct ofx_cqe e = {.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+                        .data = s->hdr.data, .len = (size_t)len, .src = s->src};
+    if (ep->rx_cq)
+      ofx_cq_push(ep->rx_cq, &e);
+    struct ofx_stash **pp = &ep->stash;
+    while (*pp != s)
+      pp = &(*pp)->next;
+    stash_unlink(ep, pp);
+  }
+  return s;
+}
+
+static struct ofx_stash *steal_one(struct ofx_ep *ep, int *err) {
   mx_status_t st;
   uint32_t result = 0;
   *err = 0;
@@ -408,6 +512,7 @@ static void deliver_stash(struct ofx_ep *ep, struct ofx_stash **link,
   }
   if (ep->rx_cq && (e.err || report))
     ofx_cq_push(ep->rx_cq, &e);
+  ofx_cntr_count(ep->rx_cntr, e.err != 0);
   stash_unlink(ep, link);
 }
 
@@ -459,6 +564,50 @@ static ssize_t do_peek(struct ofx_ep *ep, uint64_t match, uint64_t mask,
 
 /* ---- receives ---- */
 
+/* Under the lock: a multi-receive buffer. Messages a peek stashed go in first
+ * (each its own completion; a buffer they fill is released by an empty
+ * completion flagged FI_MULTI_RECV), then MX receives into the rest. */
+static ssize_t multi_start(struct ofx_ep *ep, const struct iovec *iov,
+                           uint64_t match, uint64_t mask, void *ctx, bool report) {
+  size_t off = 0, len = iov[0].iov_len;
+  char *base = iov[0].iov_base;
+  struct ofx_stash **link;
+  while (len - off >= ep->min_multi_recv && len > off &&
+         stash_find(ep, match, mask, &link)) {
+    size_t n = (*link)->len < len - off ? (*link)->len : len - off;
+    struct iovec room = {base + off, len - off};
+    deliver_stash(ep, link, &room, 1, ctx, FI_MSG, report, false);
+    off += n;
+  }
+  if (len - off < ep->min_multi_recv || len == off) {
+    struct ofx_cqe e = {.ctx = ctx, .flags = FI_RECV | FI_MSG | FI_MULTI_RECV,
+                        .buf = base + off, .src = FI_ADDR_NOTAVAIL};
+    return ep->rx_cq ? ofx_cq_push(ep->rx_cq, &e) : 0;
+  }
+  struct ofx_op *op = op_get(ep, 0);
+  if (!op)
+    return -FI_EAGAIN;
+  op->kind = OFX_OP_RECV;
+  op->ep = ep;
+  op->ctx = ctx;
+  op->flags = FI_RECV | FI_MSG;
+  op->report = report;
+  op->quiet = false;
+  op->multi = true;
+  op->mr_base = base;
+  op->mr_len = len;
+  op->mr_off = off;
+  op->mr_match = match;
+  op->mr_mask = mask;
+  mx_return_t rc = multi_post(ep, op);
+  if (rc != MX_SUCCESS) {
+    op_put(ep, op);
+    return ofx_errno(rc);
+  }
+  list_add(ep, op);
+  return 0;
+}
+
 static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
                        fi_addr_t src, uint64_t tag, uint64_t ignore,
                        uint64_t flags, void *ctx, uint64_t kind) {
@@ -466,8 +615,9 @@ static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     return -FI_EINVAL;
   if ((flags & FI_DISCARD) && !(flags & (FI_PEEK | FI_CLAIM)))
     return -FI_EINVAL;
-  if (flags & FI_MULTI_RECV)
-    return -FI_EOPNOTSUPP;
+  if ((flags & FI_MULTI_RECV) &&
+      ((kind & FI_TAGGED) || count != 1 || (flags & (FI_PEEK | FI_CLAIM))))
+    return (kind & FI_TAGGED) ? -FI_EOPNOTSUPP : -FI_EINVAL; /* untagged, one buffer */
   mx_segment_t seg[OFX_IOV_LIMIT + 1];
   size_t total = 0;
   for (size_t i = 0; i < count; i++) {
@@ -479,13 +629,14 @@ static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     if (iov[i].iov_len > OFX_MAX_MSG || total > OFX_MAX_MSG)
       return -FI_EMSGSIZE;
   }
-  uint64_t match = 0, mask = OFX_TAGGED_BIT;
+  /* Untagged messages carry tag 0: RMA notifications (another tag) never match. */
+  uint64_t match = 0, mask = OFX_TAGGED_BIT | OFX_TAG_MASK;
   if (kind & FI_TAGGED) {
     uint64_t care = ~ignore;
     if (tag & care & ~OFX_TAG_MASK)
       return -FI_EINVAL; /* a tag bit the provider reserves */
     match = OFX_TAGGED_BIT | (tag & care & OFX_TAG_MASK);
-    mask |= care & OFX_TAG_MASK;
+    mask = OFX_TAGGED_BIT | (care & OFX_TAG_MASK);
   }
   bool report = !ep->rx_selective || (flags & FI_COMPLETION);
 
@@ -519,6 +670,10 @@ static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
     }
     deliver_stash(ep, pp, iov, count, ctx, kind, report,
                   (flags & FI_DISCARD) != 0);
+    goto out;
+  }
+  if (flags & FI_MULTI_RECV) {
+    ret = multi_start(ep, iov, match, mask, ctx, report);
     goto out;
   }
   if (ep->stash) {
@@ -595,13 +750,14 @@ static ssize_t msg_sendmsg(struct fid_ep *e, const struct fi_msg *m,
                            uint64_t flags) {
   if (!m)
     return -FI_EINVAL;
-  return do_send(EP(e), m->msg_iov, m->iov_count, m->addr, 0, m->data, flags,
+  return do_send(EP(e), m->msg_iov, m->iov_count, m->addr, 0, m->data,
+                 flags & ~OFX_NO_COMPLETION,
                  m->context, FI_MSG);
 }
 static ssize_t msg_inject(struct fid_ep *e, const void *buf, size_t len,
                           fi_addr_t dest) {
   struct iovec iov = {(void *)buf, len};
-  return do_send(EP(e), &iov, 1, dest, 0, 0, FI_INJECT, NULL, FI_MSG);
+  return do_send(EP(e), &iov, 1, dest, 0, 0, FI_INJECT | OFX_NO_COMPLETION, NULL, FI_MSG);
 }
 static ssize_t msg_senddata(struct fid_ep *e, const void *buf, size_t len,
                             void *desc, uint64_t data, fi_addr_t dest,
@@ -614,7 +770,8 @@ static ssize_t msg_senddata(struct fid_ep *e, const void *buf, size_t len,
 static ssize_t msg_injectdata(struct fid_ep *e, const void *buf, size_t len,
                               uint64_t data, fi_addr_t dest) {
   struct iovec iov = {(void *)buf, len};
-  return do_send(EP(e), &iov, 1, dest, 0, data, FI_INJECT | FI_REMOTE_CQ_DATA,
+  return do_send(EP(e), &iov, 1, dest, 0, data,
+                 FI_INJECT | OFX_NO_COMPLETION | FI_REMOTE_CQ_DATA,
                  NULL, FI_MSG);
 }
 
@@ -641,15 +798,15 @@ static ssize_t tag_recv(struct fid_ep *e, void *buf, size_t len, void *desc,
                         fi_addr_t src, uint64_t tag, uint64_t ignore, void *ctx) {
   (void)desc;
   struct iovec iov = {buf, len};
-  return do_recv(EP(e), &iov, 1, src, tag, ignore, EP(e)->rx_op_flags, ctx,
-                 FI_TAGGED);
+  return do_recv(EP(e), &iov, 1, src, tag, ignore,
+                 EP(e)->rx_op_flags & ~FI_MULTI_RECV, ctx, FI_TAGGED);
 }
 static ssize_t tag_recvv(struct fid_ep *e, const struct iovec *iov, void **desc,
                          size_t count, fi_addr_t src, uint64_t tag,
                          uint64_t ignore, void *ctx) {
   (void)desc;
-  return do_recv(EP(e), iov, count, src, tag, ignore, EP(e)->rx_op_flags, ctx,
-                 FI_TAGGED);
+  return do_recv(EP(e), iov, count, src, tag, ignore,
+                 EP(e)->rx_op_flags & ~FI_MULTI_RECV, ctx, FI_TAGGED);
 }
 static ssize_t tag_recvmsg(struct fid_ep *e, const struct fi_msg_tagged *m,
                            uint64_t flags) {
@@ -680,14 +837,16 @@ static ssize_t tag_sendmsg(struct fid_ep *e, const struct fi_msg_tagged *m,
   if (!m || check_tag(m->tag))
     return -FI_EINVAL;
   return do_send(EP(e), m->msg_iov, m->iov_count, m->addr,
-                 OFX_TAGGED_BIT | m->tag, m->data, flags, m->context, FI_TAGGED);
+                 OFX_TAGGED_BIT | m->tag, m->data, flags & ~OFX_NO_COMPLETION, m->context,
+                 FI_TAGGED);
 }
 static ssize_t tag_inject(struct fid_ep *e, const void *buf, size_t len,
                           fi_addr_t dest, uint64_t tag) {
   if (check_tag(tag))
     return -FI_EINVAL;
   struct iovec iov = {(void *)buf, len};
-  return do_send(EP(e), &iov, 1, dest, OFX_TAGGED_BIT | tag, 0, FI_INJECT, NULL,
+  return do_send(EP(e), &iov, 1, dest, OFX_TAGGED_BIT | tag, 0,
+                 FI_INJECT | OFX_NO_COMPLETION, NULL,
                  FI_TAGGED);
 }
 static ssize_t tag_senddata(struct fid_ep *e, const void *buf, size_t len,
@@ -706,7 +865,7 @@ static ssize_t tag_injectdata(struct fid_ep *e, const void *buf, size_t len,
     return -FI_EINVAL;
   struct iovec iov = {(void *)buf, len};
   return do_send(EP(e), &iov, 1, dest, OFX_TAGGED_BIT | tag, data,
-                 FI_INJECT | FI_REMOTE_CQ_DATA, NULL, FI_TAGGED);
+                 FI_INJECT | OFX_NO_COMPLETION | FI_REMOTE_CQ_DATA, NULL, FI_TAGGED);
 }
 
 static struct fi_ops_tagged tagged_ops = {
@@ -731,7 +890,7 @@ static ssize_t ep_cancel(fid_t fid, void *context) {
   ofx_lock(ep->dom);
   ssize_t ret = -FI_ENOENT;
   for (struct ofx_op *op = ep->pending.next; op != &ep->pending; op = op->next) {
-    if (op->kind != OFX_OP_RECV || op->ctx != context)
+    if (op->kind != OFX_OP_RECV || op->ctx != context || op->notify)
       continue;
     uint32_t cancelled = 0;
     mx_cancel(ep->mx, &op->req, &cancelled);
@@ -741,9 +900,12 @@ static ssize_t ep_cancel(fid_t fid, void *context) {
                           .prov_errno = MX_STATUS_CANCELLED};
       if (op->flags & FI_TAGGED)
         e.tag = 0;
+      if (op->multi)
+        e.flags |= FI_MULTI_RECV; /* the buffer is released */
       list_del(op);
       if (ep->rx_cq)
         ofx_cq_push(ep->rx_cq, &e);
+      ofx_cntr_count(ep->rx_cntr, true);
       op_put(ep, op);
     }
     ret = 0; /* matched already: it completes normally */
@@ -755,19 +917,26 @@ static ssize_t ep_cancel(fid_t fid, void *context) {
 
 static int ep_getopt(fid_t fid, int level, int optname, void *optval,
                      size_t *optlen) {
-  (void)fid, (void)optval, (void)optlen;
-  if (level != FI_OPT_ENDPOINT)
+  struct ofx_ep *ep = (struct ofx_ep *)fid;
+  if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
     return -FI_ENOPROTOOPT;
-  (void)optname;
-  return -FI_ENOPROTOOPT;
+  if (!optval || !optlen || *optlen < sizeof(size_t))
+    return -FI_EINVAL;
+  *(size_t *)optval = ep->min_multi_recv;
+  *optlen = sizeof(size_t);
+  return 0;
 }
 static int ep_setopt(fid_t fid, int level, int optname, const void *optval,
                      size_t optlen) {
-  (void)fid, (void)optval, (void)optlen;
-  if (level != FI_OPT_ENDPOINT)
+  struct ofx_ep *ep = (struct ofx_ep *)fid;
+  if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
     return -FI_ENOPROTOOPT;
-  (void)optname;
-  return -FI_ENOPROTOOPT;
+  if (!optval || optlen != sizeof(size_t))
+    return -FI_EINVAL;
+  ofx_lock(ep->dom);
+  ep->min_multi_recv = *(const size_t *)optval;
+  ofx_unlock(ep->dom);
+  return 0;
 }
 static int no_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr,
                      struct fid_ep **tx, void *ctx) {
@@ -864,11 +1033,32 @@ static struct fi_ops_cm cm_ops = {
 
 /* ---- fid ops: close, bind, control ---- */
 
+/* Adds the endpoint's notify descriptor to (or removes it from) the wait
+ * objects of its CQs and counters. */
+static int watch_waits(struct ofx_ep *ep, bool on) {
+  struct ofx_wait *w[6] = {
+      ep->tx_cq ? &ep->tx_cq->wait : NULL,     ep->rx_cq ? &ep->rx_cq->wait : NULL,
+      ep->tx_cntr ? &ep->tx_cntr->wait : NULL, ep->rx_cntr ? &ep->rx_cntr->wait : NULL,
+      ep->rd_cntr ? &ep->rd_cntr->wait : NULL, ep->wr_cntr ? &ep->wr_cntr->wait : NULL};
+  for (int i = 0; i < 6; i++) {
+    bool seen = false; /* one wait object may serve several roles */
+    for (int j = 0; j < i; j++)
+      seen |= w[j] == w[i];
+    if (!w[i] || seen)
+      continue;
+    int ret = ofx_wait_watch(w[i], ep, on);
+    if (ret && on)
+      return ret;
+  }
+  return 0;
+}
+
 static int ep_close(struct fid *fid) {
   struct ofx_ep *ep = (struct ofx_ep *)fid;
   struct ofx_domain *d = ep->dom;
   ofx_lock(d);
   if (ep->enabled) {
+    watch_waits(ep, false);
     /* Pending requests die with the MX endpoint; their ops are ours. */
     mx_close_endpoint(ep->mx);
     ep->enabled = false;
@@ -891,6 +1081,11 @@ static int ep_close(struct fid *fid) {
     ofx_cq_detach(ep->rx_cq, ep);
   if (ep->av)
     ofx_av_detach(ep->av, ep);
+  struct ofx_cntr *cntrs[4] = {ep->tx_cntr, ep->rx_cntr, ep->rd_cntr, ep->wr_cntr};
+  for (int i = 0; i < 4; i++)
+    if (cntrs[i])
+      ofx_cntr_detach(cntrs[i], ep); /* detaching twice is harmless */
+  ofx_domain_forget_ep(d, ep);
   d->refs--;
   ofx_unlock(d);
   free(ep->conn);
@@ -946,9 +1141,29 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags) {
   }
   case FI_CLASS_EQ:
     break; /* no asynchronous event is ever raised */
-  case FI_CLASS_CNTR:
-    ret = -FI_ENOSYS;
+  case FI_CLASS_CNTR: {
+    struct ofx_cntr *c = (struct ofx_cntr *)bfid;
+    /* Completions of this endpoint's operations; remote accesses to its
+     * memory raise no event here (no FI_RMA_EVENT). */
+    uint64_t kinds = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+    if (c->dom != ep->dom || (flags & ~kinds) || !(flags & kinds) ||
+        ((flags & FI_SEND) && ep->tx_cntr) || ((flags & FI_RECV) && ep->rx_cntr) ||
+        ((flags & FI_READ) && ep->rd_cntr) || ((flags & FI_WRITE) && ep->wr_cntr)) {
+      ret = -FI_EINVAL;
+      break;
+    }
+    if ((ret = ofx_cntr_attach(c, ep)))
+      break;
+    if (flags & FI_SEND)
+      ep->tx_cntr = c;
+    if (flags & FI_RECV)
+      ep->rx_cntr = c;
+    if (flags & FI_READ)
+      ep->rd_cntr = c;
+    if (flags & FI_WRITE)
+      ep->wr_cntr = c;
     break;
+  }
   default:
     ret = -FI_EINVAL;
   }
@@ -962,7 +1177,7 @@ static int ep_enable(struct ofx_ep *ep) {
     return 0;
   if (!ep->av)
     return -FI_ENOAV;
-  if (!ep->tx_cq && !ep->rx_cq)
+  if (!ep->tx_cq && !ep->rx_cq && !ep->tx_cntr && !ep->rx_cntr)
     return -FI_ENOCQ;
   uint32_t board = MX_ANY_NIC;
   if (ep->name.nic_id != UINT64_MAX &&
@@ -972,7 +1187,10 @@ static int ep_enable(struct ofx_ep *ep) {
   memset(&p, 0, sizeof p);
   p.key = MX_PARAM_ERROR_HANDLER;
   p.val.error_handler = MX_ERRORS_RETURN;
-  mx_return_t rc = mx_open_endpoint(board, ep->want_eid, OFX_KEY, &p, 1, &ep->mx);
+  mx_return_t rc = mx_open_endpoint(board, ep->want_eid, ep->want_key, &p, 1, &ep->mx);
+  /* A port's endpoint taken by another process (or port): the port is in use. */
+  if (rc == MX_BUSY && ep->want_key != OFX_KEY)
+    return -FI_EADDRINUSE;
   if (rc != MX_SUCCESS)
     return ofx_errno(rc);
   mx_endpoint_addr_t me;
@@ -985,13 +1203,28 @@ static int ep_enable(struct ofx_ep *ep) {
   }
   ep->name.nic_id = nic;
   ep->name.eid = eid;
-  ep->name.key = OFX_KEY;
+  ep->name.key = ep->want_key;
   ep->src_id = ofx_src_id(nic, eid);
+  ep->enabled = true;
+  int wret = watch_waits(ep, true);
+  if (!wret)
+    wret = ofx_mr_expose_all(ep);
+  ep->enabled = false;
+  if (wret) {
+    mx_close_endpoint(ep->mx);
+    return wret;
+  }
   /* Messages MX copies at post on every path it may take. */
   if (mx_get_info(ep->mx, MX_COPY_SEND_MAX, NULL, 0, &ep->copy_send_max,
                   sizeof ep->copy_send_max) != MX_SUCCESS)
     ep->copy_send_max = 0;
   ep->enabled = true;
+  int lret = ofx_rma_listen(ep);
+  if (lret) {
+    ep->enabled = false;
+    mx_close_endpoint(ep->mx);
+    return lret;
+  }
   return 0;
 }
 
@@ -1049,7 +1282,7 @@ int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
   if (info->ep_attr && info->ep_attr->type != FI_EP_RDM &&
       info->ep_attr->type != FI_EP_UNSPEC)
     return -FI_EINVAL;
-  if (info->caps & ~(OFX_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT))
+  if (info->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT))
     return -FI_EINVAL;
   struct ofx_ep *ep = calloc(1, sizeof *ep);
   if (!ep)
@@ -1061,6 +1294,7 @@ int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
   ep->fid.cm = &cm_ops;
   ep->fid.msg = &msg_ops;
   ep->fid.tagged = &tagged_ops;
+  ep->fid.rma = &ofx_rma_ops;
   ep->dom = d;
   ep->caps = info->caps ? info->caps : OFX_CAPS;
   ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
@@ -1068,14 +1302,20 @@ int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
   ep->pending.next = ep->pending.prev = &ep->pending;
   ep->stash_tail = &ep->stash;
   ep->want_eid = MX_ANY_ENDPOINT;
+  ep->want_key = OFX_KEY;
+  ep->min_multi_recv = OFX_MIN_MULTI_RECV;
   ep->name.nic_id = UINT64_MAX;
   if (info->src_addr && info->src_addrlen == sizeof(struct ofx_name)) {
     const struct ofx_name *nm = info->src_addr;
     ep->want_eid = nm->eid;
     ep->name.nic_id = nm->nic_id;
+    if (nm->eid != MX_ANY_ENDPOINT && nm->key)
+      ep->want_key = nm->key;
   }
   ofx_lock(d);
   d->refs++;
+  ep->dom_next = d->eps;
+  d->eps = ep;
   ofx_unlock(d);
   *fep = &ep->fid;
   return 0;

@@ -120,6 +120,17 @@ int mx__regcache_clean(void *ptr, size_t len);
 mx_return_t omx_expose_region(mx_endpoint_t ep, void *addr, size_t len,
                               uint64_t region_id, uint32_t flags);
 
+/* Feature macro: omx_expose_window() is available. */
+#define OMX_HAS_EXPOSE_WINDOW 1
+
+/* omx_expose_region() whose bytes remote accesses name from window on rather
+ * than from addr: mx_iput()/mx_iget() at remote_addr window + i reach byte i.
+ * Windows that name nothing else (e.g. a key in the high bits) make the
+ * region reachable only by those who know the window. Errors as
+ * omx_expose_region(), and MX_BAD_PARAM_VAL if window + len wraps around. */
+mx_return_t omx_expose_window(mx_endpoint_t ep, void *addr, size_t len,
+                              uint64_t window, uint64_t region_id, uint32_t flags);
+
 /* Withdraw an exposed region: once this returns, no remote access touches it.
  *
  * Accesses in progress either finished before the call returned or fail
@@ -170,6 +181,59 @@ mx_return_t omx_memcpy_test(uint64_t cookie, uint32_t *done);
 
 /* Wait until the copy named cookie is complete.  Errors as omx_memcpy_test(). */
 mx_return_t omx_memcpy_wait(uint64_t cookie);
+
+/* ------------------------------------------------------------------------
+ * omx extension: naming peers the sockets way (IP addresses, host names,
+ * ports), for the libfabric provider and sockets-style layers.
+ * ------------------------------------------------------------------------ */
+
+/* Feature macro: omx_resolve_node()/omx_port_endpoint() are available. */
+#define OMX_HAS_RESOLVE_NODE 1
+
+/* The nic id of the omx board that owns node: an IPv4 or IPv6 address
+ * ("10.0.0.2", "fd00::2", "[fd00::2]"), a host name resolving to one, a
+ * loopback address or "localhost" (this host), or an omx board name
+ * ("host:board", or "host" for "host:0"). Addresses of this host's
+ * interfaces give this host's board; a peer's address is looked up in the
+ * file named by OMX_IPMAP ("ADDRESS BOARD-NAME-OR-MAC" lines), then in the
+ * kernel's neighbour table of an omx interface (resolved on demand). Waits
+ * up to timeout_ms for that resolution or for discovery to learn a name.
+ * Errors: MX_BAD_PARAM_VAL (NULL argument), MX_HOST_NOT_FOUND. */
+mx_return_t omx_resolve_node(const char *node, uint32_t timeout_ms,
+                             uint64_t *nic_id);
+
+/* The MX endpoint index and connection key that carry port number port:
+ * index port mod 31, key OMX_PORT_KEY_BASE | port. A process binding a port
+ * opens that index with that key; a client naming (node, port) connects to
+ * it with that key, so it never reaches another port's endpoint (two ports
+ * with the same index cannot both be bound on one host).
+ * Errors: MX_BAD_PARAM_VAL (port above 65535, NULL argument). */
+#define OMX_PORT_KEY_BASE 0x4f500000u
+mx_return_t omx_port_endpoint(uint32_t port, uint32_t *endpoint_id,
+                              uint32_t *key);
+
+/* ------------------------------------------------------------------------
+ * omx extension: waiting on a descriptor (poll/epoll) instead of in MX
+ *
+ * omx_endpoint_notify_fd() gives a descriptor of the endpoint (created on
+ * first call, closed with the endpoint). omx_endpoint_arm_notify() clears it
+ * and asks for one signal: the next request of the endpoint that completes
+ * (on whichever thread: the progress thread makes progress while the
+ * application sleeps) makes it readable. Completions that happened before
+ * the call do not: arm, then look for completions (mx_test_any), then sleep
+ * in poll() on the descriptor if there was none.
+ * ------------------------------------------------------------------------ */
+
+/* Feature macro: omx_endpoint_notify_fd()/omx_endpoint_arm_notify() exist. */
+#define OMX_HAS_NOTIFY_FD 1
+
+/* Errors: MX_BAD_PARAM_VAL (fd NULL), MX_NO_RESOURCES (no descriptor). */
+mx_return_t omx_endpoint_notify_fd(mx_endpoint_t ep, int *fd);
+
+/* MX_SUCCESS: armed, safe to sleep on the descriptor. MX_BUSY: armed, but
+ * work under way (copies, queued local messages) completes without the
+ * descriptor firing until it is done: poll the endpoint rather than sleep. */
+mx_return_t omx_endpoint_arm_notify(mx_endpoint_t ep);
 
 #ifdef __cplusplus
 }

@@ -5,13 +5,23 @@
 #   tests/ofi/run.sh NAME...    only these tests
 #
 # fi_info        fi_info -p omx (and -v) lists the provider with exactly the
-#                supported capabilities; hints asking for RMA/atomics find nothing
+#                supported capabilities (RMA when asked); atomics find nothing
 # ofi_api        tests/ofi/ofi_api.c in h0 on lo (shared-memory path between
 #                the endpoints of the process)
 # ofi_api_net    the same on the network path (OMX_DISABLE_SHARED=1), with the
 #                domain opened FI_THREAD_DOMAIN (the provider takes no lock)
 # ofi_control    tests/ofi/ofi_control.c in h0 on lo
 # ofi_threads    tests/ofi/ofi_threads.c (FI_THREAD_SAFE) in h0 on lo
+# ofi_addr       tests/ofi/ofi_addr.c in h0 on lo: IP/host-name nodes, port
+#                services, FI_SOURCE binding a port, insertsvc/insertsym
+# ofi_wait(_net) tests/ofi/ofi_wait.c in h0 on lo (shared memory, network
+#                path): FI_WAIT_FD CQs and counters, poll/epoll, fi_trywait
+# ofi_multi(_net) tests/ofi/ofi_multi.c in h0 on lo (shared memory, network
+#                path): FI_MULTI_RECV buffers, FI_DELIVERY_COMPLETE as op flag
+# ofi_rma(_net)  tests/ofi/ofi_rma.c in h0 on lo: RMA write/read, provider keys
+#                (shared memory) and the application's (network path), refusals
+# ports_lo/_2h   tests/ofi/ofi_ports.c: servers on two ports of h0, clients in
+#                h0 / h1 naming them by IPv4, IPv6, host name, OMX_IPMAP
 # twoproc_*      tests/ofi/ofi_twoproc.c, a server and a client process that
 #                exchange names through files: both in h0 on lo, and h0/h1
 # pp_*           fi_pingpong -e rdm -c (data checked) server and client: on lo
@@ -38,7 +48,7 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-120}
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxofi}
 hosts="$root/scripts/hosts.sh"
 provdir="$root/build/lib/libfabric"
-cflags=(-std=c11 -Wall -Wextra -Werror -O1 -g -I"$here")
+cflags=(-std=c11 -Wall -Wextra -Werror -O1 -g -I"$here" -I"$root/include")
 
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
@@ -49,8 +59,8 @@ export FI_PROVIDER_PATH="$provdir"
 mkdir -p "$OMX_STATE_DIR"
 unset OMX_IFACES OMX_DISABLE_SHARED OMX_RNDV_THRESHOLD FI_PROVIDER FI_LOG_LEVEL || true
 
-all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads twoproc_lo twoproc_2h pp_lo_tagged pp_lo_msg pp_lo_net_tagged
-  pp_2h_tagged pp_2h_msg pp_2h_sizes)
+all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads ofi_addr ofi_wait ofi_wait_net ofi_multi ofi_multi_net ofi_rma ofi_rma_net twoproc_lo twoproc_2h ports_lo ports_2h
+  pp_lo_tagged pp_lo_msg pp_lo_net_tagged pp_2h_tagged pp_2h_msg pp_2h_sizes)
 select_tests "$@"
 
 [ "$(id -u)" -eq 0 ] || skip_all "needs root (network namespaces, raw packet sockets)"
@@ -71,9 +81,16 @@ if [ ! -e "$provdir/libomx-fi.so" ]; then
 fi
 
 hosts_up 2 9000
-# fi_pingpong exchanges addresses over TCP: give the veth ends addresses.
-ip netns exec "$OMX_NS_PREFIX-h0" ip addr add 10.213.7.1/24 dev omx0
-ip netns exec "$OMX_NS_PREFIX-h1" ip addr add 10.213.7.2/24 dev omx0
+# fi_pingpong exchanges addresses over TCP, and OFI nodes are IP addresses:
+# give the veth ends IPv4 and IPv6 addresses. h0 also has an address on lo,
+# an interface omx does not use there (h1 reaches it through OMX_IPMAP).
+for i in 0 1; do
+  ns="$OMX_NS_PREFIX-h$i"
+  ip netns exec "$ns" ip addr add "10.213.7.$((i + 1))/24" dev omx0
+  ip netns exec "$ns" sysctl -qw net.ipv6.conf.omx0.disable_ipv6=0
+  ip netns exec "$ns" ip addr add "fd00:213::$((i + 1))/64" dev omx0 nodad
+done
+ip netns exec "$OMX_NS_PREFIX-h0" ip addr add 10.214.0.1/32 dev lo
 
 
 # fi_info: the provider is listed with its capabilities, and only those.
@@ -88,10 +105,10 @@ if want fi_info; then
     caps=$(grep -m1 '^    caps:' "$tmp/log/fi_info.v" || true)
     echo "$caps"
     for c in FI_MSG FI_TAGGED FI_SEND FI_RECV FI_LOCAL_COMM FI_REMOTE_COMM \
-      FI_DIRECTED_RECV FI_SOURCE FI_REMOTE_CQ_DATA; do
+      FI_DIRECTED_RECV FI_SOURCE FI_REMOTE_CQ_DATA FI_MULTI_RECV; do
       [[ "$caps" == *"$c,"* || "$caps" == *"$c ]"* ]] || { echo "missing $c"; st=1; }
     done
-    for c in FI_RMA FI_ATOMIC FI_READ FI_WRITE FI_MULTI_RECV FI_HMEM FI_COLLECTIVE \
+    for c in FI_RMA FI_ATOMIC FI_READ FI_WRITE FI_HMEM FI_COLLECTIVE \
       FI_MULTICAST FI_RMA_EVENT FI_NAMED_RX_CTX FI_TRIGGER FI_FENCE; do
       [[ "$caps" == *"$c"* ]] && { echo "advertises $c"; st=1; }
     done
@@ -100,8 +117,11 @@ if want fi_info; then
       'mr_mode: \[  \]' 'inject_size: 4096' 'iov_limit: 255'; do
       grep -q "$k" "$tmp/log/fi_info.v" || { echo "missing '$k'"; st=1; }
     done
-    # Capabilities we lack find no provider.
-    for c in FI_RMA FI_ATOMIC; do
+    # RMA only when asked for; capabilities we lack find no provider.
+    in_host 0 env OMX_IFACES=lo fi_info -p omx -c FI_RMA -v >"$tmp/log/fi_info.rma" 2>&1 || st=1
+    grep -q 'FI_RMA' "$tmp/log/fi_info.rma" || { echo "fi_info -c FI_RMA: no RMA"; st=1; }
+    grep -q 'rma_iov_limit: 1' "$tmp/log/fi_info.rma" || { echo "rma_iov_limit not 1"; st=1; }
+    for c in FI_ATOMIC; do
       if in_host 0 env OMX_IFACES=lo fi_info -p omx -c "$c" >/dev/null 2>&1; then
         echo "fi_info -c $c found omx"
         st=1
@@ -117,7 +137,8 @@ fi
 
 # compile NAME: tests/ofi/NAME.c -> $tmp/bin/NAME
 compile() {
-  "$CC" "${cflags[@]}" "$here/$1.c" -o "$tmp/bin/$1" -lfabric -lpthread >"$tmp/log/$1.cc" 2>&1
+  "$CC" "${cflags[@]}" "$here/$1.c" -o "$tmp/bin/$1" -lfabric -lpthread \
+    -L"$root/build/lib" -Wl,-rpath,"$root/build/lib" -l:libmyriexpress.so.0 >"$tmp/log/$1.cc" 2>&1
 }
 single() { # single NAME PROGRAM ENV...
   local name=$1 prog=$2 st=0
@@ -135,6 +156,13 @@ want ofi_api_net && single ofi_api_net ofi_api OMX_IFACES=lo OMX_DISABLE_SHARED=
   OFX_TEST_THREADING=domain
 want ofi_control && single ofi_control ofi_control OMX_IFACES=lo
 want ofi_threads && single ofi_threads ofi_threads OMX_IFACES=lo
+want ofi_addr && single ofi_addr ofi_addr OMX_IFACES=lo OFX_TEST_IP=10.213.7.1
+want ofi_wait && single ofi_wait ofi_wait OMX_IFACES=lo
+want ofi_wait_net && single ofi_wait_net ofi_wait OMX_IFACES=lo OMX_DISABLE_SHARED=1
+want ofi_multi && single ofi_multi ofi_multi OMX_IFACES=lo
+want ofi_multi_net && single ofi_multi_net ofi_multi OMX_IFACES=lo OMX_DISABLE_SHARED=1
+want ofi_rma && single ofi_rma ofi_rma OMX_IFACES=lo OFX_TEST_KEYS=prov
+want ofi_rma_net && single ofi_rma_net ofi_rma OMX_IFACES=lo OMX_DISABLE_SHARED=1 OFX_TEST_KEYS=user
 
 # twoproc NAME SERVER_HOST CLIENT_HOST "ENV...": ofi_twoproc server and client.
 twoproc() {
@@ -156,6 +184,51 @@ twoproc() {
 }
 want twoproc_lo && twoproc twoproc_lo 0 0 "OMX_IFACES=lo"
 want twoproc_2h && twoproc twoproc_2h 0 1 ""
+
+# ports NAME SERVER_HOST "PORT:CLIENTS..." "CLIENT_HOST:PORT:NODE..." ENV...:
+# ofi_ports servers (one per port, in one host) and clients naming them by
+# node (IP address or host name) and port; every process must pass.
+ports() {
+  local name=$1 sh=$2 servers=$3 clients=$4 st=0 pids=() logs=() s c ch p node
+  shift 4
+  if [ ! -x "$tmp/bin/ofi_ports" ] && ! compile ofi_ports; then
+    report "$name" 1 "$tmp/log/ofi_ports.cc"
+    return 0
+  fi
+  local dir="$tmp/$name"
+  mkdir -p "$dir"
+  for s in $servers; do
+    timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$sh" env "$@" "$tmp/bin/ofi_ports" server \
+      "${s%%:*}" "$dir" "${s#*:}" >"$tmp/log/$name.server.${s%%:*}" 2>&1 &
+    pids+=($!)
+    bgpids+=($!)
+    logs+=("$tmp/log/$name.server.${s%%:*}")
+  done
+  for c in $clients; do
+    ch=${c%%:*} p=${c#*:} node=${c#*:*:}
+    p=${p%%:*}
+    timeout -k 5 "$TEST_TIMEOUT" "$hosts" exec "$ch" env "$@" "$tmp/bin/ofi_ports" client \
+      "$p" "$dir" "$node" >"$tmp/log/$name.client.$p.$node" 2>&1 &
+    pids+=($!)
+    bgpids+=($!)
+    logs+=("$tmp/log/$name.client.$p.$node")
+  done
+  for p in "${pids[@]}"; do
+    wait "$p" || st=1
+  done
+  report "$name" "$st" "${logs[@]}"
+}
+# Two servers on different ports of h0, clients in h0 naming them by
+# loopback, interface address and omx host name.
+want ports_lo && ports ports_lo 0 "9228:3 9229:2" \
+  "0:9228:127.0.0.1 0:9228:10.213.7.1 0:9228:h0 0:9229:localhost 0:9229:::1"
+# Clients in h1 naming h0's ports by IPv4 and IPv6 address (neighbour
+# table), by omx host name, and by an address of an interface omx does not
+# use (OMX_IPMAP).
+echo "10.214.0.1 h0" >"$tmp/ipmap"
+want ports_2h && ports ports_2h 0 "9228:3 9229:2" \
+  "1:9228:10.213.7.1 1:9228:fd00:213::1 1:9228:h0 1:9229:10.214.0.1 1:9229:[fd00:213::1]" \
+  OMX_IPMAP="$tmp/ipmap"
 
 # pp_run NAME SERVER_HOST CLIENT_HOST SERVER_ADDR "ENV..." ARGS...: an
 # fi_pingpong server and client, data checked (-c); sets pp_st to 0 when both

@@ -273,3 +273,46 @@ pub unsafe extern "C" fn mx_nic_id_to_board_number(nic_id: u64, board: *mut u32)
         _ => fail(None, MX_BOARD_UNKNOWN, "not a local board"),
     }
 }
+
+/// omx extension: the nic id of the board owning `node`, an IPv4/IPv6 address, a host
+/// name resolving to one, `localhost`, or an omx board name (`omx_runtime::ipmap`).
+#[no_mangle]
+pub unsafe extern "C" fn omx_resolve_node(
+    node: *const c_char,
+    timeout_ms: u32,
+    nic_id: *mut u64,
+) -> MxReturn {
+    if node.is_null() || nic_id.is_null() {
+        return fail(None, MX_BAD_PARAM_VAL, "null argument");
+    }
+    let Ok(rt) = Runtime::global() else {
+        return fail(None, MX_NOT_INITIALIZED, "not initialised");
+    };
+    let wait = Duration::from_millis(timeout_ms as u64);
+    match omx_runtime::ipmap::resolve_node(&rt, &cstr(node as *mut c_char), wait) {
+        Ok(n) => {
+            *nic_id = n;
+            MX_SUCCESS
+        }
+        Err(e) => fail(None, MX_HOST_NOT_FOUND, &e.to_string()),
+    }
+}
+
+/// omx extension: the endpoint index and connection key that carry a port number.
+#[no_mangle]
+pub unsafe extern "C" fn omx_port_endpoint(
+    port: u32,
+    endpoint_id: *mut u32,
+    key: *mut u32,
+) -> MxReturn {
+    let Ok(port) = u16::try_from(port) else {
+        return fail(None, MX_BAD_PARAM_VAL, "port above 65535");
+    };
+    if endpoint_id.is_null() || key.is_null() {
+        return fail(None, MX_BAD_PARAM_VAL, "null argument");
+    }
+    let (index, k) = omx_runtime::ipmap::port_endpoint(port);
+    *endpoint_id = index as u32;
+    *key = k;
+    MX_SUCCESS
+}

@@ -3,7 +3,7 @@
 
 use crate::*;
 use omx_runtime::{Endpoint, Error as RtError, Runtime};
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 
 #[no_mangle]
 pub extern "C" fn mx__init_api(api: i32) -> MxReturn {
@@ -251,6 +251,37 @@ pub unsafe extern "C" fn mx_close_endpoint(e: *mut CEndpoint) -> MxReturn {
 pub unsafe extern "C" fn mx_wakeup(e: *mut CEndpoint) -> MxReturn {
     ep_or_fail!(e).ep.wakeup();
     MX_SUCCESS
+}
+
+/// omx extension: the endpoint's notify descriptor (see `omx_endpoint_arm_notify`).
+#[no_mangle]
+pub unsafe extern "C" fn omx_endpoint_notify_fd(e: *mut CEndpoint, fd: *mut c_int) -> MxReturn {
+    let ep = ep_or_fail!(e);
+    if fd.is_null() {
+        return fail(Some(ep), MX_BAD_PARAM_VAL, "null descriptor pointer");
+    }
+    match ep.ep.notify_fd() {
+        Ok(f) => {
+            *fd = f;
+            MX_SUCCESS
+        }
+        Err(_) => fail(
+            Some(ep),
+            MX_NO_RESOURCES,
+            "cannot create the notify descriptor",
+        ),
+    }
+}
+
+/// omx extension: arms the notify descriptor; MX_BUSY when the caller should poll
+/// instead of sleeping on it.
+#[no_mangle]
+pub unsafe extern "C" fn omx_endpoint_arm_notify(e: *mut CEndpoint) -> MxReturn {
+    if ep_or_fail!(e).ep.arm_notify() {
+        MX_SUCCESS
+    } else {
+        MX_BUSY
+    }
 }
 
 #[no_mangle]

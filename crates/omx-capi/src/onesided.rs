@@ -26,11 +26,26 @@ pub unsafe extern "C" fn omx_expose_region(
     id: u64,
     flags: u32,
 ) -> MxReturn {
+    omx_expose_window(e, addr, len, addr as u64, id, flags)
+}
+
+/// omx_expose_region whose bytes remote accesses name from `window` on instead of
+/// from `addr` (`window + i` is byte `i`).
+#[no_mangle]
+pub unsafe extern "C" fn omx_expose_window(
+    e: *mut CEndpoint,
+    addr: *mut c_void,
+    len: usize,
+    window: u64,
+    id: u64,
+    flags: u32,
+) -> MxReturn {
     let ep = ep_or_fail!(e);
     if flags == 0
         || flags & !(EXPOSE_READ | EXPOSE_WRITE) != 0
         || (addr.is_null() && len > 0)
         || len > u32::MAX as usize
+        || window.checked_add(len as u64).is_none()
     {
         return fail(
             Some(ep),
@@ -43,6 +58,7 @@ pub unsafe extern "C" fn omx_expose_region(
             ptr: addr as *mut u8,
             len,
         },
+        window,
         id,
         flags,
     ) {

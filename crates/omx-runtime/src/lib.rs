@@ -8,6 +8,7 @@ pub mod copy_service;
 pub mod daemon;
 pub mod discovery;
 pub mod endpoint;
+pub mod ipmap;
 mod local;
 pub mod memcpy;
 pub mod memory;

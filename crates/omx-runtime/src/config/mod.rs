@@ -80,6 +80,8 @@ pub struct RuntimeConfig {
     pub ifaces: Option<Vec<String>>,
     pub hostname: String,
     pub peers_file: Option<String>,
+    /// `OMX_IPMAP`: IP addresses of peers to omx boards (`ipmap`).
+    pub ip_map_file: Option<String>,
     pub rndv_threshold: u32,
     pub resends_max: u32,
     pub zombie_max: usize,
@@ -248,6 +250,7 @@ impl RuntimeConfig {
                 .filter(|l| !l.is_empty()),
             hostname: text("OMX_HOSTNAME").unwrap_or_else(system_hostname),
             peers_file: text("OMX_PEERS_FILE"),
+            ip_map_file: text("OMX_IPMAP"),
             rndv_threshold: num("OMX_RNDV_THRESHOLD").clamp(128, u32::MAX as i64) as u32,
             resends_max: num("OMX_RESENDS_MAX").max(1) as u32,
             zombie_max: num("OMX_ZOMBIE_SEND").max(0) as usize,

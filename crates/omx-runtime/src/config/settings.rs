@@ -59,6 +59,7 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_IFACES", "", "interfaces to attach, comma separated (unset: every one up, Ethernet, not loopback, MTU large enough)"),
     s("OMX_HOSTNAME", "", "host part of board names (unset: the system hostname)"),
     s("OMX_PEERS_FILE", "", "static peers, `MAC name` per line (discovery runs anyway)"),
+    s("OMX_IPMAP", "", "IP addresses of peers to omx boards, `ADDRESS BOARD-NAME-OR-MAC` per line (for addresses not on an omx interface)"),
     s("OMX_STATE_DIR", "/dev/shm", "directory of the per-board state (locks, peer tables, inboxes, counters)"),
     // Wire.
     s("OMX_MTU", "9000", "native frame size cap (1280 to 65535); each board follows its own MTU up to it"),

@@ -237,19 +237,24 @@ impl Endpoint {
     }
 
     /// Exposes `seg` to one-sided access by remote endpoints under `id` (flags:
-    /// `omx_proto::onesided::EXPOSE_READ | EXPOSE_WRITE`).
+    /// `omx_proto::onesided::EXPOSE_READ | EXPOSE_WRITE`). Remote accesses name its
+    /// bytes from `window` on: its own address (MX), or any other base (a window
+    /// keyed by a memory-registration key, so a wrong key names nothing).
     ///
     /// # Safety
     /// The segment must stay valid until [`Endpoint::unexpose`] (or the endpoint's
     /// close); remote puts write into it at any time in between.
-    pub unsafe fn expose(&self, seg: Segment, id: u64, flags: u32) -> Result<(), Error> {
+    pub unsafe fn expose(
+        &self,
+        seg: Segment,
+        window: u64,
+        id: u64,
+        flags: u32,
+    ) -> Result<(), Error> {
         Self::check_segments(&[seg])?;
         let mut core = self.inner.app_lock();
         let h = core.mem.register(&[seg]);
-        match core
-            .engine
-            .expose(id, seg.ptr as u64, seg.len as u64, h, flags)
-        {
+        match core.engine.expose(id, window, seg.len as u64, h, flags) {
             Ok(()) => Ok(()),
             Err(e) => {
                 core.mem.release(h);
@@ -431,6 +436,24 @@ impl Endpoint {
             s.woken_by_io.load(Ordering::Relaxed),
             s.woken_by_timer.load(Ordering::Relaxed),
         )
+    }
+
+    /// A descriptor for the application's own `poll`/`epoll`: after
+    /// [`Endpoint::arm_notify`] it becomes readable at the next completion (made by
+    /// any thread, the progress thread included).
+    pub fn notify_fd(&self) -> std::io::Result<std::os::fd::RawFd> {
+        self.inner.wake.notify.fd()
+    }
+
+    /// Arms the notify descriptor (clearing it) before the application sleeps on it.
+    /// Completions already queued do not ring it: the caller looks for them after
+    /// arming. False when work is under way that finishes without any descriptor
+    /// firing (copies, queued local messages): the caller should poll, not sleep.
+    pub fn arm_notify(&self) -> bool {
+        self.inner.wake.notify.arm();
+        // The progress thread takes over at once instead of after its nap.
+        self.inner.activity.idle.1.notify_all();
+        !self.inner.lock().work_without_wakeup()
     }
 
     pub fn wakeup(&self) {

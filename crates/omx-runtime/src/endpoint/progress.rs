@@ -305,7 +305,10 @@ impl EndpointInner {
             let calls = self.activity.app_calls.load(Ordering::Relaxed);
             let active = self.activity.app_active.load(Ordering::SeqCst) > 0;
             let suspended = self.activity.suspended.load(Ordering::SeqCst);
-            if active || calls != seen || suspended {
+            // An application asleep on its notify descriptor needs the progress
+            // thread now, however recently it called in.
+            let waits_outside = self.wake.notify.is_armed();
+            if active || (calls != seen && !waits_outside) || suspended {
                 // Not woken when the application leaves (that would cost every wait a
                 // futex wake): nap until a whole interval passed without a call, backing
                 // off while the application keeps driving (each wake-up steals a CPU
@@ -332,7 +335,8 @@ impl EndpointInner {
                 break;
             }
             if self.activity.app_active.load(Ordering::SeqCst) > 0
-                || self.activity.app_calls.load(Ordering::Relaxed) != seen
+                || (self.activity.app_calls.load(Ordering::Relaxed) != seen
+                    && !self.wake.notify.is_armed())
             {
                 continue;
             }

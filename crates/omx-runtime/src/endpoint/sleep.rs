@@ -74,6 +74,64 @@ pub(super) struct Wake {
     /// `wakeup` calls: waits in progress return when this moves.
     pub(super) wakeups: AtomicU64,
     pub(super) stats: WakeStats,
+    /// The descriptor handed to applications that wait in their own `poll`/`epoll`
+    /// (created on first request): readable after a completion once armed.
+    pub(super) notify: Notify,
+}
+
+/// An eventfd outside the runtime's own sleeps: [`Notify::arm`] asks for one signal
+/// at the next completion, so applications sleep in `poll` on it and are woken by the
+/// thread that completes their request (the progress thread, while they sleep).
+#[derive(Default)]
+pub(super) struct Notify {
+    fd: std::sync::OnceLock<OwnedFd>,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl Notify {
+    /// The descriptor, created on first use.
+    pub(super) fn fd(&self) -> std::io::Result<RawFd> {
+        if let Some(fd) = self.fd.get() {
+            return Ok(fd.as_raw_fd());
+        }
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor we own.
+        let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+        // Another thread may have won the race: its descriptor stays, ours closes.
+        Ok(self.fd.get_or_init(|| owned).as_raw_fd())
+    }
+
+    /// Forgets earlier signals and asks for one at the next completion.
+    pub(super) fn arm(&self) {
+        if let Some(fd) = self.fd.get() {
+            let mut v: u64 = 0;
+            // SAFETY: reading 8 bytes from our non-blocking eventfd.
+            unsafe { libc::read(fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+            self.armed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    pub(super) fn is_armed(&self) -> bool {
+        self.armed.load(Ordering::Relaxed)
+    }
+
+    /// A completion happened: rings the descriptor once per arming.
+    #[inline]
+    fn completed(&self) {
+        if self.armed.load(Ordering::Relaxed) && self.armed.swap(false, Ordering::SeqCst) {
+            if let Some(fd) = self.fd.get() {
+                let one: u64 = 1;
+                // SAFETY: writing 8 bytes to our eventfd.
+                unsafe {
+                    libc::write(fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8)
+                };
+            }
+        }
+    }
 }
 
 /// Sleeps, and how they ended: by a frame or doorbell, or by the timer.
@@ -107,6 +165,7 @@ impl Wake {
             last_rx: AtomicU64::new(0),
             wakeups: AtomicU64::new(0),
             stats: WakeStats::default(),
+            notify: Notify::default(),
         }
     }
 
@@ -129,6 +188,7 @@ impl Wake {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             self.signal();
         }
+        self.notify.completed();
     }
 
     pub(super) fn drain_signal(&self) {
