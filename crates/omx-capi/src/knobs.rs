@@ -64,7 +64,9 @@ fn binding_from_file(lines: &str, mac: [u8; 6], index: u32) -> Option<Vec<usize>
         if field("ep")?.parse::<u32>().ok()? != index {
             return None;
         }
-        let mask = u128::from_str_radix(field("mask")?.trim_start_matches("0x"), 16).ok()?;
+        // The kernel's affinity text groups 32-bit words with commas: `00000000,00000003`.
+        let mask = field("mask")?.trim_start_matches("0x").replace(',', "");
+        let mask = u128::from_str_radix(&mask, 16).ok()?;
         let cpus: Vec<usize> = (0..128).filter(|c| mask >> c & 1 == 1).collect();
         (!cpus.is_empty()).then_some(cpus)
     })
@@ -133,9 +135,11 @@ mod tests {
         assert_eq!(binding_for("all:1", MAC, 7), Some(vec![1]));
         let file = "board 02:00:00:00:00:0a ep 0 irq 33 mask 4\n\
                     board 02:00:00:00:00:0a ep 1 irq 34 mask 0x3\n\
-                    board 02:00:00:00:00:0b ep 0 irq 35 mask 1\n";
+                    board 02:00:00:00:00:0b ep 0 irq 35 mask 1\n\
+                    board 02:00:00:00:00:0a ep 3 irq 36 mask 00000001,00000010\n";
         assert_eq!(binding_from_file(file, MAC, 0), Some(vec![2]));
         assert_eq!(binding_from_file(file, MAC, 1), Some(vec![0, 1]));
         assert_eq!(binding_from_file(file, MAC, 2), None);
+        assert_eq!(binding_from_file(file, MAC, 3), Some(vec![4, 32]));
     }
 }
