@@ -92,8 +92,8 @@ pub(crate) fn bind_process(mac: [u8; 6], index: u32) {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if rc != 0 {
-        eprintln!(
-            "omx: OMX_PROCESS_BINDING: cannot bind to CPUs {cpus:?}: {}",
+        omx_runtime::say!(
+            "OMX_PROCESS_BINDING: cannot bind to CPUs {cpus:?}: {}",
             std::io::Error::last_os_error()
         );
     }
@@ -104,8 +104,8 @@ pub(crate) fn bind_process(mac: [u8; 6], index: u32) {
 pub(crate) fn sleep_before_abort() {
     let secs = num("OMX_ABORT_SLEEPS");
     if secs > 0 {
-        eprintln!(
-            "omx: process {} sleeping {secs} s before it exits (OMX_ABORT_SLEEPS)",
+        omx_runtime::say!(
+            "process {} sleeping {secs} s before it exits (OMX_ABORT_SLEEPS)",
             std::process::id()
         );
         std::thread::sleep(std::time::Duration::from_secs(secs as u64));

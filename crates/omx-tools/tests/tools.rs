@@ -2,7 +2,8 @@
 //! and passes): omx_info hides the peer table a long-finished run left behind, and
 //! omx_counters -s shows the intra-node traffic of processes of one host; omx_info lists
 //! every board of a host with several links; omx_init_peers loads peers into the host's
-//! table; omx_prepare_binding writes its bindings file.
+//! table; omx_prepare_binding writes its bindings file; library messages take the
+//! OMX_VERBOSE_PREFIX prefix.
 
 mod common;
 
@@ -357,4 +358,35 @@ fn omx_prepare_binding_writes_the_bindings_file() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(meta.permissions().mode() & 0o777, 0o644);
     assert_eq!(std::fs::read_to_string(file).unwrap(), "");
+}
+
+#[test]
+fn library_messages_take_the_verbose_prefix() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let run = |prefix: Option<&str>| {
+        let mut env = vec![("OMX_RCACHE", "1")];
+        env.extend(prefix.map(|p| ("OMX_VERBOSE_PREFIX", p)));
+        let p = h.run(0, "omx_info", OMX_INFO, &[], &env, Duration::from_secs(60));
+        assert!(p.succeeded(), "{}", p.report());
+        (p.pid(), p.stderr())
+    };
+    let (_, plain) = run(None);
+    assert!(
+        plain.contains("omx: OMX_RCACHE=1 has no effect"),
+        "default prefix:\n{plain}"
+    );
+    // A message about no endpoint: X for the endpoint and board conversions.
+    let (pid, custom) = run(Some("<%p %b.%e %B> "));
+    assert!(
+        custom.contains(&format!("<{pid} X.X X> OMX_RCACHE=1 has no effect")),
+        "custom prefix:\n{custom}"
+    );
+    let (pid, one) = run(Some("1"));
+    assert!(
+        one.contains(&format!(":{pid} OMX_RCACHE=1 has no effect")) && one.contains("OMX:"),
+        "prefix 1:\n{one}"
+    );
 }

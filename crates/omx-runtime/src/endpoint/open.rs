@@ -170,8 +170,9 @@ impl Endpoint {
         let opts = SocketOptions::default();
         let sock = PacketSocket::from_relay(fd, &iface, rt.cfg.wire.ethertype, &opts)?;
         if rt.cfg.verbose {
-            eprintln!(
-                "omx: endpoint {index} opened through omxd ({})",
+            crate::say!(
+                crate::config::messages::At { board: b.index, endpoint: index, board_name: &b.name };
+                "endpoint {index} opened through omxd ({})",
                 path.display()
             );
         }
@@ -247,8 +248,9 @@ impl Endpoint {
                 Ok(s) => Some(s),
                 Err(e) => {
                     if rt.cfg.verbose {
-                        eprintln!(
-                            "omx: no shared-memory channel ({e}); local peers use the network"
+                        crate::say!(
+                            crate::config::messages::At { board: b.index, endpoint: index, board_name: &b.name };
+                            "no shared-memory channel ({e}); local peers use the network"
                         );
                     }
                     None
