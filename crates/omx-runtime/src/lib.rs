@@ -5,6 +5,7 @@
 pub mod config;
 pub mod copy;
 pub mod daemon;
+pub mod debug_signal;
 pub mod discovery;
 pub mod endpoint;
 mod local;

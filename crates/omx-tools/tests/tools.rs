@@ -3,7 +3,7 @@
 //! omx_counters -s shows the intra-node traffic of processes of one host; omx_info lists
 //! every board of a host with several links; omx_init_peers loads peers into the host's
 //! table; omx_prepare_binding writes its bindings file; library messages take the
-//! OMX_VERBOSE_PREFIX prefix.
+//! OMX_VERBOSE_PREFIX prefix; OMX_DEBUG_SIGNAL dumps each endpoint's state on a signal.
 
 mod common;
 
@@ -389,4 +389,41 @@ fn library_messages_take_the_verbose_prefix() {
         one.contains(&format!(":{pid} OMX_RCACHE=1 has no effect")) && one.contains("OMX:"),
         "prefix 1:\n{one}"
     );
+}
+
+#[test]
+fn a_debug_signal_makes_every_endpoint_print_its_state() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let mut server = h.spawn(
+        0,
+        "omx_perf server",
+        OMX_PERF,
+        &["-e", "0"],
+        &[("OMX_DEBUG_SIGNAL", "2"), ("OMX_DEBUG_SIGNAL_NUM", "12")],
+    );
+    // The handler is installed when the endpoint opens (before, the signal's default
+    // action would end the process).
+    assert!(
+        server.wait_stdout(MIN, |s| s.contains("Successfully attached")),
+        "{}",
+        server.report()
+    );
+    let sent = std::process::Command::new("kill")
+        .args(["-USR2", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert!(
+        // Level 2: the queues (the server's receive for a client's parameters), then
+        // the non-zero counters (its progress thread has slept).
+        server.wait_stdout(MIN, |s| s.contains("omx: endpoint 0 of board 0 (h0:0): ")
+            && s.contains(", 1 posted receives, 0 unexpected (0 bytes)")
+            && s.contains("omx:   sleeps ")),
+        "{}",
+        server.report()
+    );
+    assert!(server.try_status().is_none(), "{}", server.report());
 }

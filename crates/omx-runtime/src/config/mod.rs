@@ -90,6 +90,10 @@ pub struct RuntimeConfig {
     /// A signal that interrupts a blocking wait's sleep ends the wait like its timeout
     /// (`OMX_WAITINTR`); otherwise the wait goes back to sleep.
     pub wait_intr: bool,
+    /// State dumps on a signal (`OMX_DEBUG_SIGNAL`: 0 off, 1 queues, 2 and up also
+    /// each partner), on signal `OMX_DEBUG_SIGNAL_NUM`.
+    pub debug_signal: u32,
+    pub debug_signal_num: i32,
     /// Blocking waits busy-poll this long before sleeping (`OMX_WAITSPIN_US`): a reply
     /// that arrives within it avoids the cost of waking a sleeping CPU.
     pub wait_spin_for: Duration,
@@ -241,6 +245,8 @@ impl RuntimeConfig {
             not_acked_max: num("OMX_NOTACKED_MAX").clamp(1, 8191) as u16,
             wait_spin: flag("OMX_WAITSPIN"),
             wait_intr: flag("OMX_WAITINTR"),
+            debug_signal: num("OMX_DEBUG_SIGNAL").clamp(0, u32::MAX as i64) as u32,
+            debug_signal_num: num("OMX_DEBUG_SIGNAL_NUM") as i32,
             wait_spin_for: Duration::from_micros(spin_us),
             verbose: flag("OMX_VERBOSE"),
             disable_self: flag("OMX_DISABLE_SELF"),

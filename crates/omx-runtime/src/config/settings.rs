@@ -82,6 +82,8 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_UNEXP_MAX", "268435456", "unexpected-queue bytes per endpoint"),
     // Waiting and progress.
     s("OMX_WAITSPIN", "0", "1: blocking waits busy-poll forever"),
+    s("OMX_DEBUG_SIGNAL", "0", "1: the signal OMX_DEBUG_SIGNAL_NUM makes every endpoint print its queues on stdout (within a second); 2: each partner's round trips and windows too"),
+    s("OMX_DEBUG_SIGNAL_NUM", "10", "the signal of OMX_DEBUG_SIGNAL (10, SIGUSR1 on Linux)"),
     s("OMX_WAITINTR", "0", "1: a signal that interrupts a blocking call's sleep ends the call as its timeout would (mx_wait returns with result 0); 0: the call goes back to sleep"),
     s("OMX_WAITSPIN_US", "50", "blocking waits busy-poll this long before sleeping"),
     s("OMX_PROGRESS_THREAD", "1", "0: no background progress thread"),
@@ -122,8 +124,6 @@ pub const SETTINGS: &[Setting] = &[
     inert("OMX_MEDIUM_SENDQ", None, "medium messages are always copied at post time and complete early"),
     inert("OMX_CONNECT_POLLALL", None, "blocking connects need no polling of other endpoints: the progress thread answers for them"),
     inert("OMX_VERBDEBUG", None, "the original's debug-library trace mask: use OMX_VERBOSE, omx_counters and omx_endpoint_info"),
-    inert("OMX_DEBUG_SIGNAL", None, "no state dump on a signal: omx_endpoint_info and omx_counters show the live state"),
-    inert("OMX_DEBUG_SIGNAL_NUM", None, "see OMX_DEBUG_SIGNAL"),
     inert("OMX_DEBUG_REQUESTS", None, "the original's debug-library request checks: no debug library here"),
     inert("OMX_DEBUG_CHECKSUM", None, "the original's debug payload checksums: OMX_CHECKSUM=1 checks every frame"),
 ];

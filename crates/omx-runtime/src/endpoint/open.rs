@@ -30,6 +30,7 @@ impl Endpoint {
         key: u32,
     ) -> Result<Endpoint, Error> {
         let b = rt.board(board).ok_or(Error::NoSuchBoard)?.clone();
+        crate::debug_signal::install(rt.cfg.debug_signal, rt.cfg.debug_signal_num);
         if index.is_some_and(|i| i >= MAX_ENDPOINTS) {
             return Err(Error::BadEndpointIndex);
         }
