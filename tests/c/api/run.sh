@@ -307,10 +307,13 @@ if want raw; then
     report raw 1 "$tmp/log/raw.cc"
   fi
 fi
-# Last: the hosts again, now joined by three links (boards omx0..omx2).
+# Last: the hosts again, now joined by three links (boards omx0..omx2), with a
+# state of their own (raw renames boards, whose MACs the new hosts reuse).
 if want rails; then
   if compile rails; then
     hosts_up 2 9000 3
+    export OMX_STATE_DIR="$tmp/state-rails"
+    mkdir -p "$OMX_STATE_DIR"
     pair rails 0 1 "$tmp/bin/rails" server -- "$tmp/bin/rails" client
   else
     report rails 1 "$tmp/log/rails.cc"
