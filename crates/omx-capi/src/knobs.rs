@@ -2,7 +2,7 @@
 //! the process: `OMX_CTXIDS`, `OMX_ANY_ENDPOINT`, `OMX_PROCESS_BINDING` and
 //! `OMX_ABORT_SLEEPS` (read through the runtime's settings table).
 
-use omx_runtime::config::settings::{num, text};
+use omx_runtime::config::settings::{flag, num, text};
 
 /// `OMX_CTXIDS=BITS,SHIFT`: the context-id split of endpoints opened without the
 /// CONTEXT_ID parameter (ignored without a comma, as the original did).
@@ -18,6 +18,13 @@ fn parse_ctxids(v: &str) -> Option<(u8, u8)> {
 /// `OMX_ANY_ENDPOINT=N`: the index taken when the application asks for any endpoint.
 pub(crate) fn any_endpoint() -> Option<u32> {
     text("OMX_ANY_ENDPOINT")?.trim().parse().ok()
+}
+
+/// Whether a blocking connect makes progress on every endpoint of the process while
+/// it waits (`OMX_CONNECT_POLLALL`).
+pub fn connect_poll_all() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| flag("OMX_CONNECT_POLLALL"))
 }
 
 /// Where `OMX_PROCESS_BINDING=file` reads its bindings (the original's default).
