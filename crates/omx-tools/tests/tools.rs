@@ -253,9 +253,9 @@ fn omx_endpoint_info_r_shows_partner_round_trips() {
         std::thread::sleep(Duration::from_millis(100));
     };
     server.terminate(MIN);
-    // partner, ep, srtt_us, rttvar_us, rto_us, pull_srtt, pull_rto, blocks
+    // partner, ep, srtt_us, rttvar_us, rto_us, pull_srtt, pull_rto, blocks, extensions
     let f: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(f.len(), 8, "{row}");
+    assert_eq!(f.len(), 9, "{row}");
     let srtt: f64 = f[2].parse().unwrap_or_else(|_| panic!("srtt in {row}"));
     let rto: f64 = f[4].parse().unwrap_or_else(|_| panic!("rto in {row}"));
     assert!(srtt > 0.0 && rto >= srtt, "{row}");
