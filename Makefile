@@ -156,13 +156,15 @@ VERSION := 0.1.0
 comma := ,
 PC_RPATH := $(if $(filter /usr /usr/,$(PREFIX)),,-Wl$(comma)-rpath$(comma)$${libdir} )
 
-MAN1_TOOLS := omx_info omx_perf omx_counters omx_endpoint_info omx_hostname omx_stream omx_soak omx_dump
+MAN1_TOOLS := omx_info omx_perf omx_counters omx_endpoint_info omx_hostname omx_init_peers \
+	omx_prepare_binding omx_stream omx_soak omx_dump
 install: build provider
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 		$(DESTDIR)$(PREFIX)/lib/libfabric
 	install -m 755 $(LIBDIR)/libfabric/libomx-fi.so $(DESTDIR)$(PREFIX)/lib/libfabric/
 	install -m 755 $(RELEASE_DIR)/omx_info $(RELEASE_DIR)/omx_perf $(RELEASE_DIR)/omx_counters \
 		$(RELEASE_DIR)/omx_endpoint_info $(RELEASE_DIR)/omx_hostname \
+		$(RELEASE_DIR)/omx_init_peers $(RELEASE_DIR)/omx_prepare_binding \
 		$(RELEASE_DIR)/omx_stream $(RELEASE_DIR)/omx_soak $(RELEASE_DIR)/omx_dump \
 		$(RELEASE_DIR)/omx-sim-pingpong $(RELEASE_DIR)/omx-sim-soak $(DESTDIR)$(PREFIX)/bin/
 	cp -P $(LIBDIR)/libmyriexpress.so.0 $(LIBDIR)/libmyriexpress.so $(LIBDIR)/libopen-mx.so.0 \

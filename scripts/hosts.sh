@@ -2,17 +2,21 @@
 # Virtual Open-MX hosts on one machine: network namespaces joined by veth
 # links, each host with an Ethernet interface named omx0.
 #
-#   scripts/hosts.sh up N [MTU]     create hosts h0..h{N-1} (MTU default 9000)
-#   scripts/hosts.sh down           remove them
-#   scripts/hosts.sh exec I CMD...  run CMD in host I with OMX_HOSTNAME=hI
-#   scripts/hosts.sh list           print the namespaces
+#   scripts/hosts.sh up N [MTU] [LINKS]  create hosts h0..h{N-1} (MTU default
+#                                        9000), each with LINKS interfaces (1)
+#   scripts/hosts.sh down                remove them
+#   scripts/hosts.sh exec I CMD...       run CMD in host I with OMX_HOSTNAME=hI
+#   scripts/hosts.sh list                print the namespaces
 #
-# Host hI has IPv4 address 10.99.0.(I+1)/24 on omx0.
-# N=2 uses one veth pair straight between h0 and h1. N>2 adds a bridge in
-# namespace ${prefix}-br with one veth leg per host. Namespaces are named
-# ${OMX_NS_PREFIX:-omx}-h<i> (and -br), so concurrent users (tests) pick
-# their own prefix. Every link is created directly inside its namespaces,
-# so no interface name is ever taken in the root namespace.
+# Each host gets omx0..omx{LINKS-1}, one per network (board), so link k of
+# every host is on network k: several boards per host, the original's rails.
+# N=2 joins h0 and h1 by one veth pair per link. N>2 adds a bridge br<k> per
+# link in namespace ${prefix}-br with one veth leg per host and link.
+# Namespaces are named ${OMX_NS_PREFIX:-omx}-h<i> (and -br), so concurrent
+# users (tests) pick their own prefix. Every link is created directly inside
+# its namespaces, so no interface name is ever taken in the root namespace.
+# Interface omx<k> of host i has MAC 02:00:00:<k>:<prefix hash>:<i+1> and IPv4
+# address 10.99.<k>.<i+1>/24.
 # Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN for `ip netns`).
 
 set -euo pipefail
@@ -20,7 +24,7 @@ set -euo pipefail
 prefix="${OMX_NS_PREFIX:-omx}"
 
 usage() {
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -75,16 +79,19 @@ prefix_byte() {
     printf '%02x' $((sum % 256))
 }
 
-# Configure omx0 of host $1 (index $2) with MTU $3, then bring it up.
+# Configure omx<k> of host $1 (index $2) with MTU $3 (k = $4, default 0),
+# then bring it up.
 setup_host_link() {
-    local ns="$1" i="$2" mtu="$3"
-    nsx "$ns" sysctl -qw net.ipv6.conf.omx0.disable_ipv6=1 2>/dev/null || true
-    nsx "$ns" ip link set omx0 mtu "$mtu"
-    nsx "$ns" ip link set omx0 address "02:00:00:00:$(prefix_byte):$(printf '%02x' $((i + 1)))"
-    # IPv4 for programs that speak TCP/IP between hosts (sockets over omx): hI is
-    # 10.99.0.(I+1); namespaces are private, so every prefix may use the same subnet.
-    nsx "$ns" ip addr add "10.99.0.$((i + 1))/24" dev omx0
-    nsx "$ns" ip link set omx0 up
+    local ns="$1" i="$2" mtu="$3" k="${4:-0}"
+    nsx "$ns" sysctl -qw "net.ipv6.conf.omx$k.disable_ipv6=1" 2>/dev/null || true
+    nsx "$ns" ip link set "omx$k" mtu "$mtu"
+    nsx "$ns" ip link set "omx$k" address \
+        "02:00:00:$(printf '%02x' "$k"):$(prefix_byte):$(printf '%02x' $((i + 1)))"
+    # IPv4 for programs that speak TCP/IP between hosts (sockets over omx, libfabric
+    # by address): link k of hI is 10.99.k.(I+1); namespaces are private, so every
+    # prefix may use the same subnets.
+    nsx "$ns" ip addr add "10.99.$k.$((i + 1))/24" dev "omx$k"
+    nsx "$ns" ip link set "omx$k" up
 }
 
 # Wait until device $2 in namespace $1 is operationally up with its real
@@ -103,12 +110,15 @@ wait_link_up() {
 }
 
 up() {
-    local n="${1:-}" mtu="${2:-9000}" i br
+    local n="${1:-}" mtu="${2:-9000}" links="${3:-1}" i k br bridge leg
     if ! [[ "$n" =~ ^[0-9]+$ ]] || ((n < 1 || n > 250)); then
         die "N must be 1..250"
     fi
     if ! [[ "$mtu" =~ ^[0-9]+$ ]] || ((mtu < 68 || mtu > 65535)); then
         die "MTU must be 68..65535"
+    fi
+    if ! [[ "$links" =~ ^[0-9]+$ ]] || ((links < 1 || links > 8)); then
+        die "LINKS must be 1..8"
     fi
     command -v ip >/dev/null || die "iproute2 (ip) not found"
     down
@@ -116,34 +126,50 @@ up() {
         new_ns "$prefix-h$i"
     done
     if ((n == 1)); then
-        # A lone host still gets an omx0 (a veth whose peer is left down in
-        # the same namespace), so tools find their interface.
-        nsx "$prefix-h0" ip link add omx0 type veth peer name omx0p
-        setup_host_link "$prefix-h0" 0 "$mtu"
+        # A lone host still gets its interfaces (veths whose peers are left down
+        # in the same namespace), so tools find them.
+        for ((k = 0; k < links; k++)); do
+            nsx "$prefix-h0" ip link add "omx$k" type veth peer name "omx${k}p"
+            setup_host_link "$prefix-h0" 0 "$mtu" "$k"
+        done
     elif ((n == 2)); then
-        ip link add omx0 netns "$prefix-h0" type veth peer name omx0 netns "$prefix-h1"
-        setup_host_link "$prefix-h0" 0 "$mtu"
-        setup_host_link "$prefix-h1" 1 "$mtu"
-        wait_link_up "$prefix-h0" omx0
-        wait_link_up "$prefix-h1" omx0
+        for ((k = 0; k < links; k++)); do
+            ip link add "omx$k" netns "$prefix-h0" type veth peer name "omx$k" netns "$prefix-h1"
+            setup_host_link "$prefix-h0" 0 "$mtu" "$k"
+            setup_host_link "$prefix-h1" 1 "$mtu" "$k"
+        done
+        for ((k = 0; k < links; k++)); do
+            wait_link_up "$prefix-h0" "omx$k"
+            wait_link_up "$prefix-h1" "omx$k"
+        done
     else
         br="$prefix-br"
         new_ns "$br"
-        nsx "$br" ip link add br0 type bridge stp_state 0 forward_delay 0
-        nsx "$br" ip link set br0 mtu "$mtu"
-        for ((i = 0; i < n; i++)); do
-            nsx "$br" ip link add "h$i" type veth peer name omx0 netns "$prefix-h$i"
-            nsx "$br" ip link set "h$i" mtu "$mtu"
-            nsx "$br" ip link set "h$i" master br0
-            nsx "$br" ip link set "h$i" up
-            setup_host_link "$prefix-h$i" "$i" "$mtu"
+        for ((k = 0; k < links; k++)); do
+            # Link 0 keeps the one-link names (br0, legs h<i>).
+            bridge="br$k"
+            nsx "$br" ip link add "$bridge" type bridge stp_state 0 forward_delay 0
+            nsx "$br" ip link set "$bridge" mtu "$mtu"
+            for ((i = 0; i < n; i++)); do
+                leg="h$i"
+                ((k == 0)) || leg="h$i-$k"
+                nsx "$br" ip link add "$leg" type veth peer name "omx$k" netns "$prefix-h$i"
+                nsx "$br" ip link set "$leg" mtu "$mtu"
+                nsx "$br" ip link set "$leg" master "$bridge"
+                nsx "$br" ip link set "$leg" up
+                setup_host_link "$prefix-h$i" "$i" "$mtu" "$k"
+            done
+            nsx "$br" ip link set "$bridge" mtu "$mtu"
+            nsx "$br" ip link set "$bridge" up
         done
-        nsx "$br" ip link set br0 mtu "$mtu"
-        nsx "$br" ip link set br0 up
-        wait_link_up "$br" br0
-        for ((i = 0; i < n; i++)); do
-            wait_link_up "$br" "h$i"
-            wait_link_up "$prefix-h$i" omx0
+        for ((k = 0; k < links; k++)); do
+            wait_link_up "$br" "br$k"
+            for ((i = 0; i < n; i++)); do
+                leg="h$i"
+                ((k == 0)) || leg="h$i-$k"
+                wait_link_up "$br" "$leg"
+                wait_link_up "$prefix-h$i" "omx$k"
+            done
         done
     fi
 }
@@ -152,7 +178,7 @@ cmd="${1:-}"
 [[ $# -gt 0 ]] && shift
 case "$cmd" in
 up)
-    [[ $# -ge 1 && $# -le 2 ]] || usage
+    [[ $# -ge 1 && $# -le 3 ]] || usage
     up "$@"
     ;;
 down)

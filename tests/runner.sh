@@ -12,7 +12,7 @@
 #   skip_all REASON         every test still in `all` skipped, then the summary and exit
 #   select_tests NAME…      narrows the array `all` to the names asked for (an
 #                           unknown one is a failure); `want NAME` tests membership
-#   hosts_up N MTU          test hosts, or "FAIL hosts" and exit
+#   hosts_up N MTU [LINKS]  test hosts (LINKS interfaces each), or "FAIL hosts" and exit
 #   in_host I CMD…          CMD in host I, bounded by TEST_TIMEOUT
 #   wait_listening I PORT PID  returns once a TCP socket listens on PORT in host I;
 #                           non-zero if process PID ends first or TEST_TIMEOUT passes
@@ -100,7 +100,7 @@ want() {
 }
 
 hosts_up() {
-  "$hosts" up "$1" "$2" >"$tmp/log/hosts" 2>&1 || {
+  "$hosts" up "$1" "$2" "${3:-1}" >"$tmp/log/hosts" 2>&1 || {
     cat "$tmp/log/hosts"
     echo "FAIL hosts"
     failed=$((failed + 1))

@@ -79,7 +79,8 @@ status=0
 {
   for page in "$prefix"/share/man/man1/omx_info.1 "$prefix"/share/man/man1/omx_perf.1 \
     "$prefix"/share/man/man1/omx_counters.1 "$prefix"/share/man/man1/omx_endpoint_info.1 \
-    "$prefix"/share/man/man1/omx_hostname.1 "$prefix"/share/man/man1/omx_stream.1 \
+    "$prefix"/share/man/man1/omx_hostname.1 "$prefix"/share/man/man1/omx_init_peers.1 \
+    "$prefix"/share/man/man1/omx_prepare_binding.1 "$prefix"/share/man/man1/omx_stream.1 \
     "$prefix"/share/man/man1/omx_soak.1 "$prefix"/share/man/man8/omxd.8; do
     name=$(basename "${page%.*}")
     grep -q "^\.TH $name " "$page" || { echo "$page: no .TH $name"; exit 1; }

@@ -29,10 +29,20 @@ pub unsafe extern "C" fn mx_connect(
     if addr.is_null() || endpoint_id > 255 {
         return fail(Some(ep), MX_BAD_ENDPOINT_ID, "bad endpoint id or address");
     }
-    match ep
-        .ep
-        .connect(nic_id, endpoint_id as u8, key, timeout_of(timeout))
-    {
+    let outcome = if crate::knobs::connect_poll_all() {
+        ep.ep
+            .connect_polling(nic_id, endpoint_id as u8, key, timeout_of(timeout), || {
+                for p in live_handles() {
+                    if p != e as usize {
+                        (*(p as *const CEndpoint)).ep.progress();
+                    }
+                }
+            })
+    } else {
+        ep.ep
+            .connect(nic_id, endpoint_id as u8, key, timeout_of(timeout))
+    };
+    match outcome {
         Ok(Ok(p)) => {
             *addr = addr_of(ep, p);
             MX_SUCCESS

@@ -2,7 +2,7 @@
 //! the process: `OMX_CTXIDS`, `OMX_ANY_ENDPOINT`, `OMX_PROCESS_BINDING` and
 //! `OMX_ABORT_SLEEPS` (read through the runtime's settings table).
 
-use omx_runtime::config::settings::{num, text};
+use omx_runtime::config::settings::{flag, num, text};
 
 /// `OMX_CTXIDS=BITS,SHIFT`: the context-id split of endpoints opened without the
 /// CONTEXT_ID parameter (ignored without a comma, as the original did).
@@ -18,6 +18,13 @@ fn parse_ctxids(v: &str) -> Option<(u8, u8)> {
 /// `OMX_ANY_ENDPOINT=N`: the index taken when the application asks for any endpoint.
 pub(crate) fn any_endpoint() -> Option<u32> {
     text("OMX_ANY_ENDPOINT")?.trim().parse().ok()
+}
+
+/// Whether a blocking connect makes progress on every endpoint of the process while
+/// it waits (`OMX_CONNECT_POLLALL`).
+pub fn connect_poll_all() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| flag("OMX_CONNECT_POLLALL"))
 }
 
 /// Where `OMX_PROCESS_BINDING=file` reads its bindings (the original's default).
@@ -64,7 +71,9 @@ fn binding_from_file(lines: &str, mac: [u8; 6], index: u32) -> Option<Vec<usize>
         if field("ep")?.parse::<u32>().ok()? != index {
             return None;
         }
-        let mask = u128::from_str_radix(field("mask")?.trim_start_matches("0x"), 16).ok()?;
+        // The kernel's affinity text groups 32-bit words with commas: `00000000,00000003`.
+        let mask = field("mask")?.trim_start_matches("0x").replace(',', "");
+        let mask = u128::from_str_radix(&mask, 16).ok()?;
         let cpus: Vec<usize> = (0..128).filter(|c| mask >> c & 1 == 1).collect();
         (!cpus.is_empty()).then_some(cpus)
     })
@@ -90,8 +99,8 @@ pub(crate) fn bind_process(mac: [u8; 6], index: u32) {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if rc != 0 {
-        eprintln!(
-            "omx: OMX_PROCESS_BINDING: cannot bind to CPUs {cpus:?}: {}",
+        omx_runtime::say!(
+            "OMX_PROCESS_BINDING: cannot bind to CPUs {cpus:?}: {}",
             std::io::Error::last_os_error()
         );
     }
@@ -102,8 +111,8 @@ pub(crate) fn bind_process(mac: [u8; 6], index: u32) {
 pub(crate) fn sleep_before_abort() {
     let secs = num("OMX_ABORT_SLEEPS");
     if secs > 0 {
-        eprintln!(
-            "omx: process {} sleeping {secs} s before it exits (OMX_ABORT_SLEEPS)",
+        omx_runtime::say!(
+            "process {} sleeping {secs} s before it exits (OMX_ABORT_SLEEPS)",
             std::process::id()
         );
         std::thread::sleep(std::time::Duration::from_secs(secs as u64));
@@ -133,9 +142,11 @@ mod tests {
         assert_eq!(binding_for("all:1", MAC, 7), Some(vec![1]));
         let file = "board 02:00:00:00:00:0a ep 0 irq 33 mask 4\n\
                     board 02:00:00:00:00:0a ep 1 irq 34 mask 0x3\n\
-                    board 02:00:00:00:00:0b ep 0 irq 35 mask 1\n";
+                    board 02:00:00:00:00:0b ep 0 irq 35 mask 1\n\
+                    board 02:00:00:00:00:0a ep 3 irq 36 mask 00000001,00000010\n";
         assert_eq!(binding_from_file(file, MAC, 0), Some(vec![2]));
         assert_eq!(binding_from_file(file, MAC, 1), Some(vec![0, 1]));
         assert_eq!(binding_from_file(file, MAC, 2), None);
+        assert_eq!(binding_from_file(file, MAC, 3), Some(vec![4, 32]));
     }
 }

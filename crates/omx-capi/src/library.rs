@@ -97,15 +97,15 @@ pub unsafe extern "C" fn mx_open_endpoint(
         Ok(rt) => rt,
         Err(e) => return fail(None, MX_BAD_BAD_BAD, &e),
     };
-    let boards: Vec<u32> = if board == MX_ANY_NIC {
-        (0..rt.boards.len() as u32).collect()
-    } else {
-        vec![board]
-    };
     let index = if endpoint_id == MX_ANY_ENDPOINT {
         crate::knobs::any_endpoint()
     } else {
         Some(endpoint_id)
+    };
+    let boards: Vec<u32> = match (board, index) {
+        (MX_ANY_NIC, None) => rt.boards_for_any_open(),
+        (MX_ANY_NIC, Some(_)) => (0..rt.boards.len() as u32).collect(),
+        _ => vec![board],
     };
     if index.is_some_and(|i| i >= omx_runtime::MAX_ENDPOINTS as u32) {
         return fail(None, MX_BAD_ENDPOINT, "endpoint index out of range");

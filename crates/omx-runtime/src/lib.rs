@@ -6,6 +6,7 @@ pub mod config;
 pub mod copy;
 pub mod copy_service;
 pub mod daemon;
+pub mod debug_signal;
 pub mod discovery;
 pub mod endpoint;
 pub mod ipmap;

@@ -557,8 +557,8 @@ impl LocalChannel {
         if outcome == PullOutcome::Refused && !self.warned {
             self.warned = true;
             if self.verbose {
-                eprintln!(
-                    "omx: cross-process copies refused (ptrace scope or OMX_SHARED_CMA=0): \
+                crate::say!(
+                    "cross-process copies refused (ptrace scope or OMX_SHARED_CMA=0): \
                      large intra-node messages use the two-copy path through shared memory"
                 );
             }

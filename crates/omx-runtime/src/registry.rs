@@ -201,6 +201,18 @@ impl BoardDir {
         Ok(try_flock(&path)?.map(|l| (i, l)))
     }
 
+    /// The lowest endpoint index below `max` that no process holds, probed by taking
+    /// each lock for an instant (as the board service's probe does; a named open
+    /// retries past it). A hint for spreading opens over boards, not a reservation.
+    pub fn lowest_free_endpoint(&self, max: u8) -> Option<u8> {
+        (0..max).find(|i| {
+            matches!(
+                try_flock(&self.path.join(format!("ep{i}.lock"))),
+                Ok(Some(_))
+            )
+        })
+    }
+
     /// Records, once an endpoint's open is complete, whether local peers reach it
     /// through a shared-memory inbox of user `inbox_uid` or only through the network.
     /// Until then a held lock without an inbox means "still opening" (see `reach`).

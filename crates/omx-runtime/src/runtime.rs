@@ -266,6 +266,23 @@ impl Runtime {
         None
     }
 
+    /// Boards in the order an open of any endpoint on any board tries them: the
+    /// original searches endpoint index first, then board (index 0 of every board
+    /// before index 1 of any), so endpoints spread over the boards. Boards with a free
+    /// index come by that index, then by board number; full boards last.
+    pub fn boards_for_any_open(&self) -> Vec<u32> {
+        let mut order: Vec<(u8, u32)> = self
+            .boards
+            .iter()
+            .map(|b| {
+                let free = b.dir.lowest_free_endpoint(MAX_ENDPOINTS).unwrap_or(u8::MAX);
+                (free, b.index)
+            })
+            .collect();
+        order.sort_unstable();
+        order.into_iter().map(|(_, b)| b).collect()
+    }
+
     pub fn board(&self, index: u32) -> Option<&Arc<Board>> {
         self.boards.get(index as usize)
     }

@@ -1,5 +1,6 @@
 //! Shared helpers of the omx tools.
 
+pub mod binding;
 pub mod dump;
 
 use omx_proto::{mac_from_nic_id, NicId};

@@ -1,6 +1,9 @@
 //! What the tools show a user, on a namespace host (needs root; otherwise prints why
 //! and passes): omx_info hides the peer table a long-finished run left behind, and
-//! omx_counters -s shows the intra-node traffic of processes of one host.
+//! omx_counters -s shows the intra-node traffic of processes of one host; omx_info lists
+//! every board of a host with several links; omx_init_peers loads peers into the host's
+//! table; omx_prepare_binding writes its bindings file; library messages take the
+//! OMX_VERBOSE_PREFIX prefix; OMX_DEBUG_SIGNAL dumps each endpoint's state on a signal.
 
 mod common;
 
@@ -250,10 +253,177 @@ fn omx_endpoint_info_r_shows_partner_round_trips() {
         std::thread::sleep(Duration::from_millis(100));
     };
     server.terminate(MIN);
-    // partner, ep, srtt_us, rttvar_us, rto_us, pull_srtt, pull_rto, blocks
+    // partner, ep, srtt_us, rttvar_us, rto_us, pull_srtt, pull_rto, blocks, extensions
     let f: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(f.len(), 8, "{row}");
+    assert_eq!(f.len(), 9, "{row}");
     let srtt: f64 = f[2].parse().unwrap_or_else(|_| panic!("srtt in {row}"));
     let rto: f64 = f[4].parse().unwrap_or_else(|_| panic!("rto in {row}"));
     assert!(srtt > 0.0 && rto >= srtt, "{row}");
+}
+
+#[test]
+fn omx_info_lists_every_board_of_a_host_with_three_links() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up_links(2, 9000, 3);
+    let out = h.tool(1, OMX_INFO, &[]);
+    assert!(
+        out.contains("Found 3 boards"),
+        "three boards not found:\n{out}"
+    );
+    for b in 0..3 {
+        assert!(
+            out.contains(&format!(
+                "h1:{b} (board #{b} name omx{b} addr 02:00:00:0{b}:"
+            )),
+            "board {b} missing:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn omx_init_peers_loads_renames_and_clears_the_peer_table() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let file = h.state.join("peers.txt");
+    let h0 = fmt_mac(h.mac(0));
+    std::fs::write(
+        &file,
+        format!("# static peers\n\n{h0} far:0\n02:aa:bb:cc:dd:01 ghost:0\n02:aa:bb:cc:dd:02 -\n"),
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let out = h.tool(1, OMX_INIT_PEERS, &["-v", file]);
+    assert!(out.contains("far:0") && out.contains("ghost:0"), "{out}");
+    let info = h.tool(1, OMX_INFO, &[]);
+    for want in ["far:0", "ghost:0", "02:aa:bb:cc:dd:02", "h1:0"] {
+        assert!(info.contains(want), "{want} not in the table:\n{info}");
+    }
+    // One pair: an address already known is renamed.
+    h.tool(1, OMX_INIT_PEERS, &["02:aa:bb:cc:dd:01", "spirit:0"]);
+    let info = h.tool(1, OMX_INFO, &[]);
+    assert!(
+        info.contains("spirit:0") && !info.contains("ghost:0"),
+        "not renamed:\n{info}"
+    );
+    // -c keeps only the host's own board, then adds what is named.
+    h.tool(1, OMX_INIT_PEERS, &["-c", "02:aa:bb:cc:dd:03", "new:0"]);
+    let info = h.tool(1, OMX_INFO, &[]);
+    assert!(
+        info.contains("h1:0") && info.contains("new:0") && !info.contains("spirit:0"),
+        "not cleared:\n{info}"
+    );
+    // A bad line is an error naming it, and changes nothing.
+    let bad = h.state.join("bad.txt");
+    std::fs::write(&bad, "02:aa:bb:cc:dd:04 ok:0\nnot-a-mac x\n").unwrap();
+    let p = h.run(
+        1,
+        "omx_init_peers bad",
+        OMX_INIT_PEERS,
+        &[bad.to_str().unwrap()],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(!p.succeeded(), "a bad file was accepted");
+    assert!(p.stderr().contains("line 2"), "{}", p.report());
+    let info = h.tool(1, OMX_INFO, &[]);
+    assert!(
+        !info.contains("ok:0"),
+        "a bad file changed the table:\n{info}"
+    );
+}
+
+#[test]
+fn omx_prepare_binding_writes_the_bindings_file() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let file = h.state.join("bindings.dat");
+    let file = file.to_str().unwrap();
+    let out = h.tool(0, OMX_PREPARE_BINDING, &["-v", file]);
+    assert!(
+        out.contains(&format!("Generated bindings in {file}")),
+        "{out}"
+    );
+    // veth has no interrupt of its own: the board is reported, with no bindings.
+    assert!(
+        out.contains("board #0 (omx0") && out.contains("0 endpoint bindings"),
+        "{out}"
+    );
+    let meta = std::fs::metadata(file).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+    assert_eq!(std::fs::read_to_string(file).unwrap(), "");
+}
+
+#[test]
+fn library_messages_take_the_verbose_prefix() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let run = |prefix: Option<&str>| {
+        let mut env = vec![("OMX_RCACHE", "1")];
+        env.extend(prefix.map(|p| ("OMX_VERBOSE_PREFIX", p)));
+        let p = h.run(0, "omx_info", OMX_INFO, &[], &env, Duration::from_secs(60));
+        assert!(p.succeeded(), "{}", p.report());
+        (p.pid(), p.stderr())
+    };
+    let (_, plain) = run(None);
+    assert!(
+        plain.contains("omx: OMX_RCACHE=1 has no effect"),
+        "default prefix:\n{plain}"
+    );
+    // A message about no endpoint: X for the endpoint and board conversions.
+    let (pid, custom) = run(Some("<%p %b.%e %B> "));
+    assert!(
+        custom.contains(&format!("<{pid} X.X X> OMX_RCACHE=1 has no effect")),
+        "custom prefix:\n{custom}"
+    );
+    let (pid, one) = run(Some("1"));
+    assert!(
+        one.contains(&format!(":{pid} OMX_RCACHE=1 has no effect")) && one.contains("OMX:"),
+        "prefix 1:\n{one}"
+    );
+}
+
+#[test]
+fn a_debug_signal_makes_every_endpoint_print_its_state() {
+    if skip() {
+        return;
+    }
+    let h = Hosts::up(2, 9000);
+    let mut server = h.spawn(
+        0,
+        "omx_perf server",
+        OMX_PERF,
+        &["-e", "0"],
+        &[("OMX_DEBUG_SIGNAL", "2"), ("OMX_DEBUG_SIGNAL_NUM", "12")],
+    );
+    // The handler is installed when the endpoint opens (before, the signal's default
+    // action would end the process).
+    assert!(
+        server.wait_stdout(MIN, |s| s.contains("Successfully attached")),
+        "{}",
+        server.report()
+    );
+    let sent = std::process::Command::new("kill")
+        .args(["-USR2", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert!(
+        // Level 2: the queues (the server's receive for a client's parameters), then
+        // the non-zero counters (its progress thread has slept).
+        server.wait_stdout(MIN, |s| s.contains("omx: endpoint 0 of board 0 (h0:0): ")
+            && s.contains(", 1 posted receives, 0 unexpected (0 bytes)")
+            && s.contains("omx:   sleeps ")),
+        "{}",
+        server.report()
+    );
+    assert!(server.try_status().is_none(), "{}", server.report());
 }

@@ -7,7 +7,8 @@
 #
 # Single-host tests run inside host h0 with OMX_IFACES=lo (every endpoint of
 # the host on the loopback interface, board name "localhost"); two-host tests
-# (twohost, pingpong2) run a server in h0 and a client in h1, joined by veth.
+# (twohost, pingpong2) run a server in h0 and a client in h1, joined by veth;
+# rails (last) does the same over three veth links (three boards per host).
 # self_veth runs in h0 on its veth interface instead of lo.
 # intranode_fallback, intranode_network, intranode_veth, intranode_kill_fallback
 # and intranode_kill_network rerun intranode_sizes / intranode_kill in h0
@@ -53,7 +54,7 @@ compile() {
 }
 
 # Single-host tests: every NAME.c but the special ones below.
-special=" pingpong twohost abi_compat self_veth raw intranode_kill "
+special=" pingpong twohost abi_compat self_veth raw intranode_kill rails "
 single=()
 for f in "$here"/*.c; do
   n=$(basename "$f" .c)
@@ -87,7 +88,7 @@ for x in "${settings[@]}"; do setting_names+=("${x%% *}"); done
 
 all=("${single[@]}" self_veth intranode_kill intranode_fallback intranode_network intranode_veth
   intranode_kill_fallback intranode_kill_network "${setting_names[@]}" memcpy_service abi_compat abi_static symbols
-  pingpong_lo pingpong2 setting_progress_thread twohost raw)
+  pingpong_lo pingpong2 setting_progress_thread twohost raw rails)
 select_tests "$@"
 
 [ "$(id -u)" -eq 0 ] || skip_all "needs root (network namespaces, raw packet sockets)"
@@ -325,6 +326,18 @@ if want raw; then
     pair raw 1 0 "$tmp/bin/raw" recv -- "$tmp/bin/raw" send
   else
     report raw 1 "$tmp/log/raw.cc"
+  fi
+fi
+# Last: the hosts again, now joined by three links (boards omx0..omx2), with a
+# state of their own (raw renames boards, whose MACs the new hosts reuse).
+if want rails; then
+  if compile rails; then
+    hosts_up 2 9000 3
+    export OMX_STATE_DIR="$tmp/state-rails"
+    mkdir -p "$OMX_STATE_DIR"
+    pair rails 0 1 "$tmp/bin/rails" server -- "$tmp/bin/rails" client
+  else
+    report rails 1 "$tmp/log/rails.cc"
   fi
 fi
 

@@ -1,6 +1,7 @@
 //! Run-time configuration from `OMX_*` environment variables (with the MX aliases the
 //! original honoured), read once per process through the settings table.
 
+pub mod messages;
 pub mod settings;
 
 use settings::{atoi, flag, num, text};
@@ -88,6 +89,13 @@ pub struct RuntimeConfig {
     pub not_acked_max: u16,
     /// Blocking waits busy-poll forever (`OMX_WAITSPIN=1`).
     pub wait_spin: bool,
+    /// A signal that interrupts a blocking wait's sleep ends the wait like its timeout
+    /// (`OMX_WAITINTR`); otherwise the wait goes back to sleep.
+    pub wait_intr: bool,
+    /// State dumps on a signal (`OMX_DEBUG_SIGNAL`: 0 off, 1 queues, 2 and up also
+    /// each partner), on signal `OMX_DEBUG_SIGNAL_NUM`.
+    pub debug_signal: u32,
+    pub debug_signal_num: i32,
     /// Blocking waits busy-poll this long before sleeping (`OMX_WAITSPIN_US`): a reply
     /// that arrives within it avoids the cost of waking a sleeping CPU.
     pub wait_spin_for: Duration,
@@ -197,8 +205,8 @@ impl RuntimeConfig {
         let wire = match text("OMX_WIRE").as_deref() {
             Some("mx") | Some("mx-compat") => {
                 if checksum && flag("OMX_VERBOSE") {
-                    eprintln!(
-                        "omx: OMX_CHECKSUM ignored: MX-wire-compatible frames have no room for a checksum"
+                    crate::say!(
+                        "OMX_CHECKSUM ignored: MX-wire-compatible frames have no room for a checksum"
                     );
                 }
                 WireConfig::mx_compat()
@@ -223,8 +231,8 @@ impl RuntimeConfig {
             None => Extensions::ALL,
             Some((Some(e), _)) => e,
             Some((None, v)) => {
-                eprintln!(
-                    "omx: OMX_WIRE_EXTENSIONS={v} ignored: not 'all', 'none' or a list of {}",
+                crate::say!(
+                    "OMX_WIRE_EXTENSIONS={v} ignored: not 'all', 'none' or a list of {}",
                     Extensions::ALL
                 );
                 Extensions::ALL
@@ -240,7 +248,7 @@ impl RuntimeConfig {
             wire = wire.with_checksum(false);
         }
         for notice in settings::inert_notices() {
-            eprintln!("{notice}");
+            crate::say!("{notice}");
         }
         let spin_us = num("OMX_WAITSPIN_US").max(0) as u64;
         RuntimeConfig {
@@ -256,6 +264,9 @@ impl RuntimeConfig {
             zombie_max: num("OMX_ZOMBIE_SEND").max(0) as usize,
             not_acked_max: num("OMX_NOTACKED_MAX").clamp(1, 8191) as u16,
             wait_spin: flag("OMX_WAITSPIN"),
+            wait_intr: flag("OMX_WAITINTR"),
+            debug_signal: num("OMX_DEBUG_SIGNAL").clamp(0, u32::MAX as i64) as u32,
+            debug_signal_num: num("OMX_DEBUG_SIGNAL_NUM") as i32,
             wait_spin_for: Duration::from_micros(spin_us),
             verbose: flag("OMX_VERBOSE"),
             disable_self: flag("OMX_DISABLE_SELF"),
@@ -267,7 +278,7 @@ impl RuntimeConfig {
                 Ok(c) if c.is_active() => Some(c),
                 Ok(_) => None,
                 Err(e) => {
-                    eprintln!("omx: OMX_FAULTS ignored: {e}");
+                    crate::say!("OMX_FAULTS ignored: {e}");
                     None
                 }
             }),

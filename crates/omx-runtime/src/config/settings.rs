@@ -83,6 +83,10 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_UNEXP_MAX", "268435456", "unexpected-queue bytes per endpoint"),
     // Waiting and progress.
     s("OMX_WAITSPIN", "0", "1: blocking waits busy-poll forever"),
+    s("OMX_DEBUG_SIGNAL", "0", "1: the signal OMX_DEBUG_SIGNAL_NUM makes every endpoint print its queues on stdout (within a second); 2: each partner's round trips and windows too"),
+    s("OMX_DEBUG_SIGNAL_NUM", "10", "the signal of OMX_DEBUG_SIGNAL (10, SIGUSR1 on Linux)"),
+    s("OMX_CONNECT_POLLALL", "0", "1: a blocking connect makes progress on every endpoint of the process while it waits (two endpoints of a process without progress thread, OMX_PROGRESS_THREAD=0, can then connect to each other)"),
+    s("OMX_WAITINTR", "0", "1: a signal that interrupts a blocking call's sleep ends the call as its timeout would (mx_wait returns with result 0); 0: the call goes back to sleep"),
     s("OMX_WAITSPIN_US", "50", "blocking waits busy-poll this long before sleeping"),
     s("OMX_PROGRESS_THREAD", "1", "0: no background progress thread"),
     s("OMX_COALESCING", "stream", "wake-up policy: off, timer, marked, stream"),
@@ -110,6 +114,7 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_DAEMON_SOCKET", DEFAULT_SOCKET, "where omxd listens: a path, or @name (abstract, per namespace)"),
     // Diagnostics.
     mx("OMX_VERBOSE", "MX_VERBOSE", "0", "1: say what the library chose and why"),
+    s("OMX_VERBOSE_PREFIX", "omx: ", "prefix of the library's messages: `1` gives `OMX:HOST:PID `, anything else is a format with `%p` pid, `%e` endpoint, `%b` board, `%B` board name, `%H` host name (`X` for the endpoint ones when a message is about none; `%B[1-3]`, `%H[0-4]` take characters)"),
     mx("OMX_FATAL_ERRORS", "MX_ERRORS_ARE_FATAL", "1", "the default error handler ends the process"),
     s("OMX_IGNORE_MX_ENV", "0", "1: ignore the MX_* aliases"),
     s("OMX_FAULTS", "", "testing: faults injected on the packet path, e.g. loss:0.02,dup:0.01"),
@@ -122,12 +127,7 @@ pub const SETTINGS: &[Setting] = &[
     inert("OMX_RCACHE", Some("MX_RCACHE"), "registration cache: omx pins and registers no memory, so there is nothing to cache"),
     inert("OMX_PRCACHE", None, "parallel registration cache: no memory registration here (and no effect in the original either)"),
     inert("OMX_MEDIUM_SENDQ", None, "medium messages are always copied at post time and complete early"),
-    inert("OMX_WAITINTR", None, "a signal never ends a blocking call early: it resumes, the original's default"),
-    inert("OMX_CONNECT_POLLALL", None, "blocking connects need no polling of other endpoints: the progress thread answers for them"),
-    inert("OMX_VERBOSE_PREFIX", None, "library messages always start with `omx: `"),
     inert("OMX_VERBDEBUG", None, "the original's debug-library trace mask: use OMX_VERBOSE, omx_counters and omx_endpoint_info"),
-    inert("OMX_DEBUG_SIGNAL", None, "no state dump on a signal: omx_endpoint_info and omx_counters show the live state"),
-    inert("OMX_DEBUG_SIGNAL_NUM", None, "see OMX_DEBUG_SIGNAL"),
     inert("OMX_DEBUG_REQUESTS", None, "the original's debug-library request checks: no debug library here"),
     inert("OMX_DEBUG_CHECKSUM", None, "the original's debug payload checksums: OMX_CHECKSUM=1 checks every frame"),
 ];
@@ -139,7 +139,7 @@ pub fn inert_notices() -> Vec<String> {
         .filter(|s| s.inert)
         .filter_map(|s| {
             let (v, _) = lookup(s.name)?;
-            Some(format!("omx: {}={v} has no effect: {}", s.name, s.meaning))
+            Some(format!("{}={v} has no effect: {}", s.name, s.meaning))
         })
         .collect()
 }

@@ -12,6 +12,14 @@ use std::time::Duration;
 /// Sends posted closer together than this are treated as a stream.
 const STREAM_GAP: Time = 5_000;
 
+/// A finished connect: the partner, or the status it failed with.
+fn connect_outcome(c: Completion) -> Result<PartnerId, Status> {
+    match c.status.code {
+        StatusCode::Success => Ok(c.status.source.expect("partner")),
+        _ => Err(c.status),
+    }
+}
+
 impl Endpoint {
     pub fn iconnect(
         &self,
@@ -72,14 +80,37 @@ impl Endpoint {
     ) -> Result<Result<PartnerId, Status>, Error> {
         let r = self.iconnect(nic, endpoint, key, 0)?;
         match self.wait(r, timeout) {
-            Some(c) if c.status.code == StatusCode::Success => {
-                Ok(Ok(c.status.source.expect("partner")))
-            }
-            Some(c) => Ok(Err(c.status)),
+            Some(c) => Ok(connect_outcome(c)),
             None => {
                 self.forget(r);
                 Err(Error::Timeout)
             }
+        }
+    }
+
+    /// Blocking connect that busy-polls, calling `others` between its own polls (the
+    /// C API makes progress on the process's other endpoints there: `OMX_CONNECT_POLLALL`,
+    /// for processes without a progress thread whose endpoints connect to each other).
+    pub fn connect_polling(
+        &self,
+        nic: NicId,
+        endpoint: u8,
+        key: u32,
+        timeout: Option<Duration>,
+        mut others: impl FnMut(),
+    ) -> Result<Result<PartnerId, Status>, Error> {
+        let r = self.iconnect(nic, endpoint, key, 0)?;
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        loop {
+            if let Some(c) = self.test(r) {
+                return Ok(connect_outcome(c));
+            }
+            others();
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                self.forget(r);
+                return Err(Error::Timeout);
+            }
+            std::thread::yield_now();
         }
     }
 

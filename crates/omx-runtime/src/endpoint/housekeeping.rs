@@ -25,6 +25,8 @@ pub(super) struct Upkeep {
     next_board_try: Time,
     /// When housekeeping runs next (runtime ns).
     pub(super) next_publish: Time,
+    /// `OMX_DEBUG_SIGNAL` dumps asked for when this endpoint last looked.
+    dumps_seen: u64,
 }
 
 impl Upkeep {
@@ -35,6 +37,7 @@ impl Upkeep {
             discovery,
             next_board_try: 0,
             next_publish: 0,
+            dumps_seen: 0,
         }
     }
 }
@@ -164,6 +167,9 @@ impl EndpointInner {
                 .collect(),
         };
         let _ = self.board.dir.publish_endpoint(&info, core.sock.is_relay());
+        if crate::debug_signal::asked_since(&mut core.upkeep.dumps_seen) {
+            self.dump_state(core, &info);
+        }
         if core.upkeep.discovery.is_some() {
             let filter = self.owner_filter();
             let _ = core.sock.set_filter(Some(&filter));
@@ -186,6 +192,46 @@ impl EndpointInner {
                 }
             }
         }
+    }
+
+    /// The `OMX_DEBUG_SIGNAL` dump, on stdout: queues, then (level 2) each partner.
+    fn dump_state(&self, core: &Core, info: &EndpointInfo) {
+        use std::io::Write;
+        let at = crate::config::messages::At {
+            board: self.board.index,
+            endpoint: self.index,
+            board_name: &self.board.name,
+        };
+        let p = crate::config::messages::prefix(Some(at));
+        let q = core.engine.stats();
+        let mut out = format!(
+            "{p}endpoint {} of board {} ({}): {} requests, {} posted receives, {} unexpected \
+             ({} bytes), {} unacked sends, {} pulls, {} partners\n",
+            self.index,
+            self.board.index,
+            self.board.name,
+            q.requests,
+            q.posted_recvs,
+            q.unexpected,
+            q.unexpected_bytes,
+            q.unacked,
+            q.pulls,
+            core.engine.path_stats().len(),
+        );
+        if self.rt.cfg.debug_signal > 1 {
+            for s in core.engine.path_stats() {
+                out.push_str(&format!(
+                    "{p}  partner {:012x} ep {}: srtt {} ns, rto {} ns, pull srtt {} ns, {} pull blocks\n",
+                    s.nic_id, s.endpoint, s.srtt, s.rto, s.pull_srtt, s.pull_blocks
+                ));
+            }
+            for (name, v) in info.counters.iter().filter(|(_, v)| *v != 0) {
+                out.push_str(&format!("{p}  {name} {v}\n"));
+            }
+        }
+        let mut so = std::io::stdout().lock();
+        let _ = so.write_all(out.as_bytes());
+        let _ = so.flush();
     }
 
     /// Counters kept by the runtime itself (sleeps and wake-ups, copy offload).

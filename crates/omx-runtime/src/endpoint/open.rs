@@ -30,6 +30,7 @@ impl Endpoint {
         key: u32,
     ) -> Result<Endpoint, Error> {
         let b = rt.board(board).ok_or(Error::NoSuchBoard)?.clone();
+        crate::debug_signal::install(rt.cfg.debug_signal, rt.cfg.debug_signal_num);
         if index.is_some_and(|i| i >= MAX_ENDPOINTS) {
             return Err(Error::BadEndpointIndex);
         }
@@ -230,8 +231,9 @@ impl Endpoint {
         let opts = SocketOptions::default();
         let sock = PacketSocket::from_relay(fd, &iface, rt.cfg.wire.ethertype, &opts)?;
         if rt.cfg.verbose {
-            eprintln!(
-                "omx: endpoint {index} opened through omxd ({})",
+            crate::say!(
+                crate::config::messages::At { board: b.index, endpoint: index, board_name: &b.name };
+                "endpoint {index} opened through omxd ({})",
                 path.display()
             );
         }
@@ -307,8 +309,9 @@ impl Endpoint {
                 Ok(s) => Some(s),
                 Err(e) => {
                     if rt.cfg.verbose {
-                        eprintln!(
-                            "omx: no shared-memory channel ({e}); local peers use the network"
+                        crate::say!(
+                            crate::config::messages::At { board: b.index, endpoint: index, board_name: &b.name };
+                            "no shared-memory channel ({e}); local peers use the network"
                         );
                     }
                     None

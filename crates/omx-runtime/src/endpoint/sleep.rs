@@ -19,6 +19,8 @@ pub(super) struct Fired {
     pub(super) event: bool,
     /// The shared-memory inbox's doorbell FIFO.
     pub(super) doorbell: bool,
+    /// A signal handler ran during the sleep (`EINTR`).
+    pub(super) interrupted: bool,
 }
 
 /// Without frames for this long an endpoint counts as idle (wake-up policies).
@@ -261,6 +263,8 @@ impl Wake {
         self.stats.sleeps.fetch_add(1, Ordering::Relaxed);
         // SAFETY: five valid pollfds (a negative fd is ignored) and a valid timespec.
         let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 5, &ts, std::ptr::null()) };
+        let interrupted =
+            n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
         if n > 0 {
             self.stats.woken_by_io.fetch_add(1, Ordering::Relaxed);
             if fds[0].revents != 0 || fds[1].revents != 0 || fds[4].revents != 0 {
@@ -277,6 +281,7 @@ impl Wake {
         Fired {
             event: fds[2].revents != 0,
             doorbell: fds[3].revents != 0,
+            interrupted,
         }
     }
 }
@@ -398,6 +403,10 @@ impl EndpointInner {
             let fired = self.sleep_unlocked(core, budget);
             if self.wake.sleepers.fetch_sub(1, Ordering::SeqCst) == 1 && fired.event {
                 self.wake.drain_signal();
+            }
+            // OMX_WAITINTR: a signal ends the wait as a timeout would.
+            if fired.interrupted && self.rt.cfg.wait_intr {
+                break None;
             }
         };
         self.activity.app_active.fetch_sub(1, Ordering::SeqCst);

@@ -18,6 +18,8 @@ pub const OMX_INFO: &str = env!("CARGO_BIN_EXE_omx_info");
 pub const OMX_COUNTERS: &str = env!("CARGO_BIN_EXE_omx_counters");
 pub const OMX_ENDPOINT_INFO: &str = env!("CARGO_BIN_EXE_omx_endpoint_info");
 pub const OMX_TESTPEER: &str = env!("CARGO_BIN_EXE_omx_testpeer");
+pub const OMX_INIT_PEERS: &str = env!("CARGO_BIN_EXE_omx_init_peers");
+pub const OMX_PREPARE_BINDING: &str = env!("CARGO_BIN_EXE_omx_prepare_binding");
 
 #[path = "../../../../tests/rust/skip.rs"]
 mod skip_rule;
@@ -57,6 +59,11 @@ pub struct Hosts {
 
 impl Hosts {
     pub fn up(n: usize, mtu: u32) -> Hosts {
+        Self::up_links(n, mtu, 1)
+    }
+
+    /// [`Hosts::up`] with `links` interfaces per host, `omx0..`, one network each.
+    pub fn up_links(n: usize, mtu: u32, links: usize) -> Hosts {
         let k = NEXT.fetch_add(1, Ordering::Relaxed);
         let prefix = format!("oit{}x{k}", std::process::id());
         let state = std::env::temp_dir().join(format!("{prefix}-state"));
@@ -65,13 +72,13 @@ impl Hosts {
         let h = Hosts { prefix, n, state };
         let out = Command::new("bash")
             .arg(script())
-            .args(["up", &n.to_string(), &mtu.to_string()])
+            .args(["up", &n.to_string(), &mtu.to_string(), &links.to_string()])
             .env("OMX_NS_PREFIX", &h.prefix)
             .output()
             .expect("run hosts.sh");
         assert!(
             out.status.success(),
-            "hosts.sh up {n} {mtu} failed: {}{}",
+            "hosts.sh up {n} {mtu} {links} failed: {}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
