@@ -114,6 +114,33 @@ const SEND_STALL_LIMIT: Duration = Duration::from_secs(5);
 const RX_SLACK: usize = 4;
 
 impl PacketSocket {
+    /// A socket around its descriptor and receive path, counters at zero.
+    fn assemble(
+        fd: OwnedFd,
+        iface: &Interface,
+        ethertype: u16,
+        rx: Rx,
+        tx: SendBatch,
+        accept_other_host: bool,
+        relay: bool,
+    ) -> PacketSocket {
+        PacketSocket {
+            fd,
+            iface: iface.clone(),
+            ethertype,
+            rx,
+            tx,
+            rxc: RxCounters::default(),
+            accept_other_host,
+            sent: 0,
+            send_retries: 0,
+            send_errors: 0,
+            kernel_packets: 0,
+            kernel_drops: 0,
+            relay,
+        }
+    }
+
     /// Opens a socket on `iface` for `ethertype` frames with no filter (all
     /// frames of the EtherType). See [`PacketSocket::open_filtered`].
     pub fn open(
@@ -154,21 +181,15 @@ impl PacketSocket {
         }
         let rx = rx.unwrap_or_else(|| Rx::Mmsg(RecvBatch::new(opts.recv_batch.max(1), slot)));
         sys::bind_packet(fd.as_raw_fd(), iface.index, ethertype)?;
-        Ok(PacketSocket {
+        Ok(Self::assemble(
             fd,
-            iface: iface.clone(),
+            iface,
             ethertype,
             rx,
-            tx: SendBatch::new(opts.send_batch.max(1), iface.max_frame_len()),
-            rxc: RxCounters::default(),
-            accept_other_host: opts.accept_other_host || iface.loopback,
-            sent: 0,
-            send_retries: 0,
-            send_errors: 0,
-            kernel_packets: 0,
-            kernel_drops: 0,
-            relay: false,
-        })
+            SendBatch::new(opts.send_batch.max(1), iface.max_frame_len()),
+            opts.accept_other_host || iface.loopback,
+            false,
+        ))
     }
 
     /// Wraps a connected `SOCK_SEQPACKET` relay connection (one message per
@@ -182,21 +203,15 @@ impl PacketSocket {
     ) -> io::Result<PacketSocket> {
         sys::set_nonblocking(fd.as_raw_fd(), true)?;
         let slot = iface.max_frame_len() + RX_SLACK;
-        Ok(PacketSocket {
+        Ok(Self::assemble(
             fd,
-            iface: iface.clone(),
+            iface,
             ethertype,
-            rx: Rx::Mmsg(RecvBatch::new(opts.recv_batch.max(1), slot)),
-            tx: SendBatch::new(opts.send_batch.max(1), iface.max_frame_len()),
-            rxc: RxCounters::default(),
-            accept_other_host: true,
-            sent: 0,
-            send_retries: 0,
-            send_errors: 0,
-            kernel_packets: 0,
-            kernel_drops: 0,
-            relay: true,
-        })
+            Rx::Mmsg(RecvBatch::new(opts.recv_batch.max(1), slot)),
+            SendBatch::new(opts.send_batch.max(1), iface.max_frame_len()),
+            true,
+            true,
+        ))
     }
 
     /// Opens an AF_XDP socket on `iface` instead of a packet socket (see [`crate::xdp`]):
@@ -213,21 +228,15 @@ impl PacketSocket {
         let port = XdpPort::open(iface, ethertype, xopts, filter)?;
         // The socket's own descriptor stays with the port; this copy is for poll.
         let fd = sys::dup_fd(port.xsk_ref().fd())?;
-        Ok(PacketSocket {
+        Ok(Self::assemble(
             fd,
-            iface: iface.clone(),
+            iface,
             ethertype,
-            rx: Rx::Xdp(Box::new(port)),
-            tx: SendBatch::new(1, 0),
-            rxc: RxCounters::default(),
-            accept_other_host: true,
-            sent: 0,
-            send_retries: 0,
-            send_errors: 0,
-            kernel_packets: 0,
-            kernel_drops: 0,
-            relay: false,
-        })
+            Rx::Xdp(Box::new(port)),
+            SendBatch::new(1, 0),
+            true,
+            false,
+        ))
     }
 
     /// Whether this socket is an AF_XDP one ([`PacketSocket::open_xdp`]), and in
