@@ -54,6 +54,7 @@ test:
 ## The C headers compile as C99/C11/C++11 and match the spec's ABI layout; the MX C
 ## test suite runs against libmyriexpress on test hosts (skipped when not root).
 test-c: lib
+	$(CARGO) build --release -p omx-tools --bin omx_copyd
 	tests/c/abi/compile_all.sh
 	tests/c/api/run.sh
 
