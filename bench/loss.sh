@@ -36,8 +36,10 @@ read -r -a PERF_FLAGS <<<"${OMX_PERF_FLAGS:-}"
 BIN=target/release
 H=scripts/hosts.sh
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxloss}
-IP0=10.77.0.1
-IP1=10.77.0.2
+# The addresses scripts/hosts.sh gives h0 and h1 (one per host: Open MPI and others
+# are confused by a second one on the interface).
+IP0=10.99.0.1
+IP1=10.99.0.2
 OUT=${OUT:-bench/results/loss-$(date +%Y%m%d-%H%M%S)}
 T0=$(date +%s)
 say() { echo "loss: $*" >&2; }
@@ -85,8 +87,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 $H up 2 $MTU >/dev/null
-ip -n "$OMX_NS_PREFIX-h0" addr add $IP0/24 dev omx0
-ip -n "$OMX_NS_PREFIX-h1" addr add $IP1/24 dev omx0
 
 # ---- loss injection (bench/lossy.sh) ----
 . bench/lossy.sh

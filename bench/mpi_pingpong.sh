@@ -51,8 +51,10 @@ export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxmpib}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OUT=${OUT:-bench/results/mpi-$(date +%Y%m%d-%H%M%S)}
 H=scripts/hosts.sh
-IP0=10.77.2.1
-IP1=10.77.2.2
+# The addresses scripts/hosts.sh gives h0 and h1 (one per host: Open MPI and others
+# are confused by a second one on the interface).
+IP0=10.99.0.1
+IP1=10.99.0.2
 provdir="$root/build/lib/libfabric"
 T0=$(date +%s)
 
@@ -122,8 +124,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 $H up 2 "$MTU" >/dev/null
-ip -n "$OMX_NS_PREFIX-h0" addr add $IP0/24 dev omx0
-ip -n "$OMX_NS_PREFIX-h1" addr add $IP1/24 dev omx0
 [ "$MTU" = 9000 ] || export OMX_MTU=$MTU
 if [ -n "${LOSS:-}" ]; then
   . bench/lossy.sh

@@ -9,8 +9,10 @@ RUNS=${RUNS:-3}
 BIN=target/release
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxbench}
 H=scripts/hosts.sh
-IP0=10.77.0.1
-IP1=10.77.0.2
+# The addresses scripts/hosts.sh gives h0 and h1 (one per host: Open MPI and others
+# are confused by a second one on the interface).
+IP0=10.99.0.1
+IP1=10.99.0.2
 
 need=()
 for t in qperf:qperf iperf3:iperf3 ucx_perftest:ucx-utils; do
@@ -28,8 +30,6 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; $H down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 $H up 2 "$MTU" >/dev/null
-ip -n "$OMX_NS_PREFIX-h0" addr add $IP0/24 dev omx0
-ip -n "$OMX_NS_PREFIX-h1" addr add $IP1/24 dev omx0
 export OMX_MTU=$MTU
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else print a[int((NR+1)/2)]}'; }

@@ -13,8 +13,10 @@ SWEEP_RUNS=${SWEEP_RUNS:-1}
 BIN=target/release
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxbench}
 H=scripts/hosts.sh
-IP0=10.77.0.1
-IP1=10.77.0.2
+# The addresses scripts/hosts.sh gives h0 and h1 (one per host: Open MPI and others
+# are confused by a second one on the interface).
+IP0=10.99.0.1
+IP1=10.99.0.2
 OUT=${OUT:-bench/results/$(date +%Y%m%d-%H%M%S)}
 PEER_SIZES="1 8 64 512 4096 32768 262144 1048576 4194304 16777216"
 FI_SIZES="8 4096 65536 1048576 4194304"
@@ -60,8 +62,6 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 $H down >/dev/null 2>&1 || true
 $H up 2 "$MTU" >/dev/null
-ip -n "$OMX_NS_PREFIX-h0" addr add $IP0/24 dev omx0
-ip -n "$OMX_NS_PREFIX-h1" addr add $IP1/24 dev omx0
 if [ "$MTU" != 9000 ]; then export OMX_MTU=$MTU; fi
 
 {

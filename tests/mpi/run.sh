@@ -11,7 +11,7 @@
 # Builds the MPI programs of tests/mpi (p2p, probe, truncate, coll, threads; mpicc
 # -Wall -Wextra -Werror) and runs each with mpirun, inside test hosts made by
 # scripts/hosts.sh (4 network namespaces on a bridge, MTU 9000, prefix
-# $OMX_NS_PREFIX, default omxmpi, with addresses 10.77.1.(i+1)/24 on omx0 for
+# $OMX_NS_PREFIX, default omxmpi, with the addresses hosts.sh gives, 10.99.0.(i+1)/24 on omx0, for
 # Open MPI's own TCP control traffic). mpirun runs in h0; it reaches the other
 # hosts through scripts/mpi-ns-agent (--mca plm_rsh_agent). Case names are
 # STACK.PLACEMENT.PROGRAM:
@@ -175,9 +175,6 @@ if ! "$hosts" up 4 9000 >"$tmp/log/hosts" 2>&1; then
   exit 1
 fi
 hosts_up=1
-for i in 0 1 2 3; do
-  ip -n "$OMX_NS_PREFIX-h$i" addr add "10.77.1.$((i + 1))/24" dev omx0
-done
 
 # mpirun ARGS...: mpirun in h0 (own UTS namespace, hostname h0) with the
 # extra environment in array menv, bounded by MPI_TEST_TIMEOUT; the caller
