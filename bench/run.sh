@@ -46,6 +46,10 @@ cargo build --release -q -p omx-transport --examples
 TCPPP=target/bench/tcp_pingpong
 mkdir -p target/bench
 ${CC:-cc} -O2 -Wall -Wextra -Werror -o "$TCPPP" bench/tcp_pingpong.c
+make -s lib
+PAUSEDPP=target/bench/paused_pingpong
+${CC:-cc} -O2 -Wall -Wextra -Werror -Iinclude -o "$PAUSEDPP" bench/paused_pingpong.c \
+  -Lbuild/lib -lmyriexpress -Wl,-rpath,"$PWD/build/lib"
 
 # ---- hosts ----
 mkdir -p "$OUT"
@@ -166,13 +170,22 @@ t_ucx() {
     done
   stop_bg
 }
+t_paused() { # run: 8 B ping-pong whose client pauses (usleep) before each round
+  local f="$OUT/paused.csv" p
+  [ -f "$f" ] || echo "pause_us,mode,median_oneway_us,p90_oneway_us,run" > "$f"
+  bg0 "$PAUSEDPP"
+  for p in 0 10 30 100; do
+    c1 "$PAUSEDPP" h0:0 "$p" 2000 sleep 2>/dev/null | awk -v r="$1" 'NF==4 {print $1 "," $2 "," $3 "," $4 "," r}' >> "$f"
+  done
+  stop_bg
+}
 c0() { timeout 90 $H exec 0 "$@"; }
 
 # ---- plan: build the list of steps first so progress can show what is left ----
 plan=()
 for r in $(seq "$RUNS"); do
   sweep=0; [ "$r" -le "$SWEEP_RUNS" ] && sweep=1
-  plan+=("t_omx_pp $r" "t_omx_local $r")
+  plan+=("t_omx_pp $r" "t_omx_local $r" "t_paused $r")
   if [ $sweep = 1 ]; then rs=$RATE_SIZES; else rs=8; fi
   for s in $rs; do plan+=("t_omx_rate $s $r"); done
   for s in 8 $( [ $sweep = 1 ] && echo "64 1024 $((MTU - 64))" ); do plan+=("t_raw_pp $s $r"); done
@@ -184,7 +197,7 @@ for r in $(seq "$RUNS"); do
   for s in $ps; do plan+=("t_ucx sm tag_lat $s $r" "t_ucx sm tag_bw $s $r"); done
 done
 # Rough cost of each step in seconds, for the time-left estimate.
-cost() { case $1 in t_omx_pp|t_omx_local) echo 5;; t_tcp_pp) echo 6;; t_qperf) echo $(( $(wc -w <<<"$3") * 2 + 1 ));; t_omx_rate) echo 2;; *) echo 1.5;; esac; }
+cost() { case $1 in t_omx_pp|t_omx_local) echo 5;; t_paused) echo 3;; t_tcp_pp) echo 6;; t_qperf) echo $(( $(wc -w <<<"$3") * 2 + 1 ));; t_omx_rate) echo 2;; *) echo 1.5;; esac; }
 total=0; for p in "${plan[@]}"; do eval "set -- $p"; c=$(cost "$@"); total=$(awk -v a=$total -v b=$c 'BEGIN{print a+b}'); done
 done_cost=0; i=0; T1=$(date +%s)
 say "MTU $MTU, ${#plan[@]} steps, results in $OUT"

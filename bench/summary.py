@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """summary.md of one `make bench` result folder (medians over runs, omx / peer ratios).
 Usage: bench/summary.py RESULT_DIR"""
+import csv
 import os
 import statistics
 import sys
@@ -19,6 +20,25 @@ def fmt(v, metric):
     if metric == "latency_us":
         return f"{v:.2f}"
     return f"{v:.0f}"
+
+
+def paused_section(folder):
+    """The paused ping-pong (bench/paused_pingpong.c): median one-way latency by pause."""
+    path = os.path.join(folder, "paused.csv")
+    if not os.path.exists(path):
+        return []
+    by_pause = {}
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            by_pause.setdefault(float(r["pause_us"]), []).append(float(r["median_oneway_us"]))
+    base = statistics.median(by_pause[0.0]) if 0.0 in by_pause else None
+    out = ["", "8 B ping-pong with a pause (usleep) before each round, one way, after the pause:", "",
+           "| pause (us) | median one-way (us) | / back to back |", "|---|---|---|"]
+    for pause in sorted(by_pause):
+        v = statistics.median(by_pause[pause])
+        ratio = f"{v / base:.2f}" if base else "n/a"
+        out.append(f"| {pause:g} | {v:.2f} (n={len(by_pause[pause])}) | {ratio} |")
+    return out
 
 
 def main():
@@ -89,6 +109,7 @@ def main():
                 pv, pn = get(*key, metric)
             ratio = f"{ov / pv:.2f}" if ov is not None and pv else "n/a"
             out.append(f"| {title} | {fmt(ov, metric)} (n={on}) | {label} | {fmt(pv, metric)} (n={pn}) | {ratio} |")
+    out += paused_section(folder)
     out += ["", "Plots: latency.png, bandwidth.png, msgrate.png; raw data: *.csv in this folder."]
     print("\n".join(out))
 

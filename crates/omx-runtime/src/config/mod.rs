@@ -99,6 +99,9 @@ pub struct RuntimeConfig {
     /// Blocking waits busy-poll this long before sleeping (`OMX_WAITSPIN_US`): a reply
     /// that arrives within it avoids the cost of waking a sleeping CPU.
     pub wait_spin_for: Duration,
+    /// Blocking waits spin longer, up to this, when recent waits ended within it
+    /// (`OMX_WAITSPIN_MAX_US`; at or below `wait_spin_for`: a fixed budget).
+    pub wait_spin_max: Duration,
     pub verbose: bool,
     pub disable_self: bool,
     pub disable_shared: bool,
@@ -268,6 +271,7 @@ impl RuntimeConfig {
             debug_signal: num("OMX_DEBUG_SIGNAL").clamp(0, u32::MAX as i64) as u32,
             debug_signal_num: num("OMX_DEBUG_SIGNAL_NUM") as i32,
             wait_spin_for: Duration::from_micros(spin_us),
+            wait_spin_max: Duration::from_micros(num("OMX_WAITSPIN_MAX_US").max(0) as u64),
             verbose: flag("OMX_VERBOSE"),
             disable_self: flag("OMX_DISABLE_SELF"),
             disable_shared: flag("OMX_DISABLE_SHARED"),

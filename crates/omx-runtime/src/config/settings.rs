@@ -88,6 +88,7 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_CONNECT_POLLALL", "0", "1: a blocking connect makes progress on every endpoint of the process while it waits (two endpoints of a process without progress thread, OMX_PROGRESS_THREAD=0, can then connect to each other)"),
     s("OMX_WAITINTR", "0", "1: a signal that interrupts a blocking call's sleep ends the call as its timeout would (mx_wait returns with result 0); 0: the call goes back to sleep"),
     s("OMX_WAITSPIN_US", "50", "blocking waits busy-poll this long before sleeping"),
+    s("OMX_WAITSPIN_MAX_US", "500", "blocking waits spin longer, up to this, while the application's recent waits ended within it (pauses between messages); at or below OMX_WAITSPIN_US: a fixed budget"),
     s("OMX_PROGRESS_THREAD", "1", "0: no background progress thread"),
     s("OMX_COALESCING", "stream", "wake-up policy: off, timer, marked, stream"),
     s("OMX_COALESCING_US", "50", "the wake-up policies' timer"),

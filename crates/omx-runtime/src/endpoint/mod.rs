@@ -10,6 +10,7 @@ mod open;
 mod progress;
 mod rx;
 mod sleep;
+mod spin;
 mod tx;
 
 use completions::Completions;

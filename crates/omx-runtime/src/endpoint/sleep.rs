@@ -2,6 +2,7 @@
 //! shared-memory doorbell, with the wake-up coalescing policies.
 
 use super::direct_rx::take_late_replies;
+use super::spin::SpinAdvisor;
 use super::{Core, CoreGuard, EndpointInner, RX_BATCH};
 use crate::config::Coalescing;
 use crate::runtime::Runtime;
@@ -76,6 +77,8 @@ pub(super) struct Wake {
     /// `wakeup` calls: waits in progress return when this moves.
     pub(super) wakeups: AtomicU64,
     pub(super) stats: WakeStats,
+    /// How long blocking waits spin before they sleep.
+    pub(super) spin: SpinAdvisor,
     /// The descriptor handed to applications that wait in their own `poll`/`epoll`
     /// (created on first request): readable after a completion once armed.
     pub(super) notify: Notify,
@@ -167,6 +170,7 @@ impl Wake {
             last_rx: AtomicU64::new(0),
             wakeups: AtomicU64::new(0),
             stats: WakeStats::default(),
+            spin: SpinAdvisor::default(),
             notify: Notify::default(),
         }
     }
@@ -359,7 +363,9 @@ impl EndpointInner {
         let start = self.rt.now();
         self.activity.app_active.fetch_add(1, Ordering::SeqCst);
         let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
-        let spin_until = start + self.rt.cfg.wait_spin_for.as_nanos() as u64;
+        let cfg = &self.rt.cfg;
+        let spin_for = self.wake.spin.budget(cfg.wait_spin_for, cfg.wait_spin_max);
+        let spin_until = start + spin_for.as_nanos() as u64;
         let mut next_yield = start + TIGHT_SPIN.as_nanos() as u64;
         let wakeups = self.wake.wakeups.load(Ordering::SeqCst);
         let result = loop {
@@ -373,6 +379,7 @@ impl EndpointInner {
             };
             let mut core = self.run_handlers(core);
             if let Some(x) = check(&mut core, got) {
+                self.wake.spin.record(now.saturating_sub(start));
                 break Some(x);
             }
             if self.wake.wakeups.load(Ordering::SeqCst) != wakeups
