@@ -4,11 +4,17 @@
 //! unknown peer is also answered at once so start-up takes milliseconds), and
 //! HOST_QUERY/HOST_REPLY to learn names. Learned peers go to the board's shared peer
 //! file so other processes on the host see them.
+//!
+//! An announcement's 64 bytes: EtherType and RAW type as any frame, the nic id at
+//! 32..40 (big-endian, high half first), the sender's serial at 40..44 (a change means
+//! a restart), and the wire extensions it offers at 45 behind the marker at 44 (the
+//! CONNECT handshake's pair): a board that writes nothing there (Open-MX 1.5) offers
+//! none.
 
 use omx_proto::{mac_from_nic_id, nic_id_from_mac, NicId, PeerTable, Time};
 use omx_wire::{
-    decode, encode, peek, Header, HostQuery, HostReply, Packet, PacketType, WireConfig,
-    HOST_QUERY_MAGIC_INIT, PEER_INDEX_NONE,
+    decode, encode, peek, Extensions, Header, HostQuery, HostReply, Packet, PacketType, WireConfig,
+    CONNECT_EXT_MARKER, HOST_QUERY_MAGIC_INIT, PEER_INDEX_NONE,
 };
 use std::collections::HashMap;
 
@@ -27,6 +33,8 @@ pub struct Discovery {
     fast_left: u32,
     next_announce: Time,
     serials: HashMap<NicId, u32>,
+    /// What each announcing board offers (`None`: it wrote no marker).
+    offered: HashMap<NicId, Option<Extensions>>,
     queried: HashMap<NicId, Time>,
     magic: u32,
     /// The board's `solicit` count last acted on.
@@ -38,6 +46,8 @@ pub struct Discovery {
 pub struct Outcome {
     pub frames: Vec<Vec<u8>>,
     pub changed: bool,
+    /// A board's offered extensions were learned or changed ([`Discovery::offered`]).
+    pub offers_changed: bool,
 }
 
 impl Discovery {
@@ -49,6 +59,7 @@ impl Discovery {
             fast_left: FAST_ANNOUNCES,
             next_announce: 0,
             serials: HashMap::new(),
+            offered: HashMap::new(),
             queried: HashMap::new(),
             magic: HOST_QUERY_MAGIC_INIT,
             solicited: 0,
@@ -59,7 +70,7 @@ impl Discovery {
     /// announcement, which every board that does not know this one answers, and a
     /// name query to every peer whose name is unknown.
     pub fn solicit(&mut self, now: Time, peers: &PeerTable, wire: &WireConfig) -> Vec<Vec<u8>> {
-        let mut out = vec![self.announcement(BROADCAST)];
+        let mut out = vec![self.announcement(BROADCAST, wire)];
         for (_, p) in peers.iter() {
             if p.name.is_none() && p.nic_id != self.nic {
                 self.queried.insert(p.nic_id, now);
@@ -69,7 +80,7 @@ impl Discovery {
         out
     }
 
-    fn announcement(&self, dst: [u8; 6]) -> Vec<u8> {
+    fn announcement(&self, dst: [u8; 6], wire: &WireConfig) -> Vec<u8> {
         let mut f = vec![0u8; 64];
         f[..6].copy_from_slice(&dst);
         f[6..12].copy_from_slice(&mac_from_nic_id(self.nic));
@@ -78,7 +89,17 @@ impl Discovery {
         f[32..36].copy_from_slice(&((self.nic >> 32) as u32).to_be_bytes());
         f[36..40].copy_from_slice(&(self.nic as u32).to_be_bytes());
         f[40..44].copy_from_slice(&self.serial.to_be_bytes());
+        f[44] = CONNECT_EXT_MARKER;
+        f[45] = wire.extensions.bits();
         f
+    }
+
+    /// What each board heard announcing offers, by nic id (`None`: no marker, as from
+    /// Open-MX 1.5), in nic id order.
+    pub fn offered(&self) -> Vec<(NicId, Option<Extensions>)> {
+        let mut v: Vec<_> = self.offered.iter().map(|(&n, &e)| (n, e)).collect();
+        v.sort_unstable_by_key(|&(n, _)| n);
+        v
     }
 
     fn query(&self, peers: &PeerTable, nic: NicId, wire: &WireConfig) -> Option<Vec<u8>> {
@@ -102,7 +123,7 @@ impl Discovery {
     pub fn tick(&mut self, now: Time, peers: &PeerTable, wire: &WireConfig) -> Outcome {
         let mut o = Outcome::default();
         if now >= self.next_announce {
-            o.frames.push(self.announcement(BROADCAST));
+            o.frames.push(self.announcement(BROADCAST, wire));
             if self.fast_left > 0 {
                 self.fast_left -= 1;
                 self.next_announce = now + SEC;
@@ -160,8 +181,16 @@ impl Discovery {
             if let Some(old) = evicted {
                 self.serials.remove(&old);
                 self.queried.remove(&old);
+                o.offers_changed |= self.offered.remove(&old).is_some();
             }
             o.changed = true;
+        }
+        let offers = match frame.get(44..46) {
+            Some(&[CONNECT_EXT_MARKER, bits]) => Some(Extensions::from_bits(bits)),
+            _ => None,
+        };
+        if self.offered.insert(nic, offers) != Some(offers) {
+            o.offers_changed = true;
         }
         let known = self.serials.insert(nic, serial);
         if known != Some(serial) {
@@ -170,7 +199,7 @@ impl Discovery {
                 // A restarted peer may have a new name.
                 self.queried.remove(&nic);
             }
-            o.frames.push(self.announcement(mac_from_nic_id(nic)));
+            o.frames.push(self.announcement(mac_from_nic_id(nic), wire));
             self.fast_left = FAST_ANNOUNCES;
             self.next_announce = now;
             self.queried.insert(nic, now);
@@ -244,11 +273,11 @@ mod tests {
         let mut answered = 0;
         for i in 0..5000u64 {
             let other = Discovery::new(0x0A00_0000_0000 | i, String::new(), i as u32);
-            let f = other.announcement(mac_from_nic_id(1));
+            let f = other.announcement(mac_from_nic_id(1), &wire);
             answered += d.on_frame(i, &f, &mut peers, &wire).frames.len();
         }
         assert_eq!(peers.len(), 64);
-        assert!(d.serials.len() <= 64 && d.queried.len() <= 64);
+        assert!(d.serials.len() <= 64 && d.queried.len() <= 64 && d.offered.len() <= 64);
         // Unnamed boards take turns in the table; each got an announcement and a query.
         assert_eq!(peers.evicted, 5000 - 64);
         assert_eq!(answered, 2 * 5000);
@@ -259,12 +288,40 @@ mod tests {
             let other = Discovery::new(0x0A00_0000_0000 | i, String::new(), i as u32);
             d.on_frame(
                 i,
-                &other.announcement(mac_from_nic_id(1)),
+                &other.announcement(mac_from_nic_id(1), &wire),
                 &mut peers,
                 &wire,
             );
         }
         assert!(peers.index_of(named).is_some());
         assert!(peers.index_of(0x0A00_0000_0000 | 5999).is_some());
+    }
+
+    #[test]
+    fn announcements_say_what_a_board_offers_and_silence_means_none() {
+        let wire = WireConfig::native_9000();
+        let mut d = Discovery::new(1, "me".into(), 7);
+        let mut peers = PeerTable::new(64);
+        let omx = Discovery::new(2, String::new(), 1);
+        let o = d.on_frame(
+            0,
+            &omx.announcement(mac_from_nic_id(1), &wire),
+            &mut peers,
+            &wire,
+        );
+        assert!(o.offers_changed);
+        // An Open-MX 1.5 board's announcement carries nothing past the serial.
+        let mut original = Discovery::new(3, String::new(), 1).announcement(BROADCAST, &wire);
+        original[44..].fill(0);
+        assert!(d.on_frame(1, &original, &mut peers, &wire).offers_changed);
+        assert_eq!(d.offered(), vec![(2, Some(wire.extensions)), (3, None)]);
+        // Heard again unchanged: nothing to save.
+        let again = d.on_frame(2, &omx.announcement(BROADCAST, &wire), &mut peers, &wire);
+        assert!(!again.offers_changed);
+        // A truncated announcement is read without its offer, never past its end.
+        let mut short = Discovery::new(4, String::new(), 1).announcement(BROADCAST, &wire);
+        short.truncate(45);
+        d.on_frame(3, &short, &mut peers, &wire);
+        assert_eq!(d.offered().last(), Some(&(4, None)));
     }
 }

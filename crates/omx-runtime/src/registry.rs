@@ -11,6 +11,8 @@
 //! next process to open the board starts afresh (discovery refills it in milliseconds).
 
 use omx_proto::NicId;
+use omx_wire::Extensions;
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -369,19 +371,35 @@ impl BoardDir {
     pub fn save_peers(&self, peers: &[(NicId, Option<String>)]) -> io::Result<()> {
         let mut text = String::new();
         for (nic, name) in peers {
-            let m = omx_proto::mac_from_nic_id(*nic);
-            text.push_str(&format!(
-                "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} {}\n",
-                m[0],
-                m[1],
-                m[2],
-                m[3],
-                m[4],
-                m[5],
-                name.as_deref().unwrap_or("-")
-            ));
+            let name = name.as_deref().unwrap_or("-");
+            text.push_str(&format!("{} {name}\n", fmt_nic(*nic)));
         }
         self.write_atomic("peers", &text)
+    }
+
+    /// What the boards heard by discovery offer (`peer_offers`: one line per board,
+    /// `MAC EXTENSIONS`, `-` for a board that advertises nothing), for `omx_info`.
+    pub fn save_peer_offers(&self, offers: &[(NicId, Option<Extensions>)]) -> io::Result<()> {
+        let mut text = String::new();
+        for (nic, ext) in offers {
+            let ext = ext.map_or("-".to_string(), |e| e.to_string());
+            text.push_str(&format!("{} {ext}\n", fmt_nic(*nic)));
+        }
+        self.write_atomic("peer_offers", &text)
+    }
+
+    pub fn load_peer_offers(&self) -> HashMap<NicId, Option<Extensions>> {
+        let text = fs::read_to_string(self.path.join("peer_offers")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| {
+                let (mac, ext) = l.split_once(' ')?;
+                let ext = match ext {
+                    "-" => None,
+                    e => Some(Extensions::parse(e)?),
+                };
+                Some((parse_mac(mac)?, ext))
+            })
+            .collect()
     }
 
     pub fn load_peers(&self) -> Vec<(NicId, Option<String>)> {
@@ -403,6 +421,15 @@ fn parse_lock_line(line: &str) -> Option<(u32, u32, u64)> {
     let minor = u32::from_str_radix(id.next()?, 16).ok()?;
     let inode = id.next()?.parse().ok()?;
     Some((major, minor, inode))
+}
+
+/// A nic id as the peer files write it: its MAC, `xx:xx:xx:xx:xx:xx`.
+fn fmt_nic(nic: NicId) -> String {
+    let m = omx_proto::mac_from_nic_id(nic);
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
 }
 
 pub fn parse_mac(s: &str) -> Option<NicId> {

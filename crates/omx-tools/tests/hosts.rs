@@ -746,6 +746,14 @@ fn info_tools_list_board_peer_and_endpoint() {
         peer(&info1, &mac0, "h0:0"),
         "h1's omx_info lacks peer h0:0 ({mac0}):\n{info1}"
     );
+    // Its announcements said which wire extensions h1 offers (all by default).
+    let detail0 = h.tool(0, OMX_INFO, &["-v"]);
+    assert!(
+        detail0.lines().any(|l| l.contains(&mac1)
+            && l.contains("offers wire extensions: ")
+            && l.contains("bundle")),
+        "h0's omx_info -v does not show what h1 offers:\n{detail0}"
+    );
     let board1 = format!("h1:0 (board #0 name omx0 addr {mac1})");
     assert!(
         info1.contains(&board1),

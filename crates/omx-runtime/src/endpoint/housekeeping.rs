@@ -109,11 +109,13 @@ impl EndpointInner {
         let wire = self.rt.cfg.wire;
         let mut out = Vec::new();
         let mut changed = false;
+        let mut offers_changed = false;
         {
             let mut st = self.board.peers.lock().expect("peer lock");
             for f in &frames {
                 let o = d.on_frame(now, f, &mut st.table, &wire);
                 changed |= o.changed;
+                offers_changed |= o.offers_changed;
                 out.extend(o.frames);
             }
             let solicit = self.board.solicit.load(Ordering::Relaxed);
@@ -132,6 +134,9 @@ impl EndpointInner {
         }
         for f in out {
             let _ = core.sock.send(&f);
+        }
+        if offers_changed {
+            let _ = self.board.dir.save_peer_offers(&d.offered());
         }
         if changed {
             let _ = self.board.dir.save_peers(&self.board.peer_snapshot());

@@ -5,6 +5,7 @@ use omx_proto::NicId;
 use omx_runtime::registry::STALE_PEERS_AFTER;
 use omx_runtime::{Board, Runtime, MAX_ENDPOINTS, MAX_PEERS};
 use omx_tools::{fmt_mac, runtime_or_exit};
+use omx_wire::Extensions;
 use std::time::Duration;
 
 #[derive(Parser)]
@@ -220,6 +221,7 @@ fn main() {
     for b in &boards {
         b.merge_peers(&b.dir.load_peers());
         let peers = b.peer_snapshot();
+        let offers = b.dir.load_peer_offers();
         if peers.len() > 1 {
             println!("Peer table is ready, mapper is 00:00:00:00:00:00");
         } else {
@@ -228,7 +230,7 @@ fn main() {
         println!("{}", "=".repeat(48));
         for (i, (nic, name)) in peers.iter().enumerate() {
             let detail = if a.verbose {
-                peer_detail(&rt, b, *nic, name.is_some())
+                peer_detail(&rt, b, *nic, name.is_some(), offers.get(nic))
             } else {
                 String::new()
             };
@@ -247,18 +249,30 @@ fn main() {
     }
 }
 
-/// `-v`: what a peer-table entry is.
-fn peer_detail(rt: &Runtime, b: &Board, nic: NicId, named: bool) -> String {
+/// `-v`: what a peer-table entry is, and the wire extensions its announcements offer
+/// (what a connection to it may use; `omx_endpoint_info -r` shows what each one uses).
+fn peer_detail(
+    rt: &Runtime,
+    b: &Board,
+    nic: NicId,
+    named: bool,
+    offers: Option<&Option<Extensions>>,
+) -> String {
     if nic == b.nic_id {
         return "  (this board)".into();
     }
     if let Some(own) = rt.boards.iter().find(|o| o.nic_id == nic) {
         return format!("  (board #{} of this host)", own.index);
     }
+    let offers = match offers {
+        Some(Some(e)) => format!("  (offers wire extensions: {e})"),
+        Some(None) => "  (offers no wire extensions: the original's frames)".into(),
+        None => String::new(),
+    };
     if !named {
-        return "  (heard, name not learned yet)".into();
+        return format!("  (heard, name not learned yet){offers}");
     }
-    String::new()
+    offers
 }
 
 /// `-v`: where the board's peer table lives and whether it is current: peers stay
