@@ -15,7 +15,9 @@ pub type Errno = i32;
 pub type R<T> = Result<T, Errno>;
 
 fn errno() -> Errno {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 fn check(r: libc::c_int) -> R<libc::c_int> {
@@ -118,7 +120,7 @@ impl Export {
     }
 
     /// The parent directory of `rel` (opened beneath the root) and the last component.
-    fn parent<'a>(&self, rel: &'a [u8]) -> R<(OwnedFd, CString)> {
+    fn parent(&self, rel: &[u8]) -> R<(OwnedFd, CString)> {
         let (dir, name) = match rel.iter().rposition(|&c| c == b'/') {
             Some(i) => (&rel[..i], &rel[i + 1..]),
             None => (&rel[..0], rel),
@@ -207,14 +209,15 @@ impl Export {
             ];
             if rel.is_empty() {
                 // SAFETY: valid descriptor and times.
-                check(unsafe { libc::futimens(self.root.as_raw_fd(), times.as_ptr()) })
-                    .or_else(|_| {
+                check(unsafe { libc::futimens(self.root.as_raw_fd(), times.as_ptr()) }).or_else(
+                    |_| {
                         let p = proc_path(&self.root);
                         // SAFETY: valid C string and times.
                         check(unsafe {
                             libc::utimensat(libc::AT_FDCWD, p.as_ptr(), times.as_ptr(), 0)
                         })
-                    })?;
+                    },
+                )?;
             } else {
                 self.at(rel, |d, n| {
                     // SAFETY: valid dirfd, name and times.
@@ -299,7 +302,9 @@ impl Export {
 
     pub fn rmdir(&self, rel: &[u8]) -> R<()> {
         // SAFETY: valid dirfd and name.
-        self.at(rel, |d, n| unsafe { libc::unlinkat(d, n, libc::AT_REMOVEDIR) })
+        self.at(rel, |d, n| unsafe {
+            libc::unlinkat(d, n, libc::AT_REMOVEDIR)
+        })
     }
 
     pub fn rename(&self, from: &[u8], to: &[u8], flags: u32) -> R<()> {
@@ -403,7 +408,10 @@ mod tests {
         assert_eq!(e.lstat(b"rel/up"), Err(libc::ELOOP));
         assert!(e.lstat(b"abs").is_ok(), "the link itself is visible");
         assert_eq!(e.rename(b"d", b"../moved", 0), Err(libc::EINVAL));
-        assert_eq!(e.link(b"../secret", b"stolen").map(|_| ()), Err(libc::EINVAL));
+        assert_eq!(
+            e.link(b"../secret", b"stolen").map(|_| ()),
+            Err(libc::EINVAL)
+        );
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

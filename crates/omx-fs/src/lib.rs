@@ -16,5 +16,6 @@ pub fn open_endpoint(board: u32, index: Option<u8>) -> Result<Endpoint, String> 
     if rt.boards.is_empty() {
         return Err("no omx board on this host".into());
     }
-    Endpoint::open(&rt, board, index, proto::KEY).map_err(|e| format!("cannot open an endpoint: {e}"))
+    Endpoint::open(&rt, board, index, proto::KEY)
+        .map_err(|e| format!("cannot open an endpoint: {e}"))
 }

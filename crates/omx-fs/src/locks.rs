@@ -5,9 +5,9 @@
 
 use std::collections::HashMap;
 
-pub const F_RDLCK: i32 = libc::F_RDLCK as i32;
-pub const F_WRLCK: i32 = libc::F_WRLCK as i32;
-pub const F_UNLCK: i32 = libc::F_UNLCK as i32;
+pub const F_RDLCK: i32 = libc::F_RDLCK;
+pub const F_WRLCK: i32 = libc::F_WRLCK;
+pub const F_UNLCK: i32 = libc::F_UNLCK;
 
 /// A file, by device and inode on the server.
 pub type FileKey = (u64, u64);
@@ -122,7 +122,10 @@ mod tests {
         let f = (1, 2);
         t.set(f, lk((1, 1), 0, 99, F_RDLCK)).unwrap();
         t.set(f, lk((2, 1), 50, 150, F_RDLCK)).unwrap();
-        assert_eq!(t.set(f, lk((3, 1), 10, 10, F_WRLCK)).unwrap_err().owner, (1, 1));
+        assert_eq!(
+            t.set(f, lk((3, 1), 10, 10, F_WRLCK)).unwrap_err().owner,
+            (1, 1)
+        );
         t.set(f, lk((3, 1), 151, u64::MAX, F_WRLCK)).unwrap();
         t.release_session(2);
         t.release_owner(f, (1, 1));

@@ -231,7 +231,9 @@ impl Server {
             return self.reply(to, h.op, h.id, res);
         }
         let Some(sess) = self.sessions.lock().get(&h.word).cloned() else {
-            self.counters.unknown_session.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .unknown_session
+                .fetch_add(1, Ordering::Relaxed);
             return self.reply(to, h.op, h.id, Err(libc::EBADR));
         };
         *sess.last_seen.lock() = Instant::now();
@@ -297,7 +299,9 @@ impl Server {
             self.sessions.lock().remove(id);
             self.locks.lock().release_session(*id);
             self.waiters.lock().retain(|w| w.lock.owner.0 != *id);
-            self.counters.expired_sessions.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .expired_sessions
+                .fetch_add(1, Ordering::Relaxed);
             eprintln!("omxfsd: session {id} expired (client silent); its files and locks released");
         }
         self.grant_waiters();
@@ -360,7 +364,11 @@ impl Server {
                 let size = r.u64()?;
                 let atime = (r.i64()?, r.u32()?);
                 let mtime = (r.i64()?, r.u32()?);
-                let file = if fh != 0 { Some(self.file(s, fh)?) } else { None };
+                let file = if fh != 0 {
+                    Some(self.file(s, fh)?)
+                } else {
+                    None
+                };
                 let fd = file.as_ref().map(|f| f.fd.as_raw_fd());
                 ex.setattr(path, fd, valid, mode, uid, gid, size, atime, mtime)?
                     .encode(&mut w)
@@ -401,8 +409,8 @@ impl Server {
                 let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
                 // The client's kernel picks write offsets (append included) and handles
                 // O_TRUNC through setattr.
-                let mut flags = flags
-                    & !(libc::O_APPEND | libc::O_NOCTTY | libc::O_CREAT | libc::O_EXCL);
+                let mut flags =
+                    flags & !(libc::O_APPEND | libc::O_NOCTTY | libc::O_CREAT | libc::O_EXCL);
                 if op == Op::Create {
                     flags |= libc::O_CREAT | libc::O_EXCL;
                 }
@@ -503,7 +511,9 @@ impl Server {
                 }
                 std::mem::forget(fd);
                 let fh = s.next_fh.fetch_add(1, Ordering::Relaxed);
-                s.dirs.lock().insert(fh, Arc::new(Mutex::new(Dir { stream })));
+                s.dirs
+                    .lock()
+                    .insert(fh, Arc::new(Mutex::new(Dir { stream })));
                 w.u64(fh);
             }
             Op::Readdir => {
@@ -577,8 +587,7 @@ impl Server {
             Op::Getlk | Op::Setlk => {
                 let (fh, owner, start, end) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?);
                 let (typ, pid, sleep) = (r.u32()? as i32, r.u32()?, r.u32()?);
-                if ![locks::F_RDLCK, locks::F_WRLCK, locks::F_UNLCK].contains(&typ) || start > end
-                {
+                if ![locks::F_RDLCK, locks::F_WRLCK, locks::F_UNLCK].contains(&typ) || start > end {
                     return Err(Dispatch::Errno(libc::EINVAL));
                 }
                 let f = self.file(s, fh)?;
@@ -680,7 +689,9 @@ fn read_dir_page(d: &Dir, off: i64, max: usize, w: &mut Writer) {
         // SAFETY: a non-null entry from readdir.
         let (ino, typ, name) = unsafe {
             let e = &*e;
-            let name = std::ffi::CStr::from_ptr(e.d_name.as_ptr()).to_bytes().to_vec();
+            let name = std::ffi::CStr::from_ptr(e.d_name.as_ptr())
+                .to_bytes()
+                .to_vec();
             (e.d_ino, e.d_type, name)
         };
         if w.0.len() + 8 + 8 + 1 + 4 + name.len() > start + max {

@@ -126,7 +126,8 @@ fn main() {
     let conn = Conn::new(ep, nic, a.endpoint, &a.export, a.timeout);
     let c = conn.clone();
     std::thread::spawn(move || c.run_completions());
-    conn.hello().unwrap_or_else(|e| die(&format!("{}:{}: {e}", a.host, a.export)));
+    conn.hello()
+        .unwrap_or_else(|e| die(&format!("{}:{}: {e}", a.host, a.export)));
     use fuser::MountOption as M;
     let mut mo = vec![
         M::FSName(format!("{}:{}", a.host, a.export)),

@@ -4,7 +4,8 @@ use omx_fs::export::Export;
 use omx_fs::server::{Options, Server};
 use std::time::Duration;
 
-const USAGE: &str = "usage: omxfsd [--read-only] [--board N] [--endpoint N] [--lease SECS] DIR...\n\
+const USAGE: &str =
+    "usage: omxfsd [--read-only] [--board N] [--endpoint N] [--lease SECS] DIR...\n\
 Exports each DIR under its base name; clients mount HOST:NAME with omxfs.";
 
 fn main() {

@@ -54,6 +54,7 @@ pub struct Conn {
     next_id: AtomicU64,
     pub root_attr: Mutex<Attr>,
     pub read_only: Mutex<bool>,
+    connected: (Mutex<Option<Result<PartnerId, StatusCode>>>, Condvar),
 }
 
 impl Conn {
@@ -79,6 +80,7 @@ impl Conn {
             next_id: AtomicU64::new(1),
             root_attr: Mutex::new(Attr::default()),
             read_only: Mutex::new(false),
+            connected: (Mutex::new(None), Condvar::new()),
         })
     }
 
@@ -88,16 +90,26 @@ impl Conn {
 
     /// Connects and opens a session (blocking).
     pub fn hello(self: &Arc<Self>) -> Result<(), String> {
-        let p = match self.ep.connect(
-            self.server_nic,
-            self.server_index,
-            KEY,
-            Some(self.timeout),
-        ) {
-            Ok(Ok(p)) => p,
-            Ok(Err(s)) => return Err(format!("connect failed: {:?}", s.code)),
-            Err(e) => return Err(format!("connect failed: {e}")),
+        // The completion thread takes every completion: it hands the connect's over.
+        *self.connected.0.lock() = None;
+        let r = self
+            .ep
+            .iconnect(self.server_nic, self.server_index, KEY, 0)
+            .map_err(|e| format!("connect failed: {e}"))?;
+        let until = Instant::now() + self.timeout;
+        let mut g = self.connected.0.lock();
+        while g.is_none() {
+            if self.connected.1.wait_until(&mut g, until).timed_out() {
+                drop(g);
+                self.ep.forget(r);
+                return Err("connect failed: timed out".into());
+            }
+        }
+        let p = match g.take().expect("set") {
+            Ok(p) => p,
+            Err(code) => return Err(format!("connect failed: {code:?}")),
         };
+        drop(g);
         self.state.lock().server = Some(p);
         let mut w = Writer::request(Op::Hello, 0, 0);
         w.bytes(self.export.as_bytes());
@@ -119,13 +131,24 @@ impl Conn {
     }
 
     /// Sends a request and waits for its reply (blocking; for setup and tests).
-    pub fn call(self: &Arc<Self>, w: Writer, write: Option<Vec<u8>>, read: u32) -> Result<Reply, i32> {
+    pub fn call(
+        self: &Arc<Self>,
+        w: Writer,
+        write: Option<Vec<u8>>,
+        read: u32,
+    ) -> Result<Reply, i32> {
         let slot = Arc::new((Mutex::new(None), Condvar::new()));
         let s2 = slot.clone();
-        self.submit(w, write, read, true, Box::new(move |r| {
-            *s2.0.lock() = Some(r);
-            s2.1.notify_all();
-        }));
+        self.submit(
+            w,
+            write,
+            read,
+            true,
+            Box::new(move |r| {
+                *s2.0.lock() = Some(r);
+                s2.1.notify_all();
+            }),
+        );
         let mut g = slot.0.lock();
         while g.is_none() {
             slot.1.wait(&mut g);
@@ -136,7 +159,14 @@ impl Conn {
     /// Posts a request: `w` (its header, session and id filled in here), an optional
     /// large write's data (sent as its own message) and the size of a large read's data
     /// message to receive. `done` runs on the completion thread.
-    pub fn submit(&self, mut w: Writer, write: Option<Vec<u8>>, read: u32, bounded: bool, done: Done) {
+    pub fn submit(
+        &self,
+        mut w: Writer,
+        write: Option<Vec<u8>>,
+        read: u32,
+        bounded: bool,
+        done: Done,
+    ) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) & ID_MASK;
         let (server, session) = {
             let st = self.state.lock();
@@ -198,8 +228,13 @@ impl Conn {
         };
         // SAFETY: the header is kept in `sent` until its send completes.
         let ok = unsafe {
-            self.ep
-                .isend(&[seg], server, match_info(Kind::Request, session, id), id, false)
+            self.ep.isend(
+                &[seg],
+                server,
+                match_info(Kind::Request, session, id),
+                id,
+                false,
+            )
         }
         .is_ok();
         p.sent.push(hdr);
@@ -211,8 +246,13 @@ impl Conn {
             };
             // SAFETY: as above.
             if unsafe {
-                self.ep
-                    .isend(&[seg], server, match_info(Kind::WriteData, session, id), id, false)
+                self.ep.isend(
+                    &[seg],
+                    server,
+                    match_info(Kind::WriteData, session, id),
+                    id,
+                    false,
+                )
             }
             .is_ok()
             {
@@ -228,8 +268,8 @@ impl Conn {
 
     /// The completion thread: finishes requests, pings, fails overdue ones.
     pub fn run_completions(self: Arc<Self>) {
-        let mut next_ping = Instant::now();
         let ping_every = Duration::from_secs(2);
+        let mut next_ping = Instant::now() + ping_every;
         loop {
             if let Some(c) = self.ep.wait_any(0, 0, Some(Duration::from_millis(250))) {
                 self.complete(c);
@@ -251,6 +291,9 @@ impl Conn {
     }
 
     fn ping(self: &Arc<Self>) {
+        if self.state.lock().generation == 0 {
+            return; // the first hello is still under way
+        }
         if self.state.lock().server.is_none() {
             // Reconnect off this thread: the hello's reply comes through it.
             let c = self.clone();
@@ -266,12 +309,18 @@ impl Conn {
         }
         let w = Writer::request(Op::Ping, 0, 0);
         let c = self.clone();
-        self.submit(w, None, 0, true, Box::new(move |r| {
-            if matches!(r, Err(libc::EBADR)) {
-                // The server restarted (our session is unknown there).
-                c.server_down();
-            }
-        }));
+        self.submit(
+            w,
+            None,
+            0,
+            true,
+            Box::new(move |r| {
+                if matches!(r, Err(libc::EBADR)) {
+                    // The server restarted (our session is unknown there).
+                    c.server_down();
+                }
+            }),
+        );
     }
 
     /// Fails every request in flight and forgets the server until a reconnect.
@@ -284,11 +333,17 @@ impl Conn {
             self.pending.lock().drain().map(|(_, p)| p).collect()
         };
         if !taken.is_empty() {
-            eprintln!("omxfs: server not answering: {} requests failed", taken.len());
+            eprintln!(
+                "omxfs: server not answering: {} requests failed",
+                taken.len()
+            );
         }
         for mut p in taken {
             let mut leak = false;
-            for r in [Some(p.header_req), p.data.as_ref().map(|d| d.1)].into_iter().flatten() {
+            for r in [Some(p.header_req), p.data.as_ref().map(|d| d.1)]
+                .into_iter()
+                .flatten()
+            {
                 if !matches!(self.ep.cancel(r), Ok(true)) {
                     self.ep.forget(r);
                     leak = true;
@@ -305,6 +360,14 @@ impl Conn {
     }
 
     fn complete(&self, c: omx_proto::Completion) {
+        if c.kind == RequestKind::Connect {
+            *self.connected.0.lock() = Some(match c.status.code {
+                StatusCode::Success => Ok(c.status.source.expect("partner")),
+                code => Err(code),
+            });
+            self.connected.1.notify_all();
+            return;
+        }
         let id = c.status.context;
         let mut pending = self.pending.lock();
         let Some(p) = pending.get_mut(&id) else {
@@ -312,17 +375,22 @@ impl Conn {
         };
         p.parts_left = p.parts_left.saturating_sub(1);
         let failed = c.status.code != StatusCode::Success;
+        if failed {
+            eprintln!(
+                "omxfs: request {id} ({:?}) failed: {:?}",
+                c.kind, c.status.code
+            );
+        }
         match c.kind {
-            RequestKind::Recv if c.req == p.header_req => {
-                if !failed {
-                    let n = c.status.xfer_length as usize;
-                    let mut r = Reader::new(&p.header[..n]);
-                    p.reply = Some(match decode_header(&mut r) {
-                        Ok(h) if h.id == id => (h.word as i32, n),
-                        _ => (libc::EPROTO, n),
-                    });
-                }
+            RequestKind::Recv if c.req == p.header_req && !failed => {
+                let n = c.status.xfer_length as usize;
+                let mut r = Reader::new(&p.header[..n]);
+                p.reply = Some(match decode_header(&mut r) {
+                    Ok(h) if h.id == id => (h.word as i32, n),
+                    _ => (libc::EPROTO, n),
+                });
             }
+            RequestKind::Recv if c.req == p.header_req => {}
             RequestKind::Recv => p.data_len = c.status.xfer_length as usize,
             _ => {}
         }

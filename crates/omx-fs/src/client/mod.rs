@@ -174,7 +174,10 @@ pub struct OmxFs {
 }
 
 /// Decodes a reply body, mapping a malformed one to EIO.
-fn body<T>(r: Result<Reply, i32>, f: impl FnOnce(&Reply, &mut Reader) -> Result<T, Malformed>) -> Result<T, i32> {
+fn body<T>(
+    r: Result<Reply, i32>,
+    f: impl FnOnce(&Reply, &mut Reader) -> Result<T, Malformed>,
+) -> Result<T, i32> {
     let reply = r?;
     let mut rd = Reader::new(&reply.body);
     f(&reply, &mut rd).map_err(|_| libc::EIO)
@@ -304,8 +307,13 @@ impl Filesystem for OmxFs {
         let (mb, mt) = stamp(mtime, set::MTIME, set::MTIME_NOW);
         valid |= ab | mb;
         let mut w = req(Op::Setattr);
-        w.bytes(&path).u64(fh.unwrap_or(0)).u32(valid).u32(mode.unwrap_or(0));
-        w.u32(uid.unwrap_or(0)).u32(gid.unwrap_or(0)).u64(size.unwrap_or(0));
+        w.bytes(&path)
+            .u64(fh.unwrap_or(0))
+            .u32(valid)
+            .u32(mode.unwrap_or(0));
+        w.u32(uid.unwrap_or(0))
+            .u32(gid.unwrap_or(0))
+            .u64(size.unwrap_or(0));
         w.i64(at.0).u32(at.1).i64(mt.0).u32(mt.1);
         let ttl = self.opts.attr_timeout;
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
@@ -318,9 +326,11 @@ impl Filesystem for OmxFs {
         let path = path_or!(self, ino, reply);
         let mut w = req(Op::Readlink);
         w.bytes(&path);
-        self.send(w, move |r| match body(r, |_, rd| rd.bytes().map(<[u8]>::to_vec)) {
-            Ok(t) => reply.data(&t),
-            Err(e) => reply.error(e),
+        self.send(w, move |r| {
+            match body(r, |_, rd| rd.bytes().map(<[u8]>::to_vec)) {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(e),
+            }
         });
     }
 
@@ -336,7 +346,11 @@ impl Filesystem for OmxFs {
     ) {
         let path = join(&path_or!(self, parent, reply), name);
         let mut w = req(Op::Mknod);
-        w.bytes(&path).u32(mode).u32(rdev).u32(req_.uid()).u32(req_.gid());
+        w.bytes(&path)
+            .u32(mode)
+            .u32(rdev)
+            .u32(req_.uid())
+            .u32(req_.gid());
         self.entry(w, path, reply);
     }
 
@@ -531,7 +545,14 @@ impl Filesystem for OmxFs {
         );
     }
 
-    fn flush(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
+    fn flush(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        lock_owner: u64,
+        reply: ReplyEmpty,
+    ) {
         let mut w = req(Op::Flush);
         w.u64(fh).u64(lock_owner);
         self.empty(w, reply);
@@ -548,7 +569,9 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         let mut w = req(Op::Release);
-        w.u64(fh).u64(lock_owner.unwrap_or(0)).u32(lock_owner.is_some() as u32);
+        w.u64(fh)
+            .u64(lock_owner.unwrap_or(0))
+            .u32(lock_owner.is_some() as u32);
         self.empty(w, reply);
     }
 
@@ -598,7 +621,14 @@ impl Filesystem for OmxFs {
         });
     }
 
-    fn releasedir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _flags: i32, reply: ReplyEmpty) {
+    fn releasedir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        reply: ReplyEmpty,
+    ) {
         let mut w = req(Op::Releasedir);
         w.u64(fh);
         self.empty(w, reply);
@@ -633,11 +663,21 @@ impl Filesystem for OmxFs {
             return reply.error(libc::E2BIG);
         }
         let mut w = req(Op::Setxattr);
-        w.bytes(&path).bytes(name.as_bytes()).bytes(value).u32(flags as u32);
+        w.bytes(&path)
+            .bytes(name.as_bytes())
+            .bytes(value)
+            .u32(flags as u32);
         self.empty(w, reply);
     }
 
-    fn getxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
         let path = path_or!(self, ino, reply);
         let mut w = req(Op::Getxattr);
         w.bytes(&path).bytes(name.as_bytes()).u32(size);
@@ -721,7 +761,10 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         let mut w = req(Op::Fallocate);
-        w.u64(fh).u64(offset as u64).u64(length as u64).u32(mode as u32);
+        w.u64(fh)
+            .u64(offset as u64)
+            .u64(length as u64)
+            .u32(mode as u32);
         self.empty(w, reply);
     }
 }
