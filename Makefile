@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install test-wire test-sockets bench-mpi lint soak-sim sim-scale soak fuzz fuzz-smoke bench-engine bench bench-loss install clean
+.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install test-wire test-sockets test-fs bench-mpi lint soak-sim sim-scale soak fuzz fuzz-smoke bench-engine bench bench-loss install clean
 
 all: build
 
@@ -76,6 +76,12 @@ test-wire:
 test-sockets:
 	$(CARGO) build --release -p omx-sockets
 	tests/sockets/run.sh
+
+## omxfs (docs/FILES.md): a random-operation exerciser (also under OMX_FAULTS), tar,
+## cp -a, rsync, git, dd, fio, locks across two hosts, a server restart (root, FUSE).
+test-fs:
+	$(CARGO) build --release -p omx-fs
+	tests/fs/run.sh
 
 ## make install to a temporary prefix, then a C program built with pkg-config alone runs.
 test-install:

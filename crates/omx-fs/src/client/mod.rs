@@ -1,0 +1,796 @@
+//! `omxfs`: the FUSE client. Every operation becomes one request sent at once; its
+//! reply is given to the kernel from the completion thread, so many requests are in
+//! flight (and a blocked lock wait stops nothing else).
+//!
+//! Node ids are the client's own, one per path (like sshfs): a node maps to a path
+//! relative to the export, renames move the paths under it.
+
+pub mod conn;
+
+use crate::proto::*;
+use conn::{Conn, Reply};
+use fuser::*;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub struct Options {
+    pub attr_timeout: Duration,
+    pub entry_timeout: Duration,
+}
+
+struct Node {
+    path: Vec<u8>,
+    lookups: u64,
+}
+
+#[derive(Default)]
+struct Nodes {
+    by_id: HashMap<u64, Node>,
+    by_path: HashMap<Vec<u8>, u64>,
+    next: u64,
+}
+
+impl Nodes {
+    fn new() -> Nodes {
+        let mut n = Nodes {
+            next: FUSE_ROOT_ID + 1,
+            ..Default::default()
+        };
+        n.by_id.insert(
+            FUSE_ROOT_ID,
+            Node {
+                path: Vec::new(),
+                lookups: 1,
+            },
+        );
+        n.by_path.insert(Vec::new(), FUSE_ROOT_ID);
+        n
+    }
+
+    fn path(&self, ino: u64) -> Option<Vec<u8>> {
+        self.by_id.get(&ino).map(|n| n.path.clone())
+    }
+
+    /// The node of a path the kernel now holds one more reference to.
+    fn looked_up(&mut self, path: Vec<u8>) -> u64 {
+        if let Some(&id) = self.by_path.get(&path) {
+            self.by_id.get_mut(&id).expect("both maps").lookups += 1;
+            return id;
+        }
+        let id = self.next;
+        self.next += 1;
+        self.by_path.insert(path.clone(), id);
+        self.by_id.insert(id, Node { path, lookups: 1 });
+        id
+    }
+
+    fn forget(&mut self, ino: u64, n: u64) {
+        if ino == FUSE_ROOT_ID {
+            return;
+        }
+        if let Some(node) = self.by_id.get_mut(&ino) {
+            node.lookups = node.lookups.saturating_sub(n);
+            if node.lookups == 0 {
+                let node = self.by_id.remove(&ino).expect("present");
+                if self.by_path.get(&node.path) == Some(&ino) {
+                    self.by_path.remove(&node.path);
+                }
+            }
+        }
+    }
+
+    fn removed(&mut self, path: &[u8]) {
+        self.by_path.remove(path);
+    }
+
+    /// `from` (and everything below it) is now `to`.
+    fn renamed(&mut self, from: &[u8], to: &[u8]) {
+        self.by_path.remove(to);
+        let mut prefix = from.to_vec();
+        prefix.push(b'/');
+        for (id, node) in self.by_id.iter_mut() {
+            let new = if node.path == from {
+                to.to_vec()
+            } else if node.path.starts_with(&prefix) {
+                [to, &node.path[from.len()..]].concat()
+            } else {
+                continue;
+            };
+            if self.by_path.get(&node.path) == Some(id) {
+                self.by_path.remove(&node.path);
+            }
+            self.by_path.insert(new.clone(), *id);
+            node.path = new;
+        }
+    }
+}
+
+fn join(dir: &[u8], name: &OsStr) -> Vec<u8> {
+    let name = name.as_bytes();
+    if dir.is_empty() {
+        name.to_vec()
+    } else {
+        [dir, b"/", name].concat()
+    }
+}
+
+fn time(t: (i64, u32)) -> SystemTime {
+    if t.0 >= 0 {
+        UNIX_EPOCH + Duration::new(t.0 as u64, t.1)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.0.unsigned_abs()) + Duration::from_nanos(t.1 as u64)
+    }
+}
+
+fn file_attr(ino: u64, a: &Attr) -> FileAttr {
+    let kind = match a.mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
+    };
+    FileAttr {
+        ino,
+        size: a.size,
+        blocks: a.blocks,
+        atime: time(a.atime),
+        mtime: time(a.mtime),
+        ctime: time(a.ctime),
+        crtime: time(a.ctime),
+        kind,
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: a.blksize,
+        flags: 0,
+    }
+}
+
+fn dtype(t: u8) -> FileType {
+    match t {
+        libc::DT_DIR => FileType::Directory,
+        libc::DT_LNK => FileType::Symlink,
+        libc::DT_FIFO => FileType::NamedPipe,
+        libc::DT_SOCK => FileType::Socket,
+        libc::DT_CHR => FileType::CharDevice,
+        libc::DT_BLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
+    }
+}
+
+pub struct OmxFs {
+    conn: Arc<Conn>,
+    nodes: Arc<Mutex<Nodes>>,
+    opts: Options,
+}
+
+/// Decodes a reply body, mapping a malformed one to EIO.
+fn body<T>(
+    r: Result<Reply, i32>,
+    f: impl FnOnce(&Reply, &mut Reader) -> Result<T, Malformed>,
+) -> Result<T, i32> {
+    let reply = r?;
+    let mut rd = Reader::new(&reply.body);
+    f(&reply, &mut rd).map_err(|_| libc::EIO)
+}
+
+impl OmxFs {
+    pub fn new(conn: Arc<Conn>, opts: Options) -> OmxFs {
+        OmxFs {
+            conn,
+            nodes: Arc::new(Mutex::new(Nodes::new())),
+            opts,
+        }
+    }
+
+    fn path(&self, ino: u64) -> Option<Vec<u8>> {
+        self.nodes.lock().path(ino)
+    }
+
+    fn send(&self, w: Writer, done: impl FnOnce(Result<Reply, i32>) + Send + 'static) {
+        self.conn.submit(w, None, 0, true, Box::new(done));
+    }
+
+    /// A request answered with an attribute that names a (new) entry at `path`.
+    fn entry(&self, w: Writer, path: Vec<u8>, reply: ReplyEntry) {
+        let (nodes, ttl) = (self.nodes.clone(), self.opts.entry_timeout);
+        self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
+            Ok(a) => {
+                let ino = nodes.lock().looked_up(path);
+                reply.entry(&ttl, &file_attr(ino, &a), 0)
+            }
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn empty(&self, w: Writer, reply: ReplyEmpty) {
+        self.send(w, move |r| match r {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(e),
+        });
+    }
+}
+
+macro_rules! path_or {
+    ($self:ident, $ino:expr, $reply:ident) => {
+        match $self.path($ino) {
+            Some(p) => p,
+            None => return $reply.error(libc::ESTALE),
+        }
+    };
+}
+
+fn req(op: Op) -> Writer {
+    Writer::request(op, 0, 0)
+}
+
+impl Filesystem for OmxFs {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
+        let _ = config.add_capabilities(consts::FUSE_POSIX_LOCKS);
+        let _ = config.set_max_write(MAX_IO);
+        let _ = config.set_max_readahead(MAX_IO);
+        let _ = config.set_max_background(64);
+        Ok(())
+    }
+
+    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let path = join(&path_or!(self, parent, reply), name);
+        let mut w = req(Op::Lookup);
+        w.bytes(&path);
+        self.entry(w, path, reply);
+    }
+
+    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
+        self.nodes.lock().forget(ino, nlookup);
+    }
+
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        let path = path_or!(self, ino, reply);
+        let mut w = req(Op::Getattr);
+        w.bytes(&path);
+        let ttl = self.opts.attr_timeout;
+        self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
+            Ok(a) => reply.attr(&ttl, &file_attr(ino, &a)),
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn setattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        let path = path_or!(self, ino, reply);
+        let mut valid = 0;
+        let mut flag = |present: bool, bit: u32| {
+            if present {
+                valid |= bit
+            }
+        };
+        flag(mode.is_some(), set::MODE);
+        flag(uid.is_some(), set::UID);
+        flag(gid.is_some(), set::GID);
+        flag(size.is_some(), set::SIZE);
+        let stamp = |t: Option<TimeOrNow>, at: u32, now: u32| -> (u32, (i64, u32)) {
+            match t {
+                None => (0, (0, 0)),
+                Some(TimeOrNow::Now) => (now, (0, 0)),
+                Some(TimeOrNow::SpecificTime(t)) => {
+                    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+                    (at, (d.as_secs() as i64, d.subsec_nanos()))
+                }
+            }
+        };
+        let (ab, at) = stamp(atime, set::ATIME, set::ATIME_NOW);
+        let (mb, mt) = stamp(mtime, set::MTIME, set::MTIME_NOW);
+        valid |= ab | mb;
+        let mut w = req(Op::Setattr);
+        w.bytes(&path)
+            .u64(fh.unwrap_or(0))
+            .u32(valid)
+            .u32(mode.unwrap_or(0));
+        w.u32(uid.unwrap_or(0))
+            .u32(gid.unwrap_or(0))
+            .u64(size.unwrap_or(0));
+        w.i64(at.0).u32(at.1).i64(mt.0).u32(mt.1);
+        let ttl = self.opts.attr_timeout;
+        self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
+            Ok(a) => reply.attr(&ttl, &file_attr(ino, &a)),
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+        let path = path_or!(self, ino, reply);
+        let mut w = req(Op::Readlink);
+        w.bytes(&path);
+        self.send(w, move |r| {
+            match body(r, |_, rd| rd.bytes().map(<[u8]>::to_vec)) {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn mknod(
+        &mut self,
+        req_: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let path = join(&path_or!(self, parent, reply), name);
+        let mut w = req(Op::Mknod);
+        w.bytes(&path)
+            .u32(mode)
+            .u32(rdev)
+            .u32(req_.uid())
+            .u32(req_.gid());
+        self.entry(w, path, reply);
+    }
+
+    fn mkdir(
+        &mut self,
+        req_: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let path = join(&path_or!(self, parent, reply), name);
+        let mut w = req(Op::Mkdir);
+        w.bytes(&path).u32(mode).u32(req_.uid()).u32(req_.gid());
+        self.entry(w, path, reply);
+    }
+
+    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(Op::Unlink, parent, name, reply)
+    }
+
+    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(Op::Rmdir, parent, name, reply)
+    }
+
+    fn symlink(
+        &mut self,
+        req_: &Request<'_>,
+        parent: u64,
+        link_name: &OsStr,
+        target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
+        let path = join(&path_or!(self, parent, reply), link_name);
+        let mut w = req(Op::Symlink);
+        w.bytes(&path).bytes(target.as_os_str().as_bytes());
+        w.u32(req_.uid()).u32(req_.gid());
+        self.entry(w, path, reply);
+    }
+
+    fn rename(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        let from = join(&path_or!(self, parent, reply), name);
+        let to = join(&path_or!(self, newparent, reply), newname);
+        let mut w = req(Op::Rename);
+        w.bytes(&from).bytes(&to).u32(flags);
+        let nodes = self.nodes.clone();
+        self.send(w, move |r| match r {
+            Ok(_) => {
+                let mut n = nodes.lock();
+                if flags & libc::RENAME_EXCHANGE != 0 {
+                    let tmp = b"\0exchange".to_vec();
+                    n.renamed(&to, &tmp);
+                    n.renamed(&from, &to);
+                    n.renamed(&tmp, &from);
+                } else {
+                    n.renamed(&from, &to);
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn link(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        newparent: u64,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let from = path_or!(self, ino, reply);
+        let to = join(&path_or!(self, newparent, reply), newname);
+        let mut w = req(Op::Link);
+        w.bytes(&from).bytes(&to);
+        self.entry(w, to, reply);
+    }
+
+    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        let path = path_or!(self, ino, reply);
+        let mut w = req(Op::Open);
+        w.bytes(&path).u32(flags as u32).u32(0).u32(0).u32(0);
+        // No FOPEN_KEEP_CACHE: the kernel drops cached pages at every open, which is
+        // close-to-open consistency.
+        self.send(w, move |r| match body(r, |_, rd| rd.u64()) {
+            Ok(fh) => reply.opened(fh, 0),
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn create(
+        &mut self,
+        req_: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let path = join(&path_or!(self, parent, reply), name);
+        let mut w = req(Op::Create);
+        w.bytes(&path).u32(flags as u32).u32(mode);
+        w.u32(req_.uid()).u32(req_.gid());
+        let (nodes, ttl) = (self.nodes.clone(), self.opts.entry_timeout);
+        self.send(w, move |r| {
+            match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
+                Ok((fh, a)) => {
+                    let ino = nodes.lock().looked_up(path);
+                    reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
+                }
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyData,
+    ) {
+        let size = size.min(MAX_IO);
+        let mut w = req(Op::Read);
+        w.u64(fh).u64(offset as u64).u32(size);
+        let inline = size as usize <= INLINE_WRITE;
+        self.conn.submit(
+            w,
+            None,
+            size,
+            true,
+            Box::new(move |r| {
+                match body(r, |rep, rd| {
+                    let n = rd.u32()? as usize;
+                    let data = if inline { rd.rest() } else { &rep.data[..] };
+                    if data.len() != n {
+                        return Err(Malformed("read length"));
+                    }
+                    Ok(data.to_vec())
+                }) {
+                    Ok(d) => reply.data(&d),
+                    Err(e) => reply.error(e),
+                }
+            }),
+        );
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        let mut w = req(Op::Write);
+        w.u64(fh).u64(offset as u64).u32(data.len() as u32);
+        let separate = if data.len() <= INLINE_WRITE {
+            w.0.extend_from_slice(data);
+            None
+        } else {
+            Some(data.to_vec())
+        };
+        self.conn.submit(
+            w,
+            separate,
+            0,
+            true,
+            Box::new(move |r| match body(r, |_, rd| rd.u32()) {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(e),
+            }),
+        );
+    }
+
+    fn flush(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        lock_owner: u64,
+        reply: ReplyEmpty,
+    ) {
+        let mut w = req(Op::Flush);
+        w.u64(fh).u64(lock_owner);
+        self.empty(w, reply);
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let mut w = req(Op::Release);
+        w.u64(fh)
+            .u64(lock_owner.unwrap_or(0))
+            .u32(lock_owner.is_some() as u32);
+        self.empty(w, reply);
+    }
+
+    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+        let mut w = req(Op::Fsync);
+        w.u64(fh).u32(datasync as u32);
+        self.empty(w, reply);
+    }
+
+    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        let path = path_or!(self, ino, reply);
+        let mut w = req(Op::Opendir);
+        w.bytes(&path);
+        self.send(w, move |r| match body(r, |_, rd| rd.u64()) {
+            Ok(fh) => reply.opened(fh, 0),
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn readdir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
+        let mut w = req(Op::Readdir);
+        // About what one kernel readdir buffer holds: the rest would be dropped.
+        w.u64(fh).i64(offset).u32(8192);
+        self.send(w, move |r| {
+            let res = body(r, |_, rd| {
+                let n = rd.u32()?;
+                for _ in 0..n {
+                    let (ino, next, typ) = (rd.u64()?, rd.i64()?, rd.u8()?);
+                    let name = rd.bytes()?;
+                    if reply.add(ino.max(1), next, dtype(typ), OsStr::from_bytes(name)) {
+                        break;
+                    }
+                }
+                Ok(())
+            });
+            match res {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn releasedir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        reply: ReplyEmpty,
+    ) {
+        let mut w = req(Op::Releasedir);
+        w.u64(fh);
+        self.empty(w, reply);
+    }
+
+    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        self.send(req(Op::Statfs), move |r| {
+            match body(r, |_, rd| {
+                Ok((
+                    [rd.u64()?, rd.u64()?, rd.u64()?, rd.u64()?, rd.u64()?],
+                    [rd.u32()?, rd.u32()?, rd.u32()?],
+                ))
+            }) {
+                Ok((a, b)) => reply.statfs(a[0], a[1], a[2], a[3], a[4], b[0], b[1], b[2]),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn setxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let path = path_or!(self, ino, reply);
+        if value.len() > MAX_HEADER - 1024 {
+            return reply.error(libc::E2BIG);
+        }
+        let mut w = req(Op::Setxattr);
+        w.bytes(&path)
+            .bytes(name.as_bytes())
+            .bytes(value)
+            .u32(flags as u32);
+        self.empty(w, reply);
+    }
+
+    fn getxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        let path = path_or!(self, ino, reply);
+        let mut w = req(Op::Getxattr);
+        w.bytes(&path).bytes(name.as_bytes()).u32(size);
+        self.xattr_reply(w, size, reply);
+    }
+
+    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        let path = path_or!(self, ino, reply);
+        let mut w = req(Op::Listxattr);
+        w.bytes(&path).u32(size);
+        self.xattr_reply(w, size, reply);
+    }
+
+    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        let path = path_or!(self, ino, reply);
+        let mut w = req(Op::Removexattr);
+        w.bytes(&path).bytes(name.as_bytes());
+        self.empty(w, reply);
+    }
+
+    fn getlk(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        lock_owner: u64,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let mut w = req(Op::Getlk);
+        w.u64(fh).u64(lock_owner).u64(start).u64(end);
+        w.u32(typ as u32).u32(pid).u32(0);
+        self.send(w, move |r| {
+            match body(r, |_, rd| Ok((rd.u64()?, rd.u64()?, rd.u32()?, rd.u32()?))) {
+                Ok((s, e, t, p)) => reply.locked(s, e, t as i32, p),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn setlk(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        lock_owner: u64,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let mut w = req(Op::Setlk);
+        w.u64(fh).u64(lock_owner).u64(start).u64(end);
+        w.u32(typ as u32).u32(pid).u32(sleep as u32);
+        // A lock wait may last: the pings, not a request timeout, bound it.
+        self.conn.submit(
+            w,
+            None,
+            0,
+            !sleep,
+            Box::new(move |r| match r {
+                Ok(_) => reply.ok(),
+                Err(e) => reply.error(e),
+            }),
+        );
+    }
+
+    fn fallocate(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        length: i64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let mut w = req(Op::Fallocate);
+        w.u64(fh)
+            .u64(offset as u64)
+            .u64(length as u64)
+            .u32(mode as u32);
+        self.empty(w, reply);
+    }
+}
+
+impl OmxFs {
+    fn remove(&mut self, op: Op, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let path = join(&path_or!(self, parent, reply), name);
+        let mut w = req(op);
+        w.bytes(&path);
+        let nodes = self.nodes.clone();
+        self.send(w, move |r| match r {
+            Ok(_) => {
+                nodes.lock().removed(&path);
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn xattr_reply(&self, w: Writer, size: u32, reply: ReplyXattr) {
+        self.send(w, move |r| {
+            match body(r, |_, rd| Ok((rd.u32()?, rd.rest().to_vec()))) {
+                Ok((n, _)) if size == 0 => reply.size(n),
+                Ok((_, v)) => reply.data(&v),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+}

@@ -1,0 +1,417 @@
+//! An exported directory and the file operations on it. Every path a client names is
+//! relative to the export and resolved by `openat2` beneath the export's directory
+//! descriptor with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`: `..`,
+//! absolute or relative symlinks and renames racing with a lookup can never reach
+//! outside it (a client's kernel follows symlinks itself, so a path from a well-behaved
+//! client never crosses one). The last component is then acted on with the `*at` calls
+//! that do not follow it; `O_PATH` opens (chmod, xattrs) fail with ELOOP on a symlink.
+
+use crate::proto::{set, Attr};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// An errno.
+pub type Errno = i32;
+pub type R<T> = Result<T, Errno>;
+
+fn errno() -> Errno {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn check(r: libc::c_int) -> R<libc::c_int> {
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cstr(b: &[u8]) -> R<CString> {
+    CString::new(b).map_err(|_| libc::EINVAL)
+}
+
+/// A path component a client may name: not empty, `.`, `..`, and without `/`.
+fn valid_name(n: &[u8]) -> bool {
+    !n.is_empty() && n != b"." && n != b".." && !n.contains(&b'/') && n.len() <= 255
+}
+
+/// Checks every component of a relative path (empty = the export's root).
+pub fn valid_path(p: &[u8]) -> bool {
+    p.is_empty() || p.split(|&c| c == b'/').all(valid_name)
+}
+
+pub struct Export {
+    pub name: String,
+    root: OwnedFd,
+}
+
+/// `fstat` of a descriptor.
+pub fn fstat(fd: RawFd) -> R<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-parameter for fstat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a valid stat buffer.
+    check(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok(st)
+}
+
+fn proc_path(fd: &OwnedFd) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL")
+}
+
+impl Export {
+    pub fn open(dir: &str) -> Result<Export, String> {
+        let path = std::path::Path::new(dir)
+            .canonicalize()
+            .map_err(|e| format!("{dir}: {e}"))?;
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or(format!("{dir}: no base name"))?
+            .to_string();
+        let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+        // SAFETY: c is a valid C string.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(format!("{dir}: {}", std::io::Error::last_os_error()));
+        }
+        Ok(Export {
+            name,
+            // SAFETY: fd was just opened and is owned here.
+            root: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Opens `rel` beneath the root (never crossing a symlink); `flags` as open(2).
+    pub fn open_beneath(&self, rel: &[u8], flags: i32, mode: u32) -> R<OwnedFd> {
+        if !valid_path(rel) {
+            return Err(libc::EINVAL);
+        }
+        let path = cstr(if rel.is_empty() { b"." } else { rel })?;
+        // SAFETY: open_how is plain data; zero is its "no options" value.
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (flags | libc::O_CLOEXEC) as u64;
+        if flags & libc::O_CREAT != 0 {
+            how.mode = mode as u64 & 0o7777;
+        }
+        how.resolve =
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+        // SAFETY: openat2 with a valid dirfd, C string and open_how of the given size.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.root.as_raw_fd(),
+                path.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd < 0 {
+            return Err(errno());
+        }
+        // SAFETY: a new descriptor owned here.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+
+    /// The parent directory of `rel` (opened beneath the root) and the last component.
+    fn parent(&self, rel: &[u8]) -> R<(OwnedFd, CString)> {
+        let (dir, name) = match rel.iter().rposition(|&c| c == b'/') {
+            Some(i) => (&rel[..i], &rel[i + 1..]),
+            None => (&rel[..0], rel),
+        };
+        if !valid_name(name) {
+            return Err(libc::EINVAL);
+        }
+        let fd = self.open_beneath(dir, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+        Ok((fd, cstr(name)?))
+    }
+
+    pub fn lstat(&self, rel: &[u8]) -> R<Attr> {
+        if rel.is_empty() {
+            return Ok(Attr::from_stat(&fstat(self.root.as_raw_fd())?));
+        }
+        let (dir, name) = self.parent(rel)?;
+        // SAFETY: zeroed stat is a valid out-parameter.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid dirfd, name and buffer.
+        check(unsafe {
+            libc::fstatat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })?;
+        Ok(Attr::from_stat(&st))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn setattr(
+        &self,
+        rel: &[u8],
+        file: Option<RawFd>,
+        valid: u32,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        size: u64,
+        atime: (i64, u32),
+        mtime: (i64, u32),
+    ) -> R<Attr> {
+        if valid & set::MODE != 0 {
+            // chmod through the descriptor's /proc link: the path is resolved beneath
+            // the export, and a symlink (ELOOP) has no mode to change.
+            let fd = self.open_beneath(rel, libc::O_PATH, 0)?;
+            let p = proc_path(&fd);
+            // SAFETY: valid C string.
+            check(unsafe { libc::chmod(p.as_ptr(), mode & 0o7777) })?;
+        }
+        if valid & (set::UID | set::GID) != 0 {
+            let u = if valid & set::UID != 0 { uid } else { u32::MAX };
+            let g = if valid & set::GID != 0 { gid } else { u32::MAX };
+            self.at(rel, |d, n| {
+                // SAFETY: valid dirfd and name.
+                unsafe { libc::fchownat(d, n, u, g, libc::AT_SYMLINK_NOFOLLOW) }
+            })?;
+        }
+        if valid & set::SIZE != 0 {
+            let owned;
+            let fd = match file {
+                Some(fd) => fd,
+                None => {
+                    owned = self.open_beneath(rel, libc::O_WRONLY, 0)?;
+                    owned.as_raw_fd()
+                }
+            };
+            // SAFETY: plain syscall on a descriptor.
+            check(unsafe { libc::ftruncate(fd, size as i64) })?;
+        }
+        if valid & (set::ATIME | set::ATIME_NOW | set::MTIME | set::MTIME_NOW) != 0 {
+            let ts = |given: bool, now: bool, t: (i64, u32)| libc::timespec {
+                tv_sec: t.0,
+                tv_nsec: if now {
+                    libc::UTIME_NOW
+                } else if given {
+                    t.1 as i64
+                } else {
+                    libc::UTIME_OMIT
+                },
+            };
+            let times = [
+                ts(valid & set::ATIME != 0, valid & set::ATIME_NOW != 0, atime),
+                ts(valid & set::MTIME != 0, valid & set::MTIME_NOW != 0, mtime),
+            ];
+            if rel.is_empty() {
+                // SAFETY: valid descriptor and times.
+                check(unsafe { libc::futimens(self.root.as_raw_fd(), times.as_ptr()) }).or_else(
+                    |_| {
+                        let p = proc_path(&self.root);
+                        // SAFETY: valid C string and times.
+                        check(unsafe {
+                            libc::utimensat(libc::AT_FDCWD, p.as_ptr(), times.as_ptr(), 0)
+                        })
+                    },
+                )?;
+            } else {
+                self.at(rel, |d, n| {
+                    // SAFETY: valid dirfd, name and times.
+                    unsafe { libc::utimensat(d, n, times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) }
+                })?;
+            }
+        }
+        self.lstat(rel)
+    }
+
+    /// Runs an `*at` call on the parent of `rel` and its last component.
+    fn at(&self, rel: &[u8], f: impl FnOnce(RawFd, *const libc::c_char) -> libc::c_int) -> R<()> {
+        let (dir, name) = self.parent(rel)?;
+        check(f(dir.as_raw_fd(), name.as_ptr())).map(|_| ())
+    }
+
+    pub fn readlink(&self, rel: &[u8]) -> R<Vec<u8>> {
+        let (dir, name) = self.parent(rel)?;
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: valid dirfd, name and buffer of the given length.
+        let n = unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                buf.as_mut_ptr() as *mut libc::c_char,
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(errno());
+        }
+        buf.truncate(n as usize);
+        Ok(buf)
+    }
+
+    /// Gives a new object to the requester when the server runs as root (see the
+    /// identity model in docs/FILES.md).
+    fn own(&self, rel: &[u8], uid: u32, gid: u32) {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let _ = self.at(rel, |d, n| {
+                // SAFETY: valid dirfd and name.
+                unsafe { libc::fchownat(d, n, uid, gid, libc::AT_SYMLINK_NOFOLLOW) }
+            });
+        }
+    }
+
+    pub fn mkdir(&self, rel: &[u8], mode: u32, uid: u32, gid: u32) -> R<Attr> {
+        // SAFETY: valid dirfd and name.
+        self.at(rel, |d, n| unsafe { libc::mkdirat(d, n, mode & 0o7777) })?;
+        self.own(rel, uid, gid);
+        self.lstat(rel)
+    }
+
+    pub fn mknod(&self, rel: &[u8], mode: u32, rdev: u32, uid: u32, gid: u32) -> R<Attr> {
+        // Regular files, FIFOs and sockets only: device nodes would reach the server's
+        // devices.
+        let kind = mode & libc::S_IFMT;
+        if ![libc::S_IFREG, libc::S_IFIFO, libc::S_IFSOCK].contains(&kind) {
+            return Err(libc::EPERM);
+        }
+        // SAFETY: valid dirfd and name.
+        self.at(rel, |d, n| unsafe {
+            libc::mknodat(d, n, mode, rdev as libc::dev_t)
+        })?;
+        self.own(rel, uid, gid);
+        self.lstat(rel)
+    }
+
+    pub fn symlink(&self, rel: &[u8], target: &[u8], uid: u32, gid: u32) -> R<Attr> {
+        let t = cstr(target)?;
+        // SAFETY: valid strings and dirfd.
+        self.at(rel, |d, n| unsafe { libc::symlinkat(t.as_ptr(), d, n) })?;
+        self.own(rel, uid, gid);
+        self.lstat(rel)
+    }
+
+    pub fn unlink(&self, rel: &[u8]) -> R<()> {
+        // SAFETY: valid dirfd and name.
+        self.at(rel, |d, n| unsafe { libc::unlinkat(d, n, 0) })
+    }
+
+    pub fn rmdir(&self, rel: &[u8]) -> R<()> {
+        // SAFETY: valid dirfd and name.
+        self.at(rel, |d, n| unsafe {
+            libc::unlinkat(d, n, libc::AT_REMOVEDIR)
+        })
+    }
+
+    pub fn rename(&self, from: &[u8], to: &[u8], flags: u32) -> R<()> {
+        let (fd, fname) = self.parent(from)?;
+        let (td, tname) = self.parent(to)?;
+        // SAFETY: valid dirfds and names.
+        check(unsafe {
+            libc::renameat2(
+                fd.as_raw_fd(),
+                fname.as_ptr(),
+                td.as_raw_fd(),
+                tname.as_ptr(),
+                flags,
+            )
+        })
+        .map(|_| ())
+    }
+
+    pub fn link(&self, from: &[u8], to: &[u8]) -> R<Attr> {
+        let (fd, fname) = self.parent(from)?;
+        let (td, tname) = self.parent(to)?;
+        // SAFETY: valid dirfds and names; 0 = never follow a symlink.
+        check(unsafe {
+            libc::linkat(
+                fd.as_raw_fd(),
+                fname.as_ptr(),
+                td.as_raw_fd(),
+                tname.as_ptr(),
+                0,
+            )
+        })?;
+        self.lstat(to)
+    }
+
+    pub fn statfs(&self) -> R<libc::statvfs> {
+        // SAFETY: zeroed statvfs is a valid out-parameter.
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: valid descriptor and buffer.
+        check(unsafe { libc::fstatvfs(self.root.as_raw_fd(), &mut s) })?;
+        Ok(s)
+    }
+
+    /// An extended-attribute call on `rel` through its /proc link. A symlink (ELOOP
+    /// beneath the export) carries no user attributes: `on_symlink` answers for it.
+    pub fn xattr<T>(
+        &self,
+        rel: &[u8],
+        on_symlink: R<T>,
+        f: impl FnOnce(*const libc::c_char) -> R<T>,
+    ) -> R<T> {
+        match self.open_beneath(rel, libc::O_PATH, 0) {
+            Ok(fd) => f(proc_path(&fd).as_ptr()),
+            Err(libc::ELOOP) => on_symlink,
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Result of a size-returning libc call.
+pub fn sized(n: isize) -> R<usize> {
+    if n < 0 {
+        Err(errno())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+pub fn check_fd(r: libc::c_int) -> R<libc::c_int> {
+    check(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_with_dot_dot_or_empty_components_are_invalid() {
+        for bad in [&b".."[..], b"a/../b", b"/etc", b"a//b", b"a/", b"./a"] {
+            assert!(!valid_path(bad), "{:?}", String::from_utf8_lossy(bad));
+        }
+        for good in [&b""[..], b"a", b"a/b/c", b"...", b".hidden"] {
+            assert!(valid_path(good));
+        }
+    }
+
+    #[test]
+    fn symlinks_and_parents_never_leave_the_export() {
+        let base = std::env::temp_dir().join(format!("omxfs-export-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let ex = base.join("ex");
+        std::fs::create_dir_all(ex.join("d")).unwrap();
+        std::fs::write(base.join("secret"), b"no").unwrap();
+        std::os::unix::fs::symlink("/etc", ex.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../..", ex.join("d/up")).unwrap();
+        std::os::unix::fs::symlink("d", ex.join("rel")).unwrap();
+        let e = Export::open(ex.to_str().unwrap()).unwrap();
+        assert_eq!(e.name, "ex");
+        assert!(e.open_beneath(b"../secret", libc::O_RDONLY, 0).is_err());
+        assert_eq!(e.lstat(b"abs/passwd"), Err(libc::ELOOP));
+        assert_eq!(e.lstat(b"d/up/secret"), Err(libc::ELOOP));
+        assert_eq!(e.lstat(b"rel/up"), Err(libc::ELOOP));
+        assert!(e.lstat(b"abs").is_ok(), "the link itself is visible");
+        assert_eq!(e.rename(b"d", b"../moved", 0), Err(libc::EINVAL));
+        assert_eq!(
+            e.link(b"../secret", b"stolen").map(|_| ()),
+            Err(libc::EINVAL)
+        );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}

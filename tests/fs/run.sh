@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# run.sh - omxfs (docs/FILES.md): omxfsd on host h0 exports a directory, omxfs mounts it
+# on h1 (and h2 for two-client cases); unmodified programs run on the mount, checked
+# against local copies. Programs run in the mount namespace of the omxfs process
+# (`ip netns exec` gives each command its own).
+#
+#   tests/fs/run.sh [TEST...]   (root; /dev/fuse, fusermount3, python3; target/release built)
+#
+# Environment: OMX_NS_PREFIX (default omxfs), TEST_TIMEOUT (300 s per step),
+# OMXFS_DD_MIB (size of the dd test, 256 MiB by default to keep CI time modest).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxfs}
+TEST_TIMEOUT=${TEST_TIMEOUT:-300}
+hosts="$root/scripts/hosts.sh"
+bin="$root/target/release"
+# shellcheck source=tests/runner.sh
+. "$root/tests/runner.sh"
+runner_start fs
+all=(exerciser exerciser-faults tar cp-rsync git dd fio locks-two-hosts escape read-only server-restart)
+select_tests "$@"
+
+if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
+[ -c /dev/fuse ] || skip_all "no /dev/fuse"
+for c in fusermount3 python3 nsenter; do command -v $c >/dev/null || skip_all "$c not installed"; done
+for f in omxfsd omxfs; do [ -x "$bin/$f" ] || skip_all "$bin/$f not built (cargo build --release -p omx-fs)"; done
+export OMX_STATE_DIR="$tmp/state"
+mkdir -p "$OMX_STATE_DIR" "$tmp/export/data" "$tmp/export/ro" "$tmp/m1" "$tmp/m2" "$tmp/ref"
+hosts_up 3 9000
+log="$tmp/log"
+server_pid=
+mounts=()
+
+start_server() {
+  "$hosts" exec 0 "$bin/omxfsd" --lease 4 "$tmp/export/data" "$@" >>"$log/server" 2>&1 &
+  server_pid=$!
+  bgpids+=("$server_pid")
+}
+
+# mount I MOUNTPOINT EXPORT: omxfs in the foreground on host I; sets client_pid once mounted.
+mount_on() {
+  local i=$1 mnt=$2 ex=$3 deadline=$((SECONDS + 60))
+  "$hosts" exec "$i" "$bin/omxfs" "h0:$ex" "$mnt" -f -o timeout=5 >>"$log/client$i" 2>&1 &
+  client_pid=$!
+  bgpids+=("$client_pid")
+  mounts+=("$client_pid:$mnt")
+  until nsenter -t "$client_pid" -m findmnt -n "$mnt" >/dev/null 2>&1; do
+    kill -0 "$client_pid" 2>/dev/null || return 1
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.1
+  done
+}
+
+# on PID CMD...: CMD in the mount namespace of omxfs process PID.
+on() {
+  local p=$1
+  shift
+  timeout -k 5 "$TEST_TIMEOUT" nsenter -t "$p" -m "$@"
+}
+
+cleanup_mounts() {
+  local m
+  for m in "${mounts[@]}"; do nsenter -t "${m%%:*}" -m fusermount3 -u -z "${m#*:}" 2>/dev/null; done
+}
+trap 'cleanup_mounts; runner_cleanup' EXIT
+
+start_server "$tmp/export/ro"
+mount_on 1 "$tmp/m1" data || { report mount 1 "$log/server" "$log/client1"; summary; exit 1; }
+c1=$client_pid
+m="$tmp/m1"
+
+if want exerciser; then
+  on "$c1" mkdir "$m/ex" && on "$c1" python3 "$here/exercise.py" "$m/ex" "$tmp/ref/ex" 11 200 >"$log/ex" 2>&1
+  report exerciser $? "$log/ex"
+fi
+if want exerciser-faults; then
+  mount_on 2 "$tmp/m2" data || true
+  # The second client's frames are lost, duplicated and reordered.
+  kill "$client_pid" 2>/dev/null; wait "$client_pid" 2>/dev/null
+  on "$c1" fusermount3 -u -z "$tmp/m2" 2>/dev/null
+  OMX_FAULTS=loss:0.02,dup:0.02,reorder:0.05 mount_on 2 "$tmp/m2" data &&
+    on "$client_pid" python3 "$here/exercise.py" "$tmp/m2/exf" "$tmp/ref/exf" 12 120 >"$log/exf" 2>&1
+  report exerciser-faults $? "$log/exf" "$log/client2"
+fi
+if want tar; then
+  (cd "$root" && git ls-files -z crates docs | tar --null -T - -cf "$tmp/src.tar") &&
+    on "$c1" sh -c "mkdir $m/tar && tar -xf $tmp/src.tar -C $m/tar && cd $m/tar && find . -type f -print0 | sort -z | xargs -0 sha256sum" >"$log/tar.mnt" &&
+    (mkdir "$tmp/tarref" && tar -xf "$tmp/src.tar" -C "$tmp/tarref" && cd "$tmp/tarref" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$log/tar.ref" &&
+    cmp "$log/tar.mnt" "$log/tar.ref" &&
+    on "$c1" tar -C "$m/tar" -cf "$m/again.tar" . && on "$c1" tar -tf "$m/again.tar" >/dev/null &&
+    cmp <(tar -tf "$tmp/export/data/again.tar" | sort) <(tar -C "$tmp/tarref" -cf - . | tar -tf - | sort)
+  report tar $? "$log/tar.mnt"
+fi
+if want cp-rsync; then
+  on "$c1" cp -a "$root/crates/omx-fs" "$m/cpa" &&
+    diff -r "$root/crates/omx-fs" "$tmp/export/data/cpa" &&
+    on "$c1" rsync -a --checksum "$root/crates/omx-proto/" "$m/rs/" &&
+    diff -r "$root/crates/omx-proto" "$tmp/export/data/rs" >"$log/rsync" 2>&1 &&
+    on "$c1" rsync -a --delete "$root/crates/omx-wire/" "$m/rs/" &&
+    diff -r "$root/crates/omx-wire" "$tmp/export/data/rs" >>"$log/rsync" 2>&1
+  report cp-rsync $? "$log/rsync"
+fi
+if want git; then
+  on "$c1" sh -c "mkdir $m/repo && cd $m/repo && git init -q && git config user.email t@t && git config user.name t &&
+    cp -a $root/crates/omx-fs/src . && git add -A && git commit -qm one && echo x >> src/lib.rs && git commit -qam two &&
+    git log --oneline | wc -l | grep -qx 2 && git fsck --full --strict" >"$log/git" 2>&1
+  report git $? "$log/git"
+fi
+if want dd; then
+  mib=${OMXFS_DD_MIB:-256}
+  on "$c1" dd if=/dev/urandom of="$m/dd" bs=1M count="$mib" status=none &&
+    [ "$(on "$c1" sha256sum <"$tmp/export/data/dd")" = "$(on "$c1" sha256sum "$m/dd" | cut -d' ' -f1)  -" ] &&
+    on "$c1" dd if="$m/dd" of=/dev/null bs=1M status=none
+  report dd $? "$log/client1"
+fi
+if want fio; then
+  if command -v fio >/dev/null; then
+    on "$c1" fio --name=v --directory="$m" --size=32M --bs=4k --rw=randwrite --ioengine=psync \
+      --verify=crc32c --do_verify=1 --iodepth=1 --numjobs=2 >"$log/fio" 2>&1
+    report fio $? "$log/fio"
+  else
+    skip fio "fio not installed"
+  fi
+fi
+if want locks-two-hosts; then
+  # h1 takes a write lock; h2's F_SETLK is refused, its F_SETLKW waits until h1 unlocks;
+  # a killed lock holder's locks go with its session.
+  mount_on 2 "$tmp/m2" data 2>/dev/null || [ -n "$(nsenter -t "$client_pid" -m findmnt -n "$tmp/m2")" ]
+  c2=$client_pid
+  on "$c1" sh -c "echo data > $m/lockf"
+  python3 - "$c1" "$c2" "$m/lockf" "$tmp/m2/lockf" >"$log/locks" 2>&1 <<'PY'
+import fcntl, os, subprocess, sys
+c1, c2, f1, f2 = sys.argv[1:]
+def run(pid, code):
+    return subprocess.Popen(["nsenter", "-t", pid, "-m", "python3", "-c", code],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+holder = run(c1, f"""
+import fcntl, sys
+f = open({f1!r}, 'r+'); fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True)
+sys.stdin.readline(); fcntl.lockf(f, fcntl.LOCK_UN); print('released', flush=True); sys.stdin.readline()
+""")
+assert holder.stdout.readline().strip() == 'held'
+probe = run(c2, f"""
+import fcntl
+f = open({f2!r}, 'r+')
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('got')
+except OSError: print('refused')
+""")
+assert probe.stdout.readline().strip() == 'refused', 'non-blocking lock not refused'
+waiter = run(c2, f"""
+import fcntl
+f = open({f2!r}, 'r+'); print('waiting', flush=True); fcntl.lockf(f, fcntl.LOCK_EX); print('granted', flush=True)
+""")
+assert waiter.stdout.readline().strip() == 'waiting'
+holder.stdin.write('\n'); holder.stdin.flush()
+assert holder.stdout.readline().strip() == 'released'
+assert waiter.stdout.readline().strip() == 'granted', 'blocked lock not granted'
+waiter.wait(); holder.stdin.write('\n'); holder.stdin.flush(); holder.wait()
+print('ok')
+PY
+  report locks-two-hosts $? "$log/locks" "$log/client2"
+fi
+if want escape; then
+  ln -s /etc "$tmp/export/data/abs"
+  ln -s ../../.. "$tmp/export/data/up"
+  echo secret >"$tmp/export/outside"
+  # The server never resolves through a symlink (the client's kernel follows links on
+  # the client) and refuses `..` and symlinked parents: crates/omx-fs export tests.
+  [ "$(on "$c1" readlink "$m/abs")" = /etc ] &&
+    [ "$(on "$c1" stat -c %F "$m/up")" = "symbolic link" ] &&
+    [ ! -e "$tmp/export/outside-moved" ]
+  report escape $? "$log/server"
+fi
+if want read-only; then
+  echo ro >"$tmp/export/ro/r"
+  kill "$server_pid"; wait "$server_pid" 2>/dev/null
+  "$hosts" exec 0 "$bin/omxfsd" --read-only "$tmp/export/ro" >>"$log/server-ro" 2>&1 &
+  rop=$!; bgpids+=("$rop")
+  mkdir -p "$tmp/m3"
+  mount_on 2 "$tmp/m3" ro && [ "$(on "$client_pid" cat "$tmp/m3/r")" = ro ] &&
+    ! on "$client_pid" sh -c "echo x > $tmp/m3/w" 2>/dev/null
+  report read-only $? "$log/server-ro" "$log/client2"
+  kill "$rop"; wait "$rop" 2>/dev/null
+  start_server
+fi
+if want server-restart; then
+  # A dead server gives EIO/ENOTCONN within the timeout, never a hang; after a restart
+  # the client reconnects by itself.
+  kill -9 "$server_pid"; wait "$server_pid" 2>/dev/null
+  on "$c1" stat "$m/nonexistent-$$" >"$log/restart" 2>&1
+  grep -Eq 'Input/output error|not connected|No such file' "$log/restart" &&
+    start_server &&
+    for _ in $(seq 1 100); do on "$c1" sh -c "echo back > $m/after" 2>/dev/null && break; sleep 0.2; done &&
+    [ "$(cat "$tmp/export/data/after")" = back ]
+  report server-restart $? "$log/restart" "$log/client1" "$log/server"
+fi
+summary
