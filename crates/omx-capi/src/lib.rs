@@ -274,15 +274,9 @@ unsafe fn segments(list: *mut MxSegment, count: u32) -> Result<Segs, MxReturn> {
     } else {
         std::slice::from_raw_parts(list, count as usize)
     };
-    let conv = |s: &MxSegment| Segment {
-        ptr: s.ptr as *mut u8,
-        len: s.len as usize,
-    };
+    let conv = |s: &MxSegment| Segment::memory(s.ptr as *mut u8, s.len as usize);
     if segs.len() <= FEW_SEGS {
-        let mut a = [Segment {
-            ptr: std::ptr::null_mut(),
-            len: 0,
-        }; FEW_SEGS];
+        let mut a = [Segment::memory(std::ptr::null_mut(), 0); FEW_SEGS];
         for (d, s) in a.iter_mut().zip(segs) {
             *d = conv(s);
         }
@@ -314,7 +308,7 @@ fn fill_status(ep: &CEndpoint, c: &Completion, context: usize, out: *mut MxStatu
 fn mx_code(e: &RtError) -> MxReturn {
     match e {
         RtError::TooManySegments => MX_BAD_SEG_CNT,
-        RtError::NullSegment | RtError::MessageTooLong => MX_BAD_SEG_LIST,
+        RtError::NullSegment | RtError::MessageTooLong | RtError::Segment(_) => MX_BAD_SEG_LIST,
         RtError::BadEndpointIndex => MX_BAD_ENDPOINT,
         RtError::Busy => MX_BUSY,
         RtError::NoSuchBoard => MX_BOARD_UNKNOWN,
