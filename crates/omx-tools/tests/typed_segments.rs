@@ -385,7 +385,6 @@ fn sender(peer: &str) {
     let r = unsafe { ep.irecv(&[seg], 0xd0e, !0, 0) }.unwrap();
     ep.wait(r, WAIT).expect("receiver's end");
     println!("typed sender ok: {} messages", msgs.len());
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn receiver() {
@@ -439,13 +438,28 @@ fn receiver() {
         c.recv_local_eager, c.recv_local_pushed, c.local_copy_refused, c.recv_pull_reply
     );
     println!("typed receiver ok: {} messages", msgs.len());
-    let _ = std::fs::remove_dir_all(dir);
 }
 
-fn tempdir(what: &str) -> std::path::PathBuf {
+/// A private directory, removed on drop (also when the peer panics).
+struct TempDir(std::path::PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir(what: &str) -> TempDir {
     let d = std::env::temp_dir().join(format!("omx-typed-{what}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 #[test]
