@@ -235,6 +235,68 @@ mx_return_t omx_endpoint_notify_fd(mx_endpoint_t ep, int *fd);
  * descriptor firing until it is done: poll the endpoint rather than sleep. */
 mx_return_t omx_endpoint_arm_notify(mx_endpoint_t ep);
 
+/* ------------------------------------------------------------------------
+ * omx extension: typed segments
+ *
+ * A send or receive segment may be this process's memory, a range of an
+ * open file, or another process's memory; kinds mix freely in one list of
+ * up to 256 (MX_MAX_SEGMENTS), in every message class, large messages
+ * included (the receiver pulls into a file range as into memory).  See
+ * docs/API.md ("Typed segments") for the mapping to MX's address types.
+ *
+ * - OMX_SEG_MEMORY: length bytes at addr in this process (as mx_segment_t).
+ * - OMX_SEG_FILE: length bytes of the file open as fd from offset; a send
+ *   reads them with pread (fd open for reading, the file at least offset +
+ *   length long), a receive writes them with pwrite (fd open for writing;
+ *   the file grows as needed).  Regular files and block devices only.
+ * - OMX_SEG_PROCESS: length bytes at addr in process pid, copied with
+ *   process_vm_readv/process_vm_writev: allowed when the kernel lets this
+ *   process ptrace pid (same user and Yama's ptrace_scope, or
+ *   CAP_SYS_PTRACE).
+ *
+ * The segments are checked when the request is posted: an unknown kind, a
+ * nonzero reserved field, a null address with bytes, a descriptor not open
+ * for the direction or not seekable, a send's file range beyond the end of
+ * the file, a process that does not exist, refuses access or has nothing
+ * mapped at either end of the range: MX_BAD_SEG_LIST (through the error
+ * handler, with the reason), and nothing is sent or posted.  A copy that
+ * fails later (the file cut short, the process gone) completes the request
+ * with MX_STATUS_ABORTED.  As with memory, the segments must stay valid
+ * (descriptors open, processes alive) until the request completes.
+ * ------------------------------------------------------------------------ */
+
+/* Feature macro: omx_isend_typed()/omx_issend_typed()/omx_irecv_typed(). */
+#define OMX_HAS_TYPED_SEGMENTS 1
+
+#define OMX_SEG_MEMORY 0
+#define OMX_SEG_FILE 1
+#define OMX_SEG_PROCESS 2
+
+typedef struct {
+  uint32_t type;     /* OMX_SEG_MEMORY, OMX_SEG_FILE or OMX_SEG_PROCESS */
+  int32_t fd;        /* OMX_SEG_FILE: the open file */
+  uint32_t pid;      /* OMX_SEG_PROCESS: the process */
+  uint32_t reserved; /* 0 */
+  uint64_t addr;     /* OMX_SEG_MEMORY, OMX_SEG_PROCESS: the first byte */
+  uint64_t offset;   /* OMX_SEG_FILE: the first byte's offset in the file */
+  uint64_t length;   /* bytes (a message is at most 4 GiB - 1 in all) */
+} omx_typed_segment_t;
+
+/* mx_isend(), mx_issend() and mx_irecv() with typed segments; everything but
+ * the segment list as those. */
+mx_return_t omx_isend_typed(mx_endpoint_t ep, omx_typed_segment_t *segs,
+                            uint32_t count, mx_endpoint_addr_t dest,
+                            uint64_t match_info, void *context,
+                            mx_request_t *request);
+mx_return_t omx_issend_typed(mx_endpoint_t ep, omx_typed_segment_t *segs,
+                             uint32_t count, mx_endpoint_addr_t dest,
+                             uint64_t match_info, void *context,
+                             mx_request_t *request);
+mx_return_t omx_irecv_typed(mx_endpoint_t ep, omx_typed_segment_t *segs,
+                            uint32_t count, uint64_t match_info,
+                            uint64_t match_mask, void *context,
+                            mx_request_t *request);
+
 #ifdef __cplusplus
 }
 #endif

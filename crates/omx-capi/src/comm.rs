@@ -6,11 +6,10 @@ use omx_proto::{ReqId, RequestKind};
 use std::ffi::c_void;
 use std::time::Duration;
 
-#[allow(clippy::too_many_arguments)] // mirrors the C signature
-unsafe fn post_send(
+/// Posts a send of the segments `segs` makes (after the endpoint is checked).
+pub(crate) unsafe fn post_send(
     e: *mut CEndpoint,
-    segs: *mut MxSegment,
-    count: u32,
+    segs: impl FnOnce() -> Result<Segs, SegsError>,
     dest: MxEndpointAddr,
     match_info: u64,
     context: *mut c_void,
@@ -18,9 +17,9 @@ unsafe fn post_send(
     sync: bool,
 ) -> MxReturn {
     let ep = ep_or_fail!(e);
-    let segs = match segments(segs, count) {
+    let segs = match segs() {
         Ok(s) => s,
-        Err(c) => return fail(Some(ep), c, "more than 256 segments"),
+        Err((c, why)) => return fail(Some(ep), c, why),
     };
     let Some(rec) = addr_rec(dest).filter(|r| r.ep == e as usize) else {
         return fail(Some(ep), MX_BAD_REQUEST, "invalid destination address");
@@ -45,7 +44,15 @@ pub unsafe extern "C" fn mx_isend(
     context: *mut c_void,
     request: *mut usize,
 ) -> MxReturn {
-    post_send(e, segs, count, dest, match_info, context, request, false)
+    post_send(
+        e,
+        || segments(segs, count),
+        dest,
+        match_info,
+        context,
+        request,
+        false,
+    )
 }
 
 #[no_mangle]
@@ -58,7 +65,15 @@ pub unsafe extern "C" fn mx_issend(
     context: *mut c_void,
     request: *mut usize,
 ) -> MxReturn {
-    post_send(e, segs, count, dest, match_info, context, request, true)
+    post_send(
+        e,
+        || segments(segs, count),
+        dest,
+        match_info,
+        context,
+        request,
+        true,
+    )
 }
 
 #[no_mangle]
@@ -66,6 +81,26 @@ pub unsafe extern "C" fn mx_irecv(
     e: *mut CEndpoint,
     segs: *mut MxSegment,
     count: u32,
+    match_info: u64,
+    match_mask: u64,
+    context: *mut c_void,
+    request: *mut usize,
+) -> MxReturn {
+    post_recv(
+        e,
+        || segments(segs, count),
+        match_info,
+        match_mask,
+        context,
+        request,
+    )
+}
+
+/// Posts a receive into the segments `segs` makes (after the endpoint and the match
+/// are checked).
+pub(crate) unsafe fn post_recv(
+    e: *mut CEndpoint,
+    segs: impl FnOnce() -> Result<Segs, SegsError>,
     match_info: u64,
     match_mask: u64,
     context: *mut c_void,
@@ -86,9 +121,9 @@ pub unsafe extern "C" fn mx_irecv(
             "mask does not cover the context id",
         );
     }
-    let segs = match segments(segs, count) {
+    let segs = match segs() {
         Ok(s) => s,
-        Err(c) => return fail(Some(ep), c, "more than 256 segments"),
+        Err((c, why)) => return fail(Some(ep), c, why),
     };
     match ep.ep.irecv(&segs, match_info, match_mask, context as u64) {
         Ok(r) => track(ep, r, RequestKind::Recv, request),

@@ -262,33 +262,38 @@ impl std::ops::Deref for Segs {
     }
 }
 
-unsafe fn segments(list: *mut MxSegment, count: u32) -> Result<Segs, MxReturn> {
-    if count > MX_MAX_SEGMENTS {
-        return Err(MX_BAD_SEG_CNT);
-    }
-    if count > 0 && list.is_null() {
-        return Err(MX_BAD_SEG_CNT);
+/// Why a C segment list was refused: the MX code and the error handler's message.
+type SegsError = (MxReturn, &'static str);
+
+unsafe fn segments(list: *mut MxSegment, count: u32) -> Result<Segs, SegsError> {
+    segment_list(list, count, |s| {
+        Ok(Segment::memory(s.ptr as *mut u8, s.len as usize))
+    })
+}
+
+/// A C segment list (`count` items at `list`, each converted by `conv`) in the
+/// runtime's form.
+unsafe fn segment_list<T>(
+    list: *const T,
+    count: u32,
+    conv: impl Fn(&T) -> Result<Segment, SegsError>,
+) -> Result<Segs, SegsError> {
+    if count > MX_MAX_SEGMENTS || (count > 0 && list.is_null()) {
+        return Err((MX_BAD_SEG_CNT, "more than 256 segments"));
     }
     let segs = if count == 0 {
         &[][..]
     } else {
         std::slice::from_raw_parts(list, count as usize)
     };
-    let conv = |s: &MxSegment| Segment {
-        ptr: s.ptr as *mut u8,
-        len: s.len as usize,
-    };
     if segs.len() <= FEW_SEGS {
-        let mut a = [Segment {
-            ptr: std::ptr::null_mut(),
-            len: 0,
-        }; FEW_SEGS];
+        let mut a = [Segment::EMPTY; FEW_SEGS];
         for (d, s) in a.iter_mut().zip(segs) {
-            *d = conv(s);
+            *d = conv(s)?;
         }
         return Ok(Segs::Few(a, segs.len()));
     }
-    Ok(Segs::Many(segs.iter().map(conv).collect()))
+    Ok(Segs::Many(segs.iter().map(conv).collect::<Result<_, _>>()?))
 }
 
 fn fill_status(ep: &CEndpoint, c: &Completion, context: usize, out: *mut MxStatus) {
@@ -314,7 +319,7 @@ fn fill_status(ep: &CEndpoint, c: &Completion, context: usize, out: *mut MxStatu
 fn mx_code(e: &RtError) -> MxReturn {
     match e {
         RtError::TooManySegments => MX_BAD_SEG_CNT,
-        RtError::NullSegment | RtError::MessageTooLong => MX_BAD_SEG_LIST,
+        RtError::NullSegment | RtError::MessageTooLong | RtError::Segment(_) => MX_BAD_SEG_LIST,
         RtError::BadEndpointIndex => MX_BAD_ENDPOINT,
         RtError::Busy => MX_BUSY,
         RtError::NoSuchBoard => MX_BOARD_UNKNOWN,
@@ -360,5 +365,6 @@ mod native;
 mod onesided;
 mod raw;
 mod strings;
+mod typed;
 pub use info::mx_get_info;
 pub use strings::{mx_strerror, mx_strstatus, omx_strerror};

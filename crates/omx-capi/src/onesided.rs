@@ -53,15 +53,10 @@ pub unsafe extern "C" fn omx_expose_window(
             "bad region address, length or flags",
         );
     }
-    match ep.ep.expose(
-        Segment {
-            ptr: addr as *mut u8,
-            len,
-        },
-        window,
-        id,
-        flags,
-    ) {
+    match ep
+        .ep
+        .expose(Segment::memory(addr as *mut u8, len), window, id, flags)
+    {
         Ok(()) => MX_SUCCESS,
         Err(RtError::Engine(omx_proto::EngineError::RegionExposed)) => {
             fail(Some(ep), MX_BUSY, "region id already exposed")
@@ -97,10 +92,7 @@ unsafe fn one_sided(
     let Some(rec) = addr_rec(dest).filter(|r| r.ep == e as usize) else {
         return fail(Some(ep), MX_BAD_REQUEST, "invalid destination address");
     };
-    let seg = Segment {
-        ptr: local as *mut u8,
-        len: len as usize,
-    };
+    let seg = Segment::memory(local as *mut u8, len as usize);
     let r = if put {
         ep.ep.iput(seg, rec.partner, remote, context as u64)
     } else {

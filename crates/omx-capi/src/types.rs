@@ -57,6 +57,23 @@ pub struct MxSegment {
     pub len: u32,
 }
 
+/// `omx_typed_segment_t` (mx_extensions.h): a segment of any kind.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct OmxTypedSegment {
+    pub kind: u32,
+    pub fd: i32,
+    pub pid: u32,
+    pub reserved: u32,
+    pub addr: u64,
+    pub offset: u64,
+    pub length: u64,
+}
+
+pub const OMX_SEG_MEMORY: u32 = 0;
+pub const OMX_SEG_FILE: u32 = 1;
+pub const OMX_SEG_PROCESS: u32 = 2;
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct MxStatus {

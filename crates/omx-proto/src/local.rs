@@ -188,6 +188,10 @@ pub enum PullOutcome {
     Done,
     /// The kernel refused the cross-process copy: use the pushed two-copy path.
     Refused,
+    /// One side's buffer has parts no cross-process copy reaches (file ranges,
+    /// another process's memory): push this message, without giving up on the copy
+    /// for the partner's next ones.
+    Push,
     /// The sender's process is gone.
     Gone,
     /// The sender's memory could not be read (bad address).
@@ -761,6 +765,7 @@ impl Engine {
                 self.partner(pid).no_cma = true;
                 self.request_push(lk);
             }
+            PullOutcome::Push => self.request_push(lk),
             PullOutcome::Gone | PullOutcome::Fault => {
                 self.local.end_pull(lk);
                 let code = if outcome == PullOutcome::Gone {

@@ -19,6 +19,6 @@ pub mod runtime;
 
 pub use config::{DaemonUse, RuntimeConfig};
 pub use endpoint::{Endpoint, Error, RequestInfo, UnexpectedHandler};
-pub use memory::{Segment, MAX_SEGMENTS};
+pub use memory::{Access, Segment, SegmentError, MAX_SEGMENTS};
 pub use raw::{RawEndpoint, RawEvent};
 pub use runtime::{Board, Runtime, MAX_ENDPOINTS, MAX_PEERS};

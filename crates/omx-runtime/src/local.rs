@@ -6,7 +6,7 @@
 //! Inboxes live in `<board dir>/shm-<uid>/ep<N>`, created owner-only: endpoints of
 //! other users are reached through the network path instead.
 
-use crate::memory::MemRegistry;
+use crate::memory::{all_memory, read_segments, MemRegistry, Segment};
 use crate::registry::LocalReach;
 use crate::runtime::Board;
 use bytes::Bytes;
@@ -442,15 +442,16 @@ impl LocalChannel {
 
     /// Writes an eager message straight from the user's segments into the partner's
     /// ring (no capture); false when it must take the queued path (no ring yet,
-    /// messages waiting, or no room).
+    /// messages waiting, no room, or file or process segments, whose reads may fail:
+    /// the queued path captures them first and fails the post if they do).
     pub fn write_eager_to_inbox(
         &mut self,
         pid: PartnerId,
         match_info: u64,
-        segs: &[crate::memory::Segment],
+        segs: &[Segment],
         len: usize,
     ) -> bool {
-        if !self.backlog.is_empty() && self.backlog.contains_key(&pid) {
+        if !self.backlog.is_empty() && self.backlog.contains_key(&pid) || !all_memory(segs) {
             return false;
         }
         let Some(o) = self.outboxes.get_mut(&pid) else {
@@ -458,13 +459,8 @@ impl LocalChannel {
         };
         let ok = o.try_push(LOCAL_EAGER_HEADER + len, |b| {
             encode_local_eager(b, 0, match_info, len as u32);
-            let mut at = LOCAL_EAGER_HEADER;
-            for s in segs.iter().filter(|s| s.len > 0) {
-                // SAFETY: the application lent these segments for the call.
-                let src = unsafe { std::slice::from_raw_parts(s.ptr, s.len) };
-                b[at..at + s.len].copy_from_slice(src);
-                at += s.len;
-            }
+            // Memory segments only (checked above): the copy cannot fail.
+            let _ = read_segments(segs, &mut b[LOCAL_EAGER_HEADER..LOCAL_EAGER_HEADER + len]);
         });
         if ok {
             o.doorbell();
@@ -632,7 +628,12 @@ fn write_msg(o: &mut Outbox, m: &LocalMsg, mem: &MemRegistry, pid: u32) -> bool 
             mem: h,
             offset,
         } => {
-            let ranges = mem.ranges(*h, *offset as usize, *len as usize);
+            // File and process segments have no address the receiver could read
+            // from: it is told so and asks for the message to be pushed.
+            let (pid, ranges) = match mem.ranges(*h, *offset as usize, *len as usize) {
+                Some(r) => (pid, r),
+                None => (RemoteMem::UNREACHABLE, Vec::new()),
+            };
             let n = LOCAL_RNDV_HEADER + RemoteMem::encoded_len(ranges.len());
             o.try_push(n, |b| {
                 encode_local_rndv(b, *flags, *region, *use_seq, *len, *match_info);
@@ -690,6 +691,11 @@ pub(crate) fn run_local_pull(
             let Some(rm) = RemoteMem::parse(remote) else {
                 return PullOutcome::Fault;
             };
+            // Typed segments on either side: no addresses for a cross-process copy.
+            let local = mem.ranges(p.dst, p.dst_offset as usize, len);
+            let Some(local) = local.filter(|_| rm.pid != RemoteMem::UNREACHABLE) else {
+                return PullOutcome::Push;
+            };
             if rm.total_len() < p.src_offset + len as u64 {
                 return PullOutcome::Fault;
             }
@@ -697,7 +703,6 @@ pub(crate) fn run_local_pull(
                 .ranges()
                 .map(|(addr, len)| RemoteIov { addr, len })
                 .collect();
-            let local = mem.ranges(p.dst, p.dst_offset as usize, len);
             if rm.pid != own_pid && !cma {
                 return PullOutcome::Refused;
             }
@@ -719,6 +724,7 @@ pub(crate) fn run_local_pull(
                     offset: p.src_offset + half as u64,
                     local: mem
                         .ranges(p.dst, p.dst_offset as usize + half, len - half)
+                        .unwrap_or_default()
                         .into_iter()
                         .map(|(q, n)| (q as usize, n))
                         .collect(),

@@ -399,10 +399,7 @@ impl Conn {
         let TxMode::Omx { partner, .. } = tx.mode else {
             return Err(os_err(libc::EPIPE));
         };
-        let seg = Segment {
-            ptr: data.as_ptr() as *mut u8,
-            len: data.len(),
-        };
+        let seg = Segment::memory(data.as_ptr() as *mut u8, data.len());
         // SAFETY: the buffer is kept in `pending` until its request completes.
         let r = unsafe { self.fab.ep.isend(&[seg], partner, match_info, 0, false) }
             .map_err(|e| Error::other(e.to_string()))?;
@@ -629,10 +626,7 @@ impl Conn {
 
     /// Receives the next message matching `match_info` into `buf`; its length.
     fn receive_into(&self, match_info: u64, buf: &mut [u8]) -> Result<usize> {
-        let seg = Segment {
-            ptr: buf.as_mut_ptr(),
-            len: buf.len(),
-        };
+        let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
         // SAFETY: buf outlives the wait below.
         let r = unsafe { self.fab.ep.irecv(&[seg], match_info, !0, 0) }
             .map_err(|e| Error::other(e.to_string()))?;

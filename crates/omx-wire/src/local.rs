@@ -197,6 +197,11 @@ pub struct RemoteMem<'a> {
 }
 
 impl<'a> RemoteMem<'a> {
+    /// The pid of a description naming no memory: the sender's buffer has parts no
+    /// cross-process copy reaches (file ranges, another process's memory), so the
+    /// receiver asks for the message to be pushed through the ring instead.
+    pub const UNREACHABLE: u32 = 0;
+
     /// Bytes needed to describe `count` ranges.
     pub fn encoded_len(count: usize) -> usize {
         REMOTE_MEM_HEADER + count * REMOTE_IOV_LEN

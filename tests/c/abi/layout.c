@@ -91,6 +91,15 @@ static void check_layouts(void) {
   ALIGN(mx_segment_t, 8, 4);
   OFF(mx_segment_t, segment_ptr, 0, 0);
   OFF(mx_segment_t, segment_length, 8, 4);
+  /* omx_typed_segment_t (mx_extensions.h): the same on both ABIs. */
+  SIZE(omx_typed_segment_t, 40, 40);
+  OFF(omx_typed_segment_t, type, 0, 0);
+  OFF(omx_typed_segment_t, fd, 4, 4);
+  OFF(omx_typed_segment_t, pid, 8, 8);
+  OFF(omx_typed_segment_t, reserved, 12, 12);
+  OFF(omx_typed_segment_t, addr, 16, 16);
+  OFF(omx_typed_segment_t, offset, 24, 24);
+  OFF(omx_typed_segment_t, length, 32, 32);
   SIZE(mx_segment_ptr_t, 8, 4);
 
   /* mx_status_t */
@@ -395,6 +404,15 @@ static void check_prototypes(void) {
   PROTO(omx_expose_region, mx_return_t (*)(mx_endpoint_t, void *, size_t,
                                            uint64_t, uint32_t));
   PROTO(omx_unexpose_region, mx_return_t (*)(mx_endpoint_t, uint64_t));
+  PROTO(omx_isend_typed,
+        mx_return_t (*)(mx_endpoint_t, omx_typed_segment_t *, uint32_t,
+                        mx_endpoint_addr_t, uint64_t, void *, mx_request_t *));
+  PROTO(omx_issend_typed,
+        mx_return_t (*)(mx_endpoint_t, omx_typed_segment_t *, uint32_t,
+                        mx_endpoint_addr_t, uint64_t, void *, mx_request_t *));
+  PROTO(omx_irecv_typed,
+        mx_return_t (*)(mx_endpoint_t, omx_typed_segment_t *, uint32_t,
+                        uint64_t, uint64_t, void *, mx_request_t *));
 
   /* mx_io.h */
   PROTO(mx_open_board, mx_return_t (*)(int, mx_endpt_handle_t *));

@@ -155,18 +155,8 @@ fn main() {
             for b in bufs.iter_mut() {
                 // SAFETY: each buffer outlives its receive, which completes before reuse.
                 posted.push_back(
-                    unsafe {
-                        ep.irecv(
-                            &[Segment {
-                                ptr: b.as_mut_ptr(),
-                                len: a.size,
-                            }],
-                            0,
-                            0,
-                            0,
-                        )
-                    }
-                    .expect("irecv"),
+                    unsafe { ep.irecv(&[Segment::memory(b.as_mut_ptr(), a.size)], 0, 0, 0) }
+                        .expect("irecv"),
                 );
             }
             let mut i = 0usize;
@@ -190,18 +180,8 @@ fn main() {
                 i += 1;
                 // SAFETY: as above.
                 posted.push_back(
-                    unsafe {
-                        ep.irecv(
-                            &[Segment {
-                                ptr: b.as_mut_ptr(),
-                                len: a.size,
-                            }],
-                            0,
-                            0,
-                            0,
-                        )
-                    }
-                    .expect("irecv"),
+                    unsafe { ep.irecv(&[Segment::memory(b.as_mut_ptr(), a.size)], 0, 0, 0) }
+                        .expect("irecv"),
                 );
             }
             // Counted: the messages after the first, up to and including the end marker.
@@ -230,10 +210,7 @@ fn main() {
                 .connect(nic, 0, KEY, Some(Duration::from_secs(30)))
                 .expect("connect")
                 .expect("connect status");
-            let seg = Segment {
-                ptr: buf.as_mut_ptr(),
-                len: a.size,
-            };
+            let seg = Segment::memory(buf.as_mut_ptr(), a.size);
             let limit = a.seconds.map(Duration::from_secs_f64);
             let mut inflight = VecDeque::new();
             let t0 = Instant::now();
@@ -255,19 +232,9 @@ fn main() {
                 io.finish(r);
             }
             // Synchronous end marker: returns once the server matched everything before it.
-            let end = unsafe {
-                ep.isend(
-                    &[Segment {
-                        ptr: buf.as_mut_ptr(),
-                        len: 0,
-                    }],
-                    to,
-                    DONE,
-                    0,
-                    true,
-                )
-            }
-            .expect("isend");
+            let end =
+                unsafe { ep.isend(&[Segment::memory(buf.as_mut_ptr(), 0)], to, DONE, 0, true) }
+                    .expect("isend");
             io.finish(end);
             let rep = Report {
                 role: "client",

@@ -4,7 +4,7 @@
 use super::completions::RequestInfo;
 use super::{Core, Endpoint, Error, UnexpectedHandler};
 use crate::local::LocalConnect;
-use crate::memory::{Segment, MAX_SEGMENTS};
+use crate::memory::{Access, Segment, MAX_SEGMENTS};
 use omx_proto::*;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -114,17 +114,24 @@ impl Endpoint {
         }
     }
 
-    pub(super) fn check_segments(segs: &[Segment]) -> Result<u32, Error> {
+    /// The total length of `segs`, after checking that they can be used for
+    /// `access` (file and process segments: see [`Segment::check`]), so that a bad
+    /// segment fails the post with nothing sent.
+    pub(super) fn check_segments(segs: &[Segment], access: Access) -> Result<u32, Error> {
         if segs.len() > MAX_SEGMENTS {
             return Err(Error::TooManySegments);
         }
         // One pass over the segments (this runs on every send and receive).
         let mut total: u64 = 0;
         for s in segs {
-            if s.len > 0 && s.ptr.is_null() {
-                return Err(Error::NullSegment);
+            match *s {
+                Segment::Memory { ptr, len } if len > 0 && ptr.is_null() => {
+                    return Err(Error::NullSegment)
+                }
+                Segment::Memory { .. } => {}
+                _ => s.check(access)?,
             }
-            total += s.len as u64;
+            total += s.len() as u64;
         }
         if total > u32::MAX as u64 {
             return Err(Error::MessageTooLong);
@@ -145,7 +152,7 @@ impl Endpoint {
         context: u64,
         sync: bool,
     ) -> Result<ReqId, Error> {
-        let len = Self::check_segments(segs)?;
+        let len = Self::check_segments(segs, Access::Read)?;
         let mut core = self.inner.app_lock();
         let plan = core.engine.plan_send(dest, match_info, len, sync);
         if plan == SendPlan::WriteToInbox {
@@ -158,7 +165,7 @@ impl Endpoint {
         let now = self.inner.rt.now();
         let (data, handle) = if plan != SendPlan::Lend {
             (
-                SendData::Eager(core.outbound.capture(segs, len as usize)),
+                SendData::Eager(core.outbound.capture(segs, len as usize)?),
                 None,
             )
         } else {
@@ -229,7 +236,7 @@ impl Endpoint {
         mask: u64,
         context: u64,
     ) -> Result<ReqId, Error> {
-        let len = Self::check_segments(segs)?;
+        let len = Self::check_segments(segs, Access::Write)?;
         self.post_lent(segs, |e, now, h| {
             e.irecv(now, match_info, mask, h, len, context)
         })
@@ -282,10 +289,17 @@ impl Endpoint {
         id: u64,
         flags: u32,
     ) -> Result<(), Error> {
-        Self::check_segments(&[seg])?;
+        // Remote reads need the bytes there to read, remote writes a place to write.
+        use omx_proto::onesided::{EXPOSE_READ, EXPOSE_WRITE};
+        let read = flags & EXPOSE_READ != 0;
+        let access = if read { Access::Read } else { Access::Write };
+        Self::check_segments(&[seg], access)?;
+        if read && flags & EXPOSE_WRITE != 0 {
+            Self::check_segments(&[seg], Access::Write)?;
+        }
         let mut core = self.inner.app_lock();
         let h = core.mem.register(&[seg]);
-        match core.engine.expose(id, window, seg.len as u64, h, flags) {
+        match core.engine.expose(id, window, seg.len() as u64, h, flags) {
             Ok(()) => Ok(()),
             Err(e) => {
                 core.mem.release(h);
@@ -317,7 +331,7 @@ impl Endpoint {
         remote_addr: u64,
         context: u64,
     ) -> Result<ReqId, Error> {
-        let len = Self::check_segments(&[seg])?;
+        let len = Self::check_segments(&[seg], Access::Write)?;
         self.post_lent(&[seg], |e, now, h| {
             e.iget(now, dest, remote_addr, h, len, context)
         })
@@ -334,7 +348,7 @@ impl Endpoint {
         remote_addr: u64,
         context: u64,
     ) -> Result<ReqId, Error> {
-        let len = Self::check_segments(&[seg])?;
+        let len = Self::check_segments(&[seg], Access::Read)?;
         self.post_lent(&[seg], |e, now, h| {
             e.iput(now, dest, remote_addr, h, len, context)
         })

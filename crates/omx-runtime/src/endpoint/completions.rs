@@ -58,13 +58,20 @@ impl Completions {
         self.file(c, mem)
     }
 
-    /// Files one completion: releases its lent memory, then drops it if the application
+    /// Files one completion: releases its lent memory (failing it if a copy into or
+    /// out of a typed segment failed), then drops it if the application
     /// forgot the request, hands it to the `test`/`wait` looking for it (`want`), or
     /// puts it in the done table. True if it is for the application.
     #[inline(always)]
-    pub(super) fn file(&mut self, c: Completion, mem: &mut MemRegistry) -> bool {
+    pub(super) fn file(&mut self, mut c: Completion, mem: &mut MemRegistry) -> bool {
         if let Some(h) = c.mem {
-            mem.release(h);
+            // A file or process segment that failed a copy (a file shortened or a
+            // process gone after the post) fails the request: never silently wrong data.
+            if mem.release(h).is_some()
+                && matches!(c.status.code, StatusCode::Success | StatusCode::Truncated)
+            {
+                c.status.code = StatusCode::Aborted;
+            }
         }
         if !self.forgotten.is_empty() && self.forgotten.remove(&c.req) {
             return false;

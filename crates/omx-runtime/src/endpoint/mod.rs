@@ -50,6 +50,8 @@ pub enum Error {
     NullSegment,
     /// Segments adding up to more than 4 GiB (MX lengths are 32-bit).
     MessageTooLong,
+    /// A file or process segment that cannot be used (checked when posting).
+    Segment(crate::memory::SegmentError),
     Engine(EngineError),
     Io(std::io::Error),
     Timeout,
@@ -64,6 +66,7 @@ impl std::fmt::Display for Error {
             Error::TooManySegments => write!(f, "more than 256 segments"),
             Error::NullSegment => write!(f, "null segment pointer"),
             Error::MessageTooLong => write!(f, "message longer than 4 GiB"),
+            Error::Segment(e) => write!(f, "{e}"),
             Error::Engine(e) => write!(f, "{e}"),
             Error::Io(e) => write!(f, "{e}"),
             Error::Timeout => write!(f, "timed out"),
@@ -72,6 +75,12 @@ impl std::fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl From<crate::memory::SegmentError> for Error {
+    fn from(e: crate::memory::SegmentError) -> Self {
+        Error::Segment(e)
+    }
+}
 
 impl From<EngineError> for Error {
     fn from(e: EngineError) -> Self {

@@ -1,10 +1,10 @@
 //! The transmit path: the engine's outputs executed (local pulls and messages, copies,
 //! frames, bundled where they fit, looped back when addressed to ourselves) and flushed.
 
-use super::{Core, EndpointInner, RX_POOL_CHUNK};
+use super::{Core, EndpointInner, Error, RX_POOL_CHUNK};
 use crate::copy::{run_job, CopyJob};
 use crate::local::run_local_pull;
-use crate::memory::{MemRegistry, Segment};
+use crate::memory::{read_segments, MemRegistry, Segment};
 use bytes::{Bytes, BytesMut};
 use omx_proto::*;
 use omx_transport::PacketSocket;
@@ -81,17 +81,27 @@ impl Outbound {
         }
     }
 
-    /// Copies a send's segments into the pool and returns them as shared bytes.
-    pub(super) fn capture(&mut self, segs: &[Segment], len: usize) -> Bytes {
+    /// Copies a send's segments into the pool and returns them as shared bytes; a
+    /// file or process segment that cannot be read fails the send, nothing sent.
+    pub(super) fn capture(&mut self, segs: &[Segment], len: usize) -> Result<Bytes, Error> {
         let pool = &mut self.capture_pool;
         if pool.capacity() < len {
             pool.reserve(RX_POOL_CHUNK.max(len));
         }
-        for s in segs.iter().filter(|s| s.len > 0) {
-            // SAFETY: the caller lent these segments for the duration of the call.
-            pool.extend_from_slice(unsafe { std::slice::from_raw_parts(s.ptr, s.len) });
+        for s in segs.iter().filter(|s| !s.is_empty()) {
+            if let Segment::Memory { ptr, len } = *s {
+                // SAFETY: the caller lent these segments for the duration of the call.
+                pool.extend_from_slice(unsafe { std::slice::from_raw_parts(ptr, len) });
+                continue;
+            }
+            let start = pool.len();
+            pool.resize(start + s.len(), 0);
+            if let Err(e) = read_segments(std::slice::from_ref(s), &mut pool[start..]) {
+                pool.clear();
+                return Err(Error::Segment(e));
+            }
         }
-        pool.split().freeze()
+        Ok(pool.split().freeze())
     }
 
     /// Sends every frame queued on the socket (frames the engine holds for bundles make
@@ -157,12 +167,13 @@ impl EndpointInner {
                         }
                     }
                     Output::Copy(op) => {
-                        if copier.offloads(op.src.len(), op.msg_length) {
-                            let dst = mem
-                                .ranges(op.dst, op.dst_offset as usize, op.src.len())
-                                .into_iter()
-                                .map(|(p, n)| (p as usize, n))
-                                .collect();
+                        // Only into memory: file and process segments are written here.
+                        let dst = copier
+                            .offloads(op.src.len(), op.msg_length)
+                            .then(|| mem.ranges(op.dst, op.dst_offset as usize, op.src.len()))
+                            .flatten();
+                        if let Some(dst) = dst {
+                            let dst = dst.into_iter().map(|(p, n)| (p as usize, n)).collect();
                             let job = CopyJob::Frame { src: op.src, dst };
                             if let Err(job) = copier.submit(op.id, job) {
                                 // The engine is full: copy here (bounds the frames it holds).

@@ -143,10 +143,7 @@ fn send(a: &Args) {
             let m = a.id << 40 | next;
             let len = size_of(&a.sizes, next) as usize;
             let mut buf: Vec<u8> = (0..len).map(|i| byte_of(m, i)).collect();
-            let seg = Segment {
-                ptr: buf.as_mut_ptr(),
-                len: buf.len(),
-            };
+            let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
             // SAFETY: the buffer stays in `bufs` (or is leaked) until the send completes.
             let r = unsafe { ep.isend(&[seg], partner, m, 0, false) }
                 .unwrap_or_else(|e| fail(&format!("isend: {e}")));
@@ -228,10 +225,7 @@ fn receive(a: &Args) {
     while received < total {
         while bufs.len() < a.posted {
             let mut buf = vec![0u8; max];
-            let seg = Segment {
-                ptr: buf.as_mut_ptr(),
-                len: buf.len(),
-            };
+            let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
             // SAFETY: the buffer stays in `bufs` (or is leaked) until the receive completes.
             let r = unsafe { ep.irecv(&[seg], 0, 0, 0) }
                 .unwrap_or_else(|e| fail(&format!("irecv: {e}")));

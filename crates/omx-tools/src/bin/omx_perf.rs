@@ -188,10 +188,7 @@ impl Buffers {
     }
 
     fn send_seg(&mut self, len: usize) -> Segment {
-        Segment {
-            ptr: self.send[self.offset..].as_mut_ptr(),
-            len,
-        }
+        Segment::memory(self.send[self.offset..].as_mut_ptr(), len)
     }
 
     fn recv_seg(&mut self, len: usize) -> Segment {
@@ -200,10 +197,7 @@ impl Buffers {
         } else {
             0
         };
-        Segment {
-            ptr: self.recv[off..].as_mut_ptr(),
-            len,
-        }
+        Segment::memory(self.recv[off..].as_mut_ptr(), len)
     }
 
     fn recv_bytes(&self, len: usize) -> &[u8] {
@@ -350,10 +344,7 @@ fn server(a: &Args, io: &Io) {
         }
         let mut pbuf = [0u8; 40];
         let r = io.recv(
-            Segment {
-                ptr: pbuf.as_mut_ptr(),
-                len: 40,
-            },
+            Segment::memory(pbuf.as_mut_ptr(), 40),
             PARAM_MATCH,
             u64::MAX,
         );
@@ -376,10 +367,7 @@ fn server(a: &Args, io: &Io) {
         io.check_ok(cs, "connect back");
         let back = cs.source.expect("partner");
         let ack = io.send(
-            Segment {
-                ptr: std::ptr::null_mut(),
-                len: 0,
-            },
+            Segment::memory(std::ptr::null_mut(), 0),
             back,
             ACK_MATCH,
             false,
@@ -443,20 +431,10 @@ fn client(a: &Args, io: &Io, dest: &str) {
         pause: a.pause,
     };
     let mut ackbuf = [0u8; 1];
-    let ack = io.recv(
-        Segment {
-            ptr: ackbuf.as_mut_ptr(),
-            len: 0,
-        },
-        ACK_MATCH,
-        u64::MAX,
-    );
+    let ack = io.recv(Segment::memory(ackbuf.as_mut_ptr(), 0), ACK_MATCH, u64::MAX);
     let mut pbuf = p.encode();
     let s = io.send(
-        Segment {
-            ptr: pbuf.as_mut_ptr(),
-            len: 40,
-        },
+        Segment::memory(pbuf.as_mut_ptr(), 40),
         to,
         PARAM_MATCH,
         true,

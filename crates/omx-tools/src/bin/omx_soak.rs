@@ -401,10 +401,7 @@ fn main() {
         // Receives: keep the window posted.
         while recvs_out < a.recv_window.max(1) {
             let mut buf = pool.pop().unwrap_or_else(|| vec![0u8; max as usize]);
-            let seg = Segment {
-                ptr: buf.as_mut_ptr(),
-                len: buf.len(),
-            };
+            let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
             // SAFETY: the buffer is kept in `ops` (or leaked at exit) until the request
             // completes; moving a Vec does not move its heap buffer.
             let r = unsafe { ep.irecv(&[seg], TAG << 56, TAG_MASK, 0) }
@@ -431,10 +428,7 @@ fn main() {
             let seq = next_seq[to];
             next_seq[to] += 1;
             let (m, mut buf) = build(a.seed, max, me, peers[to].id, seq);
-            let seg = Segment {
-                ptr: buf.as_mut_ptr(),
-                len: buf.len(),
-            };
+            let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
             // SAFETY: as for receives.
             let r = unsafe { ep.isend(&[seg], partners[to], m, 0, false) }
                 .unwrap_or_else(|e| die(&format!("isend: {e}")));
@@ -450,10 +444,10 @@ fn main() {
                 // SAFETY: a zero-length send reads no memory.
                 let r = unsafe {
                     ep.isend(
-                        &[Segment {
-                            ptr: std::ptr::NonNull::<u8>::dangling().as_ptr(),
-                            len: 0,
-                        }],
+                        &[Segment::memory(
+                            std::ptr::NonNull::<u8>::dangling().as_ptr(),
+                            0,
+                        )],
                         partners[i],
                         m,
                         0,

@@ -291,10 +291,7 @@ fn abandon(ops: HashMap<ReqId, Op>) {
 }
 
 fn post_send(ep: &Endpoint, to: PartnerId, mut buf: Vec<u8>, match_info: u64) -> (ReqId, Vec<u8>) {
-    let seg = Segment {
-        ptr: buf.as_mut_ptr(),
-        len: buf.len(),
-    };
+    let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
     // SAFETY: `buf` is kept (in the op table, or leaked) until the request completes;
     // moving a Vec does not move its heap buffer.
     let r = unsafe { ep.isend(&[seg], to, match_info, 0, false) }
@@ -304,10 +301,7 @@ fn post_send(ep: &Endpoint, to: PartnerId, mut buf: Vec<u8>, match_info: u64) ->
 
 fn post_recv(ep: &Endpoint, len: u32, match_info: u64) -> (ReqId, Vec<u8>) {
     let mut buf = vec![0u8; len as usize];
-    let seg = Segment {
-        ptr: buf.as_mut_ptr(),
-        len: buf.len(),
-    };
+    let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
     // SAFETY: as in post_send.
     let r = unsafe { ep.irecv(&[seg], match_info, u64::MAX, 0) }
         .unwrap_or_else(|e| fail(&format!("irecv {}: {e}", describe(match_info))));
@@ -689,10 +683,7 @@ fn sink(rt: &Arc<Runtime>, a: &Args, size: u32) {
                 loop {
                     while ops.len() < a.recv_window.max(1) {
                         let mut buf = vec![0u8; size as usize];
-                        let seg = Segment {
-                            ptr: buf.as_mut_ptr(),
-                            len: buf.len(),
-                        };
+                        let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
                         // SAFETY: as in post_send.
                         let r = unsafe { ep.irecv(&[seg], 0, 0, 0) }
                             .unwrap_or_else(|e| fail(&format!("irecv: {e}")));

@@ -181,14 +181,14 @@ impl Io<'_> {
     }
 
     fn send(&mut self, ptr: *mut u8, len: usize, to: PartnerId, m: u64) -> ReqId {
-        let seg = Segment { ptr, len };
+        let seg = Segment::memory(ptr, len);
         // SAFETY: every buffer outlives its request: each is completed before reuse.
         self.timed(|ep| unsafe { ep.isend(&[seg], to, m, 0, false) })
             .unwrap_or_else(|e| die(&format!("send failed: {e}")))
     }
 
     fn recv(&mut self, ptr: *mut u8, len: usize, m: u64) -> ReqId {
-        let seg = Segment { ptr, len };
+        let seg = Segment::memory(ptr, len);
         // SAFETY: as above.
         self.timed(|ep| unsafe { ep.irecv(&[seg], m, u64::MAX, 0) })
             .unwrap_or_else(|e| die(&format!("receive failed: {e}")))
