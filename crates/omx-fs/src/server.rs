@@ -156,10 +156,7 @@ impl Server {
     }
 
     fn post_header_recv(&self, buf: &mut [u8], slot: usize) {
-        let seg = Segment {
-            ptr: buf.as_mut_ptr(),
-            len: buf.len(),
-        };
+        let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
         // SAFETY: the buffer lives in `run` for the server's lifetime and is only read
         // after this receive completes.
         unsafe {
@@ -184,10 +181,7 @@ impl Server {
     }
 
     fn send(&self, to: PartnerId, bytes: &[u8], match_info: u64) {
-        let seg = Segment {
-            ptr: bytes.as_ptr() as *mut u8,
-            len: bytes.len(),
-        };
+        let seg = Segment::memory(bytes.as_ptr() as *mut u8, bytes.len());
         // SAFETY: `bytes` stays alive until the send completes: waited for below.
         let r = unsafe { self.ep.isend(&[seg], to, match_info, 0, false) };
         if let Ok(r) = r {
@@ -641,10 +635,7 @@ impl Server {
     /// file range itself).
     fn recv_data(&self, h: Header, len: u32) -> Result<Vec<u8>, Dispatch> {
         let mut buf = vec![0u8; len as usize];
-        let seg = Segment {
-            ptr: buf.as_mut_ptr(),
-            len: buf.len(),
-        };
+        let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
         let m = match_info(Kind::WriteData, h.word, h.id);
         // SAFETY: buf outlives the receive: waited for, or leaked if still lent.
         let req = unsafe { self.ep.irecv(&[seg], m, u64::MAX, 0) }.map_err(|_| libc::EIO)?;

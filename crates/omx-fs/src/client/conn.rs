@@ -191,10 +191,7 @@ impl Conn {
         // Every receive is posted, and the request recorded, before anything is sent:
         // the completion thread then always finds it.
         let mut pending = self.pending.lock();
-        let seg = Segment {
-            ptr: p.header.as_mut_ptr(),
-            len: p.header.len(),
-        };
+        let seg = Segment::memory(p.header.as_mut_ptr(), p.header.len());
         // SAFETY: the buffer lives in `pending` until the receive completes or is
         // cancelled (or is leaked when neither can be known).
         let r = unsafe {
@@ -208,10 +205,7 @@ impl Conn {
         p.header_req = r;
         if read as usize > INLINE_WRITE {
             let mut buf = vec![0u8; read as usize];
-            let seg = Segment {
-                ptr: buf.as_mut_ptr(),
-                len: buf.len(),
-            };
+            let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
             // SAFETY: as above.
             if let Ok(r) = unsafe {
                 self.ep
@@ -222,10 +216,7 @@ impl Conn {
             }
         }
         let hdr = w.0;
-        let seg = Segment {
-            ptr: hdr.as_ptr() as *mut u8,
-            len: hdr.len(),
-        };
+        let seg = Segment::memory(hdr.as_ptr() as *mut u8, hdr.len());
         // SAFETY: the header is kept in `sent` until its send completes.
         let ok = unsafe {
             self.ep.isend(
@@ -240,10 +231,7 @@ impl Conn {
         p.sent.push(hdr);
         p.parts_left += ok as u32;
         if let (true, Some(data)) = (ok, write) {
-            let seg = Segment {
-                ptr: data.as_ptr() as *mut u8,
-                len: data.len(),
-            };
+            let seg = Segment::memory(data.as_ptr() as *mut u8, data.len());
             // SAFETY: as above.
             if unsafe {
                 self.ep.isend(
