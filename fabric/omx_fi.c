@@ -107,84 +107,68 @@ void ofx_unlock(struct ofx_domain *d) {
    FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)
 #define OFX_RX_OP_FLAGS (FI_COMPLETION)
 
-/* Hints asking for something we lack: ENODATA. */
+/* Hints asking for something we lack: ENODATA, and the reason in libfabric's log
+ * (FI_LOG_LEVEL=info), since applications only say that no provider matched. */
+#define REFUSE_IF(cond)                                                        \
+  do {                                                                         \
+    if (cond) {                                                                \
+      FI_INFO(&ofx_prov, FI_LOG_CORE, "hints refused: %s\n", #cond);          \
+      return -FI_ENODATA;                                                      \
+    }                                                                          \
+  } while (0)
+
 static int check_hints(const struct fi_info *h) {
   if (!h)
     return 0;
-  if (h->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT | FI_RECV))
-    return -FI_ENODATA;
+  REFUSE_IF(h->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT | FI_RECV));
   /* RMA windows are keyed, addressed by offset: the application must take
    * provider keys or give keys below 2^32 (mr_mode without FI_MR_VIRT_ADDR
    * is always acceptable). */
-  if (h->addr_format != FI_FORMAT_UNSPEC)
-    return -FI_ENODATA;
+  REFUSE_IF(h->addr_format != FI_FORMAT_UNSPEC);
   if (h->ep_attr) {
     const struct fi_ep_attr *e = h->ep_attr;
-    if (e->type != FI_EP_UNSPEC && e->type != FI_EP_RDM)
-      return -FI_ENODATA;
-    if (e->protocol != FI_PROTO_UNSPEC)
-      return -FI_ENODATA;
-    if (e->max_msg_size > OFX_MAX_MSG)
-      return -FI_ENODATA;
-    if (e->mem_tag_format & ~OFX_TAG_MASK)
-      return -FI_ENODATA;
-    if (e->tx_ctx_cnt > 1 || e->rx_ctx_cnt > 1)
-      return -FI_ENODATA;
-    if (e->auth_key_size)
-      return -FI_ENODATA;
+    REFUSE_IF(e->type != FI_EP_UNSPEC && e->type != FI_EP_RDM);
+    REFUSE_IF(e->protocol != FI_PROTO_UNSPEC);
+    REFUSE_IF(e->max_msg_size > OFX_MAX_MSG);
+    /* Tag bits beyond ours: the answer's format has its upper bits cleared, which
+     * tells the application how many it has (FI_TAG_BITS, libfabric 1.x's rule). */
+    REFUSE_IF(e->tx_ctx_cnt > 1 || e->rx_ctx_cnt > 1);
+    REFUSE_IF(e->auth_key_size);
   }
   if (h->domain_attr) {
     const struct fi_domain_attr *d = h->domain_attr;
     /* RMA addresses are offsets: FI_MR_BASIC's virtual addresses are not offered. */
-    if ((h->caps & (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) &&
-        (d->mr_mode & FI_MR_BASIC))
-      return -FI_ENODATA;
-    if (d->name && strcmp(d->name, OFX_NAME))
-      return -FI_ENODATA;
-    if (d->cq_data_size > sizeof(uint32_t))
-      return -FI_ENODATA;
-    if (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_MAP &&
-        d->av_type != FI_AV_TABLE)
-      return -FI_ENODATA;
+    REFUSE_IF((h->caps & (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) &&
+        (d->mr_mode & FI_MR_BASIC));
+    REFUSE_IF(d->name && strcmp(d->name, OFX_NAME));
+    REFUSE_IF(d->cq_data_size > sizeof(uint32_t));
+    REFUSE_IF(d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_MAP &&
+        d->av_type != FI_AV_TABLE);
     /* mr_mode: modes the application accepts; we need none of them. */
-    if (d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM))
-      return -FI_ENODATA;
-    if (d->auth_key_size)
-      return -FI_ENODATA;
+    REFUSE_IF(d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM));
+    REFUSE_IF(d->auth_key_size);
   }
   if (h->fabric_attr) {
     const struct fi_fabric_attr *f = h->fabric_attr;
-    if (f->name && strcmp(f->name, OFX_NAME))
-      return -FI_ENODATA;
-    if (f->prov_name && strcmp(f->prov_name, OFX_NAME) &&
-        !strstr(f->prov_name, OFX_NAME))
-      return -FI_ENODATA;
+    REFUSE_IF(f->name && strcmp(f->name, OFX_NAME));
+    REFUSE_IF(f->prov_name && strcmp(f->prov_name, OFX_NAME) &&
+        !strstr(f->prov_name, OFX_NAME));
   }
   if (h->tx_attr) {
     const struct fi_tx_attr *t = h->tx_attr;
-    if (t->msg_order & ~OFX_MSG_ORDER)
-      return -FI_ENODATA;
-    if (t->comp_order & ~FI_ORDER_NONE)
-      return -FI_ENODATA;
-    if (t->inject_size > OFX_INJECT_SIZE || t->iov_limit > OFX_IOV_LIMIT)
-      return -FI_ENODATA;
-    if (t->op_flags & ~OFX_TX_OP_FLAGS)
-      return -FI_ENODATA;
-    if (t->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_TRANSMIT))
-      return -FI_ENODATA;
+    REFUSE_IF(t->msg_order & ~OFX_MSG_ORDER);
+    REFUSE_IF(t->comp_order & ~FI_ORDER_NONE);
+    REFUSE_IF(t->inject_size > OFX_INJECT_SIZE || t->iov_limit > OFX_IOV_LIMIT);
+    REFUSE_IF(t->op_flags & ~OFX_TX_OP_FLAGS);
+    REFUSE_IF(t->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_TRANSMIT));
   }
   if (h->rx_attr) {
     const struct fi_rx_attr *r = h->rx_attr;
-    if (r->msg_order & ~OFX_MSG_ORDER)
-      return -FI_ENODATA;
-    if (r->comp_order & ~FI_ORDER_NONE)
-      return -FI_ENODATA;
-    if (r->iov_limit > OFX_IOV_LIMIT)
-      return -FI_ENODATA;
-    if (r->op_flags & ~(OFX_RX_OP_FLAGS | FI_MULTI_RECV))
-      return -FI_ENODATA;
-    if (r->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_RECV | FI_REMOTE_CQ_DATA))
-      return -FI_ENODATA;
+    REFUSE_IF(r->msg_order & ~OFX_MSG_ORDER);
+    REFUSE_IF(r->comp_order & ~FI_ORDER_NONE);
+    REFUSE_IF(r->iov_limit > OFX_IOV_LIMIT);
+    REFUSE_IF(r->op_flags & ~(OFX_RX_OP_FLAGS | FI_MULTI_RECV));
+    REFUSE_IF(r->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_RECV | FI_REMOTE_CQ_DATA));
   }
   return 0;
 }
@@ -294,7 +278,12 @@ static struct fi_info *make_info(uint32_t version, const struct fi_info *h) {
   fi->ep_attr->max_order_raw_size = 0;
   fi->ep_attr->max_order_war_size = 0;
   fi->ep_attr->max_order_waw_size = 0;
-  fi->ep_attr->mem_tag_format = OFX_TAG_MASK;
+  /* FI_TAG_BITS: the requested format with the bits we reserve cleared (the
+   * upper ones), or all our bits. */
+  uint64_t tag_format = h && h->ep_attr ? h->ep_attr->mem_tag_format : 0;
+  if (FI_VERSION_GE(version, FI_VERSION(2, 0)) && tag_format < (1ULL << 16))
+    tag_format = 0; /* one of 2.x's named formats: plain bits is what we do */
+  fi->ep_attr->mem_tag_format = tag_format ? tag_format & OFX_TAG_MASK : OFX_TAG_MASK;
   fi->ep_attr->tx_ctx_cnt = 1;
   fi->ep_attr->rx_ctx_cnt = 1;
 
@@ -760,4 +749,14 @@ struct fi_provider ofx_prov = {
     .cleanup = ofx_cleanup,
 };
 
-FI_EXT_INI { return &ofx_prov; }
+/* The interface version announced is that of the libfabric core loading the provider
+ * (1.17 when built): cores refuse providers older than what an application requests,
+ * and MPICH's bundled 2.x core requests its own version. The structures the provider
+ * fills only grew at their ends from 1.17 to 2.x, and the 2.0 removals (FI_MR_BASIC,
+ * FI_MR_SCALABLE for new versions, wait sets) are not offered to 2.x callers. */
+FI_EXT_INI {
+  uint32_t core = fi_version();
+  if (FI_VERSION_GE(core, ofx_prov.fi_version))
+    ofx_prov.fi_version = core;
+  return &ofx_prov;
+}

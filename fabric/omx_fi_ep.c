@@ -104,8 +104,13 @@ static int get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out) 
       struct timespec ts = {0, OFX_NIC_RETRY_MS * 1000000L};
       nanosleep(&ts, NULL);
     }
-    if (rc != MX_SUCCESS)
+    if (rc != MX_SUCCESS) {
+      FI_WARN(&ofx_prov, FI_LOG_EP_CTRL,
+              "connect to AV entry %zu (nic %012llx endpoint %u key %#x): %s\n",
+              (size_t)dest, (unsigned long long)nm->nic_id, nm->eid, nm->key,
+              mx_strerror(rc));
       return ofx_errno(rc);
+    }
     ep->conn_ok[dest] = true;
   }
   *out = ep->conn[dest];

@@ -23,6 +23,12 @@
 #                      Open MPI setup problem from an omx one)
 #               ofitcp --mca pml cm --mca mtl ofi over libfabric 'tcp;ofi_rxm'
 #                      (not in the default list; see below)
+#               mpich  MPICH (ch4:ofi, its bundled libfabric 2.x) over the omx
+#                      provider: FI_PROVIDER=omx, MPIR_CVAR_CH4_NETMOD=ofi, and the
+#                      tag layout narrowed to the provider's 47 tag bits
+#                      (MPIR_CVAR_CH4_OFI_CONTEXT_ID_BITS=16, _TAG_BITS=26); launched
+#                      by hydra through the same agent; MPICH from $MPICH_HOME
+#                      (default build/mpich, made by scripts/get-mpich.sh)
 #   placements  1h2r, 1h4r   2 or 4 ranks in h0 (omx on lo: OMX_IFACES=lo)
 #               2h2r, 2h4r   2 or 4 ranks over h0 and h1 (--map-by node, so
 #                            partners r, r^1 sit on different hosts)
@@ -68,6 +74,10 @@ done
 # ob1 sanity: truncate is left out (ob1 of Open MPI 4.1.4 writes a truncated
 # rendezvous message past the receive buffer).
 for p in p2p probe coll; do cases+=("ob1.2h2r.$p"); done
+# MPICH: every program between two hosts, four ranks on two and on four hosts.
+for p in p2p probe truncate coll; do cases+=("mpich.2h2r.$p"); done
+cases+=(mpich.2h4r.p2p mpich.4h4r.coll)
+mpich="${MPICH_HOME:-$root/build/mpich}"
 
 if [ "${1:-}" = -l ]; then
   printf '%s\n' "${cases[@]}"
@@ -88,7 +98,7 @@ if [ $# -gt 0 ]; then
   # not (stacks omx, ob1, ofitcp), e.g. ob1.2h4r.p2p or ofitcp.4h4r.truncate.
   for pat in "$@"; do
     IFS=. read -r s p g <<<"$pat"
-    if [[ " omx ob1 ofitcp " == *" $s "* && " ${placements[*]} " == *" $p "* &&
+    if [[ " omx ob1 ofitcp mpich " == *" $s "* && " ${placements[*]} " == *" $p "* &&
       " ${programs[*]} " == *" $g "* && " ${sel[*]} " != *" $pat "* ]]; then
       sel+=("$pat")
     fi
@@ -168,6 +178,20 @@ done
 have_provider=1
 [ -e "$provider" ] || have_provider=0
 
+# The same programs built with MPICH's compiler wrapper, when MPICH is there.
+built_mpich=" "
+if [ -x "$mpich/bin/mpicc" ]; then
+  mkdir -p "$tmp/bin-mpich"
+  for p in "${programs[@]}"; do
+    if "$mpich/bin/mpicc" -O2 -g -Wall -Wextra -Werror -pthread -o "$tmp/bin-mpich/$p" "$here/$p.c" \
+      >"$tmp/log/$p.mpich.cc" 2>&1; then
+      built_mpich+="$p "
+    else
+      report "build.mpich.$p" 1 0 "$tmp/log/$p.mpich.cc"
+    fi
+  done
+fi
+
 # ---- hosts ----
 if ! "$hosts" up 4 9000 >"$tmp/log/hosts" 2>&1; then
   report hosts 1 0 "$tmp/log/hosts"
@@ -188,6 +212,14 @@ mpirun_h0() {
     --mca btl_base_warn_component_unused 0 --bind-to none --oversubscribe "$@"
 }
 
+# mpiexec ARGS...: MPICH's hydra in h0, starting ranks on the other hosts through
+# the same agent (it passes ssh's -x first, which the agent ignores).
+mpiexec_h0() {
+  timeout -k 5 "$MPI_TEST_TIMEOUT" ip netns exec "$OMX_NS_PREFIX-h0" unshare --uts -- \
+    env OMX_HOSTNAME=h0 "${menv[@]}" sh -c 'hostname h0 && exec "$@"' sh \
+    "$mpich/bin/mpiexec" -launcher ssh -launcher-exec "$agent" -iface omx0 "$@"
+}
+
 # Kill whatever a timed-out case left behind in our hosts.
 reap() {
   local i left=0
@@ -200,7 +232,17 @@ reap() {
   [ "$left" = 0 ] || sleep 0.5
 }
 
-placement_args() { # placement_args PLACEMENT -> words on stdout
+placement_args() { # placement_args PLACEMENT [STACK] -> words on stdout
+  if [ "${2:-}" = mpich ]; then
+    # hydra places ranks round robin over the hosts (-ppn 1), so partners r, r^1
+    # sit on different hosts as with --map-by node.
+    case $1 in
+    2h2r) echo "-hosts h0,h1 -ppn 1 -n 2" ;;
+    2h4r) echo "-hosts h0,h1 -ppn 1 -n 4" ;;
+    4h4r) echo "-hosts h0,h1,h2,h3 -ppn 1 -n 4" ;;
+    esac
+    return
+  fi
   case $1 in
   1h2r) echo "--host h0:2 -np 2" ;;
   1h4r) echo "--host h0:4 -np 4" ;;
@@ -213,7 +255,7 @@ placement_args() { # placement_args PLACEMENT -> words on stdout
 # run_case STACK PLACEMENT PROGRAM LOG: returns mpirun's status.
 run_case() {
   local stack=$1 pl=$2 prog=$3 log=$4 args=() st=0
-  read -r -a args <<<"$(placement_args "$pl")"
+  read -r -a args <<<"$(placement_args "$pl" "$stack")"
   menv=()
   case $pl in
   1h*) menv+=(OMX_IFACES=lo FI_TCP_IFACE=lo) ;;
@@ -230,10 +272,19 @@ run_case() {
   ob1)
     args+=(--mca pml ob1 --mca btl self,vader,tcp)
     ;;
+  mpich)
+    menv+=(FI_PROVIDER=omx FI_PROVIDER_PATH="$provdir" MPIR_CVAR_CH4_NETMOD=ofi
+      MPIR_CVAR_CH4_OFI_CONTEXT_ID_BITS=16 MPIR_CVAR_CH4_OFI_TAG_BITS=26
+      OMX_MPI_EXPECT_LIB=libomx-fi.so)
+    ;;
   esac
   local pargs=()
   [ "$prog" = p2p ] && pargs=("$P2P_MAX")
-  mpirun_h0 "${args[@]}" "$tmp/bin/$prog" "${pargs[@]}" >"$log" 2>&1 || st=$?
+  if [ "$stack" = mpich ]; then
+    mpiexec_h0 "${args[@]}" "$tmp/bin-mpich/$prog" "${pargs[@]}" >"$log" 2>&1 || st=$?
+  else
+    mpirun_h0 "${args[@]}" "$tmp/bin/$prog" "${pargs[@]}" >"$log" 2>&1 || st=$?
+  fi
   [ "$st" -eq 124 ] && echo "timed out after ${MPI_TEST_TIMEOUT}s" >>"$log"
   if [ "$st" -eq 0 ] && [ "$stack" = omx ]; then
     # every rank selected the ofi MTL and opened the provider (Open MPI 4.1
@@ -253,11 +304,19 @@ run_case() {
 
 for c in "${cases[@]}"; do
   IFS=. read -r stack pl prog <<<"$c"
+  if [ "$stack" = mpich ] && [ ! -x "$mpich/bin/mpicc" ]; then
+    skip "$c" "no MPICH with ch4:ofi in $mpich (scripts/get-mpich.sh)"
+    continue
+  fi
+  if [ "$stack" = mpich ] && [[ "$built_mpich" != *" $prog "* ]]; then
+    skip "$c" "MPICH build of $prog failed"
+    continue
+  fi
   if [[ "$built" != *" $prog "* ]]; then
     skip "$c" "build of $prog failed"
     continue
   fi
-  if [ "$stack" = omx ] && [ "$have_provider" = 0 ]; then
+  if [[ "$stack" = omx || "$stack" = mpich ]] && [ "$have_provider" = 0 ]; then
     skip "$c" "no omx provider: $provider is missing; make provider"
     continue
   fi

@@ -63,9 +63,26 @@ static void test_getinfo(void) {
   h = t_hints(FI_TAGGED);
   h->ep_attr->type = FI_EP_DGRAM;
   CHECK_RET(getinfo(h, &info), -FI_ENODATA);
+  /* More tag bits than the provider has: libfabric's FI_TAG_BITS rule answers the
+   * format with the upper bits it reserves cleared (47 tag bits are left). */
   h = t_hints(FI_TAGGED);
   h->ep_attr->mem_tag_format = ~0ULL;
-  CHECK_RET(getinfo(h, &info), -FI_ENODATA);
+  info = NULL;
+  CHECK_RET(getinfo(h, &info), 0);
+  CHECK(info && info->ep_attr->mem_tag_format == (1ULL << 47) - 1,
+        "mem_tag_format %#llx for all bits requested",
+        info ? (unsigned long long)info->ep_attr->mem_tag_format : 0ULL);
+  if (info)
+    fi_freeinfo(info);
+  h = t_hints(FI_TAGGED);
+  h->ep_attr->mem_tag_format = 0x00c000007fffffffULL; /* MPICH's request */
+  info = NULL;
+  CHECK_RET(getinfo(h, &info), 0);
+  CHECK(info && info->ep_attr->mem_tag_format == 0x7fffffffULL,
+        "mem_tag_format %#llx for MPICH's request",
+        info ? (unsigned long long)info->ep_attr->mem_tag_format : 0ULL);
+  if (info)
+    fi_freeinfo(info);
   h = t_hints(FI_TAGGED);
   h->domain_attr->cq_data_size = 8;
   CHECK_RET(getinfo(h, &info), -FI_ENODATA);
