@@ -64,6 +64,7 @@ suite test-mpi
 suite test-install
 suite test-wire
 suite test-sockets
+suite test-memcpy
 
 echo "== summary of every suite"
 if [ "$rust_skips" -gt 0 ]; then

@@ -75,6 +75,15 @@ fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         let old = *CHAINED.0.get();
         match old.sa_sigaction {
             libc::SIG_DFL | libc::SIG_IGN => {
+                if crate::STATS.load(Ordering::Relaxed) {
+                    let msg = format!(
+                        "omx_memcpy: a fault not of a copy in flight at {:#x} (code {}, copy thread {})\n",
+                        (*info).si_addr() as usize,
+                        (*info).si_code,
+                        protect::thread_has_key()
+                    );
+                    real::write(2, msg.as_ptr().cast(), msg.len());
+                }
                 // Let the fault happen again with the default action (a core dump).
                 let mut dfl: libc::sigaction = std::mem::zeroed();
                 dfl.sa_sigaction = libc::SIG_DFL;

@@ -14,10 +14,12 @@ const SLOTS: usize = 64;
 #[derive(Clone, Copy)]
 struct Copy {
     cookie: u64,
-    /// Destination: whole pages, their protection before.
+    /// The copy posted.
     dst: usize,
     src: usize,
     len: usize,
+    /// Destination: whole pages, their protection before.
+    dst_pages: (usize, usize),
     dst_prot: i32,
     /// Source pages made read-only (`src_prot != 0`: their protection before).
     src_pages: (usize, usize),
@@ -26,7 +28,7 @@ struct Copy {
 
 impl Copy {
     fn touches(&self, lo: usize, hi: usize) -> bool {
-        (lo < self.dst + self.len && self.dst < hi)
+        (lo < self.dst_pages.1 && self.dst_pages.0 < hi)
             || (self.src_prot != 0 && lo < self.src_pages.1 && self.src_pages.0 < hi)
     }
 }
@@ -94,7 +96,7 @@ fn end_upto(g: &mut Guard, cookie: u64) {
             continue;
         }
         let failed = engine::test(c.cookie).is_err();
-        protect::set(c.dst, c.len, c.dst_prot, 0);
+        protect::set(c.dst_pages.0, c.dst_pages.1 - c.dst_pages.0, c.dst_prot, 0);
         if c.src_prot != 0 {
             protect::set(c.src_pages.0, c.src_pages.1 - c.src_pages.0, c.src_prot, 0);
         }
@@ -166,18 +168,26 @@ pub fn fault_at(addr: usize) -> bool {
     hit
 }
 
-/// Starts an asynchronous copy of `len` bytes from `src` to `dst` (not overlapping):
-/// the partial pages at the destination's edges are copied now, the whole pages are
-/// posted. `false`: nothing could be posted and the caller copies it all.
+/// Starts an asynchronous copy of `len` bytes from `src` to `dst` (not overlapping).
+/// Posted: the bytes whose destination and source both lie in whole pages of the
+/// buffers (so no page shared with other data, such as the allocator's, is
+/// protected); the rest (less than two pages at each end) is copied now.
+/// `false`: nothing could be posted and the caller copies it all.
 pub fn post(dst: usize, src: usize, len: usize) -> bool {
-    let (da, db) = (page_up(dst), page_down(dst + len));
-    if db <= da + PAGE {
+    let dst_pages = (page_up(dst), page_down(dst + len));
+    if dst_pages.1 <= dst_pages.0 + PAGE {
         return false;
     }
-    let src_a = src + (da - dst);
-    let alen = db - da;
-    let src_pages = (page_down(src_a), page_up(src_a + alen));
-    if src_pages.0 < db && da < src_pages.1 {
+    // The source of the destination's whole pages, shrunk to whole source pages.
+    let s_lo = src + (dst_pages.0 - dst);
+    let s_hi = src + (dst_pages.1 - dst);
+    let src_pages = (page_up(s_lo), page_down(s_hi));
+    if src_pages.1 <= src_pages.0 + PAGE {
+        return false;
+    }
+    let pdst = dst + (src_pages.0 - src);
+    let plen = src_pages.1 - src_pages.0;
+    if src_pages.0 < dst_pages.1 && dst_pages.0 < src_pages.1 {
         return false; // the source shares pages with the destination
     }
     let mut g = lock();
@@ -192,56 +202,54 @@ pub fn post(dst: usize, src: usize, len: usize) -> bool {
         g.table().engine_started = true;
     }
     wait_locked(&mut g, dst, dst + len);
-    wait_locked(&mut g, src_pages.0.min(src), src_pages.1.max(src + len));
+    wait_locked(&mut g, src, src + len);
     reap_locked(&mut g);
     if g.table().copies.iter().all(Option::is_some) {
         let oldest = g.table().copies.iter().flatten().map(|c| c.cookie).min();
-        end_upto(
-            &mut g,
-            oldest.map_or(0, |c| {
-                let _ = engine::wait(c);
-                c
-            }),
-        );
+        if let Some(c) = oldest {
+            let _ = engine::wait(c);
+            end_upto(&mut g, c);
+        }
     }
     // Only private memory the program can read and write (destination) or read
     // (source), each within one mapping.
-    let (Some(dv), Some(sv)) = (protect::vma(da), protect::vma(src_pages.0)) else {
+    let (Some(dv), Some(sv)) = (protect::vma(dst_pages.0), protect::vma(src_pages.0)) else {
         return false;
     };
     let rw = libc::PROT_READ | libc::PROT_WRITE;
-    if dv.shared || dv.end < db || dv.prot & rw != rw {
+    if dv.shared || dv.end < dst_pages.1 || dv.prot & rw != rw {
         return false;
     }
     if sv.shared || sv.end < src_pages.1 || sv.prot & libc::PROT_READ == 0 {
         return false;
     }
-    // SAFETY: the edges are the caller's memory, touched by no copy in flight.
+    // SAFETY: the ends are the caller's memory, touched by no copy in flight.
     unsafe {
-        real::memcpy(dst as *mut _, src as *const _, da - dst);
-        real::memcpy(db as *mut _, (src_a + alen) as *const _, dst + len - db);
+        real::memcpy(dst as *mut _, src as *const _, pdst - dst);
+        real::memcpy(
+            (pdst + plen) as *mut _,
+            src_pages.1 as *const _,
+            dst + len - (pdst + plen),
+        );
     }
-    if !protect::set(da, alen, dv.prot, protect::key()) {
+    let dlen = dst_pages.1 - dst_pages.0;
+    if !protect::set(dst_pages.0, dlen, dv.prot, protect::key()) {
         return false;
     }
+    let slen = src_pages.1 - src_pages.0;
     let src_prot = if sv.prot & libc::PROT_WRITE != 0 {
-        if !protect::set(
-            src_pages.0,
-            src_pages.1 - src_pages.0,
-            sv.prot & !libc::PROT_WRITE,
-            0,
-        ) {
-            protect::set(da, alen, dv.prot, 0);
+        if !protect::set(src_pages.0, slen, sv.prot & !libc::PROT_WRITE, 0) {
+            protect::set(dst_pages.0, dlen, dv.prot, 0);
             return false;
         }
         sv.prot
     } else {
         0
     };
-    let Ok(cookie) = engine::post(da, src_a, alen) else {
-        protect::set(da, alen, dv.prot, 0);
+    let Ok(cookie) = engine::post(pdst, src_pages.0, plen) else {
+        protect::set(dst_pages.0, dlen, dv.prot, 0);
         if src_prot != 0 {
-            protect::set(src_pages.0, src_pages.1 - src_pages.0, src_prot, 0);
+            protect::set(src_pages.0, slen, src_prot, 0);
         }
         return false;
     };
@@ -253,9 +261,10 @@ pub fn post(dst: usize, src: usize, len: usize) -> bool {
         .expect("a slot was freed above");
     *slot = Some(Copy {
         cookie,
-        dst: da,
-        src: src_a,
-        len: alen,
+        dst: pdst,
+        src: src_pages.0,
+        len: plen,
+        dst_pages,
         dst_prot: dv.prot,
         src_pages,
         src_prot,
