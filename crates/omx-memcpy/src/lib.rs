@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// the library is set up, and in a forked child.
 static MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// Default of `OMX_MEMCPY_MIN`, from `bench/memcpy_preload.sh` (docs/COPY.md).
-const DEFAULT_MIN: usize = 1 << 20;
+const DEFAULT_MIN: usize = 4 << 20;
 static STATS: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
