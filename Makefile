@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 CARGO ?= cargo
 RELEASE_DIR := target/release
 
-.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install test-wire test-sockets test-fs bench-mpi lint soak-sim sim-scale soak fuzz fuzz-smoke bench-engine bench bench-loss install clean
+.PHONY: all build lib provider demo demo-sim test test-c test-rust test-ofi test-mpi test-install test-wire test-sockets test-fs test-memcpy bench-mpi lint soak-sim sim-scale soak fuzz fuzz-smoke bench-engine bench bench-loss install clean
 
 all: build
 
@@ -82,6 +82,13 @@ test-sockets:
 test-fs:
 	$(CARGO) build --release -p omx-fs
 	tests/fs/run.sh
+
+## Transparent asynchronous memcpy: a seeded random threaded C program, a program with
+## its own SIGSEGV handler, python3, sort and gzip give the same bytes with and without
+## libomx_memcpy.so, on the copy thread and on omx_copyd (docs/COPY.md).
+test-memcpy:
+	$(CARGO) build --release -p omx-memcpy -p omx-tools --bin omx_copyd
+	tests/memcpy/run.sh
 
 ## make install to a temporary prefix, then a C program built with pkg-config alone runs.
 test-install:

@@ -65,6 +65,7 @@ suite test-install
 suite test-wire
 suite test-sockets
 suite test-fs
+suite test-memcpy
 
 echo "== summary of every suite"
 if [ "$rust_skips" -gt 0 ]; then
