@@ -408,9 +408,14 @@ impl Server {
                 let flags = r.u32()? as i32;
                 let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
                 // The client's kernel picks write offsets (append included) and handles
-                // O_TRUNC through setattr.
-                let mut flags =
-                    flags & !(libc::O_APPEND | libc::O_NOCTTY | libc::O_CREAT | libc::O_EXCL);
+                // O_TRUNC through setattr. O_DIRECT stays on the client (its kernel sends
+                // the I/O uncached): the server's buffers are not aligned for it.
+                let mut flags = flags
+                    & !(libc::O_APPEND
+                        | libc::O_NOCTTY
+                        | libc::O_CREAT
+                        | libc::O_EXCL
+                        | libc::O_DIRECT);
                 if op == Op::Create {
                     flags |= libc::O_CREAT | libc::O_EXCL;
                 }
