@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-faults tar cp-rsync git dd fio block locks-two-hosts escape read-only server-restart)
+all=(exerciser exerciser-procs exerciser-faults tar cp-rsync git dd fio block locks-two-hosts escape read-only server-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -77,13 +77,19 @@ if want exerciser; then
   on "$c1" mkdir "$m/ex" && on "$c1" python3 "$here/exercise.py" "$m/ex" "$tmp/ref/ex" 11 200 >"$log/ex" 2>&1
   report exerciser $? "$log/ex"
 fi
+if want exerciser-procs; then
+  # Four processes at once: own subtrees plus stripes of one shared file.
+  on "$c1" python3 "$here/exercise.py" "$m/exp" "$tmp/ref/exp" 21 60 4 >"$log/exp" 2>&1
+  report exerciser-procs $? "$log/exp"
+fi
 if want exerciser-faults; then
   mount_on 2 "$tmp/m2" data || true
   # The second client's frames are lost, duplicated and reordered.
   kill "$client_pid" 2>/dev/null; wait "$client_pid" 2>/dev/null
   on "$c1" fusermount3 -u -z "$tmp/m2" 2>/dev/null
   OMX_FAULTS=loss:0.02,dup:0.02,reorder:0.05 mount_on 2 "$tmp/m2" data &&
-    on "$client_pid" python3 "$here/exercise.py" "$tmp/m2/exf" "$tmp/ref/exf" 12 120 >"$log/exf" 2>&1
+    on "$client_pid" python3 "$here/exercise.py" "$tmp/m2/exf" "$tmp/ref/exf" 12 120 >"$log/exf" 2>&1 &&
+    on "$client_pid" python3 "$here/exercise.py" "$tmp/m2/exfp" "$tmp/ref/exfp" 31 40 3 >>"$log/exf" 2>&1
   report exerciser-faults $? "$log/exf" "$log/client2"
 fi
 if want tar; then
