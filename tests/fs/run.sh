@@ -21,13 +21,15 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs exerciser-faults tar cp-rsync git dd fio block locks-two-hosts escape read-only server-restart)
+all=(exerciser exerciser-procs exerciser-faults tar cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
 [ -c /dev/fuse ] || skip_all "no /dev/fuse"
 for c in fusermount3 python3 nsenter; do command -v $c >/dev/null || skip_all "$c not installed"; done
-for f in omxfsd omxfs; do [ -x "$bin/$f" ] || skip_all "$bin/$f not built (cargo build --release -p omx-fs)"; done
+for f in omxfsd omxfs examples/omxfs_hostile; do
+  [ -x "$bin/$f" ] || skip_all "$bin/$f not built (cargo build --release -p omx-fs --bins --examples)"
+done
 export OMX_STATE_DIR="$tmp/state"
 mkdir -p "$OMX_STATE_DIR" "$tmp/export/data" "$tmp/export/ro" "$tmp/m1" "$tmp/m2" "$tmp/ref"
 hosts_up 3 9000
@@ -53,6 +55,18 @@ mount_on() {
     [ "$SECONDS" -lt "$deadline" ] || return 1
     sleep 0.1
   done
+}
+
+# malformed_count: the server's malformed counter, printed on SIGUSR1 (a new line each time).
+malformed_count() {
+  local before after deadline=$((SECONDS + 30))
+  before=$(grep -c 'omxfsd: counters' "$log/server")
+  kill -USR1 "$server_pid" || return 1
+  while after=$(grep -c 'omxfsd: counters' "$log/server"); [ "$after" -le "$before" ]; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.1
+  done
+  grep 'omxfsd: counters' "$log/server" | tail -n 1 | sed -n 's/.* malformed=\([0-9]*\).*/\1/p'
 }
 
 # on PID CMD...: CMD in the mount namespace of omxfs process PID.
@@ -178,6 +192,25 @@ holder.stdin.write('\n'); holder.stdin.flush()
 assert holder.stdout.readline().strip() == 'released'
 assert waiter.stdout.readline().strip() == 'granted', 'blocked lock not granted'
 waiter.wait(); holder.stdin.write('\n'); holder.stdin.flush(); holder.wait()
+# flock(2) between the two clients: refused while held, granted once the holder closes.
+holder = run(c1, f"""
+import fcntl, sys
+f = open({f1!r}); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True)
+sys.stdin.readline(); f.close(); print('closed', flush=True)
+""")
+assert holder.stdout.readline().strip() == 'held'
+probe = f"""
+import fcntl
+f = open({f2!r})
+try:
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('got')
+except OSError: print('refused')
+"""
+assert run(c2, probe).stdout.readline().strip() == 'refused', 'flock not refused'
+holder.stdin.write('\n'); holder.stdin.flush()
+assert holder.stdout.readline().strip() == 'closed'
+holder.wait()
+assert run(c2, probe).stdout.readline().strip() == 'got', 'flock not released by close'
 print('ok')
 PY
   report locks-two-hosts $? "$log/locks" "$log/client2"
@@ -192,6 +225,22 @@ if want escape; then
     [ "$(on "$c1" stat -c %F "$m/up")" = "symbolic link" ] &&
     [ ! -e "$tmp/export/outside-moved" ]
   report escape $? "$log/server"
+fi
+if want hostile; then
+  # Garbage, truncated and out-of-range requests from a peer that is not omxfs: each
+  # decodable one answered with an error, all counted, and the server keeps serving
+  # (the tool ends with a write and read back, the mount is checked after).
+  m0=$(malformed_count) &&
+    in_host 2 "$bin/examples/omxfs_hostile" h0 data >"$log/hostile" 2>&1 &&
+    sent=$(sed -n 's/^malformed sent: //p' "$log/hostile") && [ -n "$sent" ] &&
+    for _ in $(seq 1 100); do
+      m1=$(malformed_count) && [ "$((m1 - m0))" -ge "$sent" ] && break
+      sleep 0.2
+    done &&
+    echo "malformed counter $m0 -> $m1 (sent $sent)" >>"$log/hostile" &&
+    [ "$((m1 - m0))" -eq "$sent" ] &&
+    on "$c1" sh -c "echo still > $m/after-hostile" && [ "$(cat "$tmp/export/data/after-hostile")" = still ]
+  report hostile $? "$log/hostile" "$log/server"
 fi
 if want read-only; then
   echo ro >"$tmp/export/ro/r"

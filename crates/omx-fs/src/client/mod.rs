@@ -235,7 +235,9 @@ fn req(op: Op) -> Writer {
 
 impl Filesystem for OmxFs {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
-        let _ = config.add_capabilities(consts::FUSE_POSIX_LOCKS);
+        // flock(2) too: the kernel sends it as a whole-file lock owned by the open file,
+        // so the server's table enforces it between clients as well.
+        let _ = config.add_capabilities(consts::FUSE_POSIX_LOCKS | consts::FUSE_FLOCK_LOCKS);
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
         let _ = config.set_max_background(64);
