@@ -211,6 +211,47 @@ holder.stdin.write('\n'); holder.stdin.flush()
 assert holder.stdout.readline().strip() == 'closed'
 holder.wait()
 assert run(c2, probe).stdout.readline().strip() == 'got', 'flock not released by close'
+# An F_SETLKW interrupted by a signal returns EINTR and its wait is withdrawn on the
+# server: once the holder unlocks, nobody holds the lock (a third process gets it).
+holder = run(c1, f"""
+import fcntl, sys
+f = open({f1!r}, 'r+'); fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True)
+sys.stdin.readline(); fcntl.lockf(f, fcntl.LOCK_UN); print('released', flush=True); sys.stdin.readline()
+""")
+assert holder.stdout.readline().strip() == 'held'
+waiter = run(c2, f"""
+import fcntl, signal, sys
+class Interrupted(Exception): pass
+def stop(*_): raise Interrupted()
+signal.signal(signal.SIGUSR1, stop)
+f = open({f2!r}, 'r+'); print('waiting', flush=True)
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX); print('granted', flush=True)
+except Interrupted: print('interrupted', flush=True)
+sys.stdin.readline()
+""")
+assert waiter.stdout.readline().strip() == 'waiting'
+import time, signal
+# The waiter blocks in the kernel only once its request reached the server: signal it
+# until it reports (a signal before the fcntl call would also interrupt it).
+while True:
+    waiter.send_signal(signal.SIGUSR1)
+    import select
+    if select.select([waiter.stdout], [], [], 0.5)[0]:
+        break
+assert waiter.stdout.readline().strip() == 'interrupted', 'F_SETLKW not interrupted'
+holder.stdin.write('\n'); holder.stdin.flush()
+assert holder.stdout.readline().strip() == 'released'
+probe = f"""
+import fcntl
+f = open({f2!r}, 'r+')
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('got')
+except OSError: print('refused')
+"""
+assert run(c2, probe).stdout.readline().strip() == 'got', 'interrupted wait still granted'
+waiter.stdin.write('\n'); waiter.stdin.flush(); waiter.wait()
+holder.stdin.write('\n'); holder.stdin.flush(); holder.wait()
 print('ok')
 PY
   report locks-two-hosts $? "$log/locks" "$log/client2"

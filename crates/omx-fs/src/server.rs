@@ -647,6 +647,20 @@ impl Server {
                     }
                 }
             }
+            Op::CancelLockWait => {
+                // The waiter's F_SETLKW was interrupted on the client: it is withdrawn
+                // and answered EINTR; ENOENT when it was already granted (its reply
+                // is on the way).
+                let target = r.u64()?;
+                let mut waiters = self.waiters.lock();
+                let at = waiters
+                    .iter()
+                    .position(|w| w.lock.owner.0 == h.word && w.id == target)
+                    .ok_or(libc::ENOENT)?;
+                let w = waiters.remove(at);
+                drop(waiters);
+                self.reply(w.reply_to, Op::Setlk as u8, w.id, Err(libc::EINTR));
+            }
             Op::Fallocate => {
                 let (fh, off, len, mode) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
                 let f = self.file(s, fh)?;
