@@ -164,7 +164,7 @@ os.rmdir(d)' "$d/cd"
       --ioengine=libaio --iodepth=$qd --runtime="$FIO_SECS" --time_based --output-format=json \
       >"$tmp/fio.json" 2>"$tmp/fio.err"; then
       read -r iops lat < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]["read"]
-print(round(j["iops"]), round(j["clat_ns"]["mean"] / 1000, 1))' "$tmp/fio.json")
+print(round(j["iops"]), round(j["lat_ns"]["mean"] / 1000, 1))' "$tmp/fio.json")
       put $fs "randread_qd${qd}_iops" "$iops" IOPS
       put $fs "randread_qd${qd}_lat" "$lat" us
     else
