@@ -91,6 +91,7 @@ now() { date +%s.%N; }
 # CPU seconds (user + system) of a process and its descendants, as /proc/PID/stat has them.
 cpu() {
   local total=0 p
+  [ $# -gt 0 ] || { echo 0; return; }
   for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done; for q in "$@"; do for c in $(pgrep -P "$q"); do pgrep -P "$c"; done; done); do
     [ -r "/proc/$p/stat" ] && total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat")))
   done
@@ -115,9 +116,9 @@ for fs in local omxfs sshfs; do
     sshfs) d=$tmp/m_ssh cl=("$sshfs_pid") sv=("$sshd_pid") ;;
   esac
   # Sequential write and reads of one file, 1 MiB requests.
-  c0=$(cpu "${cl[@]}" 0) s0=$(cpu "${sv[@]}" 0) t0=$(now)
+  c0=$(cpu "${cl[@]}") s0=$(cpu "${sv[@]}") t0=$(now)
   on dd if=/dev/zero of="$d/seq" bs=1M count="$SIZE_MIB" conv=fsync status=none
-  t1=$(now) c1=$(cpu "${cl[@]}" 0) s1=$(cpu "${sv[@]}" 0)
+  t1=$(now) c1=$(cpu "${cl[@]}") s1=$(cpu "${sv[@]}")
   put $fs seq_write "$(rate "$mb" "$t0" "$t1")" MB/s
   if [ $fs != local ]; then
     put $fs seq_write_cpu_client "$(cpu_per_gib "$c0" "$c1")" s/GiB
@@ -125,9 +126,9 @@ for fs in local omxfs sshfs; do
   fi
   for temp in cold warm; do
     [ $temp = cold ] && drop
-    c0=$(cpu "${cl[@]}" 0) s0=$(cpu "${sv[@]}" 0) t0=$(now)
+    c0=$(cpu "${cl[@]}") s0=$(cpu "${sv[@]}") t0=$(now)
     on dd if="$d/seq" of=/dev/null bs=1M status=none
-    t1=$(now) c1=$(cpu "${cl[@]}" 0) s1=$(cpu "${sv[@]}" 0)
+    t1=$(now) c1=$(cpu "${cl[@]}") s1=$(cpu "${sv[@]}")
     put $fs "seq_read_$temp" "$(rate "$mb" "$t0" "$t1")" MB/s
     if [ $fs != local ]; then
       put $fs "seq_read_${temp}_cpu_client" "$(cpu_per_gib "$c0" "$c1")" s/GiB
