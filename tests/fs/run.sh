@@ -231,14 +231,12 @@ except Interrupted: print('interrupted', flush=True)
 sys.stdin.readline()
 """)
 assert waiter.stdout.readline().strip() == 'waiting'
-import time, signal
-# The waiter blocks in the kernel only once its request reached the server: signal it
-# until it reports (a signal before the fcntl call would also interrupt it).
-while True:
-    waiter.send_signal(signal.SIGUSR1)
-    import select
-    if select.select([waiter.stdout], [], [], 0.5)[0]:
-        break
+import os, signal, time
+# Signalled once blocked in fcntl (its request then sits on the server as a waiter).
+fcntl_nr = {'x86_64': 72, 'aarch64': 25}[os.uname().machine]
+while open(f'/proc/{waiter.pid}/syscall').read().split()[0] != str(fcntl_nr):
+    time.sleep(0.05)
+waiter.send_signal(signal.SIGUSR1)
 assert waiter.stdout.readline().strip() == 'interrupted', 'F_SETLKW not interrupted'
 holder.stdin.write('\n'); holder.stdin.flush()
 assert holder.stdout.readline().strip() == 'released'

@@ -239,6 +239,9 @@ impl Filesystem for OmxFs {
         // flock(2) too: the kernel sends it as a whole-file lock owned by the open file,
         // so the server's table enforces it between clients as well.
         let _ = config.add_capabilities(consts::FUSE_POSIX_LOCKS | consts::FUSE_FLOCK_LOCKS);
+        // Asynchronous direct I/O (libaio, io_uring): without it the kernel sends an
+        // O_DIRECT file's requests one at a time whatever the queue depth.
+        let _ = config.add_capabilities(consts::FUSE_ASYNC_DIO);
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
         let _ = config.set_max_background(64);
