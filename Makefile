@@ -80,7 +80,7 @@ test-sockets:
 ## omxfs (docs/FILES.md): a random-operation exerciser (also under OMX_FAULTS), tar,
 ## cp -a, rsync, git, dd, fio, locks across two hosts, a server restart (root, FUSE).
 test-fs:
-	$(CARGO) build --release -p omx-fs
+	$(CARGO) build --release -p omx-fs --bins --examples
 	tests/fs/run.sh
 
 ## Transparent asynchronous memcpy: a seeded random threaded C program, a program with

@@ -10,6 +10,7 @@ use omx_proto::{PartnerId, StatusCode};
 use omx_runtime::{Endpoint, Segment};
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::fmt;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -60,13 +61,29 @@ struct Waiter {
     lock: Lock,
 }
 
-/// Counters printed on exit and by `SIGUSR1`-free polling in tests (stderr).
+/// What the server has seen; `omxfsd` prints them on `SIGUSR1` (docs/FILES.md).
 #[derive(Default)]
 pub struct Counters {
     pub requests: AtomicU64,
+    /// Messages that do not decode (no reply when even the header is unreadable, else
+    /// `EPROTO`).
     pub malformed: AtomicU64,
     pub unknown_session: AtomicU64,
     pub expired_sessions: AtomicU64,
+}
+
+impl fmt::Display for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        write!(
+            f,
+            "requests={} malformed={} unknown_session={} expired_sessions={}",
+            get(&self.requests),
+            get(&self.malformed),
+            get(&self.unknown_session),
+            get(&self.expired_sessions)
+        )
+    }
 }
 
 pub struct Server {
@@ -220,21 +237,21 @@ impl Server {
             self.counters.malformed.fetch_add(1, Ordering::Relaxed);
             return self.reply(to, h.op, h.id, Err(libc::EPROTO));
         };
-        if op == Op::Hello {
-            let res = self.hello(&mut r);
-            return self.reply(to, h.op, h.id, res);
-        }
-        let Some(sess) = self.sessions.lock().get(&h.word).cloned() else {
-            self.counters
-                .unknown_session
-                .fetch_add(1, Ordering::Relaxed);
-            return self.reply(to, h.op, h.id, Err(libc::EBADR));
+        let res = if op == Op::Hello {
+            self.hello(&mut r)
+        } else {
+            let Some(sess) = self.sessions.lock().get(&h.word).cloned() else {
+                self.counters
+                    .unknown_session
+                    .fetch_add(1, Ordering::Relaxed);
+                return self.reply(to, h.op, h.id, Err(libc::EBADR));
+            };
+            *sess.last_seen.lock() = Instant::now();
+            if self.opts.read_only && op.mutates() {
+                return self.reply(to, h.op, h.id, Err(libc::EROFS));
+            }
+            self.dispatch(op, h, &sess, &mut r, to)
         };
-        *sess.last_seen.lock() = Instant::now();
-        if self.opts.read_only && op.mutates() {
-            return self.reply(to, h.op, h.id, Err(libc::EROFS));
-        }
-        let res = self.dispatch(op, h, &sess, &mut r, to);
         match res {
             Err(Dispatch::Malformed) => {
                 self.counters.malformed.fetch_add(1, Ordering::Relaxed);
@@ -246,8 +263,8 @@ impl Server {
         }
     }
 
-    fn hello(&self, r: &mut Reader) -> R<Writer> {
-        let name = r.bytes().map_err(|_| libc::EPROTO)?;
+    fn hello(&self, r: &mut Reader) -> Result<Writer, Dispatch> {
+        let name = r.bytes()?;
         let export = self
             .exports
             .iter()
@@ -402,9 +419,14 @@ impl Server {
                 let flags = r.u32()? as i32;
                 let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
                 // The client's kernel picks write offsets (append included) and handles
-                // O_TRUNC through setattr.
-                let mut flags =
-                    flags & !(libc::O_APPEND | libc::O_NOCTTY | libc::O_CREAT | libc::O_EXCL);
+                // O_TRUNC through setattr. O_DIRECT stays on the client (its kernel sends
+                // the I/O uncached): the server's buffers are not aligned for it.
+                let mut flags = flags
+                    & !(libc::O_APPEND
+                        | libc::O_NOCTTY
+                        | libc::O_CREAT
+                        | libc::O_EXCL
+                        | libc::O_DIRECT);
                 if op == Op::Create {
                     flags |= libc::O_CREAT | libc::O_EXCL;
                 }
@@ -618,6 +640,20 @@ impl Server {
                         Err(_) => return Err(Dispatch::Errno(libc::EAGAIN)),
                     }
                 }
+            }
+            Op::CancelLockWait => {
+                // The waiter's F_SETLKW was interrupted on the client: it is withdrawn
+                // and answered EINTR; ENOENT when it was already granted (its reply
+                // is on the way).
+                let target = r.u64()?;
+                let mut waiters = self.waiters.lock();
+                let at = waiters
+                    .iter()
+                    .position(|w| w.lock.owner.0 == h.word && w.id == target)
+                    .ok_or(libc::ENOENT)?;
+                let w = waiters.remove(at);
+                drop(waiters);
+                self.reply(w.reply_to, Op::Setlk as u8, w.id, Err(libc::EINTR));
             }
             Op::Fallocate => {
                 let (fh, off, len, mode) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);

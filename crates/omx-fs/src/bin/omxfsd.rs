@@ -47,6 +47,8 @@ fn main() {
     // Modes arrive already masked by the client's umask.
     // SAFETY: umask has no preconditions.
     unsafe { libc::umask(0) };
+    // Blocked in every thread (set before any exists), taken by the one that prints.
+    let usr1 = block_sigusr1();
     let ep = omx_fs::open_endpoint(board, Some(index)).unwrap_or_else(|e| die(&e));
     let names: Vec<&str> = exports.iter().map(|e| e.name.as_str()).collect();
     eprintln!(
@@ -59,7 +61,28 @@ fn main() {
         read_only,
         lease: Duration::from_secs(lease),
     };
-    Server::new(ep, exports, opts).run()
+    let server = Server::new(ep, exports, opts);
+    let s = server.clone();
+    std::thread::spawn(move || loop {
+        let mut sig = 0;
+        // SAFETY: usr1 is an initialised set; sig receives the signal number.
+        if unsafe { libc::sigwait(&usr1, &mut sig) } == 0 {
+            eprintln!("omxfsd: counters {}", s.counters);
+        }
+    });
+    server.run()
+}
+
+/// Blocks SIGUSR1 in this thread (and so in every thread spawned after), for sigwait.
+fn block_sigusr1() -> libc::sigset_t {
+    // SAFETY: the set is initialised by sigemptyset before use.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
 }
 
 fn die(msg: &str) -> ! {

@@ -159,15 +159,26 @@ impl Conn {
     /// Posts a request: `w` (its header, session and id filled in here), an optional
     /// large write's data (sent as its own message) and the size of a large read's data
     /// message to receive. `done` runs on the completion thread.
-    pub fn submit(
+    pub fn submit(&self, w: Writer, write: Option<Vec<u8>>, read: u32, bounded: bool, done: Done) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) & ID_MASK;
+        self.submit_as(id, w, write, read, bounded, done)
+    }
+
+    /// A fresh request id, for [`Conn::submit_as`] (a request referred to later).
+    pub fn new_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) & ID_MASK
+    }
+
+    /// [`Conn::submit`] with the request id chosen by the caller.
+    pub fn submit_as(
         &self,
+        id: u64,
         mut w: Writer,
         write: Option<Vec<u8>>,
         read: u32,
         bounded: bool,
         done: Done,
     ) {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed) & ID_MASK;
         let (server, session) = {
             let st = self.state.lock();
             (st.server, st.session)

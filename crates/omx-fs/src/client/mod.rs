@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -235,7 +236,12 @@ fn req(op: Op) -> Writer {
 
 impl Filesystem for OmxFs {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
-        let _ = config.add_capabilities(consts::FUSE_POSIX_LOCKS);
+        // flock(2) too: the kernel sends it as a whole-file lock owned by the open file,
+        // so the server's table enforces it between clients as well.
+        let _ = config.add_capabilities(consts::FUSE_POSIX_LOCKS | consts::FUSE_FLOCK_LOCKS);
+        // Asynchronous direct I/O (libaio, io_uring): without it the kernel sends an
+        // O_DIRECT file's requests one at a time whatever the queue depth.
+        let _ = config.add_capabilities(consts::FUSE_ASYNC_DIO);
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
         let _ = config.set_max_background(64);
@@ -723,7 +729,7 @@ impl Filesystem for OmxFs {
 
     fn setlk(
         &mut self,
-        _req: &Request<'_>,
+        req_: &Request<'_>,
         _ino: u64,
         fh: u64,
         lock_owner: u64,
@@ -737,17 +743,27 @@ impl Filesystem for OmxFs {
         let mut w = req(Op::Setlk);
         w.u64(fh).u64(lock_owner).u64(start).u64(end);
         w.u32(typ as u32).u32(pid).u32(sleep as u32);
+        let id = self.conn.new_id();
+        let answered = Arc::new(AtomicBool::new(false));
+        let a2 = answered.clone();
         // A lock wait may last: the pings, not a request timeout, bound it.
-        self.conn.submit(
+        self.conn.submit_as(
+            id,
             w,
             None,
             0,
             !sleep,
-            Box::new(move |r| match r {
-                Ok(_) => reply.ok(),
-                Err(e) => reply.error(e),
+            Box::new(move |r| {
+                a2.store(true, Ordering::Release);
+                match r {
+                    Ok(_) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }
             }),
         );
+        if sleep {
+            watch_lock_wait(self.conn.clone(), id, req_.pid(), answered);
+        }
     }
 
     fn fallocate(
@@ -767,6 +783,44 @@ impl Filesystem for OmxFs {
             .u32(mode as u32);
         self.empty(w, reply);
     }
+}
+
+/// How often a blocked F_SETLKW's caller is checked for a signal.
+const LOCK_WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// Withdraws a blocked F_SETLKW on the server once its caller has a signal pending, so
+/// that the kernel gets EINTR (the server answers the wait so) and no grant comes later.
+/// fuser 0.15 answers the kernel's FUSE_INTERRUPT itself with ENOSYS, after which the
+/// kernel sends none and leaves the caller waiting with the signal pending: this thread
+/// looks for that signal in /proc instead.
+fn watch_lock_wait(conn: Arc<Conn>, id: u64, tid: u32, answered: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        while !answered.load(Ordering::Acquire) {
+            std::thread::sleep(LOCK_WAIT_POLL);
+            if signal_pending(tid) && !answered.load(Ordering::Acquire) {
+                let mut w = req(Op::CancelLockWait);
+                w.u64(id);
+                // ENOENT: granted meanwhile, its reply is on the way.
+                conn.submit(w, None, 0, true, Box::new(|_| {}));
+                return;
+            }
+        }
+    });
+}
+
+/// Whether thread `tid` has an unblocked signal pending (or is gone).
+fn signal_pending(tid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    (field("SigPnd:") | field("ShdPnd:")) & !field("SigBlk:") != 0
 }
 
 impl OmxFs {

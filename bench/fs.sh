@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# File systems between two namespace hosts (root; not a test): omxfs (omxfsd on h0,
+# omxfs on h1) against sshfs (sshd on h0 with a throwaway key, sshfs on h1, Debian's
+# defaults) and the local file system (the upper bound), side by side in one run, plus
+# omx_perf's 1 MiB ping-pong bandwidth at the same MTU. The exported directories and the
+# local one live on the same disk (/tmp). Prints CSV: fs,test,value,unit and writes it
+# with a markdown table to OUT (default /tmp/omx-fs-bench.{csv,md}).
+#
+#   SIZE_MIB=1024   the sequential file; FIO_MIB=256 the random-read file, FIO_SECS=10
+#   MTU=9000        link MTU; OUT=/tmp/omx-fs-bench
+#
+# Cold reads drop the page cache of the whole machine (echo 3 > drop_caches): this
+# benchmark must not run beside anything that needs its cache.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxfsbench}
+H=scripts/hosts.sh
+SIZE_MIB=${SIZE_MIB:-1024}
+FIO_MIB=${FIO_MIB:-256}
+FIO_SECS=${FIO_SECS:-10}
+MTU=${MTU:-9000}
+OUT=${OUT:-/tmp/omx-fs-bench}
+BIN=target/release
+[ "$(id -u)" = 0 ] || { echo "fs.sh: needs root" >&2; exit 1; }
+for c in sshfs fio nsenter ssh-keygen; do command -v $c >/dev/null || { echo "fs.sh: $c missing" >&2; exit 1; }; done
+[ -x "$BIN/omxfs" ] && [ -x "$BIN/omx_perf" ] || { echo "fs.sh: build omx-fs and omx-tools --release" >&2; exit 1; }
+tmp=$(mktemp -d /tmp/omx-fs-bench.XXXXXX)
+export OMX_STATE_DIR=$tmp/state
+mkdir -p "$OMX_STATE_DIR" "$tmp/export/data" "$tmp/sftp" "$tmp/local" "$tmp/m_omx" "$tmp/m_ssh"
+pids=()
+cleanup() {
+  [ -n "${cpid:-}" ] && nsenter -t "$cpid" -m sh -c "fusermount3 -u -z $tmp/m_ssh; fusermount3 -u -z $tmp/m_omx" 2>/dev/null
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  "$H" down >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+"$H" up 2 "$MTU" >/dev/null
+ip0=$(ip netns exec "$OMX_NS_PREFIX-h0" ip -4 -o addr show scope global | awk '{sub("/.*","",$4); print $4; exit}')
+
+# omx_perf at 1 MiB, the size of one omxfs read or write.
+"$H" exec 0 "$BIN/omx_perf" >/dev/null 2>&1 &
+pp=$!
+sleep 0.5
+perf=$("$H" exec 1 "$BIN/omx_perf" -d h0:0 -S 1048576 -E 1048577 -N 300 -W 30 | awk '$1 == 1048576 {print $3}')
+wait "$pp" 2>/dev/null || true
+
+# omxfs.
+"$H" exec 0 "$BIN/omxfsd" "$tmp/export/data" >"$tmp/omxfsd.log" 2>&1 &
+spid=$!
+pids+=("$spid")
+"$H" exec 1 "$BIN/omxfs" h0:data "$tmp/m_omx" -f >"$tmp/omxfs.log" 2>&1 &
+cpid=$!
+pids+=("$cpid")
+until nsenter -t "$cpid" -m findmnt -n "$tmp/m_omx" >/dev/null 2>&1; do sleep 0.1; done
+
+# sshfs: sshd on h0 with a throwaway host and user key, sshfs in omxfs's mount namespace
+# (and h1's network namespace) so one shell sees both mounts.
+ssh-keygen -q -t ed25519 -N '' -f "$tmp/host_key"
+ssh-keygen -q -t ed25519 -N '' -f "$tmp/user_key"
+cat >"$tmp/sshd_config" <<CFG
+Port 2222
+ListenAddress $ip0
+HostKey $tmp/host_key
+AuthorizedKeysFile $tmp/user_key.pub
+PermitRootLogin yes
+UsePAM no
+StrictModes no
+PidFile $tmp/sshd.pid
+Subsystem sftp internal-sftp
+CFG
+mkdir -p /run/sshd
+"$H" exec 0 "$(command -v sshd)" -D -e -f "$tmp/sshd_config" 2>"$tmp/sshd.log" &
+sshd_pid=$!
+pids+=("$sshd_pid")
+for _ in $(seq 100); do ip netns exec "$OMX_NS_PREFIX-h0" ss -Hltn 'sport = :2222' | grep -q . && break; sleep 0.1; done
+nsenter -t "$cpid" -m -n sshfs -f "root@$ip0:$tmp/sftp" "$tmp/m_ssh" -p 2222 \
+  -o IdentityFile="$tmp/user_key",StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR \
+  2>"$tmp/sshfs.log" &
+sshfs_pid=$!
+pids+=("$sshfs_pid")
+until nsenter -t "$cpid" -m findmnt -n "$tmp/m_ssh" >/dev/null 2>&1; do
+  kill -0 "$sshfs_pid" 2>/dev/null || { cat "$tmp/sshfs.log" "$tmp/sshd.log" >&2; exit 1; }
+  sleep 0.1
+done
+
+on() { nsenter -t "$cpid" -m "$@"; }
+now() { date +%s.%N; }
+# CPU seconds (user + system) of a process and its descendants, as /proc/PID/stat has them.
+cpu() {
+  local total=0 p
+  [ $# -gt 0 ] || { echo 0; return; }
+  for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done; for q in "$@"; do for c in $(pgrep -P "$q"); do pgrep -P "$c"; done; done); do
+    [ -r "/proc/$p/stat" ] && total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo "$total"
+}
+hz=$(getconf CLK_TCK)
+csv=$tmp/out.csv
+echo "fs,test,value,unit" >"$csv"
+put() { echo "$1,$2,$3,$4" | tee -a "$csv"; }
+rate() { python3 -c "import sys; print(f'{float(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2])):.1f}')" "$@"; }
+mb=$(python3 -c "print($SIZE_MIB * 1.048576)")
+cpu_per_gib() { python3 -c "import sys; print(f'{(int(sys.argv[2]) - int(sys.argv[1])) / $hz / ($SIZE_MIB / 1024):.2f}')" "$@"; }
+drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+
+(cd "$root" && git ls-files -z crates docs bench tests | tar --null -T - -cf "$tmp/src.tar")
+nfiles=$(tar -tf "$tmp/src.tar" | grep -vc '/$')
+
+for fs in local omxfs sshfs; do
+  case $fs in
+    local) d=$tmp/local cl=() sv=() ;;
+    omxfs) d=$tmp/m_omx cl=("$cpid") sv=("$spid") ;;
+    sshfs) d=$tmp/m_ssh cl=("$sshfs_pid") sv=("$sshd_pid") ;;
+  esac
+  # Sequential write and reads of one file, 1 MiB requests.
+  c0=$(cpu "${cl[@]}") s0=$(cpu "${sv[@]}") t0=$(now)
+  on dd if=/dev/zero of="$d/seq" bs=1M count="$SIZE_MIB" conv=fsync status=none
+  t1=$(now) c1=$(cpu "${cl[@]}") s1=$(cpu "${sv[@]}")
+  put $fs seq_write "$(rate "$mb" "$t0" "$t1")" MB/s
+  if [ $fs != local ]; then
+    put $fs seq_write_cpu_client "$(cpu_per_gib "$c0" "$c1")" s/GiB
+    put $fs seq_write_cpu_server "$(cpu_per_gib "$s0" "$s1")" s/GiB
+  fi
+  for temp in cold warm; do
+    [ $temp = cold ] && drop
+    c0=$(cpu "${cl[@]}") s0=$(cpu "${sv[@]}") t0=$(now)
+    on dd if="$d/seq" of=/dev/null bs=1M status=none
+    t1=$(now) c1=$(cpu "${cl[@]}") s1=$(cpu "${sv[@]}")
+    put $fs "seq_read_$temp" "$(rate "$mb" "$t0" "$t1")" MB/s
+    if [ $fs != local ]; then
+      put $fs "seq_read_${temp}_cpu_client" "$(cpu_per_gib "$c0" "$c1")" s/GiB
+      put $fs "seq_read_${temp}_cpu_server" "$(cpu_per_gib "$s0" "$s1")" s/GiB
+    fi
+  done
+  on rm -f "$d/seq"
+  # Small files: untar, stat of every file (cold caches), creates and deletes.
+  t0=$(now)
+  on sh -c "mkdir $d/tree && tar -xf $tmp/src.tar -C $d/tree"
+  t1=$(now)
+  put $fs untar "$(rate "$nfiles" "$t0" "$t1")" files/s
+  drop
+  t0=$(now)
+  n=$(on python3 -c 'import os,sys
+n=0
+for d, ds, fs in os.walk(sys.argv[1]):
+    for f in fs: os.lstat(os.path.join(d, f)); n += 1
+print(n)' "$d/tree")
+  t1=$(now)
+  put $fs stat_all "$(rate "$n" "$t0" "$t1")" files/s
+  t0=$(now)
+  on python3 -c 'import os,sys
+d = sys.argv[1]; os.mkdir(d)
+for i in range(10000): os.close(os.open(f"{d}/f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+for i in range(10000): os.unlink(f"{d}/f{i}")
+os.rmdir(d)' "$d/cd"
+  t1=$(now)
+  put $fs create_delete "$(rate 20000 "$t0" "$t1")" ops/s
+  # 4 KiB random reads, O_DIRECT (the server's cache is warm: the network, not the disk).
+  on dd if=/dev/urandom of="$d/rand" bs=1M count="$FIO_MIB" status=none
+  for qd in 1 16; do
+    if on fio --name=r --filename="$d/rand" --size="${FIO_MIB}M" --rw=randread --bs=4k --direct=1 \
+      --ioengine=libaio --iodepth=$qd --runtime="$FIO_SECS" --time_based --output-format=json \
+      >"$tmp/fio.json" 2>"$tmp/fio.err"; then
+      read -r iops lat < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]["read"]
+print(round(j["iops"]), round(j["lat_ns"]["mean"] / 1000, 1))' "$tmp/fio.json")
+      put $fs "randread_qd${qd}_iops" "$iops" IOPS
+      put $fs "randread_qd${qd}_lat" "$lat" us
+    else
+      put $fs "randread_qd${qd}_iops" NA "$(head -c 60 "$tmp/fio.err" | tr ',\n' '; ')"
+    fi
+  done
+  on rm -rf "$d/rand" "$d/tree"
+done
+put omx_perf pingpong_1MiB "$perf" MB/s
+
+cp "$csv" "$OUT.csv"
+python3 - "$csv" "$OUT.md" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+v = {(r["fs"], r["test"]): r for r in rows}
+tests = [t for t in dict.fromkeys(r["test"] for r in rows) if not t.startswith("pingpong")]
+out = ["| test | unit | local | omxfs | sshfs | omxfs / sshfs |", "|---|---|---|---|---|---|"]
+for t in tests:
+    cells = [v.get((f, t), {}).get("value", "-") for f in ("local", "omxfs", "sshfs")]
+    unit = next(r["unit"] for r in rows if r["test"] == t)
+    try:
+        ratio = f"{float(cells[1]) / float(cells[2]):.2f}x"
+    except (ValueError, ZeroDivisionError):
+        ratio = "-"
+    out.append(f"| {t} | {unit} | " + " | ".join(cells) + f" | {ratio} |")
+p = v.get(("omx_perf", "pingpong_1MiB"))
+if p:
+    out.append(f"\nomx_perf 1 MiB ping-pong: {p['value']} MB/s")
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+print("\n".join(out))
+PY
