@@ -22,10 +22,7 @@ struct Peer {
 
 impl Peer {
     fn send(&self, bytes: &[u8], kind: Kind, session: u32, id: u64) {
-        let seg = Segment {
-            ptr: bytes.as_ptr() as *mut u8,
-            len: bytes.len(),
-        };
+        let seg = Segment::memory(bytes.as_ptr() as *mut u8, bytes.len());
         // SAFETY: `bytes` outlives the send, waited for here.
         let r = unsafe {
             self.ep
@@ -45,10 +42,7 @@ impl Peer {
     /// (errno, body), or None without a reply expected.
     fn exchange(&mut self, msg: &[u8], id: u64, data: Option<&[u8]>) -> (i32, Vec<u8>) {
         let mut buf = vec![0u8; MAX_HEADER];
-        let seg = Segment {
-            ptr: buf.as_mut_ptr(),
-            len: buf.len(),
-        };
+        let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
         // SAFETY: buf outlives the receive, waited for below.
         let r = unsafe {
             self.ep
