@@ -197,14 +197,21 @@ impl Server {
         Some(p)
     }
 
-    fn send(&self, to: PartnerId, bytes: &[u8], match_info: u64) {
+    fn send(&self, to: PartnerId, bytes: Vec<u8>, match_info: u64) {
         let seg = Segment::memory(bytes.as_ptr() as *mut u8, bytes.len());
-        // SAFETY: `bytes` stays alive until the send completes: waited for below.
+        self.send_lent(to, seg, match_info, bytes);
+    }
+
+    /// Sends `seg`, backed by what `keep` owns (a buffer, or the open file of a file
+    /// range), and waits. A client gone mid-send leaves the engine holding the
+    /// segment: `keep` is then leaked so nothing it names is freed or reused.
+    fn send_lent<K>(&self, to: PartnerId, seg: Segment, match_info: u64, keep: K) {
+        // SAFETY: what `seg` names stays alive until the send completes (waited for
+        // below) or forever (leaked).
         let r = unsafe { self.ep.isend(&[seg], to, match_info, 0, false) };
         if let Ok(r) = r {
             if self.ep.wait(r, Some(DATA_TIMEOUT)).is_none() {
-                // The client is gone: the engine may still read the buffer.
-                std::mem::forget(bytes.to_vec());
+                std::mem::forget(keep);
                 self.ep.forget(r);
             }
         }
@@ -219,7 +226,7 @@ impl Server {
             }
             Err(e) => Writer::reply(op, e, id),
         };
-        self.send(to, &w.0, match_info(Kind::Reply, 0, id));
+        self.send(to, w.0, match_info(Kind::Reply, 0, id));
     }
 
     fn handle(&self, job: Job) {
@@ -447,21 +454,38 @@ impl Server {
                     return Err(Dispatch::Errno(libc::EINVAL));
                 }
                 let f = self.file(s, fh)?;
-                let mut buf = vec![0u8; size as usize];
-                // SAFETY: buf has `size` bytes.
-                let n = sized(unsafe {
-                    libc::pread(
-                        f.fd.as_raw_fd(),
-                        buf.as_mut_ptr() as *mut libc::c_void,
-                        buf.len(),
-                        off as i64,
-                    )
-                })?;
-                w.u32(n as u32);
-                if size as usize <= INLINE_WRITE {
-                    w.0.extend_from_slice(&buf[..n]);
+                let data = match_info(Kind::ReadData, 0, h.id);
+                let st = fstat(f.fd.as_raw_fd())?;
+                let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+                if size as usize > INLINE_WRITE && regular {
+                    // Large reads of regular files go straight from the file's pages
+                    // into the frames (a file-range segment): no buffer here.
+                    let n = (st.st_size as u64).saturating_sub(off).min(size as u64) as usize;
+                    w.u32(n as u32);
+                    let seg = if n == 0 {
+                        Segment::memory(std::ptr::null_mut(), 0)
+                    } else {
+                        Segment::file(f.fd.as_raw_fd(), off, n)
+                    };
+                    self.send_lent(to, seg, data, f.clone());
                 } else {
-                    self.send(to, &buf[..n], match_info(Kind::ReadData, 0, h.id));
+                    let mut buf = vec![0u8; size as usize];
+                    // SAFETY: buf has `size` bytes.
+                    let n = sized(unsafe {
+                        libc::pread(
+                            f.fd.as_raw_fd(),
+                            buf.as_mut_ptr() as *mut libc::c_void,
+                            buf.len(),
+                            off as i64,
+                        )
+                    })?;
+                    w.u32(n as u32);
+                    buf.truncate(n);
+                    if size as usize <= INLINE_WRITE {
+                        w.0.extend_from_slice(&buf);
+                    } else {
+                        self.send(to, buf, data);
+                    }
                 }
             }
             Op::Write => {
@@ -470,25 +494,25 @@ impl Server {
                     return Err(Dispatch::Errno(libc::EINVAL));
                 }
                 let f = self.file(s, fh)?;
-                let data = if len as usize <= INLINE_WRITE {
+                if len as usize <= INLINE_WRITE {
                     let d = r.rest();
                     if d.len() != len as usize {
                         return Err(Dispatch::Malformed);
                     }
-                    std::borrow::Cow::Borrowed(d)
+                    // SAFETY: d has d.len() bytes.
+                    let n = sized(unsafe {
+                        libc::pwrite(
+                            f.fd.as_raw_fd(),
+                            d.as_ptr() as *const libc::c_void,
+                            d.len(),
+                            off as i64,
+                        )
+                    })?;
+                    w.u32(n as u32);
                 } else {
-                    std::borrow::Cow::Owned(self.recv_data(h, len)?)
-                };
-                // SAFETY: data has data.len() bytes.
-                let n = sized(unsafe {
-                    libc::pwrite(
-                        f.fd.as_raw_fd(),
-                        data.as_ptr() as *const libc::c_void,
-                        data.len(),
-                        off as i64,
-                    )
-                })?;
-                w.u32(n as u32);
+                    self.recv_into_file(h, &f, off, len)?;
+                    w.u32(len);
+                }
             }
             Op::Flush => {
                 let (fh, owner) = (r.u64()?, r.u64()?);
@@ -667,22 +691,32 @@ impl Server {
         Ok(w)
     }
 
-    /// The data message of a large write, received into a buffer (later: into the
-    /// file range itself).
-    fn recv_data(&self, h: Header, len: u32) -> Result<Vec<u8>, Dispatch> {
-        let mut buf = vec![0u8; len as usize];
-        let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
+    /// The data message of a large write, received straight into the file range it
+    /// writes (a file-range segment: no buffer here).
+    fn recv_into_file(
+        &self,
+        h: Header,
+        f: &Arc<OpenFile>,
+        off: u64,
+        len: u32,
+    ) -> Result<(), Dispatch> {
+        let seg = Segment::file(f.fd.as_raw_fd(), off, len as usize);
         let m = match_info(Kind::WriteData, h.word, h.id);
-        // SAFETY: buf outlives the receive: waited for, or leaked if still lent.
-        let req = unsafe { self.ep.irecv(&[seg], m, u64::MAX, 0) }.map_err(|_| libc::EIO)?;
+        // SAFETY: the file stays open until the receive completes (its handle is held
+        // here), or forever if the receive is still lent when given up.
+        let req = match unsafe { self.ep.irecv(&[seg], m, u64::MAX, 0) } {
+            Ok(req) => req,
+            // The descriptor is not open for writing (or not seekable).
+            Err(omx_runtime::Error::Segment(_)) => return Err(Dispatch::Errno(libc::EBADF)),
+            Err(_) => return Err(Dispatch::Errno(libc::EIO)),
+        };
         match self.ep.wait(req, Some(DATA_TIMEOUT)) {
-            Some(c) if c.status.code == StatusCode::Success && c.status.msg_length == len => {
-                Ok(buf)
-            }
-            Some(_) => Err(Dispatch::Malformed),
+            Some(c) if c.status.code == StatusCode::Success && c.status.msg_length == len => Ok(()),
+            Some(c) if c.status.code == StatusCode::Success => Err(Dispatch::Malformed),
+            Some(_) => Err(Dispatch::Errno(libc::EIO)),
             None => {
                 if !matches!(self.ep.cancel(req), Ok(true)) {
-                    std::mem::forget(buf);
+                    std::mem::forget(f.clone());
                     self.ep.forget(req);
                 }
                 Err(Dispatch::Errno(libc::EIO))
