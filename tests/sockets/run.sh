@@ -5,7 +5,8 @@
 #
 #   tests/sockets/run.sh     (root; python3; target/release built, or OMX_SOCKETS_BIN)
 #
-# Real programs, unchanged and preloaded on both ends: nc (256 MiB, SHA-256 compared),
+# A C conformance suite (tests/sockets/conformance.c) runs over the kernel and over omx
+# with the same assertions. Real programs, unchanged and preloaded on both ends: nc (256 MiB, SHA-256 compared),
 # curl against python3 -m http.server (64 MiB compared), iperf3 (client and server).
 # Prints "PASS name" / "FAIL name" per check, then "N passed, M failed, K skipped".
 # Environment: OMX_NS_PREFIX (namespaces, default omxsock), TEST_TIMEOUT (120 s per step).
@@ -20,7 +21,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(carried-both-ways plain-server plain-client nc-sha256 curl-http iperf3)
+all=(conformance-kernel conformance-omx carried-both-ways plain-server plain-client nc-sha256 curl-http iperf3)
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
 command -v python3 >/dev/null || skip_all "python3 not installed"
@@ -51,6 +52,46 @@ stream() {
     wait "$p0"
 }
 
+# kill_tree PID: PID and its descendants (a background in_host is a subshell).
+kill_tree() {
+  local c
+  for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+  kill "$1" 2>/dev/null || true
+}
+
+# carried LOG...: each log shows a connection moved onto omx.
+carried() {
+  local f
+  for f in "$@"; do grep -q 'on omx' "$f" || return 1; done
+}
+
+# conformance NAME PRELOAD: tests/sockets/conformance.c between h1 (client) and h0, with
+# omx_sockets on both ends or on neither; the same assertions either way.
+conformance() {
+  local name=$1 pre=() p0
+  [ "$2" = yes ] && pre=("$launch")
+  in_host 0 "${pre[@]}" "$tmp/bin/conformance" server 5560 >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5560 "$p0" &&
+    in_host 1 "${pre[@]}" "$tmp/bin/conformance" client "$(host_ip 0)" 5560 \
+      >"$log/$name.client" 2>&1 &&
+    wait "$p0"
+}
+if cc -Wall -Werror -O2 -o "$tmp/bin/conformance" "$here/conformance.c" 2>"$log/cc"; then
+  if want conformance-kernel; then
+    conformance conformance-kernel no && ! grep -q 'on omx' "$log/conformance-kernel.client"
+    report conformance-kernel $? "$log/conformance-kernel.client" "$log/conformance-kernel.server"
+  fi
+  if want conformance-omx; then
+    OMX_SOCKETS_HELLO_WAIT_MS=120000 conformance conformance-omx yes &&
+      carried "$log/conformance-omx.client" "$log/conformance-omx.server"
+    report conformance-omx $? "$log/conformance-omx.client" "$log/conformance-omx.server"
+  fi
+else
+  report conformance-kernel 1 "$log/cc"
+  report conformance-omx 1 "$log/cc"
+fi
 if want carried-both-ways; then
   # The client waits for the hello as long as it takes (an event, not a time: a loaded
   # machine may take seconds); the fallback cases keep the default wait, as a client
@@ -68,19 +109,6 @@ if want plain-client; then
   stream plain-client yes no $((8 << 20)) && ! grep -q 'on omx' "$log/plain-client.server"
   report plain-client $? "$log/plain-client.server" "$log/plain-client.client"
 fi
-
-# kill_tree PID: PID and its descendants (a background in_host is a subshell).
-kill_tree() {
-  local c
-  for c in $(pgrep -P "$1"); do kill_tree "$c"; done
-  kill "$1" 2>/dev/null || true
-}
-
-# carried LOG...: each log shows a connection moved onto omx.
-carried() {
-  local f
-  for f in "$@"; do grep -q 'on omx' "$f" || return 1; done
-}
 
 if want nc-sha256; then
   # 256 MiB of random bytes (1 GiB works too; kept smaller for a loaded CI machine).

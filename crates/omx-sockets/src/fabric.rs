@@ -58,6 +58,11 @@ pub fn fabric() -> Option<&'static Fabric> {
     FABRIC.get_or_init(open).as_ref()
 }
 
+/// True when this process has its endpoint already.
+pub fn is_open() -> bool {
+    !in_forked_child() && FABRIC.get().is_some_and(|f| f.is_some())
+}
+
 fn open() -> Option<Fabric> {
     let fail = |what: String| {
         if verbose() {

@@ -34,14 +34,13 @@ pub fn lookup(fd: i32) -> Option<Arc<Conn>> {
         match slot.load(Ordering::Acquire) {
             PLAIN => return None,
             CARRIED => return CONNS.lock().as_ref()?.get(&fd).cloned(),
-            UNKNOWN => {
+            UNKNOWN
                 if slot
                     .compare_exchange(UNKNOWN, DECIDING, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    if !stream::adopt_accepted(fd) {
-                        slot.store(PLAIN, Ordering::Release);
-                    }
+                    .is_ok() =>
+            {
+                if !stream::adopt_accepted(fd) {
+                    slot.store(PLAIN, Ordering::Release);
                 }
             }
             _ => std::thread::yield_now(),

@@ -142,11 +142,17 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     real::listen(fd, backlog)
 }
 
-/// An accepted connection is looked at on its first use (`fds::lookup`), by whichever
-/// process uses it first.
+/// An accepted connection is decided at once in a process that has its endpoint already
+/// (the client then hears the hello without waiting); otherwise on its first use
+/// (`fds::lookup`), by whichever process uses it first (a forking server's child).
 fn accepted(fd: c_int) -> c_int {
     if fd >= 0 {
+        let errno = unsafe { *libc::__errno_location() };
         fds::fresh(fd, false);
+        if crate::fabric::is_open() {
+            lookup(fd);
+        }
+        set_errno(errno);
     }
     fd
 }
@@ -536,7 +542,7 @@ pub unsafe extern "C" fn sendfile(
     count: size_t,
 ) -> ssize_t {
     match lookup(out) {
-        Some(c) => sendfile_carried(&c, input, (offset as *mut i64).as_mut(), count),
+        Some(c) => sendfile_carried(&c, input, offset.as_mut(), count),
         None => real::sendfile(out, input, offset, count),
     }
 }

@@ -11,7 +11,7 @@ use omx_runtime::Segment;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::io::{Error, ErrorKind, Result};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,8 @@ const WINDOW: usize = 4 * 1024 * 1024;
 /// How often a write or close waiting for the peer looks at the kernel socket (a dead
 /// peer's reset ends the wait).
 const PEER_CHECK: Duration = Duration::from_millis(50);
+/// `tcpi_state` of a closed socket (include/net/tcp_states.h).
+const TCP_CLOSE: u8 = 7;
 /// How often a peer that ended its side is probed while a write waits for it.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// How long the exit of a process waits for its written data to be taken.
@@ -76,6 +78,8 @@ pub struct Conn {
     fab: &'static Fabric,
     /// The program's descriptors naming this connection.
     users: AtomicUsize,
+    /// `shutdown(SHUT_WR)` sent our FIN.
+    fin_sent: AtomicBool,
     /// When a byte was last sent over TCP to learn whether the peer is still there.
     probed: Mutex<Option<Instant>>,
     tx: Mutex<Tx>,
@@ -119,6 +123,7 @@ impl Conn {
             fab,
             users: AtomicUsize::new(0),
             probed: Mutex::new(None),
+            fin_sent: AtomicBool::new(false),
             tx: Mutex::new(Tx::new(tx)),
             rx: Mutex::new(Rx::new(rx)),
         });
@@ -312,6 +317,14 @@ impl Conn {
         };
         match n {
             1 => TcpState::Data,
+            // After a FIN the kernel answers 0 even once a reset closed the socket
+            // (the reset's error is not reported behind the FIN): its state tells.
+            // (Both FINs also end in that state: only a side that sent none learns.)
+            0 if !self.fin_sent.load(Ordering::Acquire)
+                && self.kernel_state() == Some(TCP_CLOSE) =>
+            {
+                TcpState::Failed(os_err(libc::ECONNRESET))
+            }
             0 => TcpState::Eof,
             _ => {
                 let e = Error::last_os_error();
@@ -321,6 +334,23 @@ impl Conn {
                 }
             }
         }
+    }
+
+    /// The kernel socket's TCP state (`tcpi_state`, the first byte of `TCP_INFO`).
+    fn kernel_state(&self) -> Option<u8> {
+        let mut info = [0u8; 8];
+        let mut len = info.len() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into info.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                info.as_mut_ptr() as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        (r == 0 && len >= 1).then_some(info[0])
     }
 
     /// Client: looks for the server's hello at the head of the TCP stream and moves to
@@ -561,9 +591,14 @@ impl Conn {
             }
             TxMode::Broken => Err(os_err(libc::EPIPE)),
             TxMode::Omx { peer_conn, .. } => {
-                if let TcpState::Failed(_) = self.tcp_state() {
-                    tx.mode = TxMode::Broken;
-                    return Err(os_err(libc::EPIPE));
+                match self.tcp_state() {
+                    TcpState::Failed(_) => {
+                        tx.mode = TxMode::Broken;
+                        return Err(os_err(libc::EPIPE));
+                    }
+                    // The peer ended its side: is it still there to read?
+                    TcpState::Eof => self.probe_peer(),
+                    TcpState::Data | TcpState::Empty => {}
                 }
                 let dontwait = flags & libc::MSG_DONTWAIT != 0 || self.nonblocking();
                 let mut sent = 0;
@@ -687,6 +722,7 @@ impl Conn {
                     }
                 }
                 RxMode::Omx => {
+                    self.await_stored();
                     if let Some(n) = self.take_data(&mut rx, out, peek)? {
                         return Ok(n);
                     }
@@ -780,11 +816,13 @@ impl Conn {
             return rx.leftover.len() - rx.offset;
         }
         match rx.mode {
-            RxMode::Omx => self
-                .fab
-                .ep
-                .iprobe(self.id as u64, !0)
-                .map_or(0, |s| s.msg_length as usize),
+            RxMode::Omx => {
+                self.await_stored();
+                self.fab
+                    .ep
+                    .iprobe(self.id as u64, !0)
+                    .map_or(0, |s| s.msg_length as usize)
+            }
             _ => {
                 let mut n: libc::c_int = 0;
                 // SAFETY: FIONREAD writes one int.
@@ -865,6 +903,24 @@ impl Conn {
         Ok(Some(n))
     }
 
+    /// A message whose arrival was counted (the readiness descriptor) is stored a moment
+    /// later: waits for that moment, so that readiness and the next read agree.
+    fn await_stored(&self) {
+        let until = Instant::now() + Duration::from_millis(10);
+        while self.fab.ep.iprobe(self.id as u64, !0).is_none() && Instant::now() < until {
+            let mut p = libc::pollfd {
+                fd: self.evfd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, no wait.
+            if unsafe { real::poll(&mut p, 1, 0) } <= 0 {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// The readiness descriptor counts the messages that arrived and were not taken
     /// (the progress thread adds one as each arrives, just before it is stored), plus
     /// one while a taken message has bytes left to read.
@@ -921,6 +977,7 @@ impl Conn {
     pub fn shutdown_write(&self) {
         self.flush();
         self.tx.lock().shut = true;
+        self.fin_sent.store(true, Ordering::Release);
     }
 
     /// The program closed its last descriptor. As TCP's `close`, it returns at once and
