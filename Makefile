@@ -71,8 +71,9 @@ test-wire:
 	$(CARGO) build --release -p omx-tools --bin omx_dump --bin omx_testpeer
 	tests/wire/run.sh
 
-## Sockets over omx: unmodified python3 TCP programs between two namespace hosts, preloaded
-## with omx_sockets or not; bytes checked, carried or fallen back as expected (root).
+## Sockets over omx: a C conformance suite over the kernel and over omx (same assertions),
+## then unmodified programs (python3, nc, curl, iperf3) between two namespace hosts,
+## preloaded with omx_sockets or not; bytes checked, carried or fallen back (root).
 test-sockets:
 	$(CARGO) build --release -p omx-sockets
 	tests/sockets/run.sh

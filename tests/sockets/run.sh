@@ -5,6 +5,9 @@
 #
 #   tests/sockets/run.sh     (root; python3; target/release built, or OMX_SOCKETS_BIN)
 #
+# A C conformance suite (tests/sockets/conformance.c) runs over the kernel and over omx
+# with the same assertions. Real programs, unchanged and preloaded on both ends: nc (256 MiB, SHA-256 compared),
+# curl against python3 -m http.server (64 MiB compared), iperf3 (client and server).
 # Prints "PASS name" / "FAIL name" per check, then "N passed, M failed, K skipped".
 # Environment: OMX_NS_PREFIX (namespaces, default omxsock), TEST_TIMEOUT (120 s per step).
 set -uo pipefail
@@ -18,7 +21,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(carried-both-ways plain-server plain-client)
+all=(conformance-kernel conformance-omx carried-both-ways plain-server plain-client nc-sha256 curl-http iperf3)
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
 command -v python3 >/dev/null || skip_all "python3 not installed"
@@ -49,6 +52,46 @@ stream() {
     wait "$p0"
 }
 
+# kill_tree PID: PID and its descendants (a background in_host is a subshell).
+kill_tree() {
+  local c
+  for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+  kill "$1" 2>/dev/null || true
+}
+
+# carried LOG...: each log shows a connection moved onto omx.
+carried() {
+  local f
+  for f in "$@"; do grep -q 'on omx' "$f" || return 1; done
+}
+
+# conformance NAME PRELOAD: tests/sockets/conformance.c between h1 (client) and h0, with
+# omx_sockets on both ends or on neither; the same assertions either way.
+conformance() {
+  local name=$1 pre=() p0
+  [ "$2" = yes ] && pre=("$launch")
+  in_host 0 "${pre[@]}" "$tmp/bin/conformance" server 5560 >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5560 "$p0" &&
+    in_host 1 "${pre[@]}" "$tmp/bin/conformance" client "$(host_ip 0)" 5560 \
+      >"$log/$name.client" 2>&1 &&
+    wait "$p0"
+}
+if cc -Wall -Werror -O2 -o "$tmp/bin/conformance" "$here/conformance.c" 2>"$log/cc"; then
+  if want conformance-kernel; then
+    conformance conformance-kernel no && ! grep -q 'on omx' "$log/conformance-kernel.client"
+    report conformance-kernel $? "$log/conformance-kernel.client" "$log/conformance-kernel.server"
+  fi
+  if want conformance-omx; then
+    OMX_SOCKETS_HELLO_WAIT_MS=120000 conformance conformance-omx yes &&
+      carried "$log/conformance-omx.client" "$log/conformance-omx.server"
+    report conformance-omx $? "$log/conformance-omx.client" "$log/conformance-omx.server"
+  fi
+else
+  report conformance-kernel 1 "$log/cc"
+  report conformance-omx 1 "$log/cc"
+fi
 if want carried-both-ways; then
   # The client waits for the hello as long as it takes (an event, not a time: a loaded
   # machine may take seconds); the fallback cases keep the default wait, as a client
@@ -65,5 +108,54 @@ fi
 if want plain-client; then
   stream plain-client yes no $((8 << 20)) && ! grep -q 'on omx' "$log/plain-client.server"
   report plain-client $? "$log/plain-client.server" "$log/plain-client.client"
+fi
+
+if want nc-sha256; then
+  # 256 MiB of random bytes (1 GiB works too; kept smaller for a loaded CI machine).
+  head -c $((256 << 20)) /dev/urandom >"$tmp/nc.in"
+  in_host 0 "$launch" nc -l -N "$(host_ip 0)" 5557 >"$tmp/nc.out" 2>"$log/nc.server" &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5557 "$p0" &&
+    in_host 1 "$launch" nc -N "$(host_ip 0)" 5557 <"$tmp/nc.in" 2>"$log/nc.client" &&
+    wait "$p0" &&
+    [ "$(sha256sum <"$tmp/nc.in")" = "$(sha256sum <"$tmp/nc.out")" ] &&
+    carried "$log/nc.server" "$log/nc.client"
+  report nc-sha256 $? "$log/nc.server" "$log/nc.client"
+  rm -f "$tmp/nc.in" "$tmp/nc.out"
+fi
+if want curl-http; then
+  command -v curl >/dev/null || skip curl-http "curl not installed"
+fi
+if want curl-http && command -v curl >/dev/null; then
+  mkdir -p "$tmp/www"
+  head -c $((64 << 20)) /dev/urandom >"$tmp/www/blob"
+  in_host 0 "$launch" python3 -m http.server -d "$tmp/www" -b "$(host_ip 0)" 5558 \
+    >"$log/http.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5558 "$p0" &&
+    in_host 1 "$launch" curl -sSf -o "$tmp/blob.got" "http://$(host_ip 0):5558/blob" \
+      2>"$log/curl.client" &&
+    cmp "$tmp/www/blob" "$tmp/blob.got" &&
+    carried "$log/http.server" "$log/curl.client"
+  report curl-http $? "$log/http.server" "$log/curl.client"
+  kill_tree "$p0"
+fi
+if want iperf3; then
+  command -v iperf3 >/dev/null || skip iperf3 "iperf3 not installed"
+fi
+if want iperf3 && command -v iperf3 >/dev/null; then
+  in_host 0 "$launch" iperf3 -s -1 -B "$(host_ip 0)" -p 5559 >"$log/iperf3.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  # Both ends count the same bytes (iperf3 compares them) and its control and data
+  # connections are carried.
+  wait_listening 0 5559 "$p0" &&
+    in_host 1 "$launch" iperf3 -c "$(host_ip 0)" -p 5559 -t 2 >"$log/iperf3.client" 2>&1 &&
+    wait "$p0" &&
+    grep -q receiver "$log/iperf3.client" &&
+    [ "$(grep -c 'accepted on omx' "$log/iperf3.server")" -ge 2 ]
+  report iperf3 $? "$log/iperf3.server" "$log/iperf3.client"
 fi
 summary

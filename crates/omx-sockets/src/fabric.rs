@@ -7,7 +7,7 @@ use omx_proto::{NicId, PartnerId, UnexpectedInfo};
 use omx_runtime::{Endpoint, Runtime};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -32,6 +32,17 @@ pub struct Fabric {
 /// Readiness descriptor (eventfd) of each carried connection, by connection id.
 static WAKERS: Mutex<Option<HashMap<u32, i32>>> = Mutex::new(None);
 static FABRIC: OnceLock<Option<Fabric>> = OnceLock::new();
+/// Set in a child forked after the endpoint opened: the endpoint's threads stayed in the
+/// parent, so the child has no omx (its connections stay on TCP).
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn after_fork_in_child() {
+    FORKED.store(true, Ordering::Release);
+}
+
+pub fn in_forked_child() -> bool {
+    FORKED.load(Ordering::Acquire)
+}
 
 pub fn verbose() -> bool {
     static V: OnceLock<bool> = OnceLock::new();
@@ -41,7 +52,15 @@ pub fn verbose() -> bool {
 /// The endpoint, opened on first use; `None` when omx cannot run here (no board, no
 /// privilege and no omxd): every connection then stays on TCP.
 pub fn fabric() -> Option<&'static Fabric> {
+    if in_forked_child() {
+        return None;
+    }
     FABRIC.get_or_init(open).as_ref()
+}
+
+/// True when this process has its endpoint already.
+pub fn is_open() -> bool {
+    !in_forked_child() && FABRIC.get().is_some_and(|f| f.is_some())
 }
 
 fn open() -> Option<Fabric> {
@@ -67,6 +86,8 @@ fn open() -> Option<Fabric> {
     let index = ep.index();
     // SAFETY: flush_all_at_exit is an extern "C" fn without arguments.
     unsafe { libc::atexit(flush_all_at_exit) };
+    // SAFETY: registers a handler that only stores a flag.
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     Some(Fabric {
         ep,
         nic,
@@ -100,8 +121,8 @@ pub fn signal(evfd: i32) {
     unsafe { real::write(evfd, &one as *const u64 as *const libc::c_void, 8) };
 }
 
-/// Clears the readiness descriptor.
-pub fn drain(evfd: i32) {
+/// Takes one from a readiness descriptor's count (a semaphore eventfd).
+pub fn take_one(evfd: i32) {
     let mut v: u64 = 0;
     // SAFETY: reads 8 bytes into a local from a non-blocking eventfd.
     unsafe { real::read(evfd, &mut v as *mut u64 as *mut libc::c_void, 8) };

@@ -2,14 +2,17 @@
 //! Descriptors that are not carried connections go straight to the real functions.
 
 use crate::fabric::fabric;
-use crate::handshake::{encode_ip_option, parse_saved_syn, OmxAddr};
+use crate::fds::{self, lookup};
+use crate::handshake::{encode_ip_option, OmxAddr};
 use crate::real;
-use crate::stream::{self, lookup};
+use crate::stream;
 use libc::{
     c_int, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr, socklen_t,
     ssize_t, timeval,
 };
 use std::io::Result;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 fn set_errno(code: c_int) {
     // SAFETY: the thread's errno.
@@ -47,16 +50,23 @@ fn is_tcp(fd: c_int) -> bool {
         && sockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL) == Some(libc::IPPROTO_TCP)
 }
 
-/// The IPv4 destination of a connect that may be carried (not loopback, TCP).
+/// The IPv4 destination of a connect that may be carried (not loopback, TCP): an
+/// `AF_INET` address or an IPv4-mapped `AF_INET6` one (the SYN is IPv4 either way).
 unsafe fn carried_destination(fd: c_int, addr: *const sockaddr, len: socklen_t) -> bool {
     if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sockaddr_in>() {
         return false;
     }
-    if (*addr).sa_family as c_int != libc::AF_INET {
-        return false;
-    }
-    let sin = &*(addr as *const libc::sockaddr_in);
-    let ip = u32::from_be(sin.sin_addr.s_addr);
+    let ip = match (*addr).sa_family as c_int {
+        libc::AF_INET => u32::from_be((*(addr as *const libc::sockaddr_in)).sin_addr.s_addr),
+        libc::AF_INET6 if len as usize >= std::mem::size_of::<libc::sockaddr_in6>() => {
+            let a = (*(addr as *const libc::sockaddr_in6)).sin6_addr.s6_addr;
+            match std::net::Ipv6Addr::from(a).to_ipv4_mapped() {
+                Some(v4) => u32::from(v4),
+                None => return false,
+            }
+        }
+        _ => return false,
+    };
     ip >> 24 != 127 && ip != 0 && is_tcp(fd)
 }
 
@@ -104,6 +114,17 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 }
 
 /// # Safety
+/// As the C library's `socket`.
+#[no_mangle]
+pub unsafe extern "C" fn socket(domain: c_int, kind: c_int, protocol: c_int) -> c_int {
+    let fd = real::socket(domain, kind, protocol);
+    if fd >= 0 {
+        fds::fresh(fd, true);
+    }
+    fd
+}
+
+/// # Safety
 /// As the C library's `listen`.
 #[no_mangle]
 pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
@@ -121,26 +142,18 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     real::listen(fd, backlog)
 }
 
-unsafe fn adopt_accepted(fd: c_int) -> c_int {
-    if fd < 0 {
-        return fd;
-    }
-    let errno = *libc::__errno_location();
-    let mut syn = [0u8; 512];
-    let mut len = syn.len() as socklen_t;
-    if libc::getsockopt(
-        fd,
-        libc::IPPROTO_TCP,
-        libc::TCP_SAVED_SYN,
-        syn.as_mut_ptr() as *mut c_void,
-        &mut len,
-    ) == 0
-    {
-        if let Some(client) = parse_saved_syn(&syn[..len as usize]) {
-            stream::adopt_server(fd, client);
+/// An accepted connection is decided at once in a process that has its endpoint already
+/// (the client then hears the hello without waiting); otherwise on its first use
+/// (`fds::lookup`), by whichever process uses it first (a forking server's child).
+fn accepted(fd: c_int) -> c_int {
+    if fd >= 0 {
+        let errno = unsafe { *libc::__errno_location() };
+        fds::fresh(fd, false);
+        if crate::fabric::is_open() {
+            lookup(fd);
         }
+        set_errno(errno);
     }
-    set_errno(errno);
     fd
 }
 
@@ -148,7 +161,7 @@ unsafe fn adopt_accepted(fd: c_int) -> c_int {
 /// As the C library's `accept`.
 #[no_mangle]
 pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
-    adopt_accepted(real::accept(fd, addr, len))
+    accepted(real::accept(fd, addr, len))
 }
 
 /// # Safety
@@ -160,7 +173,7 @@ pub unsafe extern "C" fn accept4(
     len: *mut socklen_t,
     flags: c_int,
 ) -> c_int {
-    adopt_accepted(real::accept4(fd, addr, len, flags))
+    accepted(real::accept4(fd, addr, len, flags))
 }
 
 unsafe fn out_slice<'a>(buf: *mut c_void, n: size_t) -> &'a mut [u8] {
@@ -403,53 +416,250 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 /// As the C library's `close`.
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if lookup(fd).is_some() {
-        if let Some(c) = stream::remove(fd) {
-            c.close();
+    if !fds::known_plain(fd) {
+        if let Some(c) = fds::detach(fd) {
+            c.release();
         }
     }
     real::close(fd)
 }
 
+/// `to` is a new name of `fd`'s socket (the connection it named before, if any, lost it).
+fn duplicated(fd: c_int, to: c_int) {
+    if to < 0 || to == fd {
+        return;
+    }
+    if let Some(c) = fds::detach(to) {
+        c.release();
+    }
+    match lookup(fd) {
+        Some(c) => {
+            fds::attach(to, &c);
+        }
+        None => fds::mark_plain(to),
+    }
+}
+
 /// # Safety
-/// As the C library's `poll`.
+/// As the C library's `dup`.
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    let to = real::dup(fd);
+    duplicated(fd, to);
+    to
+}
+
+/// # Safety
+/// As the C library's `dup2`.
+#[no_mangle]
+pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
+    let r = real::dup2(fd, to);
+    duplicated(fd, r);
+    r
+}
+
+/// # Safety
+/// As the C library's `dup3`.
+#[no_mangle]
+pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
+    let r = real::dup3(fd, to, flags);
+    duplicated(fd, r);
+    r
+}
+
+/// # Safety
+/// As the C library's `fcntl` (variadic in C; its one optional argument is passed as a
+/// word either way): `F_DUPFD` and `F_DUPFD_CLOEXEC` are duplications.
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    let r = real::fcntl(fd, cmd, arg);
+    if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
+        duplicated(fd, r);
+    }
+    r
+}
+
+/// # Safety
+/// As the C library's `fcntl64` (the name under `_FILE_OFFSET_BITS=64`).
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    fcntl(fd, cmd, arg)
+}
+
+/// # Safety
+/// As the C library's `ioctl` (variadic in C, one word argument): `FIONREAD` on a
+/// carried connection counts what waits on omx.
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, request: libc::c_ulong, arg: libc::c_ulong) -> c_int {
+    if request == libc::FIONREAD && arg != 0 {
+        if let Some(c) = lookup(fd) {
+            *(arg as *mut c_int) = c.readable_bytes().min(c_int::MAX as usize) as c_int;
+            return 0;
+        }
+    }
+    real::ioctl(fd, request, arg)
+}
+
+/// Sends up to `count` bytes of the file `input` on a carried connection (read, then
+/// written like `write`; the file offset moves by what was sent).
+unsafe fn sendfile_carried(
+    c: &stream::Conn,
+    input: c_int,
+    offset: Option<&mut i64>,
+    count: size_t,
+) -> ssize_t {
+    let mut buf = vec![0u8; count.min(1 << 20)];
+    let got = match offset {
+        Some(ref off) => libc::pread64(input, buf.as_mut_ptr() as *mut c_void, buf.len(), **off),
+        None => real::read(input, buf.as_mut_ptr() as *mut c_void, buf.len()),
+    };
+    if got <= 0 {
+        return got;
+    }
+    let sent = send_on(c, &buf[..got as usize], 0);
+    if sent >= 0 {
+        match offset {
+            Some(off) => *off += sent as i64,
+            // Give back what was read and not sent.
+            None if sent < got => {
+                libc::lseek64(input, (sent - got) as i64, libc::SEEK_CUR);
+            }
+            None => {}
+        }
+    } else if offset.is_none() {
+        libc::lseek64(input, -(got as i64), libc::SEEK_CUR);
+    }
+    sent
+}
+
+/// # Safety
+/// As the C library's `sendfile`.
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(
+    out: c_int,
+    input: c_int,
+    offset: *mut libc::off_t,
+    count: size_t,
+) -> ssize_t {
+    match lookup(out) {
+        Some(c) => sendfile_carried(&c, input, offset.as_mut(), count),
+        None => real::sendfile(out, input, offset, count),
+    }
+}
+
+/// # Safety
+/// As the C library's `sendfile64`.
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(
+    out: c_int,
+    input: c_int,
+    offset: *mut libc::off64_t,
+    count: size_t,
+) -> ssize_t {
+    match lookup(out) {
+        Some(c) => sendfile_carried(&c, input, offset.as_mut(), count),
+        None => real::sendfile64(out, input, offset, count),
+    }
+}
+
+/// # Safety
+/// As the C library's `poll`. A carried connection is readable when its readiness
+/// descriptor is (watched beside it) and writable when its window has room (looked at
+/// every millisecond while full: the kernel socket itself is always writable).
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
     if fds.is_null() || n == 0 {
         return real::poll(fds, n, timeout);
     }
     let set = std::slice::from_raw_parts_mut(fds, n as usize);
-    let carried: Vec<(usize, i32)> = set
+    let carried: Vec<(usize, Arc<stream::Conn>)> = set
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.events & libc::POLLIN != 0)
-        .filter_map(|(i, p)| lookup(p.fd).map(|c| (i, c.evfd)))
+        .filter_map(|(i, p)| lookup(p.fd).map(|c| (i, c)))
         .collect();
     if carried.is_empty() {
         return real::poll(fds, n, timeout);
     }
-    // Each carried connection is also watched through its readiness descriptor.
-    let mut all: Vec<pollfd> = set.to_vec();
-    all.extend(carried.iter().map(|&(_, evfd)| pollfd {
-        fd: evfd,
-        events: libc::POLLIN,
-        revents: 0,
-    }));
-    let r = real::poll(all.as_mut_ptr(), all.len() as nfds_t, timeout);
-    if r < 0 {
-        return r;
-    }
-    for (k, &(i, _)) in carried.iter().enumerate() {
-        if all[n as usize + k].revents & libc::POLLIN != 0 {
-            all[i].revents |= libc::POLLIN;
+    let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    loop {
+        let mut all: Vec<pollfd> = set.to_vec();
+        let mut full = Vec::new();
+        for (i, c) in &carried {
+            if set[*i].events & libc::POLLOUT != 0 && !c.writable() {
+                all[*i].events &= !libc::POLLOUT;
+                full.push((*i, c));
+            }
+        }
+        // A full window gains room at a send's completion: the endpoint's notify
+        // descriptor rings then.
+        let mut notify = None;
+        if let Some((_, c)) = full.first() {
+            if let Some(fd) = c.completion_notifier() {
+                all.push(pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+                notify = Some(all.len() - 1);
+            }
+        }
+        let first_reader = all.len();
+        let readers: Vec<usize> = carried
+            .iter()
+            .filter(|(i, _)| set[*i].events & libc::POLLIN != 0)
+            .map(|(i, c)| {
+                all.push(pollfd {
+                    fd: c.evfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+                *i
+            })
+            .collect();
+        let left_ms = match deadline {
+            None => -1,
+            Some(d) => d
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .min(i32::MAX as u128) as c_int,
+        };
+        // Armed after the look above: a completion in between is seen now. Several
+        // threads arming one notifier may miss a ring, so a full window is looked at
+        // again every 10 ms at least (1 ms without the notifier).
+        let slice_ms = if full.is_empty() {
+            left_ms
+        } else if full.iter().any(|(_, c)| c.writable()) {
+            0
+        } else {
+            let step = if notify.is_some() { 10 } else { 1 };
+            if left_ms < 0 {
+                step
+            } else {
+                left_ms.min(step)
+            }
+        };
+        let r = real::poll(all.as_mut_ptr(), all.len() as nfds_t, slice_ms);
+        if r < 0 {
+            return r;
+        }
+        for (k, &i) in readers.iter().enumerate() {
+            if all[first_reader + k].revents & libc::POLLIN != 0 {
+                all[i].revents |= libc::POLLIN;
+            }
+        }
+        for (i, c) in &full {
+            if c.writable() {
+                all[*i].revents |= libc::POLLOUT;
+            }
+        }
+        let ready = all[..n as usize].iter().filter(|a| a.revents != 0).count();
+        if ready > 0 || left_ms == 0 {
+            for (p, a) in set.iter_mut().zip(&all) {
+                p.revents = a.revents;
+            }
+            return ready as c_int;
         }
     }
-    let mut ready = 0;
-    for (p, a) in set.iter_mut().zip(&all) {
-        p.revents = a.revents;
-        ready += (a.revents != 0) as c_int;
-    }
-    ready
 }
 
 /// # Safety
@@ -476,7 +686,8 @@ pub unsafe extern "C" fn select(
     t: *mut timeval,
 ) -> c_int {
     let isset = |s: *mut fd_set, fd: c_int| !s.is_null() && libc::FD_ISSET(fd, s);
-    if !(0..n.clamp(0, libc::FD_SETSIZE as c_int)).any(|fd| isset(r, fd) && lookup(fd).is_some()) {
+    let watched = |fd: c_int| isset(r, fd) || isset(w, fd);
+    if !(0..n.clamp(0, libc::FD_SETSIZE as c_int)).any(|fd| watched(fd) && lookup(fd).is_some()) {
         return real::select(n, r, w, e, t);
     }
     let mut fds = Vec::new();

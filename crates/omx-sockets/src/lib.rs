@@ -3,6 +3,7 @@
 //! every other descriptor to the kernel. Design: docs/SOCKETS.md.
 
 mod fabric;
+mod fds;
 pub mod handshake;
 mod interpose;
 mod real;

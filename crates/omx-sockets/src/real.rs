@@ -37,8 +37,8 @@ macro_rules! real_fns {
 }
 
 use libc::{
-    c_int, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr, socklen_t,
-    ssize_t, timeval,
+    c_int, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off64_t, off_t, pollfd,
+    size_t, sockaddr, socklen_t, ssize_t, timeval,
 };
 
 real_fns! {
@@ -61,4 +61,12 @@ real_fns! {
     fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
     fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int;
     fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -> c_int;
+    fn socket(domain: c_int, kind: c_int, protocol: c_int) -> c_int;
+    fn dup(fd: c_int) -> c_int;
+    fn dup2(fd: c_int, to: c_int) -> c_int;
+    fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int;
+    fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int;
+    fn ioctl(fd: c_int, request: c_ulong, arg: c_ulong) -> c_int;
+    fn sendfile(out: c_int, input: c_int, offset: *mut off_t, count: size_t) -> ssize_t;
+    fn sendfile64(out: c_int, input: c_int, offset: *mut off64_t, count: size_t) -> ssize_t;
 }

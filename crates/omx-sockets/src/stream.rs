@@ -3,28 +3,33 @@
 //! for the set-up, the end of the stream (FIN/RST) and the descriptor's number.
 
 use crate::fabric::{self, fabric, Fabric, CONTROL};
+use crate::fds;
 use crate::handshake::{check_hello, HelloCheck, OmxAddr, HELLO_LEN};
 use crate::real;
 use omx_proto::{PartnerId, ReqId, StatusCode};
 use omx_runtime::Segment;
 use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{Error, ErrorKind, Result};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Largest message a write is cut into (above the rendezvous threshold, so a bulk
 /// stream moves by pulls and the receiver's readiness paces the sender).
 const CHUNK: usize = 512 * 1024;
-/// Bytes a connection may have posted and not yet completed before a write waits.
+/// Bytes a connection may have posted and not yet completed: a write waits (or a
+/// non-blocking one stops short, `EAGAIN`) beyond it.
 const WINDOW: usize = 4 * 1024 * 1024;
-/// Descriptors below this are looked up without taking a lock when not carried.
-const FD_TABLE: usize = 65536;
-
-static CARRIED: [AtomicBool; FD_TABLE] = [const { AtomicBool::new(false) }; FD_TABLE];
-static CONNS: Mutex<Option<HashMap<i32, Arc<Conn>>>> = Mutex::new(None);
-
+/// How often a write or close waiting for the peer looks at the kernel socket (a dead
+/// peer's reset ends the wait).
+const PEER_CHECK: Duration = Duration::from_millis(50);
+/// `tcpi_state` of a closed socket (include/net/tcp_states.h).
+const TCP_CLOSE: u8 = 7;
+/// How often a peer that ended its side is probed while a write waits for it.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// How long the exit of a process waits for its written data to be taken.
+const EXIT_LINGER: Duration = Duration::from_secs(10);
 enum TxMode {
     /// Client before it saw the server's hello: bytes go over TCP, counted.
     Tcp {
@@ -60,110 +65,154 @@ struct Rx {
     mode: RxMode,
     leftover: Vec<u8>,
     offset: usize,
+    /// The readiness descriptor counts the leftover (see `flag_leftover`).
+    flagged: bool,
 }
 
 pub struct Conn {
-    pub fd: i32,
+    /// The library's own descriptor of the kernel socket (see `private_dup`).
+    fd: i32,
     /// Readable while omx data waits for this connection (poll/select/epoll see it).
     pub evfd: i32,
     id: u32,
     fab: &'static Fabric,
+    /// The program's descriptors naming this connection.
+    users: AtomicUsize,
+    /// `shutdown(SHUT_WR)` sent our FIN.
+    fin_sent: AtomicBool,
+    /// When a byte was last sent over TCP to learn whether the peer is still there.
+    probed: Mutex<Option<Instant>>,
     tx: Mutex<Tx>,
     rx: Mutex<Rx>,
 }
 
-pub fn lookup(fd: i32) -> Option<Arc<Conn>> {
-    let slot = CARRIED.get(usize::try_from(fd).ok()?)?;
-    if !slot.load(Ordering::Acquire) {
-        return None;
-    }
-    CONNS.lock().as_ref()?.get(&fd).cloned()
-}
-
-fn insert(conn: Conn) {
-    let fd = conn.fd;
-    fabric::register_waker(conn.id, conn.evfd);
-    CONNS
-        .lock()
-        .get_or_insert_with(HashMap::new)
-        .insert(fd, Arc::new(conn));
-    CARRIED[fd as usize].store(true, Ordering::Release);
-}
-
-/// Forgets `fd` (the connection stays on TCP, or is being closed).
-pub fn remove(fd: i32) -> Option<Arc<Conn>> {
-    let conn = CONNS.lock().as_mut()?.remove(&fd)?;
-    CARRIED[fd as usize].store(false, Ordering::Release);
-    fabric::unregister_waker(conn.id);
-    Some(conn)
+/// A private duplicate of `fd` for the library's own kernel calls: the program may
+/// close or `dup2` over its descriptors while the connection lives.
+fn private_dup(fd: i32) -> Option<i32> {
+    // SAFETY: plain system call.
+    let d = unsafe { real::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    (d >= 0).then_some(d)
 }
 
 fn new_evfd() -> Option<i32> {
     // SAFETY: plain system call.
-    let e = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    let e = unsafe {
+        libc::eventfd(
+            0,
+            libc::EFD_NONBLOCK | libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE,
+        )
+    };
     (e >= 0).then_some(e)
 }
 
-/// A client's connection whose SYN offered omx; returns false if it cannot be tracked.
-pub fn adopt_client(fd: i32, fab: &'static Fabric, id: u32) -> bool {
-    if fd as usize >= FD_TABLE {
-        return false;
+impl Conn {
+    fn new(fd: i32, fab: &'static Fabric, id: u32, tx: TxMode, rx: RxMode) -> Option<Arc<Conn>> {
+        if fabric::in_forked_child() {
+            return None;
+        }
+        let sock = private_dup(fd)?;
+        let Some(evfd) = new_evfd() else {
+            // SAFETY: our own duplicate.
+            unsafe { real::close(sock) };
+            return None;
+        };
+        let conn = Arc::new(Conn {
+            fd: sock,
+            evfd,
+            id,
+            fab,
+            users: AtomicUsize::new(0),
+            probed: Mutex::new(None),
+            fin_sent: AtomicBool::new(false),
+            tx: Mutex::new(Tx::new(tx)),
+            rx: Mutex::new(Rx::new(rx)),
+        });
+        fabric::register_waker(id, evfd);
+        Some(conn)
     }
-    let Some(evfd) = new_evfd() else { return false };
-    insert(Conn {
-        fd,
-        evfd,
-        id,
-        fab,
-        tx: Mutex::new(Tx::new(TxMode::Tcp { sent: 0 })),
-        rx: Mutex::new(Rx::new(RxMode::AwaitHello)),
-    });
-    true
+
+    pub fn add_user(&self) {
+        self.users.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// One descriptor fewer; true when it was the last.
+    pub fn remove_user(&self) -> bool {
+        self.users.fetch_sub(1, Ordering::AcqRel) == 1
+    }
 }
 
-/// A server's accepted connection whose client offered omx (`client`): connects to the
-/// client's endpoint and says hello; on any failure the connection stays on TCP.
-pub fn adopt_server(fd: i32, client: OmxAddr) {
-    let Some(fab) = fabric() else { return };
-    if fd as usize >= FD_TABLE {
-        return;
+/// A client's connection whose SYN offered omx.
+pub fn adopt_client(fd: i32, fab: &'static Fabric, id: u32) {
+    match Conn::new(fd, fab, id, TxMode::Tcp { sent: 0 }, RxMode::AwaitHello) {
+        Some(c) => {
+            fds::attach(fd, &c);
+        }
+        None => fds::mark_plain(fd),
     }
+}
+
+/// First use of a descriptor not looked at yet: an accepted connection whose client
+/// offered omx in its SYN is carried (the server connects to the client's endpoint and
+/// says hello). False when it stays plain.
+pub fn adopt_accepted(fd: i32) -> bool {
+    let mut syn = [0u8; 512];
+    let mut len = syn.len() as libc::socklen_t;
+    // SAFETY: syn and len are locals; the kernel frees the saved SYN once read.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_SAVED_SYN,
+            syn.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return false;
+    }
+    let Some(client) = crate::handshake::parse_saved_syn(&syn[..len as usize]) else {
+        return false;
+    };
+    adopt_server(fd, client)
+}
+
+fn adopt_server(fd: i32, client: OmxAddr) -> bool {
+    // In a forked child of a process with an endpoint there is none: plain TCP (the
+    // client stops waiting for the hello and stays on TCP too).
+    let Some(fab) = fabric() else { return false };
     let Some(partner) = fab.partner(client.nic, client.endpoint) else {
-        return;
+        return false;
     };
-    let Some(evfd) = new_evfd() else { return };
     let id = fab.new_conn_id();
-    let conn = Conn {
-        fd,
-        evfd,
-        id,
-        fab,
-        tx: Mutex::new(Tx::new(TxMode::Omx {
-            partner,
-            peer_conn: client.conn,
-        })),
-        rx: Mutex::new(Rx::new(RxMode::TcpFirst {
-            delivered: 0,
-            expected: None,
-        })),
+    let tx = TxMode::Omx {
+        partner,
+        peer_conn: client.conn,
     };
-    // Registered before the hello goes out: the client may answer at once.
-    insert(conn);
+    let rx = RxMode::TcpFirst {
+        delivered: 0,
+        expected: None,
+    };
+    let Some(conn) = Conn::new(fd, fab, id, tx, rx) else {
+        return false;
+    };
     let hello = crate::handshake::encode_hello(OmxAddr {
         nic: fab.nic,
         endpoint: fab.index,
         conn: id,
     });
-    if send_all_tcp(fd, &hello).is_err() {
-        if let Some(c) = remove(fd) {
-            // SAFETY: our own eventfd.
-            unsafe { real::close(c.evfd) };
-        }
-        return;
+    if send_all_tcp(conn.fd, &hello).is_err() {
+        conn.release();
+        return false;
+    }
+    fds::attach(fd, &conn);
+    // Descriptors inherited across exec may name the same socket (stdin and stdout).
+    for dup in fds::undecided_dups_of(fd) {
+        fds::attach(dup, &conn);
     }
     if fabric::verbose() {
         eprintln!("omx_sockets: fd {fd} accepted on omx (conn {id:#x})");
     }
+    true
 }
 
 fn send_all_tcp(fd: i32, mut bytes: &[u8]) -> Result<()> {
@@ -235,6 +284,7 @@ impl Rx {
             mode,
             leftover: Vec::new(),
             offset: 0,
+            flagged: false,
         }
     }
 }
@@ -250,7 +300,7 @@ enum TcpState {
 impl Conn {
     fn nonblocking(&self) -> bool {
         // SAFETY: plain system call on our descriptor.
-        let fl = unsafe { libc::fcntl(self.fd, libc::F_GETFL) };
+        let fl = unsafe { real::fcntl(self.fd, libc::F_GETFL, 0) };
         fl >= 0 && fl & libc::O_NONBLOCK != 0
     }
 
@@ -267,6 +317,14 @@ impl Conn {
         };
         match n {
             1 => TcpState::Data,
+            // After a FIN the kernel answers 0 even once a reset closed the socket
+            // (the reset's error is not reported behind the FIN): its state tells.
+            // (Both FINs also end in that state: only a side that sent none learns.)
+            0 if !self.fin_sent.load(Ordering::Acquire)
+                && self.kernel_state() == Some(TCP_CLOSE) =>
+            {
+                TcpState::Failed(os_err(libc::ECONNRESET))
+            }
             0 => TcpState::Eof,
             _ => {
                 let e = Error::last_os_error();
@@ -276,6 +334,23 @@ impl Conn {
                 }
             }
         }
+    }
+
+    /// The kernel socket's TCP state (`tcpi_state`, the first byte of `TCP_INFO`).
+    fn kernel_state(&self) -> Option<u8> {
+        let mut info = [0u8; 8];
+        let mut len = info.len() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into info.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                info.as_mut_ptr() as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        (r == 0 && len >= 1).then_some(info[0])
     }
 
     /// Client: looks for the server's hello at the head of the TCP stream and moves to
@@ -376,7 +451,9 @@ impl Conn {
             return;
         }
         let until = Instant::now() + hello_wait();
-        while matches!(self.rx.lock().mode, RxMode::AwaitHello) && lookup(self.fd).is_some() {
+        while matches!(self.rx.lock().mode, RxMode::AwaitHello)
+            && self.users.load(Ordering::Acquire) > 0
+        {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
@@ -388,11 +465,10 @@ impl Conn {
         }
     }
 
+    /// The connection stays on TCP: its descriptors become plain.
     fn forget(&self) {
-        if remove(self.fd).is_some() {
-            // SAFETY: our own eventfd.
-            unsafe { real::close(self.evfd) };
-        }
+        fds::forget(self);
+        fabric::unregister_waker(self.id);
     }
 
     fn post(&self, tx: &mut Tx, data: Vec<u8>, match_info: u64) -> Result<()> {
@@ -408,28 +484,92 @@ impl Conn {
         Ok(())
     }
 
-    /// Completes posted sends: all of them with `all`, else until under the window
-    /// (waiting) and whatever already finished.
-    fn reap(&self, tx: &mut Tx, all: bool) -> Result<()> {
+    /// Completes the sends that already finished.
+    fn reap(&self, tx: &mut Tx) -> Result<()> {
         while let Some(&(r, _)) = tx.pending.front() {
-            let must_wait = all || tx.pending_bytes > WINDOW;
-            let c = if must_wait {
-                self.fab.ep.wait(r, None)
-            } else {
-                self.fab.ep.test(r)
-            };
-            let Some(c) = c else { break };
-            let (_, data) = tx.pending.pop_front().expect("front");
-            tx.pending_bytes -= data.len();
-            if c.status.code != StatusCode::Success {
-                tx.mode = TxMode::Broken;
-                return Err(os_err(libc::ECONNRESET));
-            }
+            let Some(c) = self.fab.ep.test(r) else { break };
+            self.completed(tx, c)?;
         }
         Ok(())
     }
 
+    fn completed(&self, tx: &mut Tx, c: omx_proto::Completion) -> Result<()> {
+        let (_, data) = tx.pending.pop_front().expect("a pending send");
+        tx.pending_bytes -= data.len();
+        if c.status.code != StatusCode::Success {
+            tx.mode = TxMode::Broken;
+            return Err(os_err(libc::ECONNRESET));
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest posted send. The peer's end is watched meanwhile: its reset
+    /// ends the wait (a dead peer's kernel answers the probe byte with one).
+    fn complete_oldest(&self, tx: &mut Tx, deadline: Option<Instant>) -> Result<()> {
+        let Some(&(r, _)) = tx.pending.front() else {
+            return Ok(());
+        };
+        loop {
+            if let Some(c) = self.fab.ep.wait(r, Some(PEER_CHECK)) {
+                return self.completed(tx, c);
+            }
+            match self.tcp_state() {
+                TcpState::Failed(_) => {
+                    tx.mode = TxMode::Broken;
+                    return Err(os_err(libc::ECONNRESET));
+                }
+                TcpState::Eof => self.probe_peer(),
+                TcpState::Data | TcpState::Empty => {}
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(os_err(libc::ETIMEDOUT));
+            }
+        }
+    }
+
+    /// After the peer's FIN: one byte over TCP, which a live peer ignores (nothing but
+    /// the set-up travels on TCP once carried) and a closed one answers with a reset.
+    fn probe_peer(&self) {
+        let mut last = self.probed.lock();
+        if last.is_some_and(|t| t.elapsed() < PROBE_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let b = 0u8;
+        // SAFETY: one byte from a local.
+        unsafe {
+            real::send(
+                self.fd,
+                &b as *const u8 as *const libc::c_void,
+                1,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+    }
+
+    fn check_owner(&self) -> Result<()> {
+        if fabric::in_forked_child() {
+            // The stream's messages go to the parent's endpoint: never two readers.
+            return Err(os_err(libc::ECONNRESET));
+        }
+        Ok(())
+    }
+
+    /// Room for a write now (poll's POLLOUT): the window is not full.
+    pub fn writable(&self) -> bool {
+        if fabric::in_forked_child() {
+            return true;
+        }
+        let mut tx = self.tx.lock();
+        if !matches!(tx.mode, TxMode::Omx { .. }) {
+            return true;
+        }
+        let _ = self.reap(&mut tx);
+        tx.pending_bytes < WINDOW
+    }
+
     pub fn send(&self, buf: &[u8], flags: i32) -> Result<usize> {
+        self.check_owner()?;
         self.await_hello_before_first_write();
         if !self.settle_client(false)? {
             return self.send_tcp(buf, flags);
@@ -448,15 +588,35 @@ impl Conn {
             }
             TxMode::Broken => Err(os_err(libc::EPIPE)),
             TxMode::Omx { peer_conn, .. } => {
-                if let TcpState::Failed(_) = self.tcp_state() {
-                    tx.mode = TxMode::Broken;
-                    return Err(os_err(libc::EPIPE));
+                match self.tcp_state() {
+                    TcpState::Failed(_) => {
+                        tx.mode = TxMode::Broken;
+                        return Err(os_err(libc::EPIPE));
+                    }
+                    // The peer ended its side: is it still there to read?
+                    TcpState::Eof => self.probe_peer(),
+                    TcpState::Data | TcpState::Empty => {}
                 }
-                for chunk in buf.chunks(CHUNK) {
-                    self.post(&mut tx, chunk.to_vec(), peer_conn as u64)?;
-                    self.reap(&mut tx, false)?;
+                let dontwait = flags & libc::MSG_DONTWAIT != 0 || self.nonblocking();
+                let mut sent = 0;
+                while sent < buf.len() {
+                    self.reap(&mut tx)?;
+                    let room = WINDOW.saturating_sub(tx.pending_bytes);
+                    if room == 0 {
+                        if dontwait {
+                            break;
+                        }
+                        self.complete_oldest(&mut tx, None)?;
+                        continue;
+                    }
+                    let n = (buf.len() - sent).min(CHUNK).min(room);
+                    self.post(&mut tx, buf[sent..sent + n].to_vec(), peer_conn as u64)?;
+                    sent += n;
                 }
-                Ok(buf.len())
+                if sent == 0 && !buf.is_empty() {
+                    return Err(os_err(libc::EAGAIN));
+                }
+                Ok(sent)
             }
         }
     }
@@ -479,6 +639,7 @@ impl Conn {
     }
 
     pub fn recv(&self, out: &mut [u8], flags: i32) -> Result<usize> {
+        self.check_owner()?;
         let peek = flags & libc::MSG_PEEK != 0;
         let block = flags & libc::MSG_DONTWAIT == 0 && !self.nonblocking();
         let waitall = flags & libc::MSG_WAITALL != 0 && !peek;
@@ -500,6 +661,7 @@ impl Conn {
 
     fn recv_some(&self, out: &mut [u8], peek: bool, block: bool) -> Result<usize> {
         let mut rx = self.rx.lock();
+        let mut deadline: Option<Option<Instant>> = None;
         loop {
             if rx.offset < rx.leftover.len() {
                 let n = out.len().min(rx.leftover.len() - rx.offset);
@@ -507,10 +669,9 @@ impl Conn {
                 if !peek {
                     rx.offset += n;
                 }
-                self.refresh_readiness(&rx);
+                self.flag_leftover(&mut rx);
                 return Ok(n);
             }
-            fabric::drain(self.evfd);
             match rx.mode {
                 RxMode::AwaitHello => {
                     if !self.look_for_hello(&mut rx, block)? {
@@ -558,6 +719,7 @@ impl Conn {
                     }
                 }
                 RxMode::Omx => {
+                    self.await_stored();
                     if let Some(n) = self.take_data(&mut rx, out, peek)? {
                         return Ok(n);
                     }
@@ -575,7 +737,13 @@ impl Conn {
                                 None => Err(e),
                             };
                         }
-                        TcpState::Data | TcpState::Empty => {}
+                        // Once carried, a byte on TCP is only the peer's probe.
+                        TcpState::Data => {
+                            let mut junk = [0u8; 64];
+                            let _ = self.recv_tcp(&mut junk, 0, false);
+                            continue;
+                        }
+                        TcpState::Empty => {}
                     }
                     if block && self.spin_for_data() {
                         continue;
@@ -597,8 +765,73 @@ impl Conn {
                     revents: 0,
                 },
             ];
+            let deadline = *deadline.get_or_insert_with(|| self.receive_deadline());
+            let wait_ms = match deadline {
+                None => -1,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        // SO_RCVTIMEO passed, as TCP says it.
+                        return Err(os_err(libc::EAGAIN));
+                    }
+                    left.as_millis().clamp(1, i32::MAX as u128) as i32
+                }
+            };
             // SAFETY: two valid pollfds.
-            unsafe { real::poll(p.as_mut_ptr(), 2, -1) };
+            unsafe { real::poll(p.as_mut_ptr(), 2, wait_ms) };
+        }
+    }
+
+    /// When a blocking receive gives up: `SO_RCVTIMEO` from now, or never.
+    fn receive_deadline(&self) -> Option<Instant> {
+        let mut tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
+        let mut len = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
+        // SAFETY: tv and len are locals of the right size.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &mut tv as *mut libc::timeval as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0) {
+            return None;
+        }
+        Some(Instant::now() + Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
+    }
+
+    /// `ioctl(FIONREAD)`: bytes that a read takes now without waiting (the rest of the
+    /// current message, else the next one's length; TCP counts every queued byte).
+    pub fn readable_bytes(&self) -> usize {
+        let rx = self.rx.lock();
+        if rx.offset < rx.leftover.len() {
+            return rx.leftover.len() - rx.offset;
+        }
+        match rx.mode {
+            RxMode::Omx => {
+                self.await_stored();
+                self.fab
+                    .ep
+                    .iprobe(self.id as u64, !0)
+                    .map_or(0, |s| s.msg_length as usize)
+            }
+            _ => {
+                let mut n: libc::c_int = 0;
+                // SAFETY: FIONREAD writes one int.
+                unsafe {
+                    real::ioctl(
+                        self.fd,
+                        libc::FIONREAD,
+                        &mut n as *mut libc::c_int as libc::c_ulong,
+                    )
+                };
+                n.max(0) as usize
+            }
         }
     }
 
@@ -635,6 +868,8 @@ impl Conn {
             .ep
             .wait(r, None)
             .ok_or_else(|| os_err(libc::EINTR))?;
+        // One message fewer waits: the readiness descriptor counts them.
+        fabric::take_one(self.evfd);
         if c.status.code != StatusCode::Success {
             return Err(os_err(libc::ECONNRESET));
         }
@@ -658,15 +893,40 @@ impl Conn {
             rx.offset = if peek { 0 } else { n };
             n
         };
-        self.refresh_readiness(rx);
+        self.flag_leftover(rx);
         Ok(Some(n))
     }
 
-    /// Leaves the readiness descriptor readable exactly while data waits.
-    fn refresh_readiness(&self, rx: &Rx) {
-        fabric::drain(self.evfd);
-        if rx.offset < rx.leftover.len() || self.fab.ep.iprobe(self.id as u64, !0).is_some() {
-            fabric::signal(self.evfd);
+    /// A message whose arrival was counted (the readiness descriptor) is stored a moment
+    /// later: waits for that moment, so that readiness and the next read agree.
+    fn await_stored(&self) {
+        let until = Instant::now() + Duration::from_millis(10);
+        while self.fab.ep.iprobe(self.id as u64, !0).is_none() && Instant::now() < until {
+            let mut p = libc::pollfd {
+                fd: self.evfd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, no wait.
+            if unsafe { real::poll(&mut p, 1, 0) } <= 0 {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The readiness descriptor counts the messages that arrived and were not taken
+    /// (the progress thread adds one as each arrives, just before it is stored), plus
+    /// one while a taken message has bytes left to read.
+    fn flag_leftover(&self, rx: &mut Rx) {
+        let left = rx.offset < rx.leftover.len();
+        if left != rx.flagged {
+            if left {
+                fabric::signal(self.evfd);
+            } else {
+                fabric::take_one(self.evfd);
+            }
+            rx.flagged = left;
         }
     }
 
@@ -688,32 +948,90 @@ impl Conn {
         }
     }
 
-    /// Waits until everything written has been taken by the peer's endpoint.
+    /// Waits until everything written has been taken by the peer's endpoint (or the
+    /// peer is gone).
     pub fn flush(&self) {
-        let mut tx = self.tx.lock();
-        let _ = self.reap(&mut tx, true);
+        self.flush_until(None);
+    }
+
+    fn flush_until(&self, deadline: Option<Instant>) {
+        let Some(mut tx) = (match deadline {
+            None => Some(self.tx.lock()),
+            Some(d) => self.tx.try_lock_until(d),
+        }) else {
+            return;
+        };
+        while !tx.pending.is_empty() && deadline.is_none_or(|d| Instant::now() < d) {
+            if self.complete_oldest(&mut tx, deadline).is_err() {
+                break;
+            }
+        }
     }
 
     pub fn shutdown_write(&self) {
         self.flush();
         self.tx.lock().shut = true;
+        self.fin_sent.store(true, Ordering::Release);
     }
 
-    /// close(): what was written is delivered first, then the kernel socket closes (its
-    /// FIN is the peer's end of stream).
-    pub fn close(&self) {
-        self.flush();
-        // SAFETY: our own eventfd.
-        unsafe { real::close(self.evfd) };
+    /// The program closed its last descriptor. As TCP's `close`, it returns at once and
+    /// what was written is still delivered: a closing thread waits for it (or for the
+    /// peer's end), then the kernel socket closes, so its FIN follows the data. A forked
+    /// child has no endpoint to deliver with.
+    pub fn release(self: Arc<Self>) {
+        fabric::unregister_waker(self.id);
+        if fabric::in_forked_child() || self.tx.lock().pending.is_empty() {
+            return;
+        }
+        CLOSING.lock().push(self.clone());
+        let spawned = std::thread::Builder::new()
+            .name("omx-sockets-close".into())
+            .spawn(move || {
+                self.flush();
+                CLOSING.lock().retain(|c| !Arc::ptr_eq(c, &self));
+            });
+        if spawned.is_err() {
+            flush_closing(None);
+        }
+    }
+
+    /// The endpoint's descriptor that rings at the next completion, armed; `None` when
+    /// the caller should look again soon instead (work under way that rings nothing).
+    pub fn completion_notifier(&self) -> Option<i32> {
+        let fd = self.fab.ep.notify_fd().ok()?;
+        self.fab.ep.arm_notify().then_some(fd)
     }
 }
 
-pub fn flush_all() {
-    let conns: Vec<Arc<Conn>> = match CONNS.lock().as_ref() {
-        Some(m) => m.values().cloned().collect(),
-        None => return,
-    };
-    for c in conns {
-        c.flush();
+/// Connections closed by the program whose data is still on its way.
+static CLOSING: Mutex<Vec<Arc<Conn>>> = Mutex::new(Vec::new());
+
+fn flush_closing(deadline: Option<Instant>) {
+    let closing: Vec<Arc<Conn>> = CLOSING.lock().clone();
+    for c in closing {
+        c.flush_until(deadline);
     }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // SAFETY: the library's own descriptors.
+        unsafe {
+            real::close(self.evfd);
+            real::close(self.fd);
+        }
+    }
+}
+
+/// Delivers what every connection wrote before the process exits (as the kernel
+/// would after it), waiting `EXIT_LINGER` at most.
+pub fn flush_all() {
+    if fabric::in_forked_child() {
+        return;
+    }
+    let deadline = Some(Instant::now() + EXIT_LINGER);
+    for c in fds::all() {
+        c.flush_until(deadline);
+    }
+    flush_closing(deadline);
 }

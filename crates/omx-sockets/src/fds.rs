@@ -1,0 +1,132 @@
+//! Which descriptors are carried connections: a state per descriptor number (looked at
+//! without a lock in the common, uncarried case) and the connection behind each carried
+//! one. After `dup` several descriptors share one connection; it ends with the last.
+
+use crate::stream::{self, Conn};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// Descriptors at or above this are never carried.
+pub const FD_TABLE: usize = 65536;
+
+/// Not looked at yet (inherited across exec, accepted, or a reused number): its first
+/// use reads the saved SYN, so the process that uses an accepted socket first (after a
+/// fork, say) is the one that carries it.
+const UNKNOWN: u8 = 0;
+const PLAIN: u8 = 1;
+const CARRIED: u8 = 2;
+/// One thread is deciding; the others wait for its answer.
+const DECIDING: u8 = 3;
+
+static STATE: [AtomicU8; FD_TABLE] = [const { AtomicU8::new(UNKNOWN) }; FD_TABLE];
+static CONNS: Mutex<Option<HashMap<i32, Arc<Conn>>>> = Mutex::new(None);
+
+fn slot(fd: i32) -> Option<&'static AtomicU8> {
+    STATE.get(usize::try_from(fd).ok()?)
+}
+
+/// The connection carried by `fd`, deciding on first use.
+pub fn lookup(fd: i32) -> Option<Arc<Conn>> {
+    let slot = slot(fd)?;
+    loop {
+        match slot.load(Ordering::Acquire) {
+            PLAIN => return None,
+            CARRIED => return CONNS.lock().as_ref()?.get(&fd).cloned(),
+            UNKNOWN
+                if slot
+                    .compare_exchange(UNKNOWN, DECIDING, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok() =>
+            {
+                if !stream::adopt_accepted(fd) {
+                    slot.store(PLAIN, Ordering::Release);
+                }
+            }
+            _ => std::thread::yield_now(),
+        }
+    }
+}
+
+/// True when `fd` is known not to be carried (no decision is made).
+pub fn known_plain(fd: i32) -> bool {
+    slot(fd).is_none_or(|s| s.load(Ordering::Acquire) == PLAIN)
+}
+
+pub fn mark_plain(fd: i32) {
+    if let Some(s) = slot(fd) {
+        s.store(PLAIN, Ordering::Release);
+    }
+}
+
+/// `fd` now also names `conn`.
+pub fn attach(fd: i32, conn: &Arc<Conn>) -> bool {
+    let Some(s) = slot(fd) else { return false };
+    conn.add_user();
+    CONNS
+        .lock()
+        .get_or_insert_with(HashMap::new)
+        .insert(fd, conn.clone());
+    s.store(CARRIED, Ordering::Release);
+    true
+}
+
+/// `fd` no longer names its connection (closed, or replaced by `dup2`); the connection is
+/// returned when this was its last descriptor, for the caller to end it.
+pub fn detach(fd: i32) -> Option<Arc<Conn>> {
+    let s = slot(fd)?;
+    let conn = CONNS.lock().as_mut().and_then(|m| m.remove(&fd));
+    s.store(UNKNOWN, Ordering::Release);
+    conn.filter(|c| c.remove_user())
+}
+
+/// A fresh descriptor number from the kernel: forgets a connection the number still named
+/// (closed by a path the library does not see, such as `fclose`).
+pub fn fresh(fd: i32, state_plain: bool) {
+    if let Some(c) = detach(fd) {
+        c.release();
+    }
+    if state_plain {
+        mark_plain(fd);
+    }
+}
+
+/// Every descriptor naming `conn` becomes plain TCP.
+pub fn forget(conn: &Conn) {
+    let mut map = CONNS.lock();
+    let Some(m) = map.as_mut() else { return };
+    m.retain(|&fd, c| {
+        let keep = !std::ptr::eq(Arc::as_ptr(c), conn);
+        if !keep {
+            mark_plain(fd);
+        }
+        keep
+    });
+}
+
+/// Descriptors not yet looked at that name the same kernel socket as `fd` (dups
+/// inherited across exec, such as a server's stdin and stdout).
+pub fn undecided_dups_of(fd: i32) -> Vec<i32> {
+    let id = |f: i32| {
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: st is a local stat buffer.
+        (unsafe { libc::fstat(f, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+    };
+    let Some(me) = id(fd) else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&f| f != fd)
+        .filter(|&f| slot(f).is_some_and(|s| s.load(Ordering::Acquire) == UNKNOWN))
+        .filter(|&f| id(f) == Some(me))
+        .collect()
+}
+
+/// Every carried connection of the process.
+pub fn all() -> Vec<Arc<Conn>> {
+    match CONNS.lock().as_ref() {
+        Some(m) => m.values().cloned().collect(),
+        None => Vec::new(),
+    }
+}

@@ -1,0 +1,459 @@
+/* conformance.c - the socket calls of a TCP byte stream, with one set of assertions
+ * that the run holds over the kernel (the reference) and over omx (omx_sockets).
+ *
+ *   conformance server PORT          serves the cases, one connection each
+ *   conformance client IP PORT       runs them; prints "ok NAME" / "FAIL NAME: why"
+ *
+ * Each connection starts with one byte naming its case; the server then plays its part.
+ * Never asserts a time: every wait is for an event (data, EOF, a reset). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
+       C_READ_COUNT, C_SINK, C_QUIT };
+
+#define BIG (8 << 20)
+static int failures;
+
+static void fail(const char *name, const char *why)
+{
+    printf("FAIL %s: %s (errno %d %s)\n", name, why, errno, strerror(errno));
+    failures++;
+}
+
+#define CHECK(name, cond)                                                                  \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fail(name, #cond);                                                             \
+            return;                                                                        \
+        }                                                                                  \
+    } while (0)
+
+static unsigned char pattern(size_t i) { return (unsigned char)(i * 7 + (i >> 13)); }
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = send(fd, (const char *)buf + done, n - done, MSG_NOSIGNAL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+/* Reads until EOF; the number of bytes and their sum. */
+static uint64_t drain(int fd, uint64_t *sum)
+{
+    static unsigned char buf[1 << 16];
+    uint64_t n = 0;
+    ssize_t r;
+    *sum = 0;
+    while ((r = read(fd, buf, sizeof buf)) > 0 || (r < 0 && errno == EINTR))
+        for (ssize_t i = 0; i < r; i++, n++)
+            *sum += buf[i];
+    return n;
+}
+
+static int listener;
+
+static void serve(int c, int kind)
+{
+    static unsigned char buf[1 << 16];
+    uint64_t n, sum, reply[2];
+    ssize_t r;
+    switch (kind) {
+    case C_ECHO:
+        while ((r = read(c, buf, sizeof buf)) > 0)
+            if (write_full(c, buf, (size_t)r))
+                break;
+        break;
+    case C_PEEK:
+        write_full(c, "hello", 5);
+        read(c, buf, 1); /* until the client is done */
+        break;
+    case C_WAITALL:
+        for (int i = 0; i < 10; i++)
+            write_full(c, buf, 100);
+        read(c, buf, 1);
+        break;
+    case C_HALF_CLOSE:
+    case C_READ_COUNT:
+        n = drain(c, &sum);
+        reply[0] = n;
+        reply[1] = sum;
+        write_full(c, reply, sizeof reply);
+        break;
+    case C_CLOSE_DELIVERS: {
+        unsigned char *big = malloc(BIG);
+        for (size_t i = 0; i < BIG; i++)
+            big[i] = pattern(i);
+        write_full(c, big, BIG);
+        free(big);
+        break; /* close at once: the bytes must still arrive */
+    }
+    case C_EPIPE:
+        break; /* close at once */
+    case C_SILENT:
+        /* Reads nothing until the client's second connection says so. */
+        close(accept(listener, NULL, NULL));
+        n = drain(c, &sum);
+        write_full(c, &n, sizeof n);
+        break;
+    case C_SINK:
+        drain(c, &sum);
+        break;
+    }
+}
+
+static int server(int port)
+{
+    int s = listener = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 16)) {
+        perror("bind/listen");
+        return 1;
+    }
+    for (;;) {
+        int c = accept(s, NULL, NULL);
+        unsigned char kind;
+        if (c < 0)
+            continue;
+        if (read_full(c, &kind, 1) == 0) {
+            if (kind == C_QUIT) {
+                close(c);
+                return 0;
+            }
+            serve(c, kind);
+        }
+        close(c);
+    }
+}
+
+static struct sockaddr_in peer;
+
+static int dial(int kind, int flags)
+{
+    int s = socket(AF_INET, SOCK_STREAM | flags, 0);
+    unsigned char k = (unsigned char)kind;
+    if (connect(s, (struct sockaddr *)&peer, sizeof peer) != 0) {
+        if (errno != EINPROGRESS)
+            return -1;
+        struct pollfd p = {.fd = s, .events = POLLOUT};
+        int err = -1;
+        socklen_t len = sizeof err;
+        poll(&p, 1, -1);
+        getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err != 0)
+            return -1;
+    }
+    if (kind && write_full(s, &k, 1))
+        return -1;
+    return s;
+}
+
+static void t_echo_calls(void)
+{
+    const char *name = "echo-calls";
+    int s = dial(C_ECHO, 0);
+    char a[6] = "abcde", b[6] = "fghij", in[32] = {0};
+    struct iovec iov[2] = {{a, 5}, {b, 5}};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+    CHECK(name, s >= 0);
+    CHECK(name, write(s, "12345", 5) == 5 && read_full(s, in, 5) == 0 && !memcmp(in, "12345", 5));
+    CHECK(name, send(s, "x", 1, 0) == 1 && recv(s, in, 1, MSG_WAITALL) == 1 && in[0] == 'x');
+    CHECK(name, writev(s, iov, 2) == 10 && recv(s, in, 10, MSG_WAITALL) == 10);
+    CHECK(name, !memcmp(in, "abcdefghij", 10));
+    CHECK(name, sendmsg(s, &m, 0) == 10);
+    memset(a, 0, 5);
+    memset(b, 0, 5);
+    m.msg_iovlen = 2;
+    CHECK(name, recvmsg(s, &m, MSG_WAITALL) == 10 && !memcmp(a, "abcde", 5) && !memcmp(b, "fghij", 5));
+    CHECK(name, sendto(s, "yz", 2, 0, NULL, 0) == 2 && recvfrom(s, in, 2, MSG_WAITALL, NULL, NULL) == 2);
+    CHECK(name, !memcmp(in, "yz", 2));
+    iov[0].iov_len = iov[1].iov_len = 5;
+    CHECK(name, write(s, "0123456789", 10) == 10 && read_full(s, in, 3) == 0 && readv(s, iov, 2) > 0);
+    struct sockaddr_in me, him;
+    socklen_t l1 = sizeof me, l2 = sizeof him;
+    CHECK(name, getsockname(s, (struct sockaddr *)&me, &l1) == 0 && ntohs(me.sin_port) != 0);
+    CHECK(name, getpeername(s, (struct sockaddr *)&him, &l2) == 0 && him.sin_port == peer.sin_port);
+    int one = 1;
+    struct linger lg = {1, 5};
+    CHECK(name, setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0);
+    CHECK(name, setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) == 0);
+    CHECK(name, setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+static void t_peek_dontwait_fionread(void)
+{
+    const char *name = "peek-dontwait-fionread";
+    int s = dial(C_PEEK, 0), avail = 0;
+    char in[8] = {0};
+    struct pollfd p = {.fd = -1, .events = POLLIN};
+    CHECK(name, s >= 0);
+    p.fd = s;
+    CHECK(name, poll(&p, 1, -1) == 1 && (p.revents & POLLIN));
+    CHECK(name, ioctl(s, FIONREAD, &avail) == 0 && avail >= 1 && avail <= 5);
+    CHECK(name, recv(s, in, 5, MSG_PEEK | MSG_WAITALL) >= 1 && in[0] == 'h');
+    CHECK(name, recv(s, in, 5, MSG_WAITALL) == 5 && !memcmp(in, "hello", 5));
+    errno = 0;
+    CHECK(name, recv(s, in, 1, MSG_DONTWAIT) == -1 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
+    errno = 0;
+    CHECK(name, read(s, in, 1) == -1 && errno == EAGAIN);
+    struct timeval tv = {0, 20000};
+    fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK);
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    errno = 0;
+    CHECK(name, recv(s, in, 1, 0) == -1 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    close(s);
+    printf("ok %s\n", name);
+}
+
+static void t_waitall(void)
+{
+    const char *name = "waitall";
+    int s = dial(C_WAITALL, 0);
+    static char in[1000];
+    CHECK(name, s >= 0);
+    CHECK(name, recv(s, in, sizeof in, MSG_WAITALL) == (ssize_t)sizeof in);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+static void t_half_close_dup(void)
+{
+    const char *name = "half-close-dup";
+    int s = dial(C_HALF_CLOSE, 0);
+    uint64_t reply[2], sum = 0;
+    static unsigned char out[1 << 20];
+    CHECK(name, s >= 0);
+    for (size_t i = 0; i < sizeof out; i++)
+        sum += out[i] = pattern(i);
+    int d = dup(s), d2 = dup2(s, 77);
+    CHECK(name, d >= 0 && d2 == 77);
+    CHECK(name, close(s) == 0); /* the stream lives on in its duplicates */
+    CHECK(name, write_full(d, out, sizeof out / 2) == 0);
+    CHECK(name, write_full(77, out + sizeof out / 2, sizeof out / 2) == 0);
+    CHECK(name, shutdown(d, SHUT_WR) == 0);
+    errno = 0;
+    CHECK(name, send(77, "x", 1, MSG_NOSIGNAL) == -1 && errno == EPIPE);
+    CHECK(name, read_full(77, reply, sizeof reply) == 0);
+    CHECK(name, reply[0] == sizeof out && reply[1] == sum);
+    CHECK(name, read(d, reply, 1) == 0);
+    close(d);
+    close(77);
+    printf("ok %s\n", name);
+}
+
+static void t_close_delivers(void)
+{
+    const char *name = "close-delivers";
+    int s = dial(C_CLOSE_DELIVERS, 0);
+    unsigned char *in = malloc(BIG);
+    CHECK(name, s >= 0 && in);
+    CHECK(name, read_full(s, in, BIG) == 0);
+    for (size_t i = 0; i < BIG; i++)
+        CHECK(name, in[i] == pattern(i));
+    char c;
+    CHECK(name, read(s, &c, 1) == 0);
+    free(in);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+static volatile sig_atomic_t sigpipes;
+static void on_sigpipe(int sig) { (void)sig; sigpipes++; }
+
+static void t_epipe(void)
+{
+    const char *name = "epipe-sigpipe";
+    int s = dial(C_EPIPE, 0), i;
+    char c;
+    CHECK(name, s >= 0);
+    CHECK(name, read(s, &c, 1) == 0); /* the peer closed */
+    signal(SIGPIPE, on_sigpipe);
+    /* The first writes may be taken; the peer's reset then makes them fail. */
+    for (i = 0; i < 1000000; i++) {
+        if (send(s, "x", 1, MSG_NOSIGNAL) < 0)
+            break;
+        sched_yield();
+    }
+    CHECK(name, i < 1000000 && (errno == EPIPE || errno == ECONNRESET));
+    errno = 0;
+    CHECK(name, write(s, "x", 1) == -1 && errno == EPIPE && sigpipes == 1);
+    signal(SIGPIPE, SIG_DFL);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+static void t_nonblocking_writes(void)
+{
+    const char *name = "nonblocking-writes";
+    int s = dial(C_SILENT, SOCK_NONBLOCK);
+    static unsigned char out[1 << 16];
+    uint64_t sent = 0, got = 0;
+    ssize_t r;
+    CHECK(name, s >= 0);
+    /* The reader does not read: the writer meets EAGAIN with memory bounded. */
+    while ((r = send(s, out, sizeof out, MSG_NOSIGNAL)) > 0 && sent < (256u << 20))
+        sent += (uint64_t)r;
+    CHECK(name, r == -1 && errno == EAGAIN);
+    struct pollfd p = {.fd = s, .events = POLLOUT};
+    CHECK(name, poll(&p, 1, 0) == 0); /* full: not writable */
+    close(dial(0, 0)); /* the reader starts reading */
+    CHECK(name, shutdown(s, SHUT_WR) == 0);
+    fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK);
+    CHECK(name, read_full(s, &got, sizeof got) == 0 && got == sent);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+static void t_readiness_mix(void)
+{
+    const char *name = "poll-select-epoll-mix";
+    int s = dial(C_ECHO, 0), pfd[2], ep = epoll_create1(EPOLL_CLOEXEC), n;
+    struct epoll_event ev = {.events = EPOLLIN}, out[4];
+    char c;
+    CHECK(name, s >= 0 && pipe(pfd) == 0 && ep >= 0);
+    ev.data.fd = s;
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    ev.data.fd = pfd[0];
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, pfd[0], &ev) == 0);
+    CHECK(name, epoll_wait(ep, out, 4, 0) == 0);
+    CHECK(name, write(pfd[1], "p", 1) == 1);
+    CHECK(name, epoll_wait(ep, out, 4, -1) == 1 && out[0].data.fd == pfd[0]);
+    CHECK(name, read(pfd[0], &c, 1) == 1);
+    CHECK(name, write(s, "e", 1) == 1);
+    n = epoll_wait(ep, out, 4, -1);
+    CHECK(name, n >= 1 && out[0].data.fd == s);
+    /* poll and select see the same. */
+    struct pollfd p[2] = {{.fd = pfd[0], .events = POLLIN}, {.fd = s, .events = POLLIN}};
+    CHECK(name, poll(p, 2, -1) == 1 && p[1].revents == POLLIN && p[0].revents == 0);
+    fd_set r;
+    FD_ZERO(&r);
+    FD_SET(s, &r);
+    FD_SET(pfd[0], &r);
+    CHECK(name, select((s > pfd[0] ? s : pfd[0]) + 1, &r, NULL, NULL, NULL) == 1 && FD_ISSET(s, &r));
+    CHECK(name, read(s, &c, 1) == 1 && c == 'e');
+    CHECK(name, poll(p, 2, 0) == 0);
+    /* Edge-triggered: one event per arrival, none while it stays unread. */
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.fd = s;
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev) == 0);
+    CHECK(name, write(s, "f", 1) == 1);
+    CHECK(name, epoll_wait(ep, out, 4, -1) == 1 && out[0].data.fd == s);
+    CHECK(name, epoll_wait(ep, out, 4, 0) == 0);
+    CHECK(name, read(s, &c, 1) == 1 && c == 'f');
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL) == 0);
+    close(ep);
+    close(pfd[0]);
+    close(pfd[1]);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+static void t_sendfile(void)
+{
+    const char *name = "sendfile";
+    char path[] = "/tmp/omx-conformance.XXXXXX";
+    int f = mkstemp(path), s = dial(C_READ_COUNT, 0);
+    static unsigned char out[3 << 20];
+    uint64_t sum = 0, reply[2];
+    off_t off = 0;
+    CHECK(name, f >= 0 && s >= 0);
+    unlink(path);
+    for (size_t i = 0; i < sizeof out; i++)
+        sum += out[i] = pattern(i);
+    CHECK(name, write(f, out, sizeof out) == (ssize_t)sizeof out);
+    while (off < (off_t)sizeof out) {
+        ssize_t r = sendfile(s, f, &off, sizeof out - (size_t)off);
+        CHECK(name, r > 0);
+    }
+    shutdown(s, SHUT_WR);
+    CHECK(name, read_full(s, reply, sizeof reply) == 0 && reply[0] == sizeof out && reply[1] == sum);
+    close(f);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+static void t_connect_errors(void)
+{
+    const char *name = "connect-nonblocking-refused";
+    struct sockaddr_in closed = peer;
+    int s = dial(C_SINK, SOCK_NONBLOCK); /* EINPROGRESS, then SO_ERROR 0 */
+    CHECK(name, s >= 0);
+    close(s);
+    closed.sin_port = htons(ntohs(peer.sin_port) + 1);
+    s = socket(AF_INET, SOCK_STREAM, 0);
+    errno = 0;
+    CHECK(name, connect(s, (struct sockaddr *)&closed, sizeof closed) == -1 && errno == ECONNREFUSED);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "server"))
+        return server(atoi(argv[2]));
+    if (argc != 4 || strcmp(argv[1], "client")) {
+        fprintf(stderr, "usage: conformance server PORT | client IP PORT\n");
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    peer.sin_family = AF_INET;
+    peer.sin_port = htons(atoi(argv[3]));
+    inet_pton(AF_INET, argv[2], &peer.sin_addr);
+    t_echo_calls();
+    t_peek_dontwait_fionread();
+    t_waitall();
+    t_half_close_dup();
+    t_close_delivers();
+    t_epipe();
+    t_nonblocking_writes();
+    t_readiness_mix();
+    t_sendfile();
+    t_connect_errors();
+    int q = dial(C_QUIT, 0);
+    close(q);
+    printf("%d failed\n", failures);
+    return failures != 0;
+}
