@@ -138,7 +138,7 @@ static int check_hints(const struct fi_info *h) {
   if (h->domain_attr) {
     const struct fi_domain_attr *d = h->domain_attr;
     /* RMA addresses are offsets: FI_MR_BASIC's virtual addresses are not offered. */
-    REFUSE_IF((h->caps & (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) &&
+    REFUSE_IF((h->caps & OFX_RMA_CAPS) &&
         (d->mr_mode & FI_MR_BASIC));
     REFUSE_IF(d->name && strcmp(d->name, OFX_NAME));
     REFUSE_IF(d->cq_data_size > sizeof(uint32_t));
@@ -233,12 +233,12 @@ static struct fi_info *make_info(uint32_t version, const struct fi_info *h) {
   uint64_t caps = OFX_CAPS | FI_REMOTE_CQ_DATA;
   if (h && h->caps) {
     /* Secondary caps only when asked; primaries asked, or all when none is. */
-    uint64_t prim = h->caps & (FI_MSG | FI_TAGGED | FI_RMA);
+    uint64_t prim = h->caps & (FI_MSG | FI_TAGGED | OFX_REMOTE_CAPS);
     uint64_t dirs = h->caps & (FI_SEND | FI_RECV);
     uint64_t rma_dirs = h->caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
-    if (rma_dirs)
+    if (rma_dirs && !(prim & OFX_REMOTE_CAPS))
       prim |= FI_RMA;
-    if ((prim & FI_RMA) && !rma_dirs)
+    if ((prim & OFX_REMOTE_CAPS) && !rma_dirs)
       rma_dirs = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     caps = (prim ? prim : (FI_MSG | FI_TAGGED)) | rma_dirs |
            (dirs ? dirs : (FI_SEND | FI_RECV)) |
@@ -252,17 +252,19 @@ static struct fi_info *make_info(uint32_t version, const struct fi_info *h) {
 
   /* tx/rx caps: the primary and modifier caps of each side (domain caps and
    * FI_REMOTE_CQ_DATA belong to the info only). */
-  fi->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE);
+  fi->tx_attr->caps =
+      caps & (FI_MSG | FI_TAGGED | FI_SEND | OFX_REMOTE_CAPS | FI_READ | FI_WRITE);
   fi->tx_attr->op_flags = (h && h->tx_attr) ? h->tx_attr->op_flags : 0;
   fi->tx_attr->msg_order = OFX_MSG_ORDER;
   fi->tx_attr->comp_order = FI_ORDER_NONE;
   fi->tx_attr->inject_size = OFX_INJECT_SIZE;
   fi->tx_attr->size = 65536;
   fi->tx_attr->iov_limit = OFX_IOV_LIMIT;
-  fi->tx_attr->rma_iov_limit = (caps & FI_RMA) ? 1 : 0;
+  fi->tx_attr->rma_iov_limit = (caps & OFX_REMOTE_CAPS) ? 1 : 0;
 
   fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV |
-                              FI_MULTI_RECV | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE);
+                              FI_MULTI_RECV | OFX_REMOTE_CAPS | FI_REMOTE_READ |
+                              FI_REMOTE_WRITE);
   fi->rx_attr->op_flags = (h && h->rx_attr) ? h->rx_attr->op_flags : 0;
   fi->rx_attr->msg_order = OFX_MSG_ORDER;
   fi->rx_attr->comp_order = FI_ORDER_NONE;
@@ -304,13 +306,13 @@ static struct fi_info *make_info(uint32_t version, const struct fi_info *h) {
   d->av_type = (h && h->domain_attr) ? h->domain_attr->av_type : FI_AV_UNSPEC;
   /* RMA: provider keys when the application takes them, windows addressed
    * by offset (no FI_MR_VIRT_ADDR). */
-  d->mr_mode = ((caps & FI_RMA) && h && h->domain_attr &&
+  d->mr_mode = ((caps & OFX_REMOTE_CAPS) && h && h->domain_attr &&
                 (h->domain_attr->mr_mode & FI_MR_PROV_KEY))
                    ? FI_MR_PROV_KEY
                    : 0;
   /* The v1.0 modes: FI_MR_SCALABLE is what omx does (the application's keys,
    * offsets); FI_MR_BASIC (virtual addresses) is refused in check_hints. */
-  if ((caps & FI_RMA) && ((h && h->domain_attr && h->domain_attr->mr_mode == FI_MR_SCALABLE) ||
+  if ((caps & OFX_REMOTE_CAPS) && ((h && h->domain_attr && h->domain_attr->mr_mode == FI_MR_SCALABLE) ||
                           (FI_VERSION_LT(version, FI_VERSION(1, 5)) &&
                            (!h || !h->domain_attr || h->domain_attr->mr_mode == FI_MR_UNSPEC))))
     d->mr_mode = FI_MR_SCALABLE;
@@ -443,7 +445,7 @@ static int mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
     return -FI_EINVAL;
   /* Remote access only on a domain opened for RMA. */
   uint64_t remote = access & (FI_REMOTE_READ | FI_REMOTE_WRITE);
-  if (remote && !(d->caps & FI_RMA))
+  if (remote && !(d->caps & OFX_REMOTE_CAPS))
     return -FI_EINVAL;
   struct ofx_mr *m = calloc(1, sizeof *m);
   if (!m)
@@ -536,11 +538,6 @@ static int no_srx_ctx(struct fid_domain *d, struct fi_rx_attr *a,
   (void)d, (void)a, (void)e, (void)c;
   return -FI_ENOSYS;
 }
-static int no_query_atomic(struct fid_domain *d, enum fi_datatype t,
-                           enum fi_op o, struct fi_atomic_attr *a, uint64_t f) {
-  (void)d, (void)t, (void)o, (void)a, (void)f;
-  return -FI_EOPNOTSUPP;
-}
 static int no_query_collective(struct fid_domain *d, enum fi_collective_op o,
                                struct fi_collective_attr *a, uint64_t f) {
   (void)d, (void)o, (void)a, (void)f;
@@ -563,7 +560,7 @@ static struct fi_ops_domain domain_ops = {
     .poll_open = no_poll_open,
     .stx_ctx = no_stx_ctx,
     .srx_ctx = no_srx_ctx,
-    .query_atomic = no_query_atomic,
+    .query_atomic = ofx_query_atomic,
     .query_collective = no_query_collective,
     .endpoint2 = endpoint2,
 };

@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -77,9 +78,12 @@ struct ofx_name {
   (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM |   \
    FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV)
 #define OFX_MIN_MULTI_RECV 64 /* default FI_OPT_MIN_MULTI_RECV */
-/* RMA, only when asked for: MX one-sided put/get into keyed windows. */
+/* RMA and atomics, only when asked for: MX one-sided put/get and omx's
+ * remote atomics into keyed windows. */
 #define OFX_RMA_CAPS                                                           \
-  (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+  (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+/* The primary caps that reach registered memory of a peer. */
+#define OFX_REMOTE_CAPS (FI_RMA | FI_ATOMIC)
 
 struct ofx_fabric {
   struct fid_fabric fid;
@@ -289,6 +293,9 @@ int ofx_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 
 /* omx_fi_rma.c */
 extern struct fi_ops_rma ofx_rma_ops;
+extern struct fi_ops_atomic ofx_atomic_ops;
+int ofx_query_atomic(struct fid_domain *d, enum fi_datatype t, enum fi_op o,
+                     struct fi_atomic_attr *a, uint64_t flags);
 int ofx_mr_reg_remote(struct ofx_mr *m, uint64_t access, uint64_t requested_key);
 void ofx_mr_unexpose(struct ofx_mr *m);
 int ofx_mr_expose_all(struct ofx_ep *ep);

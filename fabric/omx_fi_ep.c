@@ -1300,6 +1300,7 @@ int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
   ep->fid.msg = &msg_ops;
   ep->fid.tagged = &tagged_ops;
   ep->fid.rma = &ofx_rma_ops;
+  ep->fid.atomic = &ofx_atomic_ops;
   ep->dom = d;
   ep->caps = info->caps ? info->caps : OFX_CAPS;
   ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;

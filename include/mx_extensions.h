@@ -138,6 +138,49 @@ mx_return_t omx_expose_window(mx_endpoint_t ep, void *addr, size_t len,
  * exposed on the endpoint). */
 mx_return_t omx_unexpose_region(mx_endpoint_t ep, uint64_t region_id);
 
+/* ------------------------------------------------------------------------
+ * omx extension: remote atomics on exposed memory (native wire mode)
+ *
+ * op and datatype take libfabric's enum fi_op (FI_MIN .. FI_MSWAP) and enum
+ * fi_datatype (FI_INT8 .. FI_DOUBLE) values. count elements at remote_addr
+ * are combined with operand (and compare for the compare operations); the
+ * owner's progress applies requests one at a time (per process), so
+ * concurrent initiators never lose an update; they are not atomic against
+ * the owner application's own stores. A request needs OMX_REGION_WRITE
+ * (FI_ATOMIC_READ: OMX_REGION_READ; fetching kinds: both) over the whole
+ * range; otherwise it completes with MX_STATUS_BAD_RDMAWIN and nothing is
+ * read or written. The request completes as a receive: xfer_length is the
+ * bytes of old values written to result (0 for OMX_ATOMIC_PLAIN). Values are
+ * in the owner's byte order.
+ * ------------------------------------------------------------------------ */
+
+#define OMX_HAS_ATOMIC 1
+
+#define OMX_ATOMIC_PLAIN 0   /* fi_atomic: no old values */
+#define OMX_ATOMIC_FETCH 1   /* fi_fetch_atomic: old values into result */
+#define OMX_ATOMIC_COMPARE 2 /* fi_compare_atomic: compare vector, old values */
+
+/* Largest operand vector of one request, in bytes. */
+#define OMX_ATOMIC_MAX_BYTES 48
+
+typedef struct {
+  uint32_t op, datatype, kind, count;
+  const void *operand; /* count elements; unused by FI_ATOMIC_READ */
+  const void *compare; /* count elements, compare operations only */
+  void *result;        /* count elements, fetching kinds only */
+} omx_atomic_t;
+
+/* Posts a remote atomic. Errors: MX_BAD_PARAM_VAL (unknown op, type or kind,
+ * count 0 or above omx_atomic_valid()), MX_BAD_SEG_LIST (a needed buffer is
+ * NULL), MX_BAD_REQUEST (bad address, or the partner lacks one-sided
+ * operations: MX wire mode). */
+mx_return_t omx_iatomic(mx_endpoint_t ep, const omx_atomic_t *atomic,
+                        mx_endpoint_addr_t dest, uint64_t remote_addr, void *context,
+                        mx_request_t *request);
+
+/* Largest count of one omx_iatomic() of op on datatype as kind; 0: invalid. */
+size_t omx_atomic_valid(uint32_t op, uint32_t datatype, uint32_t kind);
+
 /* Feature macro: omx_test_any_completed() is available. */
 #define OMX_HAS_TEST_ANY_COMPLETED 1
 

@@ -50,7 +50,7 @@ static void test_getinfo(void) {
     fi_freeinfo(info);
   }
   /* What we lack: no data. */
-  static const uint64_t lacking[] = {FI_ATOMIC, FI_MULTICAST,
+  static const uint64_t lacking[] = {FI_MULTICAST,
                                      FI_NAMED_RX_CTX, FI_HMEM, FI_COLLECTIVE,
                                      FI_RMA_EVENT, FI_TRIGGER, FI_FENCE};
   for (size_t i = 0; i < sizeof lacking / sizeof *lacking; i++) {
@@ -325,7 +325,9 @@ static void test_errors(void) {
   struct fid_wait *ws;
   struct fi_wait_attr wa = {.wait_obj = FI_WAIT_UNSPEC};
   CHECK_RET(fi_wait_open(t.fab, &wa, &ws), -FI_ENOSYS);
-  CHECK_RET(fi_query_atomic(t.dom, FI_INT32, FI_SUM, NULL, 0), -FI_EOPNOTSUPP);
+  CHECK_RET(fi_query_atomic(t.dom, FI_INT32, FI_SUM, NULL, 0), -FI_EINVAL);
+  struct fi_atomic_attr aa;
+  CHECK_RET(fi_query_atomic(t.dom, FI_INT32, FI_CSWAP, &aa, 0), -FI_EOPNOTSUPP);
   size_t ol = 0;
   CHECK_RET(fi_getopt(&t.ep[0]->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, b, &ol),
             -FI_ENOPROTOOPT);

@@ -20,6 +20,8 @@
 #                path): FI_MULTI_RECV buffers, FI_DELIVERY_COMPLETE as op flag
 # ofi_rma(_net)  tests/ofi/ofi_rma.c in h0 on lo: RMA write/read, provider keys
 #                (shared memory) and the application's (network path), refusals
+# ofi_atomic(_net) tests/ofi/ofi_atomic.c in h0 on lo (shared memory, network
+#                path): every FI_ATOMIC op and type, refusals, two initiators
 # ports_lo/_2h   tests/ofi/ofi_ports.c: servers on two ports of h0, clients in
 #                h0 / h1 naming them by IPv4, IPv6, host name, OMX_IPMAP
 # twoproc_*      tests/ofi/ofi_twoproc.c, a server and a client process that
@@ -59,7 +61,7 @@ export FI_PROVIDER_PATH="$provdir"
 mkdir -p "$OMX_STATE_DIR"
 unset OMX_IFACES OMX_DISABLE_SHARED OMX_RNDV_THRESHOLD FI_PROVIDER FI_LOG_LEVEL || true
 
-all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads ofi_addr ofi_wait ofi_wait_net ofi_multi ofi_multi_net ofi_rma ofi_rma_net twoproc_lo twoproc_2h ports_lo ports_2h
+all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads ofi_addr ofi_wait ofi_wait_net ofi_multi ofi_multi_net ofi_rma ofi_rma_net ofi_atomic ofi_atomic_net twoproc_lo twoproc_2h ports_lo ports_2h
   pp_lo_tagged pp_lo_msg pp_lo_net_tagged pp_2h_tagged pp_2h_msg pp_2h_sizes)
 select_tests "$@"
 
@@ -117,11 +119,13 @@ if want fi_info; then
       'mr_mode: \[  \]' 'inject_size: 4096' 'iov_limit: 255'; do
       grep -q "$k" "$tmp/log/fi_info.v" || { echo "missing '$k'"; st=1; }
     done
-    # RMA only when asked for; capabilities we lack find no provider.
+    # RMA and atomics only when asked for; capabilities we lack find no provider.
     in_host 0 env OMX_IFACES=lo fi_info -p omx -c FI_RMA -v >"$tmp/log/fi_info.rma" 2>&1 || st=1
     grep -q 'FI_RMA' "$tmp/log/fi_info.rma" || { echo "fi_info -c FI_RMA: no RMA"; st=1; }
     grep -q 'rma_iov_limit: 1' "$tmp/log/fi_info.rma" || { echo "rma_iov_limit not 1"; st=1; }
-    for c in FI_ATOMIC; do
+    in_host 0 env OMX_IFACES=lo fi_info -p omx -c FI_ATOMIC -v >"$tmp/log/fi_info.atomic" 2>&1 || st=1
+    grep -q 'FI_ATOMIC' "$tmp/log/fi_info.atomic" || { echo "fi_info -c FI_ATOMIC: no atomics"; st=1; }
+    for c in FI_HMEM FI_COLLECTIVE; do
       if in_host 0 env OMX_IFACES=lo fi_info -p omx -c "$c" >/dev/null 2>&1; then
         echo "fi_info -c $c found omx"
         st=1
@@ -163,6 +167,8 @@ want ofi_multi && single ofi_multi ofi_multi OMX_IFACES=lo
 want ofi_multi_net && single ofi_multi_net ofi_multi OMX_IFACES=lo OMX_DISABLE_SHARED=1
 want ofi_rma && single ofi_rma ofi_rma OMX_IFACES=lo OFX_TEST_KEYS=prov
 want ofi_rma_net && single ofi_rma_net ofi_rma OMX_IFACES=lo OMX_DISABLE_SHARED=1 OFX_TEST_KEYS=user
+want ofi_atomic && single ofi_atomic ofi_atomic OMX_IFACES=lo
+want ofi_atomic_net && single ofi_atomic_net ofi_atomic OMX_IFACES=lo OMX_DISABLE_SHARED=1
 
 # twoproc NAME SERVER_HOST CLIENT_HOST "ENV...": ofi_twoproc server and client.
 twoproc() {

@@ -1,9 +1,11 @@
-//! One-sided MX operations and the omx extension that exposes memory to them.
+//! One-sided MX operations, the omx extension that exposes memory to them, and
+//! remote atomics on that memory.
 
 use crate::types::*;
 use crate::{addr_rec, endpoint, fail, track, CEndpoint};
+use omx_proto::atomic::atomic_valid;
 use omx_proto::onesided::{EXPOSE_READ, EXPOSE_WRITE};
-use omx_proto::RequestKind;
+use omx_proto::{AtomicKind, AtomicOp, AtomicType, RequestKind};
 use omx_runtime::{Error as RtError, Segment};
 use std::ffi::c_void;
 
@@ -143,4 +145,126 @@ pub unsafe extern "C" fn mx_iget(
     request: *mut usize,
 ) -> MxReturn {
     one_sided(e, local, len, dest, remote, context, request, false)
+}
+
+/// Applies atomic `op` (libfabric's `enum fi_op` value) on `count` elements of
+/// `datatype` (`enum fi_datatype`) at the destination's exposed memory at
+/// `remote_addr`, issued as `kind` (`OMX_ATOMIC_PLAIN`, `_FETCH`, `_COMPARE`).
+/// `operand` and `compare` are copied at the call; the old values land in `result`
+/// for fetching kinds. The request completes as a receive of the old values, with
+/// `MX_STATUS_BAD_RDMAWIN` if the range is not inside one region exposed with the
+/// needed permissions (nothing touched).
+#[no_mangle]
+pub unsafe extern "C" fn omx_iatomic(
+    e: *mut CEndpoint,
+    what: *const OmxAtomic,
+    dest: MxEndpointAddr,
+    remote: u64,
+    context: *mut c_void,
+    request: *mut usize,
+) -> MxReturn {
+    let ep = ep_or_fail!(e);
+    let Some(a) = what.as_ref() else {
+        return fail(Some(ep), MX_BAD_PARAM_VAL, "null atomic description");
+    };
+    let (Some(op), Some(ty)) = (
+        u8::try_from(a.op).ok().and_then(AtomicOp::from_code),
+        u8::try_from(a.datatype)
+            .ok()
+            .and_then(AtomicType::from_code),
+    ) else {
+        return fail(
+            Some(ep),
+            MX_BAD_PARAM_VAL,
+            "unknown atomic operation or type",
+        );
+    };
+    let kind = match a.kind {
+        OMX_ATOMIC_PLAIN => AtomicKind::Plain,
+        OMX_ATOMIC_FETCH => AtomicKind::Fetch,
+        OMX_ATOMIC_COMPARE => AtomicKind::Compare,
+        _ => return fail(Some(ep), MX_BAD_PARAM_VAL, "unknown atomic kind"),
+    };
+    let count = a.count as usize;
+    if count == 0 || count > atomic_valid(op, ty, kind) {
+        return fail(
+            Some(ep),
+            MX_BAD_PARAM_VAL,
+            "atomic operation not valid for this type, kind or count",
+        );
+    }
+    let len = count * ty.size();
+    let vectors: &[*const c_void] = if op.reads_only() {
+        &[]
+    } else if op.compares() {
+        &[a.operand, a.compare]
+    } else {
+        &[a.operand]
+    };
+    let fetch = kind != AtomicKind::Plain;
+    if vectors.iter().any(|v| v.is_null()) || (fetch && a.result.is_null()) {
+        return fail(Some(ep), MX_BAD_SEG_LIST, "null atomic buffer");
+    }
+    let mut operands = Vec::with_capacity(len * vectors.len());
+    for v in vectors {
+        operands.extend_from_slice(std::slice::from_raw_parts(*v as *const u8, len));
+    }
+    let Some(rec) = addr_rec(dest).filter(|r| r.ep == e as usize) else {
+        return fail(Some(ep), MX_BAD_REQUEST, "invalid destination address");
+    };
+    let result = if fetch {
+        Segment::memory(a.result as *mut u8, len)
+    } else {
+        Segment::memory(std::ptr::null_mut(), 0)
+    };
+    match ep.ep.iatomic(
+        result,
+        rec.partner,
+        remote,
+        (op, ty, kind),
+        a.count,
+        &operands,
+        context as u64,
+    ) {
+        Ok(r) => track(ep, r, RequestKind::Recv, request),
+        Err(err) => fail(
+            Some(ep),
+            MX_BAD_REQUEST,
+            &format!("atomic operation refused: {err}"),
+        ),
+    }
+}
+
+/// The largest element count of one `omx_iatomic` of `op` on `datatype` issued as
+/// `kind`; 0 when the operation does not exist for them.
+#[no_mangle]
+pub extern "C" fn omx_atomic_valid(op: u32, datatype: u32, kind: u32) -> usize {
+    let op = u8::try_from(op).ok().and_then(AtomicOp::from_code);
+    let ty = u8::try_from(datatype).ok().and_then(AtomicType::from_code);
+    let kind = match kind {
+        OMX_ATOMIC_PLAIN => AtomicKind::Plain,
+        OMX_ATOMIC_FETCH => AtomicKind::Fetch,
+        OMX_ATOMIC_COMPARE => AtomicKind::Compare,
+        _ => return 0,
+    };
+    match (op, ty) {
+        (Some(op), Some(ty)) => atomic_valid(op, ty, kind),
+        _ => 0,
+    }
+}
+
+pub const OMX_ATOMIC_PLAIN: u32 = 0;
+pub const OMX_ATOMIC_FETCH: u32 = 1;
+pub const OMX_ATOMIC_COMPARE: u32 = 2;
+
+/// `omx_atomic_t` of mx_extensions.h.
+#[repr(C)]
+pub struct OmxAtomic {
+    pub op: u32,
+    pub datatype: u32,
+    pub kind: u32,
+    pub count: u32,
+    pub operand: *const c_void,
+    pub compare: *const c_void,
+    pub result: *mut c_void,
 }

@@ -65,6 +65,8 @@ pub enum Output {
     Local(LocalSend),
     /// Copy frame bytes into user memory, then report with `copy_done`.
     Copy(CopyOp),
+    /// Apply a remote atomic to exposed memory, then report with `atomic_done`.
+    Atomic(crate::atomic::AtomicJob),
     /// A frame to send.
     Transmit(Transmit),
     /// A request completed.
@@ -214,6 +216,9 @@ impl Engine {
         }
         if let Some(c) = self.outputs.pop_copy() {
             return Some(Output::Copy(c));
+        }
+        if let Some(a) = self.outputs.pop_atomic() {
+            return Some(Output::Atomic(a));
         }
         if let Some((t, bundled)) = self.outputs.pop_transmit_bundled(hold_bundles) {
             self.counters.send_bundle += u64::from(bundled);

@@ -6,6 +6,7 @@
 //! owns no socket, clock or thread, so every loss, reordering or duplication can be
 //! replayed exactly in tests.
 
+pub mod atomic;
 mod bundle;
 mod config;
 mod connect;
@@ -31,6 +32,7 @@ mod transmit;
 mod types;
 mod unexpected;
 
+pub use atomic::{AtomicJob, AtomicKind, AtomicOp, AtomicType};
 pub use config::EngineConfig;
 pub use counters::Counters;
 pub use engine::{EndpointParams, Engine, Output, PathStats, QueueStats};

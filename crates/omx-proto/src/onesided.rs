@@ -9,9 +9,17 @@
 //!   remote address; the owner pulls it into the exposed region, or answers with a
 //!   notify flagged DENIED (no byte touched).
 //!
+//! - atomic: the requester sends an eager ATOMIC_REQ (atomic id, remote address,
+//!   operation, type, fetch flag, element count, operand and compare vectors); the
+//!   owner checks it and the range, hands it to its caller as an [`AtomicJob`] and,
+//!   once applied ([`Engine::atomic_done`]), answers with an eager ATOMIC_REPLY
+//!   carrying the old values when fetched, or with a GET_DENIED. The reliable stream
+//!   delivers each request once, so each is applied once.
+//!
 //! A remote access must lie entirely inside one region exposed with the right
 //! permission; anything else fails with `BadRdmaWin` and touches nothing.
 
+use crate::atomic::{atomic_valid, AtomicJob, AtomicKind, AtomicOp, AtomicType};
 use crate::engine::Engine;
 use crate::requests::{RecvReq, Request};
 use crate::slab::Key;
@@ -26,6 +34,8 @@ pub const GET_DENIED: u8 = 0x04;
 pub const PUT_REQ: u8 = 0x08;
 /// On a notify: the put was refused.
 pub const DENIED: u8 = 0x10;
+pub const ATOMIC_REQ: u8 = 0x20;
+pub const ATOMIC_REPLY: u8 = 0x40;
 
 pub const EXPOSE_READ: u32 = 1;
 pub const EXPOSE_WRITE: u32 = 2;
@@ -41,6 +51,9 @@ struct Exposed {
 }
 
 const GET_REQ_LEN: usize = 16;
+/// id, address, operation, type, fetch flag, pad, element count.
+const ATOMIC_REQ_LEN: usize = 20;
+const _: () = assert!(ATOMIC_REQ_LEN + 2 * crate::atomic::ATOMIC_MAX_BYTES <= omx_wire::SMALL_MAX);
 
 /// The endpoint's one-sided state: its exposed regions (the windows remote endpoints
 /// may access) and its gets waiting for their reply, by wire id.
@@ -78,13 +91,13 @@ impl OneSided {
         Ok(self.exposed.remove(i).handle)
     }
 
-    /// The exposed region holding `[addr, addr + len)` with permission `need`, and the
+    /// The exposed region holding `[addr, addr + len)` with permissions `need`, and the
     /// offset of `addr` in it.
     fn range(&self, addr: u64, len: u64, need: u32) -> Option<(MemHandle, u64)> {
         let end = addr.checked_add(len)?;
         self.exposed
             .iter()
-            .find(|e| e.flags & need != 0 && addr >= e.addr && end <= e.addr + e.len)
+            .find(|e| e.flags & need == need && addr >= e.addr && end <= e.addr + e.len)
             .map(|e| (e.handle, addr - e.addr))
     }
 
@@ -211,6 +224,119 @@ impl Engine {
         Ok(ReqId(k.0))
     }
 
+    /// Applies `op` on `count` elements of `ty` at the owner's address `remote_addr`:
+    /// `operands` holds the operand vector (none for reads), then for compare
+    /// operations the compare vector. The old values land in `result` (`count`
+    /// elements) for fetching kinds. Completes like a receive of the old values
+    /// (status `BadRdmaWin` if the owner refused).
+    #[allow(clippy::too_many_arguments)]
+    pub fn iatomic(
+        &mut self,
+        now: Time,
+        partner: PartnerId,
+        remote_addr: u64,
+        (op, ty, kind): (AtomicOp, AtomicType, AtomicKind),
+        count: u32,
+        operands: &[u8],
+        result: MemHandle,
+        context: u64,
+    ) -> Result<ReqId, EngineError> {
+        let len = count as usize * ty.size();
+        let vectors = if op.reads_only() {
+            0
+        } else if op.compares() {
+            2
+        } else {
+            1
+        };
+        if count == 0
+            || count as usize > atomic_valid(op, ty, kind)
+            || operands.len() != len * vectors
+        {
+            return Err(EngineError::BadAtomic);
+        }
+        self.one_sided_to(partner)?;
+        let id = self.one_sided.next_get_id();
+        let fetch = kind != AtomicKind::Plain;
+        let reply_len = if fetch { len as u32 } else { 0 };
+        let k = self.requests.insert(Request::Recv(RecvReq::new(
+            id as u64,
+            u64::MAX,
+            result,
+            reply_len,
+            context,
+        )));
+        self.one_sided.await_get(id, k);
+        let mut req = Vec::with_capacity(ATOMIC_REQ_LEN + operands.len());
+        req.extend_from_slice(&id.to_be_bytes());
+        req.extend_from_slice(&remote_addr.to_be_bytes());
+        req.extend_from_slice(&[op.code(), ty.code(), fetch as u8, 0]);
+        req.extend_from_slice(&count.to_be_bytes());
+        req.extend_from_slice(operands);
+        let data = SendData::Eager(Bytes::from(req));
+        self.internal_send(now, partner, ATOMIC_REQ, id as u64, data, 0);
+        Ok(ReqId(k.0))
+    }
+
+    /// The caller applied atomic `job`: answer its requester, with `fetched` (the old
+    /// values) when it asked for them.
+    pub fn atomic_done(&mut self, now: Time, job: &AtomicJob, fetched: Bytes) {
+        let data = if job.fetch { fetched } else { Bytes::new() };
+        let data = SendData::Eager(data);
+        self.internal_send(now, job.partner, ATOMIC_REPLY, job.id as u64, data, 0);
+    }
+
+    /// The owner's checks of an atomic request: a job to apply, or `None` to refuse
+    /// it (malformed, unknown operation, or a range outside the exposed memory).
+    fn atomic_job(&mut self, pid: PartnerId, payload: &Bytes) -> Option<AtomicJob> {
+        let head = payload.get(..ATOMIC_REQ_LEN)?;
+        let id = u32::from_be_bytes(head[..4].try_into().expect("4 bytes"));
+        let addr = u64::from_be_bytes(head[4..12].try_into().expect("8 bytes"));
+        let op = AtomicOp::from_code(head[12])?;
+        let ty = AtomicType::from_code(head[13])?;
+        let fetch = head[14] != 0;
+        let count = u32::from_be_bytes(head[16..20].try_into().expect("4 bytes"));
+        let kind = match (fetch, op.compares()) {
+            (_, true) => AtomicKind::Compare,
+            (true, false) => AtomicKind::Fetch,
+            (false, false) => AtomicKind::Plain,
+        };
+        let len = count as usize * ty.size();
+        let vectors = if op.reads_only() {
+            0
+        } else if op.compares() {
+            2
+        } else {
+            1
+        };
+        let operands = payload.slice(ATOMIC_REQ_LEN..);
+        if count == 0
+            || count as usize > atomic_valid(op, ty, kind)
+            || operands.len() != len * vectors
+        {
+            return None;
+        }
+        let need = if op.reads_only() {
+            EXPOSE_READ
+        } else if fetch {
+            EXPOSE_READ | EXPOSE_WRITE
+        } else {
+            EXPOSE_WRITE
+        };
+        let (handle, offset) = self.one_sided.range(addr, len as u64, need)?;
+        Some(AtomicJob {
+            partner: pid,
+            id,
+            handle,
+            offset,
+            len: len as u32,
+            op,
+            ty,
+            operands,
+            fetch,
+        })
+    }
+
     fn internal_send(
         &mut self,
         now: Time,
@@ -251,6 +377,24 @@ impl Engine {
                         0,
                     );
                 }
+            }
+        } else if m.flags & ATOMIC_REQ != 0 {
+            match self.atomic_job(pid, &payload) {
+                Some(job) => self.outputs.atomic(job),
+                None => {
+                    self.counters.drop_pull_bad_region += 1;
+                    let id = payload
+                        .get(..4)
+                        .map_or(0, |b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
+                    let data = SendData::Eager(Bytes::new());
+                    self.internal_send(now, pid, GET_DENIED, id as u64, data, 0);
+                }
+            }
+        } else if m.flags & ATOMIC_REPLY != 0 {
+            if let Some(k) = self.one_sided.take_get(m.match_info as u32) {
+                self.activate(k, pid, None, payload.len() as u32);
+                self.deliver_chunk(k, 0, payload);
+                self.try_finish_recv(now, k);
             }
         } else if m.flags & GET_DENIED != 0 {
             if let Some(k) = self.one_sided.take_get(m.match_info as u32) {

@@ -2,6 +2,7 @@
 //! payload copies (with the receive each belongs to while in flight), and messages
 //! and pulls for local partners.
 
+use crate::atomic::AtomicJob;
 use crate::local::{LocalPull, LocalSend};
 use crate::slab::{Key, Slab};
 use crate::transmit::Transmit;
@@ -18,6 +19,7 @@ pub(crate) struct Outputs {
     copies_in_flight: Slab<Key>,
     local: VecDeque<LocalSend>,
     local_pulls: VecDeque<LocalPull>,
+    atomics: VecDeque<AtomicJob>,
 }
 
 impl Outputs {
@@ -56,6 +58,14 @@ impl Outputs {
         for c in stale {
             self.copies_in_flight.remove(c);
         }
+    }
+
+    pub fn atomic(&mut self, job: AtomicJob) {
+        self.atomics.push_back(job);
+    }
+
+    pub fn pop_atomic(&mut self) -> Option<AtomicJob> {
+        self.atomics.pop_front()
     }
 
     pub fn local(&mut self, m: LocalSend) {
@@ -106,6 +116,7 @@ impl Outputs {
     pub fn has_work_besides_bundles(&self) -> bool {
         self.transmits.front().is_some_and(|t| t.bundle_limit == 0)
             || !self.copies.is_empty()
+            || !self.atomics.is_empty()
             || !self.local.is_empty()
             || !self.local_pulls.is_empty()
     }
@@ -113,6 +124,7 @@ impl Outputs {
     pub fn has_work(&self) -> bool {
         !self.transmits.is_empty()
             || !self.copies.is_empty()
+            || !self.atomics.is_empty()
             || !self.local.is_empty()
             || !self.local_pulls.is_empty()
     }

@@ -154,6 +154,9 @@ pub enum EngineError {
     /// One-sided operations need a partner that took the one-sided extension (native
     /// wire mode on both sides).
     NeedsNativeWire,
+    /// An atomic operation that does not exist for its type and kind, or whose
+    /// element count or operand vectors are wrong.
+    BadAtomic,
     NoResources,
 }
 
@@ -178,6 +181,9 @@ impl std::fmt::Display for EngineError {
                     f,
                     "one-sided operations need the native wire mode and a partner that offers them"
                 )
+            }
+            EngineError::BadAtomic => {
+                write!(f, "atomic operation, type, count or operands not valid")
             }
             EngineError::NoResources => write!(f, "no resources"),
         }

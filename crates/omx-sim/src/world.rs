@@ -477,6 +477,7 @@ impl World {
                         });
                     }
                 },
+                Output::Atomic(job) => self.run_atomic(h, e, job),
                 Output::Transmit(t) => {
                     let mut frame = std::mem::take(&mut self.scratch);
                     frame.clear();
@@ -490,6 +491,21 @@ impl World {
                 Output::Completion(c) => self.hosts[h].completions.push((e as u8, c)),
             }
         }
+    }
+
+    /// Applies a remote atomic at once (the runtime does it in its progress pass).
+    fn run_atomic(&mut self, h: usize, e: usize, job: AtomicJob) {
+        let mut target = vec![0u8; job.len as usize];
+        let mem = &mut self.hosts[h].mem;
+        mem.get(job.handle)
+            .read_at(job.offset as usize, &mut target);
+        let fetched = Bytes::copy_from_slice(&target);
+        if job.apply(&mut target) {
+            mem.get_mut(job.handle)
+                .write_at(job.offset as usize, &target);
+        }
+        let now = self.now;
+        self.hosts[h].engines[e].atomic_done(now, &job, fetched);
     }
 
     fn run_copy(&mut self, h: usize, ep: u8, op: CopyOp) {

@@ -354,6 +354,29 @@ impl Endpoint {
         })
     }
 
+    /// Remote atomic `what` on `count` elements at `remote_addr` on `dest`
+    /// ([`Engine::iatomic`]): `operands` are copied at the call; the old values land
+    /// in `result` for fetching kinds (an empty segment otherwise).
+    ///
+    /// # Safety
+    /// As for [`Endpoint::irecv`] (`result` is written until completion).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn iatomic(
+        &self,
+        result: Segment,
+        dest: PartnerId,
+        remote_addr: u64,
+        what: (AtomicOp, AtomicType, AtomicKind),
+        count: u32,
+        operands: &[u8],
+        context: u64,
+    ) -> Result<ReqId, Error> {
+        Self::check_segments(&[result], Access::Write)?;
+        self.post_lent(&[result], |e, now, h| {
+            e.iatomic(now, dest, remote_addr, what, count, operands, h, context)
+        })
+    }
+
     /// The completion of `req`, if done (removes it).
     pub fn test(&self, req: ReqId) -> Option<Completion> {
         let mut core = self.inner.app_lock();

@@ -185,6 +185,10 @@ impl EndpointInner {
                         mem.write(op.dst, op.dst_offset as usize, &op.src);
                         engine.copy_done(now, op.id);
                     }
+                    Output::Atomic(job) => {
+                        let old = mem.apply_atomic(&job);
+                        engine.atomic_done(now, &job, old);
+                    }
                     Output::Transmit(t) => {
                         if t.dst_mac() == self.board.iface.mac && !self.board.iface.loopback {
                             // A frame to ourselves never comes back from a real

@@ -3,9 +3,11 @@
 //! see [`Segment`]); every copy into or out of a request's buffer goes through here. The caller guarantees, as with MX, that a
 //! buffer stays valid and is not touched by the application until its request completes.
 
+use bytes::Bytes;
 use omx_proto::slab::{Key, Slab};
-use omx_proto::MemHandle;
+use omx_proto::{AtomicJob, MemHandle};
 use std::cell::Cell;
+use std::sync::Mutex;
 
 mod segment;
 
@@ -260,6 +262,21 @@ impl MemRegistry {
             r = r.and(done);
         });
         self.note(h, r);
+    }
+
+    /// Applies a remote atomic to exposed memory; returns the old values. One at a
+    /// time in the whole process: a region may be exposed on several endpoints, each
+    /// with its own progress. Not atomic against the application's own stores.
+    pub fn apply_atomic(&self, job: &AtomicJob) -> Bytes {
+        static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let mut target = vec![0u8; job.len as usize];
+        self.read(job.handle, job.offset as usize, &mut target);
+        let old = Bytes::copy_from_slice(&target);
+        if job.apply(&mut target) {
+            self.write(job.handle, job.offset as usize, &target);
+        }
+        old
     }
 
     /// Reads from the buffer at `offset` into `out` (building a pull reply or a
