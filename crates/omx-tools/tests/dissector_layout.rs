@@ -186,6 +186,7 @@ fn packets(mode: WireMode) -> Vec<Case> {
         } else {
             Extensions::ALL
         },
+        stripe_boards: 0,
     };
     let truc = Truc {
         dst_endpoint: 3,

@@ -89,7 +89,13 @@ pub fn packet_type(frame: &[u8]) -> Option<u8> {
 /// ([`ENDPOINT_FRAME_TYPES`]).
 #[inline]
 pub fn is_endpoint_type(t: u8) -> bool {
-    ENDPOINT_FRAME_TYPES.contains(&t)
+    ENDPOINT_FRAME_TYPES.contains(&t) || crate::config::unstriped_type(t).is_some()
+}
+
+/// Whether the frame is a striped PULL or PULL_REPLY (flags ignored).
+#[inline]
+pub fn is_striped(frame: &[u8]) -> bool {
+    packet_type(frame).is_some_and(|t| crate::config::unstriped_type(t).is_some())
 }
 
 /// Whether the frame is for the board itself ([`BOARD_TYPES`], flags ignored):
@@ -129,7 +135,8 @@ pub fn is_bundle(frame: &[u8]) -> bool {
 /// for board frames, unknown types and frames too short to carry it.
 #[inline]
 pub fn dst_endpoint(frame: &[u8]) -> Option<u8> {
-    match packet_type(frame)? {
+    let t = packet_type(frame)?;
+    match crate::config::unstriped_type(t).unwrap_or(t) {
         TYPE_PULL_REPLY | TYPE_NACK_MCP => frame
             .get(MAGIC_ENDPOINT_OFFSET)
             .map(|b| b ^ MAGIC_ENDPOINT_XOR),
