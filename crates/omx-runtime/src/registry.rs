@@ -92,6 +92,8 @@ fn parse_path(rest: &str) -> Option<omx_proto::PathStats> {
         pull_blocks: f[7].parse().ok()?,
         extensions: omx_wire::Extensions::from_bits(f[8].parse().ok()?),
         checksum: f[9] == "1",
+        // The runtime does not stripe yet (docs/ARCHITECTURE.md "Several boards").
+        stripe_links: 0,
     })
 }
 

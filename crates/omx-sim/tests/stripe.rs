@@ -112,7 +112,7 @@ fn losses_on_one_link_are_recovered() {
                 return false;
             }
             n += 1;
-            n % 50 == 0
+            n.is_multiple_of(50)
         });
         transfer(&mut w, pattern(MSG, seed), MSG, &[], false);
         let c = counters(&w, 1);

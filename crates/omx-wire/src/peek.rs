@@ -435,11 +435,27 @@ mod tests {
         let mut f = vec![0u8; 64];
         for t in (0..=u8::MAX).filter(|&t| {
             let t = type_of(t);
-            !ENDPOINT_FRAME_TYPES.contains(&t) && t != TYPE_BUNDLE
+            !ENDPOINT_FRAME_TYPES.contains(&t)
+                && t != TYPE_BUNDLE
+                && crate::config::unstriped_type(t).is_none()
         }) {
             f[TYPE_OFFSET] = t;
             assert_eq!((dst_endpoint(&f), src_endpoint(&f)), (None, None), "{t}");
         }
         assert_eq!(MAGIC_ENDPOINT_XOR, 0x80);
+    }
+
+    #[test]
+    fn striped_pulls_name_their_endpoint_but_are_not_plain_pulls() {
+        let mut f = vec![0u8; 64];
+        f[TYPE_OFFSET] = crate::STRIPE_PULL_TYPE;
+        f[DST_ENDPOINT_OFFSET] = 5;
+        assert!(is_striped(&f) && !is_pull_reply(&f));
+        assert_eq!(dst_endpoint(&f), Some(5));
+        f[TYPE_OFFSET] = crate::STRIPE_PULL_REPLY_TYPE;
+        f[MAGIC_ENDPOINT_OFFSET] = 5 ^ MAGIC_ENDPOINT_XOR;
+        assert!(is_striped(&f) && !is_pull_reply(&f) && !is_unchecksummed_pull_reply(&f));
+        assert_eq!(dst_endpoint(&f), Some(5));
+        assert!(!ENDPOINT_TYPES.contains(&crate::STRIPE_PULL_TYPE));
     }
 }
