@@ -19,6 +19,7 @@ use crate::partner::PullPath;
 use crate::transmit::Payload;
 use crate::types::*;
 use bytes::Bytes;
+pub use omx_wire::stripe_magic;
 use omx_wire::{Extensions, Header, Packet, PULL_MAGIC_XOR, STRIPE_BOARDS_MAX};
 
 /// Block timeouts in a row, with nothing heard on the path since, that close it.
@@ -34,13 +35,6 @@ pub(crate) struct StripePath {
     pub timeouts: u32,
     /// Closed after [`STRIPE_TIMEOUTS_MAX`] timeouts: it gets no more blocks.
     pub closed: bool,
-}
-
-/// The pull magic of a pull on a path other than 0: the endpoint in the low byte as
-/// the original's, and the puller's session in the upper bytes, so that a socket
-/// filter can tell this endpoint's striped replies from another process's.
-pub fn stripe_magic(endpoint: u8, session: u32) -> u32 {
-    ((session << 8) | endpoint as u32) ^ PULL_MAGIC_XOR
 }
 
 impl Engine {

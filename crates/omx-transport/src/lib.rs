@@ -54,7 +54,7 @@ pub use capture::{CaptureSocket, Direction};
 pub use cma::{CmaError, RemoteIov};
 pub use direct::{DirectRx, ReplyPlace, DIRECT_MAX_PIECES};
 pub use faults::{FaultConfig, FaultInjector, FaultStats};
-pub use filter::EndpointFilter;
+pub use filter::{EndpointFilter, StripeFilter};
 pub use iface::{
     interface_by_name, list_interfaces, parse_iface_list, rx_coalescing, select_boards,
     select_from, survey, Interface, RxCoalescing, Surveyed,

@@ -87,6 +87,13 @@ pub fn is_marked(frame: &[u8]) -> bool {
 pub const MIN_FRAME_LEN: usize = 60;
 /// XOR applied to the puller endpoint index to form a pull magic.
 pub const PULL_MAGIC_XOR: u32 = 0x2107_1980;
+/// The pull magic of a striped pull ([`STRIPE_PULL_TYPE`]): the puller's endpoint in
+/// the low byte as the original's, and its session in the upper bytes, so that a
+/// socket filter tells this endpoint's striped replies from those of another process
+/// with the same endpoint index.
+pub const fn stripe_magic(endpoint: u8, session: u32) -> u32 {
+    ((session << 8) | endpoint as u32) ^ PULL_MAGIC_XOR
+}
 /// Initial host-query magic (incremented each time peer names are cleared).
 pub const HOST_QUERY_MAGIC_INIT: u32 = 0x1305_2008;
 /// The only defined TRUC type: an explicit library ack ("liback").

@@ -38,6 +38,11 @@ pub const NACK_LIB_DST_ENDPOINT_OFFSET: usize = COMMON_HEADER_LEN + 9;
 /// PULL_REPLY (`dst_magic`) and NACK_MCP (`src_magic`): the low byte of the pull magic,
 /// which is the puller's endpoint XOR [`MAGIC_ENDPOINT_XOR`].
 pub const MAGIC_ENDPOINT_OFFSET: usize = COMMON_HEADER_LEN + 15;
+/// PULL (and striped PULL): the puller's idea of our session (big-endian u32).
+pub const PULL_SESSION_OFFSET: usize = COMMON_HEADER_LEN + 4;
+/// PULL_REPLY (and striped PULL_REPLY): the whole pull magic (big-endian u32), whose
+/// low byte is at [`MAGIC_ENDPOINT_OFFSET`].
+pub const PULL_REPLY_MAGIC_OFFSET: usize = COMMON_HEADER_LEN + 12;
 /// What the puller's endpoint is XORed with at [`MAGIC_ENDPOINT_OFFSET`] (the low byte
 /// of [`PULL_MAGIC_XOR`]).
 pub const MAGIC_ENDPOINT_XOR: u8 = PULL_MAGIC_XOR.to_be_bytes()[3];
@@ -96,6 +101,13 @@ pub fn is_endpoint_type(t: u8) -> bool {
 #[inline]
 pub fn is_striped(frame: &[u8]) -> bool {
     packet_type(frame).is_some_and(|t| crate::config::unstriped_type(t).is_some())
+}
+
+/// The big-endian u32 at frame offset `off` (a session or a magic).
+#[inline]
+pub fn u32_at(frame: &[u8], off: usize) -> Option<u32> {
+    let b = frame.get(off..off + 4)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// Whether the frame is for the board itself ([`BOARD_TYPES`], flags ignored):
