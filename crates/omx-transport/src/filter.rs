@@ -535,7 +535,8 @@ mod tests {
         let prog = f.compile(ET);
         let pull = |t: u8, ep: u8, session: u32| {
             let mut fr = frame(t, ep, 0, 0);
-            fr[PULL_SESSION_OFFSET..PULL_SESSION_OFFSET + 4].copy_from_slice(&session.to_be_bytes());
+            fr[PULL_SESSION_OFFSET..PULL_SESSION_OFFSET + 4]
+                .copy_from_slice(&session.to_be_bytes());
             fr
         };
         let reply = |t: u8, magic: u32| {
@@ -553,9 +554,15 @@ mod tests {
             (pull(TYPE_PULL_REPLY - 1, 3, 0xdead_beef), false),
             (reply(STRIPE_PULL_REPLY_TYPE, ours), true),
             (reply(STRIPE_PULL_REPLY_TYPE, stripe_magic(3, 1)), false),
-            (reply(STRIPE_PULL_REPLY_TYPE, 3 ^ omx_wire::PULL_MAGIC_XOR), false),
+            (
+                reply(STRIPE_PULL_REPLY_TYPE, 3 ^ omx_wire::PULL_MAGIC_XOR),
+                false,
+            ),
             (reply(TYPE_PULL_REPLY, ours), false),
-            (reply(STRIPE_PULL_REPLY_TYPE, ours)[..PULL_REPLY_MAGIC_OFFSET + 3].to_vec(), false),
+            (
+                reply(STRIPE_PULL_REPLY_TYPE, ours)[..PULL_REPLY_MAGIC_OFFSET + 3].to_vec(),
+                false,
+            ),
         ];
         for (i, (fr, want)) in cases.iter().enumerate() {
             assert_eq!(f.accepts(ET, fr), *want, "reference, case {i}");

@@ -188,7 +188,7 @@ impl PacketSocket {
         filter: Option<&[SockFilter]>,
     ) -> io::Result<PacketSocket> {
         let slot = iface.max_frame_len() + RX_SLACK;
-        let mut fd = Self::configured_fd(ethertype, opts, filter)?;
+        let mut fd = Self::configured_fd(opts, filter)?;
         let mut rx = None;
         if opts.rx_ring_bytes > 0 {
             match RxRing::setup(
@@ -197,7 +197,7 @@ impl PacketSocket {
             ) {
                 Ok(r) => rx = Some(Rx::Ring(r)),
                 // A half-configured ring cannot be undone portably: start over.
-                Err(_) => fd = Self::configured_fd(ethertype, opts, filter)?,
+                Err(_) => fd = Self::configured_fd(opts, filter)?,
             }
         }
         let rx = rx.unwrap_or_else(|| Rx::Mmsg(RecvBatch::new(opts.recv_batch.max(1), slot)));
@@ -282,11 +282,7 @@ impl PacketSocket {
         self.relay
     }
 
-    fn configured_fd(
-        ethertype: u16,
-        opts: &SocketOptions,
-        filter: Option<&[SockFilter]>,
-    ) -> io::Result<OwnedFd> {
+    fn configured_fd(opts: &SocketOptions, filter: Option<&[SockFilter]>) -> io::Result<OwnedFd> {
         let fd = sys::packet_socket()?;
         let raw = fd.as_raw_fd();
         // Best effort: kernels before 4.20 lack it; received OUTGOING frames are skipped anyway.

@@ -57,8 +57,12 @@ fn print_paths(e: &omx_runtime::registry::EndpointInfo, peers: &[(u64, Option<St
         } else {
             p.extensions.without(omx_wire::Extensions::CHECKSUM)
         };
+        let links = match p.stripe_links {
+            0 => String::new(),
+            n => format!(" (striped over {} links)", n + 1),
+        };
         println!(
-            "        {:<24} {:>3} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6}  {}",
+            "        {:<24} {:>3} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6}  {}{}",
             name,
             p.endpoint,
             us(p.srtt),
@@ -67,7 +71,8 @@ fn print_paths(e: &omx_runtime::registry::EndpointInfo, peers: &[(u64, Option<St
             us(p.pull_srtt),
             us(p.pull_rto),
             p.pull_blocks,
-            ext
+            ext,
+            links
         );
     }
 }
