@@ -62,7 +62,7 @@ pub use iface::{
 pub use ring::{RingLayout, RxFrame};
 pub use shm::{Inbox, InboxParams, Outbox, OutboxError, ReceiverInfo, SenderId};
 pub use socket::{PacketSocket, SocketOptions, SocketStats};
-pub use sys::MAX_GATHER;
+pub use sys::{take_socket_error, MAX_GATHER};
 
 /// EtherType of Open-MX frames.
 pub const OMX_ETHERTYPE: u16 = omx_wire::DEFAULT_ETHERTYPE;

@@ -287,6 +287,15 @@ impl Wake {
             n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
         if n > 0 {
             self.stats.woken_by_io.fetch_add(1, Ordering::Relaxed);
+            // A socket whose interface went down (a striping link, `ip link set down`)
+            // reports ENETDOWN until the error is read: read it, or every sleep after
+            // would end at once.
+            for f in fds[..nfds]
+                .iter()
+                .filter(|f| f.revents & libc::POLLERR != 0)
+            {
+                let _ = omx_transport::take_socket_error(f.fd);
+            }
             let data = [0, 1].into_iter().chain(4..nfds);
             if data.into_iter().any(|i| fds[i].revents != 0) {
                 // (The wake socket only rings: frames come from the data ring, and its

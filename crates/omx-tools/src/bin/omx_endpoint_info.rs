@@ -22,7 +22,8 @@ struct Args {
     verbose: bool,
     /// Also show each endpoint's round-trip estimates per partner (smoothed RTT and
     /// its variation, retransmission timeout, the same for pull blocks, and the pull
-    /// blocks allowed in flight), as last published (about once a second).
+    /// blocks allowed in flight, and the links large messages are striped over with
+    /// `OMX_STRIPE`), as last published (about once a second).
     #[arg(short = 'r')]
     rtt: bool,
 }
