@@ -5,7 +5,7 @@ use super::completions::Completions;
 use super::housekeeping::Upkeep;
 use super::progress::{Activity, UnexpectedSlot};
 use super::rx::Inbound;
-use super::sleep::Wake;
+use super::sleep::{NetFds, Wake};
 use super::tx::Outbound;
 use super::{random_u32, Core, CoreLock, Endpoint, EndpointInner, Error};
 use crate::config::{Coalescing, DaemonUse, DirectRecv, Transport, DIRECT_RECV_BATCH};
@@ -400,10 +400,12 @@ impl Endpoint {
         let wake = Wake::new(
             // SAFETY: efd is a fresh descriptor we own.
             unsafe { OwnedFd::from_raw_fd(efd) },
-            sock_fd,
-            direct_fd,
+            NetFds {
+                sock: sock_fd,
+                direct: direct_fd,
+                stripes: stripe_fds,
+            },
             shm_fd,
-            stripe_fds,
             coalescing,
             rt.cfg.coalescing_delay.as_nanos() as u64,
             wake_sock,

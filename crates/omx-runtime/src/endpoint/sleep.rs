@@ -143,6 +143,16 @@ impl Notify {
     }
 }
 
+/// The endpoint's network sockets a sleep watches for frames.
+pub(super) struct NetFds {
+    /// The data socket.
+    pub(super) sock: RawFd,
+    /// The direct pull-reply socket.
+    pub(super) direct: Option<RawFd>,
+    /// The sockets on the other boards (`OMX_STRIPE`).
+    pub(super) stripes: Vec<RawFd>,
+}
+
 /// Sleeps, and how they ended: by a frame or doorbell, or by the timer.
 #[derive(Default)]
 pub(super) struct WakeStats {
@@ -154,10 +164,8 @@ pub(super) struct WakeStats {
 impl Wake {
     pub(super) fn new(
         event_fd: OwnedFd,
-        sock_fd: RawFd,
-        direct_fd: Option<RawFd>,
+        net: NetFds,
         shm_fd: Option<RawFd>,
-        stripe_fds: Vec<RawFd>,
         coalescing: Coalescing,
         coalescing_ns: u64,
         wake_sock: Option<Mutex<PacketSocket>>,
@@ -165,10 +173,10 @@ impl Wake {
         Wake {
             sleepers: AtomicUsize::new(0),
             event_fd,
-            sock_fd,
-            direct_fd,
+            sock_fd: net.sock,
+            direct_fd: net.direct,
             shm_fd,
-            stripe_fds,
+            stripe_fds: net.stripes,
             coalescing,
             coalescing_ns,
             wake_sock,
