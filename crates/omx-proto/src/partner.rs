@@ -195,7 +195,8 @@ pub(crate) struct Partner {
     /// Pull requests, replies and window on the link between our boards (path 0).
     pub pull: PullPath,
     /// The other links to this partner (`OMX_STRIPE`), path 1 onward: empty unless
-    /// both sides offered striping and have several boards.
+    /// both sides offered striping and have several boards. Replaced only through
+    /// [`PartnerTable::set_stripes`] (which indexes them).
     pub stripes: Vec<crate::stripe::StripePath>,
     /// Connect requests in flight, oldest first.
     pub connects: VecDeque<Key>,
@@ -354,6 +355,9 @@ impl Partner {
 pub(crate) struct PartnerTable {
     list: Vec<Partner>,
     by_addr: HashMap<(NicId, u8), PartnerId>,
+    /// The partners by one of their other boards and their endpoint (striped frames
+    /// come from those boards).
+    by_stripe: HashMap<(NicId, u8), PartnerId>,
     /// Evictable partners, oldest first (entries that stopped being evictable are
     /// skipped when met): eviction costs O(1) amortized under a connect flood.
     evict_queue: VecDeque<u32>,
@@ -370,12 +374,30 @@ impl PartnerTable {
     }
 
     /// The partner endpoint `endpoint` whose other boards include `nic_id` (striped
-    /// frames come from those). A scan: it runs once per striped pull block.
+    /// frames come from those): once per striped pull block.
     pub fn lookup_stripe(&self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
-        self.list
-            .iter()
-            .position(|p| p.endpoint == endpoint && p.stripes.iter().any(|s| s.remote == nic_id))
-            .map(|i| PartnerId(i as u32))
+        self.by_stripe.get(&(nic_id, endpoint)).copied()
+    }
+
+    /// Sets the partner's striping paths (the only way they change, so that
+    /// [`PartnerTable::lookup_stripe`] finds it by them).
+    pub fn set_stripes(&mut self, id: PartnerId, paths: Vec<crate::stripe::StripePath>) {
+        self.forget_stripes(id.0 as usize);
+        let p = &mut self.list[id.0 as usize];
+        for s in &paths {
+            self.by_stripe.insert((s.remote, p.endpoint), id);
+        }
+        p.stripes = paths;
+    }
+
+    fn forget_stripes(&mut self, i: usize) {
+        let p = &self.list[i];
+        for s in &p.stripes {
+            let key = (s.remote, p.endpoint);
+            if self.by_stripe.get(&key) == Some(&PartnerId(i as u32)) {
+                self.by_stripe.remove(&key);
+            }
+        }
     }
 
     /// Adds a partner (for an address not in the table).
@@ -411,6 +433,7 @@ impl PartnerTable {
             self.evict_queue.push_back(i);
         }
         let i = victim?;
+        self.forget_stripes(i);
         let old = &self.list[i];
         self.by_addr.remove(&(old.nic_id, old.endpoint));
         let id = PartnerId(i as u32);

@@ -55,7 +55,7 @@ impl Engine {
     pub(crate) fn learn_stripes(&mut self, pid: PartnerId, macs: &[u8]) {
         let p = &self.partners[pid];
         if !p.wire.uses(Extensions::STRIPE) {
-            self.partners[pid].stripes.clear();
+            self.partners.set_stripes(pid, Vec::new());
             return;
         }
         let theirs = macs
@@ -71,7 +71,7 @@ impl Engine {
         if same {
             return;
         }
-        self.partners[pid].stripes = paths
+        let paths = paths
             .into_iter()
             .map(|(local, remote)| StripePath {
                 local,
@@ -81,6 +81,7 @@ impl Engine {
                 closed: false,
             })
             .collect();
+        self.partners.set_stripes(pid, paths);
     }
 
     /// The header of a frame to the partner on `path`.
