@@ -295,6 +295,9 @@ impl Engine {
         let Some(pid) = self.pulls.get(pk).map(|p| p.partner) else {
             return;
         };
+        if !self.partners[pid].stripes.is_empty() {
+            self.probe_closed_paths(now, pid);
+        }
         let per_block = self.partners[pid].wire.pull_block_replies;
         let cap = self.cfg.pull_blocks_max.max(1) as usize;
         let mut total = self.pulls.blocks_outstanding();
@@ -894,6 +897,7 @@ impl Engine {
         s.timeouts += 1;
         if s.timeouts >= crate::stripe::STRIPE_TIMEOUTS_MAX && !s.closed {
             s.closed = true;
+            s.closed_at = now;
             s.pull.awaited.clear();
             self.counters.stripe_paths_closed += 1;
         }

@@ -24,6 +24,8 @@ use omx_wire::{Extensions, Header, Packet, PULL_MAGIC_XOR, STRIPE_BOARDS_MAX};
 
 /// Block timeouts in a row, with nothing heard on the path since, that close it.
 pub(crate) const STRIPE_TIMEOUTS_MAX: u32 = 3;
+/// A closed path is tried again this long after it closed (a link brought back up).
+pub(crate) const STRIPE_PROBE_AFTER: Time = 1_000_000_000;
 
 /// One link to a partner besides the endpoints' own boards.
 pub(crate) struct StripePath {
@@ -33,8 +35,11 @@ pub(crate) struct StripePath {
     pub pull: PullPath,
     /// Block timeouts in a row with nothing heard on this path since.
     pub timeouts: u32,
-    /// Closed after [`STRIPE_TIMEOUTS_MAX`] timeouts: it gets no more blocks.
+    /// Closed after [`STRIPE_TIMEOUTS_MAX`] timeouts: it gets no more blocks until
+    /// probed ([`Engine::probe_closed_paths`]).
     pub closed: bool,
+    /// When it last closed.
+    pub closed_at: Time,
 }
 
 impl Engine {
@@ -79,6 +84,7 @@ impl Engine {
                 pull: PullPath::default(),
                 timeouts: 0,
                 closed: false,
+                closed_at: 0,
             })
             .collect();
         self.partners.set_stripes(pid, paths);
@@ -105,6 +111,22 @@ impl Engine {
         match path {
             0 => self.me.endpoint as u32 ^ PULL_MAGIC_XOR,
             _ => stripe_magic(self.me.endpoint, self.me.session),
+        }
+    }
+
+    /// Closed paths to the partner closed [`STRIPE_PROBE_AFTER`] ago or more reopen one
+    /// timeout short of closing: their next block is a probe. A reply opens the path
+    /// fully (its timeouts count restarts), another timeout closes it for as long again
+    /// (the probe block moves, at the cost of one timeout per probe).
+    pub(crate) fn probe_closed_paths(&mut self, now: Time, pid: PartnerId) {
+        for s in &mut self.partners[pid].stripes {
+            if s.closed && now >= s.closed_at.saturating_add(STRIPE_PROBE_AFTER) {
+                s.closed = false;
+                s.timeouts = STRIPE_TIMEOUTS_MAX - 1;
+                // The probe waits one plain timeout, not the backed-off one.
+                s.pull.rtt.progress();
+                self.counters.stripe_paths_probed += 1;
+            }
         }
     }
 

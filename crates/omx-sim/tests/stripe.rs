@@ -151,6 +151,40 @@ fn a_link_that_dies_mid_message_moves_its_share() {
 }
 
 #[test]
+fn a_closed_link_is_probed_later_and_reopens_once_it_answers() {
+    for comes_back in [true, false] {
+        let mut w = striped_world(3, true, 21);
+        let dead = Rc::new(RefCell::new(false));
+        let d = dead.clone();
+        let seen = watch(&mut w, move |_, link| link == 2 && *d.borrow());
+        *dead.borrow_mut() = true;
+        transfer(&mut w, pattern(MSG, 1), MSG, &[], false);
+        assert_eq!(counters(&w, 1).stripe_paths_closed, 1);
+        assert_eq!(w.hosts[1].engines[0].path_stats()[0].stripe_links, 1);
+        *dead.borrow_mut() = !comes_back;
+        // Past the probe delay (simulated time), the next message probes link 2.
+        let later = w.now + 2_000_000_000;
+        w.run_idle(later);
+        let before = seen.borrow().reply_bytes_per_link[2];
+        transfer(&mut w, pattern(MSG, 2), MSG, &[], false);
+        let c = counters(&w, 1);
+        assert!(c.stripe_paths_probed >= 1, "{c:?}");
+        assert_eq!(c.pull_timeout_abort, 0);
+        let links = w.hosts[1].engines[0].path_stats()[0].stripe_links;
+        let carried = seen.borrow().reply_bytes_per_link[2] - before;
+        if comes_back {
+            assert_eq!(links, 2, "reopened");
+            assert!(carried > 0, "link 2 carries blocks again");
+            assert_eq!(c.stripe_paths_closed, 1);
+        } else {
+            assert_eq!(links, 1, "closed again");
+            assert_eq!(carried, 0);
+            assert_eq!(c.stripe_paths_closed, 2);
+        }
+    }
+}
+
+#[test]
 fn partner_without_the_extension_gets_original_frames() {
     let mut w = striped_world(3, true, 5);
     // Host 1 has the boards but striping off: it offers no STRIPE.
