@@ -183,13 +183,15 @@ report dump-pcap "$status" "$log/dump-pcap"
 # read nothing as malformed, and count the same frames.
 status=0
 (
-  ip netns exec "$OMX_NS_PREFIX-h0" tcpdump -U -i omx1 -w "$tmp/stripe.pcap" ether proto 0x86df \
-    2>"$log/tcpdump1" &
+  # (Immediate mode: a few frames, and tcpdump is stopped right after them.)
+  ip netns exec "$OMX_NS_PREFIX-h0" tcpdump -U --immediate-mode -i omx1 -w "$tmp/stripe.pcap" \
+    ether proto 0x86df 2>"$log/tcpdump1" &
   tcpdump1_pid=$!
   wait_for "$log/tcpdump1" "listening on" "$tcpdump1_pid" && exchange stripe OMX_STRIPE=1
   ok=$?
   kill -INT "$tcpdump1_pid" 2>/dev/null
   wait "$tcpdump1_pid" 2>/dev/null
+  echo "exchange: status $ok; capture: $(grep captured "$log/tcpdump1")"
   [ "$ok" -eq 0 ] || exit 1
   tshark_ -r "$tmp/stripe.pcap" -T fields -e omx.type | tr ',' '\n' | grep . | sort | uniq -c |
     tee "$tmp/stripe.tshark"
