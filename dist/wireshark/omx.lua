@@ -26,6 +26,10 @@ local CHECKSUM_LEN = 4
 local PULL_MAGIC_XOR = 0x21071980
 local BUNDLE_TYPE = 46
 local BUNDLE_HEADER_LEN = 20
+-- Striping (OMX_STRIPE): PULL and PULL_REPLY on a host's other boards, same bodies.
+local STRIPE_PULL_TYPE = 47
+local STRIPE_PULL_REPLY_TYPE = 48
+local STRIPED = { [STRIPE_PULL_TYPE] = "pull", [STRIPE_PULL_REPLY_TYPE] = "pull_reply" }
 local TYPES = {
   [1] = "raw", [2] = "mfm_nic_reply", [3] = "host_query", [4] = "host_reply",
   [32] = "ether_unicast", [33] = "ether_multicast", [34] = "ether_native",
@@ -243,18 +247,21 @@ dissect_frame = function(tvb, pinfo, tree, base, rest, head, inner)
   t:add(pf.peer_index, tvb(base, 2))
   local at = off + COMMON_HEADER_LEN
   local type_byte = tvb(at, 1):uint()
-  -- Endpoint frames (TRUC to NACK_MCP) and bundles may carry flags; board frames never.
+  -- Endpoint frames (TRUC to NACK_MCP), bundles and striped pulls may carry flags;
+  -- board frames never.
   local bare = type_byte
   local masked = bit32.band(type_byte, 0x3F)
-  if masked >= 35 and masked <= BUNDLE_TYPE then bare = masked end
-  local tname = (bare == BUNDLE_TYPE and "bundle") or TYPES[bare]
+  if masked >= 35 and masked <= STRIPE_PULL_REPLY_TYPE then bare = masked end
+  -- A striped pull is laid out as a pull (tname) and shown as stripe_pull (shown).
+  local tname = (bare == BUNDLE_TYPE and "bundle") or TYPES[bare] or STRIPED[bare]
   t:add(pf.type_byte, tvb(at, 1))
   if not tname then
     t:add(pf.type, tvb(at, 1), "unknown")
     t:add_proto_expert_info(ef.malformed, string.format("unknown packet type %d", type_byte))
     return "malformed"
   end
-  t:add(pf.type, tvb(at, 1), tname)
+  local shown = STRIPED[bare] and ("stripe_" .. tname) or tname
+  t:add(pf.type, tvb(at, 1), shown)
   local latency = bare ~= type_byte and bit32.band(type_byte, LATENCY_FLAG) ~= 0
   local checksummed = bare ~= type_byte and bit32.band(type_byte, CHECKSUM_FLAG) ~= 0
   t:add(pf.latency, tvb(at, 1), latency)
@@ -344,7 +351,7 @@ dissect_frame = function(tvb, pinfo, tree, base, rest, head, inner)
     end
   end
   -- Details in omx's words.
-  local info = tname
+  local info = shown
   if v.src_endpoint and v.dst_endpoint then
     info = string.format("%s ep %d>%d", info, v.src_endpoint, v.dst_endpoint)
   end
@@ -352,6 +359,11 @@ dissect_frame = function(tvb, pinfo, tree, base, rest, head, inner)
     local ep = bit32.band(bit32.bxor(v.dst_magic, PULL_MAGIC_XOR), 0xFF)
     t:add(pf.pull_endpoint, tvb(at + 12, 4), ep)
     info = string.format("%s ep >%d offset %d len %d", info, ep, v.msg_offset, v.frame_length)
+    if STRIPED[bare] then
+      -- The puller's session sits above the endpoint byte of a striped magic.
+      local session = bit32.rshift(bit32.bxor(v.dst_magic, PULL_MAGIC_XOR), 8)
+      info = string.format("%s session 0x%06x", info, session)
+    end
   end
   if v.flags and v.flags ~= 0 and (tname == "tiny" or tname == "small" or tname == "rndv"
       or tname == "notify") then
@@ -418,7 +430,7 @@ dissect_frame = function(tvb, pinfo, tree, base, rest, head, inner)
   if latency then info = info .. " [latency]" end
   if checksummed then info = info .. (bad and " [BAD CHECKSUM]" or " [checksum ok]") end
   t:append_text(", " .. info)
-  return bad and (tname .. "(bad checksum)") or info
+  return bad and (shown .. "(bad checksum)") or info
 end
 
 local eth_dst, eth_src, eth_type = Field.new("eth.dst"), Field.new("eth.src"), Field.new("eth.type")

@@ -19,7 +19,7 @@ lua="$root/dist/wireshark/omx.lua"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start wire
-all=(capture types lengths no-malformed checksum-good corrupted mx-layout dump-agrees dump-live dump-pcap)
+all=(capture types lengths no-malformed checksum-good corrupted mx-layout dump-agrees dump-live dump-pcap striped)
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
 for t in tshark tcpdump; do
@@ -30,7 +30,8 @@ for b in omx_dump omx_testpeer; do
 done
 export OMX_STATE_DIR="$tmp/state"
 mkdir -p "$OMX_STATE_DIR"
-hosts_up 2 9000
+# A second link (omx1) for the striped check.
+hosts_up 2 9000 2
 log="$tmp/log"
 pcap="$tmp/all.pcap"
 
@@ -177,5 +178,31 @@ status=0
   [ "$(grep -c '^connect' "$tmp/live.types")" -eq 2 ]
 } >"$log/dump-pcap" 2>&1 || status=1
 report dump-pcap "$status" "$log/dump-pcap"
+
+# Striped pulls (OMX_STRIPE=1) captured on the second link: both decoders name them,
+# read nothing as malformed, and count the same frames.
+status=0
+(
+  # (Immediate mode: a few frames, and tcpdump is stopped right after them.)
+  ip netns exec "$OMX_NS_PREFIX-h0" tcpdump -U --immediate-mode -i omx1 -w "$tmp/stripe.pcap" \
+    ether proto 0x86df 2>"$log/tcpdump1" &
+  tcpdump1_pid=$!
+  wait_for "$log/tcpdump1" "listening on" "$tcpdump1_pid" && exchange stripe OMX_STRIPE=1
+  ok=$?
+  kill -INT "$tcpdump1_pid" 2>/dev/null
+  wait "$tcpdump1_pid" 2>/dev/null
+  echo "exchange: status $ok; capture: $(grep captured "$log/tcpdump1")"
+  [ "$ok" -eq 0 ] || exit 1
+  tshark_ -r "$tmp/stripe.pcap" -T fields -e omx.type | tr ',' '\n' | grep . | sort | uniq -c |
+    tee "$tmp/stripe.tshark"
+  grep -qw stripe_pull "$tmp/stripe.tshark" && grep -qw stripe_pull_reply "$tmp/stripe.tshark" ||
+    exit 1
+  n=$(tshark_ -r "$tmp/stripe.pcap" -Y '_ws.malformed || omx.expert.malformed || omx.type == "unknown"' | wc -l)
+  echo "malformed frames: $n"
+  [ "$n" -eq 0 ] || exit 1
+  "$bin/omx_dump" -r "$tmp/stripe.pcap" | awk '{print $5}' | sort | uniq -c >"$tmp/stripe.dump"
+  diff "$tmp/stripe.tshark" "$tmp/stripe.dump"
+) >"$log/striped" 2>&1 || status=1
+report striped "$status" "$log/striped" "$log"/stripe.* "$log/tshark.err"
 
 summary

@@ -63,6 +63,10 @@ pub struct EngineConfig {
     /// Bundle small frames to partners that take bundles (a relayed endpoint does not:
     /// its daemon checks every frame on its own).
     pub send_bundles: bool,
+    /// This endpoint's host's other boards, in link order, over which large messages
+    /// are striped to partners that list theirs (`OMX_STRIPE`); empty: no striping.
+    /// [`crate::Engine::new`] offers [`omx_wire::Extensions::STRIPE`] when set.
+    pub stripe_boards: Vec<crate::types::NicId>,
 }
 
 impl EngineConfig {
@@ -90,6 +94,7 @@ impl EngineConfig {
             self_enabled: true,
             partners_max: 4096,
             send_bundles: true,
+            stripe_boards: Vec::new(),
         }
     }
 

@@ -4,7 +4,6 @@ use crate::engine::Engine;
 use crate::requests::{ConnectReq, Request};
 use crate::seqnum::Seq;
 use crate::slab::Key;
-use crate::transmit::Payload;
 use crate::types::*;
 use omx_wire::{Connect, Packet, CONNECT_STATUS_BAD_KEY, CONNECT_STATUS_SUCCESS};
 
@@ -71,6 +70,7 @@ impl Engine {
         let (me, session) = (self.me.endpoint, self.me.session);
         self.hint_deadline(now + delay);
         self.partner(pid).arm_resend(now + delay);
+        let (stripe_boards, boards) = self.stripe_advert();
         let p = &self.partners[pid];
         let packet = Packet::Connect(Connect {
             dst_endpoint: p.endpoint,
@@ -86,27 +86,30 @@ impl Engine {
             status_code: 0,
             link_mtu: self.cfg.wire.advertised_mtu(),
             extensions: self.cfg.wire.advertised_extensions(),
+            stripe_boards,
         });
         let header = self.header_to(pid);
         let wire = self.partners[pid].wire;
         self.counters.send_connect_request += 1;
-        self.emit(&wire, header, packet, Payload::None, true);
+        self.emit(&wire, header, packet, boards, true);
     }
 
-    pub(crate) fn on_connect(&mut self, now: Time, src: NicId, peer_index: u16, c: Connect) {
+    /// A CONNECT request or reply; `boards`, its payload, lists the sender's other
+    /// boards when it offers striping.
+    pub(crate) fn on_connect(&mut self, now: Time, src: NicId, c: Connect, boards: &[u8]) {
         if !self.for_me(c.dst_endpoint) {
             return;
         }
         if c.is_reply {
             self.counters.recv_connect_reply += 1;
-            self.on_connect_reply(now, src, c);
+            self.on_connect_reply(now, src, c, boards);
         } else {
             self.counters.recv_connect_request += 1;
-            self.on_connect_request(now, src, peer_index, c);
+            self.on_connect_request(now, src, c, boards);
         }
     }
 
-    fn on_connect_request(&mut self, now: Time, src: NicId, _peer_index: u16, c: Connect) {
+    fn on_connect_request(&mut self, now: Time, src: NicId, c: Connect, boards: &[u8]) {
         let Some(pid) = self.partner_for_incoming(now, src, c.src_endpoint) else {
             return;
         };
@@ -116,6 +119,8 @@ impl Engine {
         p.reverse_index = c.src_dst_peer_index;
         p.wire = wire;
         let status_code = if good_key {
+            self.learn_stripes(pid, boards);
+            let p = &mut self.partners[pid];
             let previous = p.session;
             if previous.is_some_and(|s| s != c.src_session_id) {
                 // The remote endpoint was closed and reopened: its old stream is gone.
@@ -137,6 +142,7 @@ impl Engine {
             self.counters.connect_bad_key += 1;
             CONNECT_STATUS_BAD_KEY
         };
+        let (stripe_boards, boards) = self.stripe_advert();
         let p = &self.partners[pid];
         let reply = Packet::Connect(Connect {
             dst_endpoint: c.src_endpoint,
@@ -152,14 +158,15 @@ impl Engine {
             status_code,
             link_mtu: self.cfg.wire.advertised_mtu(),
             extensions: self.cfg.wire.advertised_extensions(),
+            stripe_boards,
         });
         let header = self.header_to(pid);
         let wire = p.wire;
         self.counters.send_connect_reply += 1;
-        self.emit(&wire, header, reply, Payload::None, true);
+        self.emit(&wire, header, reply, boards, true);
     }
 
-    fn on_connect_reply(&mut self, now: Time, src: NicId, c: Connect) {
+    fn on_connect_reply(&mut self, now: Time, src: NicId, c: Connect, boards: &[u8]) {
         let Some(pid) = self.partners.lookup(src, c.src_endpoint) else {
             self.counters.drop_connect_reply_stale += 1;
             return;
@@ -204,6 +211,7 @@ impl Engine {
                 p.next_send = Seq(c.target_recv_seqnum_start);
             }
             p.session = Some(new_session);
+            self.learn_stripes(pid, boards);
             StatusCode::Success
         } else {
             StatusCode::BadKey

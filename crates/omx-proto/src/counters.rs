@@ -43,4 +43,5 @@ counters! {
     drop_checksum, partner_evicted, drop_partner_full,
     fast_retransmits, rto_timeouts, recv_dup_ack, send_dup_ack,
     pull_fast_rerequests, pull_frames_rerequested, pull_block_timeouts, pull_window_cuts,
+    send_stripe_pull, recv_stripe_reply, stripe_paths_closed, stripe_paths_probed, drop_bad_stripe,
 }

@@ -53,6 +53,8 @@ pub struct PathStats {
     pub extensions: omx_wire::Extensions,
     /// Whether its frames carry checksum trailers.
     pub checksum: bool,
+    /// Open links besides the boards' own that large messages are striped over.
+    pub stripe_links: u8,
 }
 
 /// One output of the engine (see [`Engine::poll`]).
@@ -121,7 +123,10 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(cfg: EngineConfig, me: EndpointParams, peers: PeerTable) -> Self {
+    pub fn new(mut cfg: EngineConfig, me: EndpointParams, peers: PeerTable) -> Self {
+        if !cfg.stripe_boards.is_empty() && !cfg.wire.is_compat() {
+            cfg.wire.extensions = cfg.wire.extensions.union(Extensions::STRIPE);
+        }
         Engine {
             mac: mac_from_nic_id(me.nic_id),
             cfg,
@@ -277,9 +282,10 @@ impl Engine {
                 srtt: p.rtt.srtt,
                 rttvar: p.rtt.rttvar,
                 rto: p.rto(&self.cfg),
-                pull_srtt: p.pull_rtt.srtt,
-                pull_rto: p.pull_rto(&self.cfg),
-                pull_blocks: p.pull_blocks_allowed(self.cfg.pull_blocks_outstanding),
+                pull_srtt: p.pull.rtt.srtt,
+                pull_rto: p.pull.rto(&self.cfg),
+                pull_blocks: p.pull.blocks_allowed(self.cfg.pull_blocks_outstanding),
+                stripe_links: p.stripes.iter().filter(|s| !s.closed).count() as u8,
                 extensions: p.wire.extensions,
                 checksum: p.wire.checksum,
             })
@@ -410,13 +416,34 @@ impl Engine {
         payload: Payload,
         urgent: bool,
     ) {
+        self.emit_on(0, wire, header, packet, payload, urgent)
+    }
+
+    /// As [`Engine::emit`], on link `path` (see `stripe.rs`): a PULL or PULL_REPLY on
+    /// a path other than 0 takes its striped type.
+    pub(crate) fn emit_on(
+        &mut self,
+        path: u8,
+        wire: &omx_wire::WireConfig,
+        header: Header,
+        packet: Packet,
+        payload: Payload,
+        urgent: bool,
+    ) {
         let mut buf = [0u8; MAX_HEADER_LEN];
         match omx_wire::encode_header(&header, &packet, wire, &mut buf) {
             Ok(n) => {
+                let t = omx_wire::COMMON_HEADER_LEN;
                 if urgent && wire.uses(omx_wire::Extensions::LATENCY_FLAG) {
-                    buf[omx_wire::COMMON_HEADER_LEN] |= omx_wire::LATENCY_FLAG;
+                    buf[t] |= omx_wire::LATENCY_FLAG;
                 }
-                let t = Transmit::new(buf, n, payload, urgent);
+                if path != 0 {
+                    let striped = omx_wire::striped_type(omx_wire::type_of(buf[t]));
+                    debug_assert!(striped.is_some(), "only pulls are striped: {packet:?}");
+                    buf[t] = (buf[t] & !omx_wire::type_of(buf[t])) | striped.unwrap_or(0);
+                }
+                let mut t = Transmit::new(buf, n, payload, urgent);
+                t.path = path;
                 let t = if self.cfg.send_bundles {
                     t.bundled_to(wire)
                 } else {
@@ -496,6 +523,9 @@ impl Engine {
         let header = decoded.header;
         let packet = decoded.packet;
         let payload = frame.slice_ref(decoded.payload);
+        if decoded.striped {
+            return self.on_striped(now, header, packet, payload);
+        }
         // Connect and pull replies are resolved by address or handle; everything else
         // must name us by the index we announced.
         let checks_index = !matches!(
@@ -513,7 +543,7 @@ impl Engine {
             | Packet::Rndv(_)
             | Packet::Notify(_) => self.on_seq_packet(now, src, packet, frame.len(), payload),
             Packet::Truc(t) => self.on_truc(now, src, t),
-            Packet::Connect(c) => self.on_connect(now, src, peer_index, c),
+            Packet::Connect(c) => self.on_connect(now, src, c, &payload),
             Packet::Pull(p) => self.on_pull(now, src, p),
             Packet::PullReply(r) => self.on_pull_reply(now, r, payload),
             Packet::NackLib(n) => self.on_nack_lib(now, src, n),
@@ -624,6 +654,10 @@ impl Engine {
             }
         };
         let src = nic_id_from_mac(decoded.header.src_mac);
+        if decoded.striped {
+            // From one of a partner's other boards: checked by `on_striped`.
+            return Some((decoded, src, omx_wire::PEER_INDEX_NONE));
+        }
         let known = self.peers.index_of(src).or_else(|| {
             // A connect request from a board we have not discovered yet (it knew us
             // first) adds it while the table has room, instead of the original's drop:
@@ -678,7 +712,7 @@ impl Engine {
         let pulls = self
             .pulls
             .iter()
-            .filter_map(|pull| pull.deadline(self.partners[pull.partner].pull_heard));
+            .filter_map(|pull| pull.deadline(&self.partners[pull.partner]));
         partners.chain(pulls).min()
     }
 

@@ -89,8 +89,76 @@ impl PartialMedium {
     }
 }
 
-/// Fixed-point unit of [`Partner::pull_window`].
+/// Fixed-point unit of [`PullPath::window`].
 const WINDOW_UNIT: u32 = 256;
+
+/// The pull exchanges on one path (link) to a partner: the requests awaited, their
+/// round trip and the blocks allowed in flight.
+pub(crate) struct PullPath {
+    /// Round trips of pull requests (to their first reply): the re-request timeout.
+    pub rtt: RttEstimator,
+    /// Last pull reply accepted on this path: its block timeouts run from here.
+    pub heard: Time,
+    /// Pull requests sent on this path not yet answered, in request order.
+    pub awaited: VecDeque<crate::pull::Run>,
+    /// Pull blocks in flight allowed on this path, in 1/256 blocks: halved on burst
+    /// losses, grown by one block per window of completed blocks.
+    pub window: u32,
+    /// Last time the window was cut (at most one cut per round trip).
+    pub window_cut: Time,
+}
+
+impl Default for PullPath {
+    fn default() -> Self {
+        PullPath {
+            rtt: RttEstimator::default(),
+            heard: 0,
+            awaited: VecDeque::new(),
+            window: u32::MAX,
+            window_cut: 0,
+        }
+    }
+}
+
+impl PullPath {
+    /// The re-request timeout of pull blocks now.
+    pub fn rto(&self, cfg: &crate::EngineConfig) -> Time {
+        self.rtt
+            .rto(cfg.pull_rto_min, cfg.rto_initial, cfg.pull_resend_delay)
+    }
+
+    /// Pull blocks allowed in flight on this path (at least one).
+    pub fn blocks_allowed(&self, configured: u32) -> u32 {
+        let configured = configured.max(1);
+        if self.window == u32::MAX {
+            return configured;
+        }
+        (self.window / WINDOW_UNIT).clamp(1, configured)
+    }
+
+    /// A burst of lost pull replies: halve the blocks in flight (once per round trip).
+    pub fn cut_window(&mut self, now: Time, configured: u32, rtt: Time) -> bool {
+        if now < self.window_cut.saturating_add(rtt) && self.window_cut != 0 {
+            return false;
+        }
+        let current = self.blocks_allowed(configured) * WINDOW_UNIT;
+        self.window = (current / 2).max(WINDOW_UNIT);
+        self.window_cut = now.max(1);
+        true
+    }
+
+    /// A pull block completed: grow the window by about one block per window of blocks.
+    pub fn grow_window(&mut self, configured: u32) {
+        if self.window == u32::MAX {
+            return;
+        }
+        let blocks = self.window / WINDOW_UNIT;
+        self.window += WINDOW_UNIT / blocks.max(1);
+        if self.window >= configured.max(1) * WINDOW_UNIT {
+            self.window = u32::MAX;
+        }
+    }
+}
 
 pub(crate) struct Partner {
     pub nic_id: NicId,
@@ -124,17 +192,12 @@ pub(crate) struct Partner {
     /// Explicit acks that did not advance while packets were unacked (the receiver saw
     /// a gap): they trigger a fast retransmit of the oldest packet.
     pub dup_acks: u32,
-    /// Round trips of pull requests (to their first reply): the re-request timeout.
-    pub pull_rtt: RttEstimator,
-    /// Last pull reply accepted from this partner: pull timeouts run from here.
-    pub pull_heard: Time,
-    /// Pull requests to this partner not yet answered, in request order.
-    pub pull_awaited: VecDeque<crate::pull::Run>,
-    /// Pull blocks in flight allowed toward this partner, in 1/256 blocks: halved on
-    /// burst losses, grown by one block per window of completed blocks.
-    pub pull_window: u32,
-    /// Last time the pull window was cut (at most one cut per round trip).
-    pub pull_window_cut: Time,
+    /// Pull requests, replies and window on the link between our boards (path 0).
+    pub pull: PullPath,
+    /// The other links to this partner (`OMX_STRIPE`), path 1 onward: empty unless
+    /// both sides offered striping and have several boards. Replaced only through
+    /// [`PartnerTable::set_stripes`] (which indexes them).
+    pub stripes: Vec<crate::stripe::StripePath>,
     /// Connect requests in flight, oldest first.
     pub connects: VecDeque<Key>,
     pub connect_seqnum: u8,
@@ -189,11 +252,8 @@ impl Partner {
             resent_at: 0,
             recovery: None,
             dup_acks: 0,
-            pull_rtt: RttEstimator::default(),
-            pull_heard: 0,
-            pull_awaited: VecDeque::new(),
-            pull_window: u32::MAX,
-            pull_window_cut: 0,
+            pull: PullPath::default(),
+            stripes: Vec::new(),
             connects: VecDeque::new(),
             connect_seqnum: 0,
             next_match: Seq::first(0),
@@ -262,41 +322,25 @@ impl Partner {
         self.rtt.rto(cfg.rto_min, cfg.rto_initial, cfg.resend_delay)
     }
 
-    /// The re-request timeout of pull blocks now.
-    pub fn pull_rto(&self, cfg: &crate::EngineConfig) -> Time {
-        self.pull_rtt
-            .rto(cfg.pull_rto_min, cfg.rto_initial, cfg.pull_resend_delay)
+    /// The pull state of path `path` (0: the endpoint's own board; a path the partner
+    /// does not have falls back to 0).
+    pub fn path(&self, path: u8) -> &PullPath {
+        match path {
+            0 => &self.pull,
+            i => self
+                .stripes
+                .get(i as usize - 1)
+                .map_or(&self.pull, |s| &s.pull),
+        }
     }
 
-    /// Pull blocks allowed in flight toward this partner (at least one).
-    pub fn pull_blocks_allowed(&self, configured: u32) -> u32 {
-        let configured = configured.max(1);
-        if self.pull_window == u32::MAX {
-            return configured;
-        }
-        (self.pull_window / WINDOW_UNIT).clamp(1, configured)
-    }
-
-    /// A burst of lost pull replies: halve the blocks in flight (once per round trip).
-    pub fn cut_pull_window(&mut self, now: Time, configured: u32, rtt: Time) -> bool {
-        if now < self.pull_window_cut.saturating_add(rtt) && self.pull_window_cut != 0 {
-            return false;
-        }
-        let current = self.pull_blocks_allowed(configured) * WINDOW_UNIT;
-        self.pull_window = (current / 2).max(WINDOW_UNIT);
-        self.pull_window_cut = now.max(1);
-        true
-    }
-
-    /// A pull block completed: grow the window by about one block per window of blocks.
-    pub fn grow_pull_window(&mut self, configured: u32) {
-        if self.pull_window == u32::MAX {
-            return;
-        }
-        let blocks = self.pull_window / WINDOW_UNIT;
-        self.pull_window += WINDOW_UNIT / blocks.max(1);
-        if self.pull_window >= configured.max(1) * WINDOW_UNIT {
-            self.pull_window = u32::MAX;
+    pub fn path_mut(&mut self, path: u8) -> &mut PullPath {
+        match path {
+            0 => &mut self.pull,
+            i => match self.stripes.get_mut(i as usize - 1) {
+                Some(s) => &mut s.pull,
+                None => &mut self.pull,
+            },
         }
     }
 
@@ -311,6 +355,9 @@ impl Partner {
 pub(crate) struct PartnerTable {
     list: Vec<Partner>,
     by_addr: HashMap<(NicId, u8), PartnerId>,
+    /// The partners by one of their other boards and their endpoint (striped frames
+    /// come from those boards).
+    by_stripe: HashMap<(NicId, u8), PartnerId>,
     /// Evictable partners, oldest first (entries that stopped being evictable are
     /// skipped when met): eviction costs O(1) amortized under a connect flood.
     evict_queue: VecDeque<u32>,
@@ -324,6 +371,33 @@ impl PartnerTable {
 
     pub fn get(&self, id: PartnerId) -> Option<&Partner> {
         self.list.get(id.0 as usize)
+    }
+
+    /// The partner endpoint `endpoint` whose other boards include `nic_id` (striped
+    /// frames come from those): once per striped pull block.
+    pub fn lookup_stripe(&self, nic_id: NicId, endpoint: u8) -> Option<PartnerId> {
+        self.by_stripe.get(&(nic_id, endpoint)).copied()
+    }
+
+    /// Sets the partner's striping paths (the only way they change, so that
+    /// [`PartnerTable::lookup_stripe`] finds it by them).
+    pub fn set_stripes(&mut self, id: PartnerId, paths: Vec<crate::stripe::StripePath>) {
+        self.forget_stripes(id.0 as usize);
+        let p = &mut self.list[id.0 as usize];
+        for s in &paths {
+            self.by_stripe.insert((s.remote, p.endpoint), id);
+        }
+        p.stripes = paths;
+    }
+
+    fn forget_stripes(&mut self, i: usize) {
+        let p = &self.list[i];
+        for s in &p.stripes {
+            let key = (s.remote, p.endpoint);
+            if self.by_stripe.get(&key) == Some(&PartnerId(i as u32)) {
+                self.by_stripe.remove(&key);
+            }
+        }
     }
 
     /// Adds a partner (for an address not in the table).
@@ -359,6 +433,7 @@ impl PartnerTable {
             self.evict_queue.push_back(i);
         }
         let i = victim?;
+        self.forget_stripes(i);
         let old = &self.list[i];
         self.by_addr.remove(&(old.nic_id, old.endpoint));
         let id = PartnerId(i as u32);

@@ -33,6 +33,8 @@ pub(crate) struct Block {
     /// since (see [`Pull::deadline`]).
     requested_at: Time,
     rto: Time,
+    /// The link its frames are requested on (see `stripe.rs`; 0 without striping).
+    path: u8,
 }
 
 /// Frames `[start, end)` of a pull asked for in one request. A partner's runs are
@@ -66,6 +68,8 @@ pub(crate) struct Pull {
     next_frame: u32,
     blocks: Vec<Block>,
     last_progress: Time,
+    /// The path the next block goes to first (round-robin over open paths).
+    next_path: u8,
 }
 
 impl Pull {
@@ -108,11 +112,16 @@ impl Pull {
     /// order, so replies to earlier ones delay a block's without any loss: only
     /// silence from the partner is a timeout. (The deadline only moves later, except
     /// when a block is re-armed, which hints the engine's timer.)
-    pub(crate) fn deadline(&self, heard: Time) -> Option<Time> {
+    pub(crate) fn deadline(&self, partner: &crate::partner::Partner) -> Option<Time> {
         self.blocks
             .iter()
-            .map(|b| b.requested_at.max(heard) + b.rto)
+            .map(|b| b.requested_at.max(partner.path(b.path).heard) + b.rto)
             .min()
+    }
+
+    /// Blocks in flight on `path`.
+    fn blocks_on(&self, path: u8) -> usize {
+        self.blocks.iter().filter(|b| b.path == path).count()
     }
 
     /// Runs of missing frames within `[start, end)`.
@@ -275,32 +284,32 @@ impl Engine {
             next_frame: 0,
             blocks: Vec::new(),
             last_progress: now,
+            next_path: 0,
         };
         let pk = self.pulls.insert(pull);
         self.refill_blocks(now, pk);
     }
 
-    /// Keeps the configured number of blocks requested ahead.
+    /// Keeps the configured number of blocks requested ahead on each open path.
     fn refill_blocks(&mut self, now: Time, pk: Key) {
         let Some(pid) = self.pulls.get(pk).map(|p| p.partner) else {
             return;
         };
-        let partner = &self.partners[pid];
-        let per_block = partner.wire.pull_block_replies;
-        let want = partner.pull_blocks_allowed(self.cfg.pull_blocks_outstanding) as usize;
-        let rto = partner.pull_rto(&self.cfg);
+        if !self.partners[pid].stripes.is_empty() {
+            self.probe_closed_paths(now, pid);
+        }
+        let per_block = self.partners[pid].wire.pull_block_replies;
         let cap = self.cfg.pull_blocks_max.max(1) as usize;
         let mut total = self.pulls.blocks_outstanding();
         loop {
             if total >= cap {
                 return;
             }
-            let Some(pull) = self.pulls.get_mut(pk) else {
+            let Some(path) = self.path_with_room(pk) else {
                 return;
             };
-            if pull.blocks.len() >= want || pull.next_frame >= pull.frames_total {
-                return;
-            }
+            let rto = self.partners[pid].path(path).rto(&self.cfg);
+            let pull = self.pulls.get_mut(pk).expect("path found");
             total += 1;
             let start = pull.next_frame;
             let end = (start + per_block).min(pull.frames_total);
@@ -311,10 +320,33 @@ impl Engine {
                 missing: end - start,
                 requested_at: now,
                 rto,
+                path,
             });
             self.hint_deadline(now + rto);
-            self.request_frames(now, pk, start, end, true);
+            self.request_frames(now, pk, start, end, true, path);
         }
+    }
+
+    /// The path the pull's next block goes to: the first open one, from the pull's
+    /// round-robin position, with fewer of its blocks in flight than the path's
+    /// window allows; `None` when all are full or nothing is left to request.
+    fn path_with_room(&mut self, pk: Key) -> Option<u8> {
+        let pull = self.pulls.get(pk)?;
+        if pull.next_frame >= pull.frames_total {
+            return None;
+        }
+        let pid = pull.partner;
+        let configured = self.cfg.pull_blocks_outstanding;
+        let paths = self.path_count(pid);
+        let found = (0..paths)
+            .map(|i| (pull.next_path + i) % paths)
+            .find(|&path| {
+                self.path_open(pid, path)
+                    && pull.blocks_on(path)
+                        < self.partners[pid].path(path).blocks_allowed(configured) as usize
+            })?;
+        self.pulls.get_mut(pk)?.next_path = (found + 1) % paths;
+        Some(found)
     }
 
     /// Tops up every pull (in order) up to the per-pull and global block limits: a
@@ -326,18 +358,22 @@ impl Engine {
         }
     }
 
-    /// Sends one PULL for frames `[start, end)` of the pull (`fresh`: never asked for).
-    fn request_frames(&mut self, now: Time, pk: Key, start: u32, end: u32, fresh: bool) {
+    /// Sends one PULL for frames `[start, end)` of the pull on `path` (`fresh`: never
+    /// asked for).
+    fn request_frames(&mut self, now: Time, pk: Key, start: u32, end: u32, fresh: bool, path: u8) {
         let Some(pull) = self.pulls.get(pk) else {
             return;
         };
-        self.partners[pull.partner].pull_awaited.push_back(Run {
-            pull: pk,
-            start,
-            end,
-            asked_at: now,
-            fresh,
-        });
+        self.partners[pull.partner]
+            .path_mut(path)
+            .awaited
+            .push_back(Run {
+                pull: pk,
+                start,
+                end,
+                asked_at: now,
+                fresh,
+            });
         let first_frame_offset = if start == 0 { pull.off0 } else { 0 };
         let block_length = pull.frame_end(end - 1) - pull.frame_start(start);
         let packet = PullPacket {
@@ -349,7 +385,7 @@ impl Engine {
             pulled_rdma_seqnum: pull.rdma_seq,
             pulled_rdma_offset: pull.rdma_offset,
             src_pull_handle: wire_handle(pk),
-            src_magic: self.me.endpoint as u32 ^ PULL_MAGIC_XOR,
+            src_magic: self.pull_magic(path),
             first_frame_offset,
             block_length,
             frame_index: start,
@@ -361,15 +397,36 @@ impl Engine {
             session: p.session.unwrap_or(0),
             ..packet
         };
-        let header = self.header_to(pid);
+        let header = self.header_on(pid, path);
         let wire = p.wire;
         self.counters.send_pull_req += 1;
-        self.emit(&wire, header, Packet::Pull(packet), Payload::None, true);
+        if path != 0 {
+            self.counters.send_stripe_pull += 1;
+        }
+        self.emit_on(
+            path,
+            &wire,
+            header,
+            Packet::Pull(packet),
+            Payload::None,
+            true,
+        );
     }
 
     /// A pull reply whose frame the engine keeps: its payload becomes a copy action.
     pub(crate) fn on_pull_reply(&mut self, now: Time, r: PullReply, payload: bytes::Bytes) {
-        let Some(a) = self.accept_pull_reply(now, &r, payload.len()) else {
+        self.on_pull_reply_on(now, r, payload, 0)
+    }
+
+    /// As [`Engine::on_pull_reply`], for a reply that came on link `path`.
+    pub(crate) fn on_pull_reply_on(
+        &mut self,
+        now: Time,
+        r: PullReply,
+        payload: bytes::Bytes,
+        path: u8,
+    ) {
+        let Some(a) = self.accept_pull_reply(now, &r, payload.len(), path) else {
             return;
         };
         if let Some(Request::Recv(rr)) = self.requests.get_mut(a.req) {
@@ -390,7 +447,7 @@ impl Engine {
         payload: &[u8],
         place: &mut dyn FnMut(MemHandle, u64, &[u8]),
     ) {
-        let Some(a) = self.accept_pull_reply(now, &r, payload.len()) else {
+        let Some(a) = self.accept_pull_reply(now, &r, payload.len(), 0) else {
             return;
         };
         place(a.dst, a.dst_offset, payload);
@@ -399,9 +456,15 @@ impl Engine {
 
     /// Validates a pull reply against its pull and records the frame as received;
     /// `None` if it is dropped (counted).
-    fn accept_pull_reply(&mut self, now: Time, r: &PullReply, len: usize) -> Option<AcceptedReply> {
+    fn accept_pull_reply(
+        &mut self,
+        now: Time,
+        r: &PullReply,
+        len: usize,
+        path: u8,
+    ) -> Option<AcceptedReply> {
         self.counters.recv_pull_reply += 1;
-        match self.check_pull_reply(r) {
+        match self.check_pull_reply(r, path) {
             Ok(c) => Some(self.commit_pull_reply(now, c, len)),
             Err(drop) => {
                 let c = &mut self.counters;
@@ -416,9 +479,10 @@ impl Engine {
         }
     }
 
-    /// Where a pull reply belongs, changing nothing: its pull, frame and block.
-    fn check_pull_reply(&self, r: &PullReply) -> Result<CheckedReply, ReplyDrop> {
-        if r.dst_magic ^ PULL_MAGIC_XOR != self.me.endpoint as u32 {
+    /// Where a pull reply that came on link `path` belongs, changing nothing: its
+    /// pull, frame and block.
+    fn check_pull_reply(&self, r: &PullReply, path: u8) -> Result<CheckedReply, ReplyDrop> {
+        if r.dst_magic != self.pull_magic(path) {
             return Err(ReplyDrop::BadMagic);
         }
         let pk = self
@@ -442,6 +506,7 @@ impl Engine {
             block,
             dst: pull.handle,
             dst_offset: pull.base + r.msg_offset as u64,
+            path,
         })
     }
 
@@ -458,22 +523,29 @@ impl Engine {
         if block_done {
             pull.blocks.remove(bi);
         }
-        let (lost, sample) = self.passed_over(now, pid, c.pull, k);
+        let path = c.path;
+        let (lost, sample) = self.passed_over(now, pid, path, c.pull, k);
         let pull = self.pulls.get(c.pull).expect("checked");
         let all_done = pull.frames_received == pull.frames_total;
         let req = pull.req;
         let configured = self.cfg.pull_blocks_outstanding;
         let partner = &mut self.partners[pid];
-        partner.pull_heard = now;
+        if path != 0 {
+            if let Some(s) = partner.stripes.get_mut(path as usize - 1) {
+                s.timeouts = 0;
+            }
+        }
+        let on_path = partner.path_mut(path);
+        on_path.heard = now;
         match sample {
-            Some(rtt) => partner.pull_rtt.sample(rtt),
-            None => partner.pull_rtt.progress(),
+            Some(rtt) => on_path.rtt.sample(rtt),
+            None => on_path.rtt.progress(),
         }
         if block_done {
-            partner.grow_pull_window(configured);
+            on_path.grow_window(configured);
         }
         if !lost.is_empty() {
-            self.rerequest_lost(now, pid, lost);
+            self.rerequest_lost(now, pid, path, lost);
         }
         if let Some(Request::Recv(rr)) = self.requests.get_mut(req) {
             if let Some(a) = rr.active.as_mut() {
@@ -502,7 +574,7 @@ impl Engine {
         r: PullReply,
         place: &mut dyn FnMut(MemHandle, u64, usize) -> bool,
     ) -> Option<bool> {
-        let c = self.check_pull_reply(&r).ok()?;
+        let c = self.check_pull_reply(&r, 0).ok()?;
         let len = r.frame_length as usize;
         if !place(c.dst, c.dst_offset, len) {
             // Nothing recorded: the pull asks for the frame again if it is really lost.
@@ -624,10 +696,11 @@ impl Engine {
         &mut self,
         now: Time,
         pid: PartnerId,
+        path: u8,
         pk: Key,
         k: u32,
     ) -> (Vec<(Key, u32, u32)>, Option<Time>) {
-        let awaited = &mut self.partners[pid].pull_awaited;
+        let awaited = &mut self.partners[pid].path_mut(path).awaited;
         let Some(at) = awaited
             .iter()
             .position(|r| r.pull == pk && r.start <= k && k < r.end)
@@ -640,8 +713,8 @@ impl Engine {
         // may reorder a little): they are lost only when asked a quarter round trip
         // earlier, as in TCP's RACK.
         let asked = awaited[at].asked_at;
-        let reorder_window = self.partners[pid].pull_rtt.srtt / 4;
-        let awaited = &mut self.partners[pid].pull_awaited;
+        let reorder_window = self.partners[pid].path(path).rtt.srtt / 4;
+        let awaited = &mut self.partners[pid].path_mut(path).awaited;
         let mut kept = 0;
         for _ in 0..at {
             let r = awaited.remove(kept).expect("counted");
@@ -676,40 +749,47 @@ impl Engine {
 
     /// A pull ended: its replies are no longer awaited.
     fn forget_awaited(&mut self, pid: PartnerId, pk: Key) {
-        self.partners[pid].pull_awaited.retain(|r| r.pull != pk);
+        let p = &mut self.partners[pid];
+        p.pull.awaited.retain(|r| r.pull != pk);
+        for s in &mut p.stripes {
+            s.pull.awaited.retain(|r| r.pull != pk);
+        }
     }
 
     /// Frames passed over by a later reply: request them again now. A long run of them
     /// is a burst (a full queue somewhere): fewer blocks go in flight for a while.
-    fn rerequest_lost(&mut self, now: Time, pid: PartnerId, lost: Vec<(Key, u32, u32)>) {
-        let rto = self.partners[pid].pull_rto(&self.cfg);
+    fn rerequest_lost(&mut self, now: Time, pid: PartnerId, path: u8, lost: Vec<(Key, u32, u32)>) {
+        let rto = self.partners[pid].path(path).rto(&self.cfg);
         let burst = lost
             .iter()
             .any(|&(_, s, e)| e - s >= self.cfg.pull_burst_frames.max(1));
         if burst {
-            self.cut_pull_window(now, pid);
+            self.cut_pull_window(now, pid, path);
         }
         for (pk, s, e) in lost {
             let Some(pull) = self.pulls.get_mut(pk) else {
                 continue;
             };
+            // Asked again on the path its block is on now (it may have moved).
+            let mut on = path;
             if let Some(b) = pull.blocks.iter_mut().find(|b| b.start <= s && e <= b.end) {
                 b.requested_at = now;
                 b.rto = rto;
+                on = b.path;
             }
             self.counters.pull_rerequests += 1;
             self.counters.pull_fast_rerequests += 1;
             self.counters.pull_frames_rerequested += (e - s) as u64;
-            self.request_frames(now, pk, s, e, false);
+            self.request_frames(now, pk, s, e, false, on);
         }
         self.hint_deadline(now + rto);
     }
 
-    fn cut_pull_window(&mut self, now: Time, pid: PartnerId) {
+    fn cut_pull_window(&mut self, now: Time, pid: PartnerId, path: u8) {
         let configured = self.cfg.pull_blocks_outstanding;
-        let p = &mut self.partners[pid];
-        let rtt = p.pull_rtt.srtt;
-        if p.cut_pull_window(now, configured, rtt) {
+        let p = self.partners[pid].path_mut(path);
+        let rtt = p.rtt.srtt;
+        if p.cut_window(now, configured, rtt) {
             self.counters.pull_window_cuts += 1;
         }
     }
@@ -729,37 +809,97 @@ impl Engine {
                 continue;
             }
             let pid = pull.partner;
-            let heard = self.partners[pid].pull_heard;
-            let overdue = |b: &Block| b.requested_at.max(heard) + b.rto <= now;
-            if !pull.blocks.iter().any(overdue) {
+            let partner = &self.partners[pid];
+            let overdue = |b: &Block| b.requested_at.max(partner.path(b.path).heard) + b.rto <= now;
+            let mut timed_out: Vec<u8> = pull
+                .blocks
+                .iter()
+                .filter(|b| overdue(b))
+                .map(|b| b.path)
+                .collect();
+            if timed_out.is_empty() {
                 continue;
             }
-            let partner = &mut self.partners[pid];
-            partner.pull_rtt.back_off();
-            let rto = partner.pull_rto(&self.cfg);
-            let pull = self.pulls.get_mut(pk).expect("present");
-            let mut runs = Vec::new();
-            let mut expired = Vec::new();
-            for b in pull.blocks.iter_mut().filter(|b| overdue(b)) {
-                b.requested_at = now;
-                b.rto = rto;
-                expired.push((b.start, b.end));
+            timed_out.sort_unstable();
+            timed_out.dedup();
+            for &path in &timed_out {
+                self.path_timed_out(now, pid, path);
             }
-            for &(s, e) in &expired {
-                pull.missing_runs(s, e, &mut runs);
+            let partner = &self.partners[pid];
+            let overdue = |b: &Block| b.requested_at.max(partner.path(b.path).heard) + b.rto <= now;
+            let pull = self.pulls.get_mut(pk).expect("present");
+            let mut expired = Vec::new();
+            let blocks_on =
+                |blocks: &[Block], path: u8| blocks.iter().filter(|b| b.path == path).count();
+            for i in 0..pull.blocks.len() {
+                if !overdue(&pull.blocks[i]) {
+                    continue;
+                }
+                let old = pull.blocks[i].path;
+                if old != 0
+                    && partner
+                        .stripes
+                        .get(old as usize - 1)
+                        .is_none_or(|s| s.closed)
+                {
+                    // Its path was closed: the open path with the fewest of its blocks.
+                    let open = (0..=partner.stripes.len() as u8)
+                        .filter(|&p| p == 0 || !partner.stripes[p as usize - 1].closed);
+                    let to = open
+                        .min_by_key(|&p| blocks_on(&pull.blocks, p))
+                        .unwrap_or(0);
+                    pull.blocks[i].path = to;
+                }
+                let b = &mut pull.blocks[i];
+                b.requested_at = now;
+                b.rto = partner.path(b.path).rto(&self.cfg);
+                expired.push((b.start, b.end, b.path));
+            }
+            let mut runs = Vec::new();
+            let mut missing = Vec::new();
+            for &(s, e, path) in &expired {
+                missing.clear();
+                pull.missing_runs(s, e, &mut missing);
+                runs.extend(missing.iter().map(|&(s, e)| (s, e, path)));
             }
             // What was awaited of these blocks is asked for again below.
-            self.partners[pid].pull_awaited.retain(|r| {
-                r.pull != pk || !expired.iter().any(|&(s, e)| s <= r.start && r.end <= e)
-            });
+            let p = &mut self.partners[pid];
+            for path in 0..=p.stripes.len() as u8 {
+                p.path_mut(path).awaited.retain(|r| {
+                    r.pull != pk || !expired.iter().any(|&(s, e, _)| s <= r.start && r.end <= e)
+                });
+            }
             self.counters.pull_block_timeouts += 1;
-            self.hint_deadline(now + rto);
-            self.cut_pull_window(now, pid);
-            for (s, e) in runs {
+            for &(_, _, path) in &expired {
+                let rto = self.partners[pid].path(path).rto(&self.cfg);
+                self.hint_deadline(now + rto);
+            }
+            for (s, e, path) in runs {
                 self.counters.pull_rerequests += 1;
                 self.counters.pull_frames_rerequested += (e - s) as u64;
-                self.request_frames(now, pk, s, e, false);
+                self.request_frames(now, pk, s, e, false, path);
             }
+        }
+    }
+
+    /// Blocks on `path` timed out: its timeout backs off and its window shrinks; a
+    /// path other than 0 that times out [`crate::stripe::STRIPE_TIMEOUTS_MAX`] times in
+    /// a row without a reply is closed (its blocks move when they time out next).
+    fn path_timed_out(&mut self, now: Time, pid: PartnerId, path: u8) {
+        self.partners[pid].path_mut(path).rtt.back_off();
+        self.cut_pull_window(now, pid, path);
+        let Some(s) = self.partners[pid]
+            .stripes
+            .get_mut((path as usize).wrapping_sub(1))
+        else {
+            return;
+        };
+        s.timeouts += 1;
+        if s.timeouts >= crate::stripe::STRIPE_TIMEOUTS_MAX && !s.closed {
+            s.closed = true;
+            s.closed_at = now;
+            s.pull.awaited.clear();
+            self.counters.stripe_paths_closed += 1;
         }
     }
 
@@ -835,6 +975,13 @@ impl Engine {
         let Some(pid) = self.known_partner(now, src, p.src_endpoint) else {
             return;
         };
+        self.serve_pull(pid, p, 0);
+    }
+
+    /// Answers a checked PULL from partner `pid` that came on link `path`, on that
+    /// link (a bad request on another link than 0 is dropped without a nack).
+    pub(crate) fn serve_pull(&mut self, pid: PartnerId, p: PullPacket, path: u8) {
+        let src = self.partners[pid].nic_id;
         let region = self.regions.get(p.pulled_rdma_id as usize);
         // A region is readable only by the partner its rendezvous was sent to.
         let region = region.filter(
@@ -842,7 +989,9 @@ impl Engine {
         );
         let Some(region) = region else {
             self.counters.drop_pull_bad_region += 1;
-            self.nack_mcp(src, &p, NackType::BadRdmaWin);
+            if path == 0 {
+                self.nack_mcp(src, &p, NackType::BadRdmaWin);
+            }
             return;
         };
         let (handle, region_len, base) = (region.handle, region.len as u64, region.base);
@@ -862,7 +1011,7 @@ impl Engine {
         };
         let header = Header {
             dst_src_peer_index: omx_wire::PEER_INDEX_NONE,
-            ..self.header_to(pid)
+            ..self.header_on(pid, path)
         };
         let mut remaining = p.block_length as u64;
         let mut frame_len = r - p.first_frame_offset as u64;
@@ -883,7 +1032,8 @@ impl Engine {
                 len: len as u32,
             };
             self.counters.send_pull_reply += 1;
-            self.emit(
+            self.emit_on(
+                path,
                 &wire,
                 header,
                 Packet::PullReply(reply),
@@ -916,6 +1066,8 @@ struct CheckedReply {
     block: usize,
     dst: MemHandle,
     dst_offset: u64,
+    /// The link it came on.
+    path: u8,
 }
 
 struct AcceptedReply {

@@ -44,6 +44,9 @@ pub struct Transmit {
     /// Largest bundle (whole frame) this frame may travel in; 0 when it travels alone
     /// (see [`crate::bundle`]).
     pub(crate) bundle_limit: u32,
+    /// The link to send it on: 0 for the endpoint's own board, `i` for the `i`-th of
+    /// `EngineConfig::stripe_boards` (striped pulls only).
+    pub path: u8,
 }
 
 impl Transmit {
@@ -59,6 +62,7 @@ impl Transmit {
             payload,
             latency_sensitive,
             bundle_limit: 0,
+            path: 0,
         }
     }
 
@@ -67,6 +71,7 @@ impl Transmit {
     /// frame is small and self-contained (no user memory to gather).
     pub(crate) fn bundled_to(mut self, wire: &omx_wire::WireConfig) -> Self {
         let eligible = wire.uses(omx_wire::Extensions::BUNDLE)
+            && self.path == 0
             && !matches!(self.payload, Payload::User { .. })
             && self.content_len() <= crate::bundle::BUNDLE_ITEM_MAX
             && omx_wire::peek::dst_endpoint(self.header()).is_some()

@@ -59,11 +59,11 @@ pub struct EndpointInfo {
     pub paths: Vec<omx_proto::PathStats>,
 }
 
-/// One `path` line of an endpoint's info file (times in ns; extension bits, and 1 when
-/// the link carries checksum trailers).
+/// One `path` line of an endpoint's info file (times in ns; extension bits, 1 when
+/// the link carries checksum trailers, and the open striping links besides its own).
 fn format_path(p: &omx_proto::PathStats) -> String {
     format!(
-        "path {:x} {} {} {} {} {} {} {} {} {}\n",
+        "path {:x} {} {} {} {} {} {} {} {} {} {}\n",
         p.nic_id,
         p.endpoint,
         p.srtt,
@@ -73,13 +73,15 @@ fn format_path(p: &omx_proto::PathStats) -> String {
         p.pull_rto,
         p.pull_blocks,
         p.extensions.bits(),
-        u8::from(p.checksum)
+        u8::from(p.checksum),
+        p.stripe_links
     )
 }
 
 fn parse_path(rest: &str) -> Option<omx_proto::PathStats> {
     let f: Vec<&str> = rest.split_whitespace().collect();
-    if f.len() != 10 {
+    // (10 fields: written before striping.)
+    if !(10..=11).contains(&f.len()) {
         return None;
     }
     let n = |i: usize| f[i].parse::<u64>().ok();
@@ -94,6 +96,7 @@ fn parse_path(rest: &str) -> Option<omx_proto::PathStats> {
         pull_blocks: f[7].parse().ok()?,
         extensions: omx_wire::Extensions::from_bits(f[8].parse().ok()?),
         checksum: f[9] == "1",
+        stripe_links: f.get(10).map_or(Some(0), |s| s.parse().ok())?,
     })
 }
 

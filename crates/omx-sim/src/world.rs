@@ -91,7 +91,10 @@ pub struct Host {
     pub completions: Vec<(u8, Completion)>,
     /// The host's interface MTU (see [`World::set_host_mtu`]); `None`: unlimited.
     pub mtu: Option<u32>,
-    tx_busy_until: Time,
+    /// The host's other boards (see [`World::add_links`]): board `i` is on link `i + 1`.
+    pub links: Vec<NicId>,
+    /// When each of its links (0: its own board) is free to send again.
+    tx_busy_until: Vec<Time>,
 }
 
 struct InFlight {
@@ -198,7 +201,8 @@ impl World {
                 mem: Memory::default(),
                 completions: Vec::new(),
                 mtu: None,
-                tx_busy_until: 0,
+                links: Vec::new(),
+                tx_busy_until: vec![0],
             })
             .collect();
         let by_mac: HashMap<NicId, usize> = hosts
@@ -269,6 +273,29 @@ impl World {
             let (peers, params) = (old.peers().clone(), *old.params());
             self.hosts[host].engines[ep as usize] = Engine::new(cfg, params, peers);
         }
+    }
+
+    /// Gives every host `n` more boards, board `i` of every host on one more link
+    /// (its own bandwidth and queue; losses and the [`World::filter`] apply to each),
+    /// and has its endpoints stripe large messages over them when `stripe` is set
+    /// (`OMX_STRIPE`). Call before connecting.
+    pub fn add_links(&mut self, n: usize, stripe: bool) {
+        for h in 0..self.hosts.len() {
+            let boards: Vec<NicId> = (0..n).map(|i| Self::link_nic(h, i + 1)).collect();
+            for &b in &boards {
+                self.by_mac.insert(b, h);
+            }
+            self.hosts[h].links = boards.clone();
+            self.hosts[h].tx_busy_until = vec![0; n + 1];
+            if stripe {
+                self.configure_host(h, |cfg| cfg.stripe_boards = boards.clone());
+            }
+        }
+    }
+
+    /// The board of host `host` on link `link` (0: its own board).
+    pub fn link_nic(host: usize, link: usize) -> NicId {
+        0x02_00_00_00_00_00u64 | ((link as u64) << 16) | (host as u64 + 1)
     }
 
     fn fits_mtu(&self, host: usize, frame: &[u8]) -> bool {
@@ -485,7 +512,7 @@ impl World {
                     t.assemble(&mut frame, |handle, off, out| {
                         mem.get(handle).read_at(off as usize, out)
                     });
-                    self.send_frame(h, &frame);
+                    self.send_frame(h, t.path as usize, &frame);
                     self.scratch = frame;
                 }
                 Output::Completion(c) => self.hosts[h].completions.push((e as u8, c)),
@@ -517,17 +544,21 @@ impl World {
         self.hosts[h].engines[ep as usize].copy_done(now, op.id);
     }
 
-    fn send_frame(&mut self, from: usize, frame: &[u8]) {
+    fn send_frame(&mut self, from: usize, link: usize, frame: &[u8]) {
         self.stats.frames += 1;
         self.stats.bytes += frame.len() as u64;
         let bw = self.link.bandwidth;
         let host = &mut self.hosts[from];
-        let start = host.tx_busy_until.max(self.now);
+        let Some(busy) = host.tx_busy_until.get_mut(link) else {
+            self.stats.undeliverable += 1;
+            return;
+        };
+        let start = (*busy).max(self.now);
         let wire_time = (frame.len() as u64 * 1_000_000_000)
             .checked_div(bw)
             .unwrap_or(0);
-        host.tx_busy_until = start + wire_time;
-        let depart = host.tx_busy_until;
+        *busy = start + wire_time;
+        let depart = *busy;
         let filtered = self.filter.as_mut().is_some_and(|f| !f(frame));
         if self.lose_frame() || filtered || self.down[from] {
             self.stats.lost += 1;

@@ -186,6 +186,7 @@ fn packets(mode: WireMode) -> Vec<Case> {
         } else {
             Extensions::ALL
         },
+        stripe_boards: 0,
     };
     let truc = Truc {
         dst_endpoint: 3,
@@ -431,6 +432,11 @@ fn lua_constants_and_type_names_match_omx_wire() {
     assert_eq!(constant("PULL_MAGIC_XOR"), PULL_MAGIC_XOR.into());
     assert_eq!(constant("BUNDLE_TYPE"), BUNDLE_TYPE.into());
     assert_eq!(constant("BUNDLE_HEADER_LEN"), BUNDLE_HEADER_LEN as u64);
+    assert_eq!(constant("STRIPE_PULL_TYPE"), STRIPE_PULL_TYPE.into());
+    assert_eq!(
+        constant("STRIPE_PULL_REPLY_TYPE"),
+        STRIPE_PULL_REPLY_TYPE.into()
+    );
     // Every defined type, by number and name, and nothing else.
     let lua_types: BTreeMap<u8, String> = s
         .split("[")

@@ -12,10 +12,13 @@
 use crate::sys::SockFilter;
 use omx_wire::peek::{
     self, BOARD_TYPES, DST_ENDPOINT_OFFSET, ENDPOINT_TYPES, ETHERTYPE_OFFSET,
-    MAGIC_ENDPOINT_OFFSET, MAGIC_ENDPOINT_XOR, NACK_LIB_DST_ENDPOINT_OFFSET, TYPE_BUNDLE,
-    TYPE_NACK_LIB, TYPE_NACK_MCP, TYPE_OFFSET, TYPE_PULL_REPLY,
+    MAGIC_ENDPOINT_OFFSET, MAGIC_ENDPOINT_XOR, NACK_LIB_DST_ENDPOINT_OFFSET,
+    PULL_REPLY_MAGIC_OFFSET, PULL_SESSION_OFFSET, TYPE_BUNDLE, TYPE_NACK_LIB, TYPE_NACK_MCP,
+    TYPE_OFFSET, TYPE_PULL_REPLY,
 };
-use omx_wire::{CHECKSUM_FLAG, LATENCY_FLAG};
+use omx_wire::{
+    stripe_magic, CHECKSUM_FLAG, LATENCY_FLAG, STRIPE_PULL_REPLY_TYPE, STRIPE_PULL_TYPE,
+};
 
 /// Which frames of the EtherType a socket should see.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -87,6 +90,11 @@ impl EndpointFilter {
         }
         if self.board_frames && peek::is_board_frame(frame) {
             return true;
+        }
+        // Striped pulls name an endpoint too, but on a board the endpoint may not be
+        // open on: its [`StripeFilter`] socket there takes them.
+        if peek::is_striped(frame) {
+            return false;
         }
         peek::dst_endpoint(frame).is_some_and(|e| self.endpoints.contains(&e))
     }
@@ -204,6 +212,84 @@ impl EndpointFilter {
     }
 }
 
+/// What an endpoint's socket on one of its other boards takes (`OMX_STRIPE`): striped
+/// PULLs for its endpoint and session, and striped PULL_REPLYs carrying its striped
+/// magic ([`omx_wire::stripe_magic`]). Another process's endpoint with the same index
+/// has another session, so neither takes the other's frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StripeFilter {
+    pub endpoint: u8,
+    pub session: u32,
+}
+
+impl StripeFilter {
+    /// Reference semantics of [`StripeFilter::compile`].
+    pub fn accepts(&self, ethertype: u16, frame: &[u8]) -> bool {
+        if peek::ethertype(frame) != Some(ethertype) {
+            return false;
+        }
+        match peek::packet_type(frame) {
+            Some(STRIPE_PULL_TYPE) => {
+                peek::dst_endpoint(frame) == Some(self.endpoint)
+                    && peek::u32_at(frame, PULL_SESSION_OFFSET) == Some(self.session)
+            }
+            Some(STRIPE_PULL_REPLY_TYPE) => {
+                peek::u32_at(frame, PULL_REPLY_MAGIC_OFFSET)
+                    == Some(stripe_magic(self.endpoint, self.session))
+            }
+            _ => false,
+        }
+    }
+
+    /// Classic BPF program for `SO_ATTACH_FILTER`.
+    pub fn compile(&self, ethertype: u16) -> Vec<SockFilter> {
+        let mut a = Asm::default();
+        a.ethertype_only(ethertype);
+        a.op(ld_b(TYPE_OFFSET));
+        a.op(alu(BPF_AND, (!TYPE_FLAGS) as u32 & 0xff));
+        a.jump(
+            JEQ,
+            STRIPE_PULL_TYPE as u32,
+            Target::Label(L_COMMON),
+            Target::Next(0),
+        );
+        a.jump(
+            JEQ,
+            STRIPE_PULL_REPLY_TYPE as u32,
+            Target::Label(L_PULL),
+            Target::Label(L_DROP),
+        );
+        a.label(L_COMMON);
+        a.op(ld_b(DST_ENDPOINT_OFFSET));
+        a.jump(
+            JEQ,
+            self.endpoint as u32,
+            Target::Next(0),
+            Target::Label(L_DROP),
+        );
+        a.op(ld_w(PULL_SESSION_OFFSET));
+        a.jump(
+            JEQ,
+            self.session,
+            Target::Label(L_ACCEPT),
+            Target::Label(L_DROP),
+        );
+        a.label(L_PULL);
+        a.op(ld_w(PULL_REPLY_MAGIC_OFFSET));
+        a.jump(
+            JEQ,
+            stripe_magic(self.endpoint, self.session),
+            Target::Label(L_ACCEPT),
+            Target::Next(0),
+        );
+        a.label(L_DROP);
+        a.op(ret(0));
+        a.label(L_ACCEPT);
+        a.op(ret(ACCEPT));
+        a.finish()
+    }
+}
+
 /// A program that accepts every frame of `ethertype` and nothing else: for sockets
 /// bound to all protocols, the only ones that see the host's own transmissions.
 pub(crate) fn ethertype_only(ethertype: u16) -> Vec<SockFilter> {
@@ -240,6 +326,7 @@ const BPF_LD: u16 = 0x00;
 const BPF_ALU: u16 = 0x04;
 const BPF_JMP: u16 = 0x05;
 const BPF_RET: u16 = 0x06;
+const BPF_W: u16 = 0x00;
 const BPF_H: u16 = 0x08;
 const BPF_B: u16 = 0x10;
 const BPF_ABS: u16 = 0x20;
@@ -274,6 +361,14 @@ fn alu(op: u16, k: u32) -> SockFilter {
 fn ld_h(off: usize) -> SockFilter {
     SockFilter {
         code: BPF_LD | BPF_H | BPF_ABS,
+        jt: 0,
+        jf: 0,
+        k: off as u32,
+    }
+}
+fn ld_w(off: usize) -> SockFilter {
+    SockFilter {
+        code: BPF_LD | BPF_W | BPF_ABS,
         jt: 0,
         jf: 0,
         k: off as u32,
@@ -392,6 +487,11 @@ mod tests {
                     let Some(b) = pkt.get(k..k + 2) else { return 0 };
                     a = u16::from_be_bytes([b[0], b[1]]) as u32;
                 }
+                c if c == BPF_LD | BPF_W | BPF_ABS => {
+                    let k = i.k as usize;
+                    let Some(b) = pkt.get(k..k + 4) else { return 0 };
+                    a = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+                }
                 c if c == BPF_LD | BPF_B | BPF_ABS => {
                     let Some(&b) = pkt.get(i.k as usize) else {
                         return 0;
@@ -424,6 +524,53 @@ mod tests {
         f[NACK_LIB_DST_ENDPOINT_OFFSET] = b25;
         f[MAGIC_ENDPOINT_OFFSET] = b31;
         f
+    }
+
+    #[test]
+    fn stripe_filter_takes_its_striped_pulls_and_replies_only() {
+        let f = StripeFilter {
+            endpoint: 3,
+            session: 0xdead_beef,
+        };
+        let prog = f.compile(ET);
+        let pull = |t: u8, ep: u8, session: u32| {
+            let mut fr = frame(t, ep, 0, 0);
+            fr[PULL_SESSION_OFFSET..PULL_SESSION_OFFSET + 4]
+                .copy_from_slice(&session.to_be_bytes());
+            fr
+        };
+        let reply = |t: u8, magic: u32| {
+            let mut fr = frame(t, 0, 0, 0);
+            fr[PULL_REPLY_MAGIC_OFFSET..PULL_REPLY_MAGIC_OFFSET + 4]
+                .copy_from_slice(&magic.to_be_bytes());
+            fr
+        };
+        let ours = stripe_magic(3, 0xdead_beef);
+        let cases = [
+            (pull(STRIPE_PULL_TYPE, 3, 0xdead_beef), true),
+            (pull(STRIPE_PULL_TYPE | LATENCY_FLAG, 3, 0xdead_beef), true),
+            (pull(STRIPE_PULL_TYPE, 4, 0xdead_beef), false),
+            (pull(STRIPE_PULL_TYPE, 3, 0xdead_beee), false),
+            (pull(TYPE_PULL_REPLY - 1, 3, 0xdead_beef), false),
+            (reply(STRIPE_PULL_REPLY_TYPE, ours), true),
+            (reply(STRIPE_PULL_REPLY_TYPE, stripe_magic(3, 1)), false),
+            (
+                reply(STRIPE_PULL_REPLY_TYPE, 3 ^ omx_wire::PULL_MAGIC_XOR),
+                false,
+            ),
+            (reply(TYPE_PULL_REPLY, ours), false),
+            (
+                reply(STRIPE_PULL_REPLY_TYPE, ours)[..PULL_REPLY_MAGIC_OFFSET + 3].to_vec(),
+                false,
+            ),
+        ];
+        for (i, (fr, want)) in cases.iter().enumerate() {
+            assert_eq!(f.accepts(ET, fr), *want, "reference, case {i}");
+            assert_eq!(run(&prog, fr) != 0, *want, "program, case {i}");
+        }
+        let mut other = pull(STRIPE_PULL_TYPE, 3, 0xdead_beef);
+        other[ETHERTYPE_OFFSET] ^= 1;
+        assert!(!f.accepts(ET, &other) && run(&prog, &other) == 0);
     }
 
     #[test]

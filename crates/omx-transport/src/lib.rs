@@ -54,7 +54,7 @@ pub use capture::{CaptureSocket, Direction};
 pub use cma::{CmaError, RemoteIov};
 pub use direct::{DirectRx, ReplyPlace, DIRECT_MAX_PIECES};
 pub use faults::{FaultConfig, FaultInjector, FaultStats};
-pub use filter::EndpointFilter;
+pub use filter::{EndpointFilter, StripeFilter};
 pub use iface::{
     interface_by_name, list_interfaces, parse_iface_list, rx_coalescing, select_boards,
     select_from, survey, Interface, RxCoalescing, Surveyed,
@@ -62,7 +62,7 @@ pub use iface::{
 pub use ring::{RingLayout, RxFrame};
 pub use shm::{Inbox, InboxParams, Outbox, OutboxError, ReceiverInfo, SenderId};
 pub use socket::{PacketSocket, SocketOptions, SocketStats};
-pub use sys::MAX_GATHER;
+pub use sys::{take_socket_error, MAX_GATHER};
 
 /// EtherType of Open-MX frames.
 pub const OMX_ETHERTYPE: u16 = omx_wire::DEFAULT_ETHERTYPE;

@@ -5,10 +5,10 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::filter::EndpointFilter;
+use crate::filter::{EndpointFilter, StripeFilter};
 use crate::iface::Interface;
 use crate::ring::{self, RingLayout, RxCounters, RxFrame, RxRing};
-use crate::sys::{self, RecvBatch, SendBatch};
+use crate::sys::{self, RecvBatch, SendBatch, SockFilter};
 use crate::xdp::{XdpOptions, XdpPort, XskCounts};
 
 /// Tuning knobs of a [`PacketSocket`].
@@ -166,8 +166,29 @@ impl PacketSocket {
         opts: &SocketOptions,
         filter: Option<&EndpointFilter>,
     ) -> io::Result<PacketSocket> {
+        let prog = filter.map(|f| f.compile(ethertype));
+        Self::open_with_program(iface, ethertype, opts, prog.as_deref())
+    }
+
+    /// As [`PacketSocket::open_filtered`], for an endpoint's socket on one of its
+    /// other boards: it takes only the striped frames [`StripeFilter`] selects.
+    pub fn open_stripe(
+        iface: &Interface,
+        ethertype: u16,
+        opts: &SocketOptions,
+        filter: &StripeFilter,
+    ) -> io::Result<PacketSocket> {
+        Self::open_with_program(iface, ethertype, opts, Some(&filter.compile(ethertype)))
+    }
+
+    fn open_with_program(
+        iface: &Interface,
+        ethertype: u16,
+        opts: &SocketOptions,
+        filter: Option<&[SockFilter]>,
+    ) -> io::Result<PacketSocket> {
         let slot = iface.max_frame_len() + RX_SLACK;
-        let mut fd = Self::configured_fd(ethertype, opts, filter)?;
+        let mut fd = Self::configured_fd(opts, filter)?;
         let mut rx = None;
         if opts.rx_ring_bytes > 0 {
             match RxRing::setup(
@@ -176,7 +197,7 @@ impl PacketSocket {
             ) {
                 Ok(r) => rx = Some(Rx::Ring(r)),
                 // A half-configured ring cannot be undone portably: start over.
-                Err(_) => fd = Self::configured_fd(ethertype, opts, filter)?,
+                Err(_) => fd = Self::configured_fd(opts, filter)?,
             }
         }
         let rx = rx.unwrap_or_else(|| Rx::Mmsg(RecvBatch::new(opts.recv_batch.max(1), slot)));
@@ -261,17 +282,13 @@ impl PacketSocket {
         self.relay
     }
 
-    fn configured_fd(
-        ethertype: u16,
-        opts: &SocketOptions,
-        filter: Option<&EndpointFilter>,
-    ) -> io::Result<OwnedFd> {
+    fn configured_fd(opts: &SocketOptions, filter: Option<&[SockFilter]>) -> io::Result<OwnedFd> {
         let fd = sys::packet_socket()?;
         let raw = fd.as_raw_fd();
         // Best effort: kernels before 4.20 lack it; received OUTGOING frames are skipped anyway.
         let _ = sys::setsockopt_int(raw, sys::SOL_PACKET, sys::PACKET_IGNORE_OUTGOING, 1);
         if let Some(f) = filter {
-            sys::attach_filter(raw, &f.compile(ethertype))?;
+            sys::attach_filter(raw, f)?;
         }
         if opts.socket_buf_bytes > 0 {
             let n = opts.socket_buf_bytes.min(i32::MAX as usize) as libc::c_int;

@@ -29,6 +29,36 @@ pub const CHECKSUM_FLAG: u8 = 0x40;
 /// Bytes of the checksum trailer.
 pub const CHECKSUM_LEN: usize = 4;
 
+/// Native extension ([`Extensions::STRIPE`]): a PULL sent on another link than the
+/// endpoint's own board. Same body as PULL; its own type so that the socket of the
+/// process owning the same endpoint index on that board never takes it.
+pub const STRIPE_PULL_TYPE: u8 = 47;
+/// Native extension: the PULL_REPLY answering a [`STRIPE_PULL_TYPE`] (same body).
+pub const STRIPE_PULL_REPLY_TYPE: u8 = 48;
+/// CONNECT body byte 14, with [`Extensions::STRIPE`] advertised: how many 6-byte board
+/// addresses follow the body (the sender's other boards, in link order).
+pub const CONNECT_STRIPE_BOARDS_OFFSET: usize = 14;
+/// Most other boards a CONNECT lists.
+pub const STRIPE_BOARDS_MAX: usize = 7;
+
+/// The striped type of PULL and PULL_REPLY, and back: `None` for every other type.
+pub const fn striped_type(t: u8) -> Option<u8> {
+    match t {
+        41 => Some(STRIPE_PULL_TYPE),
+        42 => Some(STRIPE_PULL_REPLY_TYPE),
+        _ => None,
+    }
+}
+
+/// The type a striped type stands for (PULL or PULL_REPLY); `None` if not striped.
+pub const fn unstriped_type(t: u8) -> Option<u8> {
+    match t {
+        STRIPE_PULL_TYPE => Some(41),
+        STRIPE_PULL_REPLY_TYPE => Some(42),
+        _ => None,
+    }
+}
+
 /// The packet type of a type byte, without [`LATENCY_FLAG`] and [`CHECKSUM_FLAG`].
 pub const fn type_of(type_byte: u8) -> u8 {
     type_byte & !(LATENCY_FLAG | CHECKSUM_FLAG)
@@ -57,6 +87,13 @@ pub fn is_marked(frame: &[u8]) -> bool {
 pub const MIN_FRAME_LEN: usize = 60;
 /// XOR applied to the puller endpoint index to form a pull magic.
 pub const PULL_MAGIC_XOR: u32 = 0x2107_1980;
+/// The pull magic of a striped pull ([`STRIPE_PULL_TYPE`]): the puller's endpoint in
+/// the low byte as the original's, and its session in the upper bytes, so that a
+/// socket filter tells this endpoint's striped replies from those of another process
+/// with the same endpoint index.
+pub const fn stripe_magic(endpoint: u8, session: u32) -> u32 {
+    ((session << 8) | endpoint as u32) ^ PULL_MAGIC_XOR
+}
 /// Initial host-query magic (incremented each time peer names are cleared).
 pub const HOST_QUERY_MAGIC_INIT: u32 = 0x1305_2008;
 /// The only defined TRUC type: an explicit library ack ("liback").
@@ -158,15 +195,23 @@ impl Extensions {
     pub const BUNDLE: Extensions = Extensions(8);
     /// One-sided operations (flags in body byte 3 of messages, unset in the original).
     pub const ONE_SIDED: Extensions = Extensions(16);
-    /// Every extension this version knows.
+    /// Every extension offered by default (all but [`Extensions::STRIPE`]).
     pub const ALL: Extensions = Extensions(31);
+    /// Large messages striped over several links (`OMX_STRIPE`): the advertiser lists
+    /// its other boards in its CONNECT ([`crate::Connect::stripe_boards`]) and takes
+    /// [`crate::STRIPE_PULL_TYPE`] and [`crate::STRIPE_PULL_REPLY_TYPE`] on them.
+    /// Offered only by an endpoint with striping on and several boards.
+    pub const STRIPE: Extensions = Extensions(32);
+    /// Every extension this version knows.
+    pub const KNOWN: Extensions = Extensions(63);
     /// Names for settings and tools, in bit order.
-    pub const NAMES: [(&'static str, Extensions); 5] = [
+    pub const NAMES: [(&'static str, Extensions); 6] = [
         ("latency", Self::LATENCY_FLAG),
         ("checksum", Self::CHECKSUM),
         ("checksum-wanted", Self::CHECKSUM_WANTED),
         ("bundle", Self::BUNDLE),
         ("one-sided", Self::ONE_SIDED),
+        ("stripe", Self::STRIPE),
     ];
 
     pub const fn bits(self) -> u8 {
@@ -175,7 +220,7 @@ impl Extensions {
 
     /// Known bits only: bits of a later version are ignored.
     pub const fn from_bits(bits: u8) -> Extensions {
-        Extensions(bits & Self::ALL.0)
+        Extensions(bits & Self::KNOWN.0)
     }
 
     pub const fn contains(self, other: Extensions) -> bool {
@@ -646,7 +691,7 @@ mod tests {
         );
         assert_eq!(Extensions::NONE.to_string(), "none");
         assert_eq!(Extensions::parse("bundles"), None);
-        assert_eq!(Extensions::from_bits(0xff), Extensions::ALL);
+        assert_eq!(Extensions::from_bits(0xff), Extensions::KNOWN);
     }
 
     #[test]

@@ -17,10 +17,10 @@
 
 use crate::bytes::Reader;
 use crate::config::{
-    checksum_of, type_of, Extensions, WireConfig, WireMode, CHECKSUM_FLAG, CHECKSUM_LEN,
-    COMMON_HEADER_LEN, COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN, CONNECT_EXT_MARKER,
-    CONNECT_MTU_MARKER, HOSTNAME_MAX, RNDV_DATA_LEN, SMALL_MAX, TINY_MAX, TRUC_DATA_LEN,
-    TRUC_TYPE_ACK,
+    checksum_of, type_of, unstriped_type, Extensions, WireConfig, WireMode, CHECKSUM_FLAG,
+    CHECKSUM_LEN, COMMON_HEADER_LEN, COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN, CONNECT_EXT_MARKER,
+    CONNECT_MTU_MARKER, HOSTNAME_MAX, RNDV_DATA_LEN, SMALL_MAX, STRIPE_BOARDS_MAX, TINY_MAX,
+    TRUC_DATA_LEN, TRUC_TYPE_ACK,
 };
 use crate::error::DecodeError;
 use crate::packet::{
@@ -37,6 +37,9 @@ pub struct Decoded<'a> {
     pub payload: &'a [u8],
     /// The frame carried a checksum trailer (verified).
     pub checksummed: bool,
+    /// A striped PULL or PULL_REPLY ([`crate::STRIPE_PULL_TYPE`]), decoded as the
+    /// type it stands for.
+    pub striped: bool,
 }
 
 /// Parses and validates one received Ethernet frame (FCS excluded).
@@ -52,6 +55,8 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
     let (header, rest) = common_header(frame, cfg, too_short)?;
     let &type_byte = rest.first().ok_or(too_short)?;
     let bare = bare_type(type_byte, cfg);
+    let striped = cfg.mode == WireMode::Native && unstriped_type(bare).is_some();
+    let bare = unstriped_type(bare).filter(|_| striped).unwrap_or(bare);
     let ptype = PacketType::from_u8(bare).ok_or(DecodeError::UnknownType(type_byte))?;
 
     let (packet, payload) = match ptype {
@@ -109,7 +114,11 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
                 payload(frame, 16, p.frame_length.into())?,
             )
         }
-        PacketType::Connect => (Packet::Connect(connect(body::<32>(rest, have)?)?), &[][..]),
+        PacketType::Connect => {
+            let c = connect(body::<32>(rest, have)?)?;
+            let boards = usize::from(c.stripe_boards) * 6;
+            (Packet::Connect(c), payload(frame, 32, boards)?)
+        }
         PacketType::Truc => (Packet::Truc(truc(body::<28>(rest, have)?)?), &[][..]),
         PacketType::NackLib => {
             let b = body::<16>(rest, have)?;
@@ -151,6 +160,7 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
         packet,
         payload,
         checksummed,
+        striped,
     })
 }
 
@@ -520,7 +530,19 @@ fn connect(b: Reader<'_, 32>) -> Result<Connect, DecodeError> {
         } else {
             Extensions::NONE
         },
+        stripe_boards: 0,
     };
+    let c = Connect {
+        stripe_boards: if c.extensions.contains(Extensions::STRIPE) {
+            b.u8::<14>()
+        } else {
+            0
+        },
+        ..c
+    };
+    if usize::from(c.stripe_boards) > STRIPE_BOARDS_MAX {
+        return Err(DecodeError::BadField("connect stripe boards"));
+    }
     if c.length < CONNECT_DATA_LEN {
         return Err(DecodeError::BadDataLength);
     }

@@ -290,6 +290,9 @@ fn connect(ptype: u8, c: &Connect) -> Writer<32> {
     if c.extensions != Extensions::NONE {
         w.u8::<12>(CONNECT_EXT_MARKER);
         w.u8::<13>(c.extensions.bits());
+        if c.extensions.contains(Extensions::STRIPE) {
+            w.u8::<14>(c.stripe_boards);
+        }
     }
     w
 }

@@ -305,6 +305,9 @@ pub struct Connect {
     /// omx: the extensions the sender understands ([`crate::Extensions`]), in pads the
     /// original ignores behind [`crate::CONNECT_EXT_MARKER`]; none from Open-MX peers.
     pub extensions: crate::Extensions,
+    /// omx, with [`crate::Extensions::STRIPE`]: how many other boards of the sender
+    /// follow the body as 6-byte addresses (body byte 14; the payload of the frame).
+    pub stripe_boards: u8,
 }
 
 /// TRUC (explicit library ack) body (spec §4.8).

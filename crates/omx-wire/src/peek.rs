@@ -38,6 +38,11 @@ pub const NACK_LIB_DST_ENDPOINT_OFFSET: usize = COMMON_HEADER_LEN + 9;
 /// PULL_REPLY (`dst_magic`) and NACK_MCP (`src_magic`): the low byte of the pull magic,
 /// which is the puller's endpoint XOR [`MAGIC_ENDPOINT_XOR`].
 pub const MAGIC_ENDPOINT_OFFSET: usize = COMMON_HEADER_LEN + 15;
+/// PULL (and striped PULL): the puller's idea of our session (big-endian u32).
+pub const PULL_SESSION_OFFSET: usize = COMMON_HEADER_LEN + 4;
+/// PULL_REPLY (and striped PULL_REPLY): the whole pull magic (big-endian u32), whose
+/// low byte is at [`MAGIC_ENDPOINT_OFFSET`].
+pub const PULL_REPLY_MAGIC_OFFSET: usize = COMMON_HEADER_LEN + 12;
 /// What the puller's endpoint is XORed with at [`MAGIC_ENDPOINT_OFFSET`] (the low byte
 /// of [`PULL_MAGIC_XOR`]).
 pub const MAGIC_ENDPOINT_XOR: u8 = PULL_MAGIC_XOR.to_be_bytes()[3];
@@ -89,7 +94,20 @@ pub fn packet_type(frame: &[u8]) -> Option<u8> {
 /// ([`ENDPOINT_FRAME_TYPES`]).
 #[inline]
 pub fn is_endpoint_type(t: u8) -> bool {
-    ENDPOINT_FRAME_TYPES.contains(&t)
+    ENDPOINT_FRAME_TYPES.contains(&t) || crate::config::unstriped_type(t).is_some()
+}
+
+/// Whether the frame is a striped PULL or PULL_REPLY (flags ignored).
+#[inline]
+pub fn is_striped(frame: &[u8]) -> bool {
+    packet_type(frame).is_some_and(|t| crate::config::unstriped_type(t).is_some())
+}
+
+/// The big-endian u32 at frame offset `off` (a session or a magic).
+#[inline]
+pub fn u32_at(frame: &[u8], off: usize) -> Option<u32> {
+    let b = frame.get(off..off + 4)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// Whether the frame is for the board itself ([`BOARD_TYPES`], flags ignored):
@@ -129,7 +147,8 @@ pub fn is_bundle(frame: &[u8]) -> bool {
 /// for board frames, unknown types and frames too short to carry it.
 #[inline]
 pub fn dst_endpoint(frame: &[u8]) -> Option<u8> {
-    match packet_type(frame)? {
+    let t = packet_type(frame)?;
+    match crate::config::unstriped_type(t).unwrap_or(t) {
         TYPE_PULL_REPLY | TYPE_NACK_MCP => frame
             .get(MAGIC_ENDPOINT_OFFSET)
             .map(|b| b ^ MAGIC_ENDPOINT_XOR),
@@ -428,11 +447,27 @@ mod tests {
         let mut f = vec![0u8; 64];
         for t in (0..=u8::MAX).filter(|&t| {
             let t = type_of(t);
-            !ENDPOINT_FRAME_TYPES.contains(&t) && t != TYPE_BUNDLE
+            !ENDPOINT_FRAME_TYPES.contains(&t)
+                && t != TYPE_BUNDLE
+                && crate::config::unstriped_type(t).is_none()
         }) {
             f[TYPE_OFFSET] = t;
             assert_eq!((dst_endpoint(&f), src_endpoint(&f)), (None, None), "{t}");
         }
         assert_eq!(MAGIC_ENDPOINT_XOR, 0x80);
+    }
+
+    #[test]
+    fn striped_pulls_name_their_endpoint_but_are_not_plain_pulls() {
+        let mut f = vec![0u8; 64];
+        f[TYPE_OFFSET] = crate::STRIPE_PULL_TYPE;
+        f[DST_ENDPOINT_OFFSET] = 5;
+        assert!(is_striped(&f) && !is_pull_reply(&f));
+        assert_eq!(dst_endpoint(&f), Some(5));
+        f[TYPE_OFFSET] = crate::STRIPE_PULL_REPLY_TYPE;
+        f[MAGIC_ENDPOINT_OFFSET] = 5 ^ MAGIC_ENDPOINT_XOR;
+        assert!(is_striped(&f) && !is_pull_reply(&f) && !is_unchecksummed_pull_reply(&f));
+        assert_eq!(dst_endpoint(&f), Some(5));
+        assert!(!ENDPOINT_TYPES.contains(&crate::STRIPE_PULL_TYPE));
     }
 }

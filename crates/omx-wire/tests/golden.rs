@@ -37,6 +37,7 @@ fn check(cfg: &WireConfig, frame: &[u8], header: Header, packet: Packet, payload
             packet,
             payload,
             checksummed: false,
+            striped: false,
         },
         "{cfg:?}"
     );
@@ -559,6 +560,7 @@ fn connect_request() -> Connect {
         status_code: CONNECT_STATUS_SUCCESS,
         link_mtu: 0,
         extensions: Extensions::NONE,
+        stripe_boards: 0,
     }
 }
 

@@ -105,6 +105,10 @@ pub struct RuntimeConfig {
     pub verbose: bool,
     pub disable_self: bool,
     pub disable_shared: bool,
+    /// `OMX_STRIPE`: endpoints list the host's other boards in their CONNECT and pull
+    /// large messages over every link both hosts share (docs/ARCHITECTURE.md "Several
+    /// boards").
+    pub stripe: bool,
     /// Local messages above this use the one-copy rendezvous (`OMX_SHARED_RNDV_THRESHOLD`).
     pub shared_rndv_threshold: u32,
     /// Cross-process copies (`process_vm_readv`) may be used (`OMX_SHARED_CMA=0` forces
@@ -275,6 +279,7 @@ impl RuntimeConfig {
             verbose: flag("OMX_VERBOSE"),
             disable_self: flag("OMX_DISABLE_SELF"),
             disable_shared: flag("OMX_DISABLE_SHARED"),
+            stripe: flag("OMX_STRIPE"),
             shared_rndv_threshold,
             shared_cma: flag("OMX_SHARED_CMA"),
             shared_ring_bytes,

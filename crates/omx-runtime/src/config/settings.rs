@@ -95,6 +95,7 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_RX_RING_KB", "16384", "receive ring of each endpoint's packet socket"),
     s("OMX_TRANSPORT", "packet", "network data path: packet (AF_PACKET sockets), xdp (AF_XDP, falling back to packet sockets), auto (xdp only where it runs zero-copy)"),
     s("OMX_XDP_MODE", "auto", "XDP program placement: auto (native, else generic), native, generic"),
+    s("OMX_STRIPE", "0", "1: large messages are striped over every board this host shares with the partner's"),
     s("OMX_DIRECT_RECV", "", "pull replies through a socket of their own: 0, 1, placed, batched (unset: by frame size)"),
     // Intra-node.
     mx("OMX_DISABLE_SELF", "MX_DISABLE_SELF", "0", "1: messages to oneself take the network path"),

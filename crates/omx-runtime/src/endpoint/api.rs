@@ -262,8 +262,13 @@ impl Endpoint {
                 } else {
                     // A receive that matched nothing yet: no output, no timer armed;
                     // only frames earlier streamed sends left queued go out.
-                    let Core { outbound, sock, .. } = &mut *core;
-                    outbound.flush(sock);
+                    let Core {
+                        outbound,
+                        sock,
+                        stripes,
+                        ..
+                    } = &mut *core;
+                    outbound.flush(sock, stripes);
                 }
                 Ok(r)
             }

@@ -104,6 +104,9 @@ const RX_POOL_CHUNK: usize = 256 * 1024;
 struct Core {
     engine: Engine,
     sock: PacketSocket,
+    /// `OMX_STRIPE`: one socket per other board of the host (path `i` is `stripes[i - 1]`,
+    /// the engine's `stripe_boards` in the same order), for striped pulls and replies.
+    stripes: Vec<PacketSocket>,
     /// This endpoint's pull replies, received straight into place (`OMX_DIRECT_RECV`).
     direct_rx: Option<DirectRx>,
     mem: MemRegistry,

@@ -5,7 +5,7 @@ use super::completions::Completions;
 use super::housekeeping::Upkeep;
 use super::progress::{Activity, UnexpectedSlot};
 use super::rx::Inbound;
-use super::sleep::Wake;
+use super::sleep::{NetFds, Wake};
 use super::tx::Outbound;
 use super::{random_u32, Core, CoreLock, Endpoint, EndpointInner, Error};
 use crate::config::{Coalescing, DaemonUse, DirectRecv, Transport, DIRECT_RECV_BATCH};
@@ -251,6 +251,52 @@ impl Endpoint {
         )
     }
 
+    /// `OMX_STRIPE`: a socket on each of the host's other boards for the endpoint's
+    /// striped pulls and replies, in board order (the partner pairs its `i`-th other
+    /// board with ours). The list stops at the first board that cannot serve (a smaller
+    /// MTU than the endpoint's frames, a socket refused), which keeps that pairing;
+    /// loopback boards are no link.
+    fn open_stripes(
+        rt: &Arc<Runtime>,
+        b: &Arc<Board>,
+        index: u8,
+        session: u32,
+    ) -> Vec<(NicId, PacketSocket)> {
+        let filter = omx_transport::StripeFilter {
+            endpoint: index,
+            session,
+        };
+        let opts = SocketOptions {
+            rx_ring_bytes: rt.cfg.rx_ring_bytes,
+            ..SocketOptions::default()
+        };
+        let mut out = Vec::new();
+        let others = rt
+            .boards
+            .iter()
+            .filter(|o| o.nic_id != b.nic_id && !o.iface.loopback);
+        for o in others.take(omx_wire::STRIPE_BOARDS_MAX) {
+            let mut iface = o.iface.clone();
+            if iface.mtu < b.wire.mtu {
+                break;
+            }
+            iface.mtu = b.wire.mtu;
+            match PacketSocket::open_stripe(&iface, rt.cfg.wire.ethertype, &opts, &filter) {
+                Ok(s) => out.push((o.nic_id, s)),
+                Err(e) => {
+                    if rt.cfg.verbose {
+                        crate::say!(
+                            crate::config::messages::At { board: b.index, endpoint: index, board_name: &b.name };
+                            "no striping over {} ({e})", o.iface.name
+                        );
+                    }
+                    break;
+                }
+            }
+        }
+        out
+    }
+
     /// Builds the endpoint around its socket(s) once the index is ours.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn assemble(
@@ -282,6 +328,13 @@ impl Endpoint {
         }
         // omxd checks relayed frames one by one and refuses bundles.
         ecfg.send_bundles = !sock.is_relay();
+        let stripes = if rt.cfg.stripe && !sock.is_relay() {
+            Self::open_stripes(rt, &b, index, session)
+        } else {
+            Vec::new()
+        };
+        ecfg.stripe_boards = stripes.iter().map(|(nic, _)| *nic).collect();
+        let stripes: Vec<PacketSocket> = stripes.into_iter().map(|(_, s)| s).collect();
         let engine = Engine::new(ecfg, params, peers);
         let discovery = board_lock
             .as_ref()
@@ -319,12 +372,14 @@ impl Endpoint {
             }
         };
         let shm_fd = local.as_ref().map(|s| s.wake_fd());
+        let stripe_fds = stripes.iter().map(PacketSocket::fd).collect();
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
         b.dir.mark_reach(index, local.as_ref().map(|_| uid));
         let core = Core {
             engine,
             sock,
+            stripes,
             direct_rx,
             mem: MemRegistry::default(),
             copier: Copier::new(rt.cfg.copy.clone()),
@@ -345,8 +400,11 @@ impl Endpoint {
         let wake = Wake::new(
             // SAFETY: efd is a fresh descriptor we own.
             unsafe { OwnedFd::from_raw_fd(efd) },
-            sock_fd,
-            direct_fd,
+            NetFds {
+                sock: sock_fd,
+                direct: direct_fd,
+                stripes: stripe_fds,
+            },
             shm_fd,
             coalescing,
             rt.cfg.coalescing_delay.as_nanos() as u64,

@@ -211,7 +211,7 @@ impl EndpointInner {
             }
         }
         if flush {
-            core.outbound.flush(&mut core.sock);
+            core.outbound.flush(&mut core.sock, &mut core.stripes);
         }
     }
 

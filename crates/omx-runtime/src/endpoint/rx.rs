@@ -128,12 +128,18 @@ impl EndpointInner {
         let Core {
             engine,
             sock,
+            stripes,
             mem,
             copier,
             faults,
             inbound,
             ..
         } = core;
+        // Striped pulls and replies (`OMX_STRIPE`) from the other boards' sockets, which
+        // take nothing else: handed to the engine as they are.
+        for s in stripes.iter_mut().filter(|s| s.may_have_rx()) {
+            let _ = s.recv_frames(RX_BATCH, |fr| inbound.keep(fr.data()));
+        }
         let offload = copier.backend().is_some();
         let me = self.index;
         // An empty ring (the common poll) is seen with one load, before the frame

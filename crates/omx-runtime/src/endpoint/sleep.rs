@@ -24,6 +24,10 @@ pub(super) struct Fired {
     pub(super) interrupted: bool,
 }
 
+/// Descriptors a sleep watches: the wake and data sockets, the eventfd, the doorbell,
+/// the direct socket and the sockets on the other boards.
+const POLL_FDS: usize = 5 + omx_wire::STRIPE_BOARDS_MAX;
+
 /// Without frames for this long an endpoint counts as idle (wake-up policies).
 const TRAFFIC_IDLE: Time = 1_000_000;
 
@@ -49,6 +53,7 @@ impl Core {
 fn frames_waiting(core: &Core) -> bool {
     core.sock.readable().unwrap_or(false)
         || (core.engine.pulling() && core.direct_rx.as_ref().is_some_and(DirectRx::readable))
+        || core.stripes.iter().any(|s| s.readable().unwrap_or(false))
 }
 
 /// Sleeping threads and what wakes them: the descriptors a sleep watches, the
@@ -63,6 +68,8 @@ pub(super) struct Wake {
     pub(super) direct_fd: Option<RawFd>,
     /// Doorbell of the shared-memory inbox, when there is one.
     shm_fd: Option<RawFd>,
+    /// The sockets on the other boards (`OMX_STRIPE`), watched with the data socket.
+    stripe_fds: Vec<RawFd>,
     /// Wake-up policy and its timer.
     coalescing: Coalescing,
     coalescing_ns: u64,
@@ -139,6 +146,16 @@ impl Notify {
     }
 }
 
+/// The endpoint's network sockets a sleep watches for frames.
+pub(super) struct NetFds {
+    /// The data socket.
+    pub(super) sock: RawFd,
+    /// The direct pull-reply socket.
+    pub(super) direct: Option<RawFd>,
+    /// The sockets on the other boards (`OMX_STRIPE`).
+    pub(super) stripes: Vec<RawFd>,
+}
+
 /// Sleeps, and how they ended: by a frame or doorbell, or by the timer.
 #[derive(Default)]
 pub(super) struct WakeStats {
@@ -150,8 +167,7 @@ pub(super) struct WakeStats {
 impl Wake {
     pub(super) fn new(
         event_fd: OwnedFd,
-        sock_fd: RawFd,
-        direct_fd: Option<RawFd>,
+        net: NetFds,
         shm_fd: Option<RawFd>,
         coalescing: Coalescing,
         coalescing_ns: u64,
@@ -160,9 +176,10 @@ impl Wake {
         Wake {
             sleepers: AtomicUsize::new(0),
             event_fd,
-            sock_fd,
-            direct_fd,
+            sock_fd: net.sock,
+            direct_fd: net.direct,
             shm_fd,
+            stripe_fds: net.stripes,
             coalescing,
             coalescing_ns,
             wake_sock,
@@ -228,7 +245,13 @@ impl Wake {
             (Coalescing::Timer, true) => (-1, -1, coalesce),
             (Coalescing::Marked | Coalescing::Stream, true) => (wake_fd, -1, coalesce),
         };
-        let mut fds = [
+        let watched = |fd: Option<RawFd>| libc::pollfd {
+            fd: if data_fd >= 0 { fd.unwrap_or(-1) } else { -1 },
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut fds = [watched(None); POLL_FDS];
+        let fixed = [
             libc::pollfd {
                 fd: net_fd,
                 events: libc::POLLIN,
@@ -250,28 +273,43 @@ impl Wake {
                 revents: 0,
             },
             // Pull replies wake like the data socket they bypass.
-            libc::pollfd {
-                fd: if data_fd >= 0 {
-                    self.direct_fd.unwrap_or(-1)
-                } else {
-                    -1
-                },
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            watched(self.direct_fd),
         ];
+        fds[..fixed.len()].copy_from_slice(&fixed);
+        // Striped frames too (their sockets are `STRIPE_BOARDS_MAX` at most).
+        for (slot, &fd) in fds[fixed.len()..].iter_mut().zip(&self.stripe_fds) {
+            *slot = watched(Some(fd));
+        }
+        let nfds = fixed.len() + self.stripe_fds.len().min(POLL_FDS - fixed.len());
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
         };
         self.stats.sleeps.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: five valid pollfds (a negative fd is ignored) and a valid timespec.
-        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 5, &ts, std::ptr::null()) };
+        // SAFETY: `nfds` valid pollfds (a negative fd is ignored) and a valid timespec.
+        let n = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                nfds as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
         let interrupted =
             n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
         if n > 0 {
             self.stats.woken_by_io.fetch_add(1, Ordering::Relaxed);
-            if fds[0].revents != 0 || fds[1].revents != 0 || fds[4].revents != 0 {
+            // A socket whose interface went down (a striping link, `ip link set down`)
+            // reports ENETDOWN until the error is read: read it, or every sleep after
+            // would end at once.
+            for f in fds[..nfds]
+                .iter()
+                .filter(|f| f.revents & libc::POLLERR != 0)
+            {
+                let _ = omx_transport::take_socket_error(f.fd);
+            }
+            let data = [0, 1].into_iter().chain(4..nfds);
+            if data.into_iter().any(|i| fds[i].revents != 0) {
                 // (The wake socket only rings: frames come from the data ring, and its
                 // marks are drained before the next sleep.)
                 if self.coalescing == Coalescing::Stream {

@@ -104,10 +104,13 @@ impl Outbound {
         Ok(pool.split().freeze())
     }
 
-    /// Sends every frame queued on the socket (frames the engine holds for bundles make
+    /// Sends every frame queued on the sockets (frames the engine holds for bundles make
     /// its output non-empty, so the caller's next drain takes them first).
-    pub(super) fn flush(&mut self, sock: &mut PacketSocket) {
+    pub(super) fn flush(&mut self, sock: &mut PacketSocket, stripes: &mut [PacketSocket]) {
         let _ = sock.flush();
+        for s in stripes {
+            let _ = s.flush();
+        }
     }
 }
 
@@ -131,6 +134,7 @@ impl EndpointInner {
         let Core {
             engine,
             sock,
+            stripes,
             mem,
             completions,
             outbound,
@@ -202,7 +206,15 @@ impl EndpointInner {
                         if faults.as_mut().is_some_and(|f| f.drop_send()) {
                             continue;
                         }
-                        queue_transmit(sock, mem, &t);
+                        // A striped pull or reply leaves from the board it names.
+                        let out = match t.path {
+                            0 => &mut *sock,
+                            p => match stripes.get_mut(p as usize - 1) {
+                                Some(s) => s,
+                                None => continue,
+                            },
+                        };
+                        queue_transmit(out, mem, &t);
                     }
                     Output::Completion(c) => {
                         completed |= completions.take_polled(c, engine, mem, copier, now);
@@ -224,12 +236,12 @@ impl EndpointInner {
             }
         }
         if flush {
-            outbound.flush(sock);
-        } else if sock.holds_lent() {
+            outbound.flush(sock, stripes);
+        } else if sock.holds_lent() || stripes.iter().any(PacketSocket::holds_lent) {
             // Frames that read user memory leave before the lock is released, so the
             // memory cannot be handed back to the application (a completion, a
             // cancel, a failed send) while the kernel may still read it.
-            let _ = sock.flush();
+            outbound.flush(sock, stripes);
         }
         completed
     }

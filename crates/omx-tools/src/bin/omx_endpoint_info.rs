@@ -22,7 +22,8 @@ struct Args {
     verbose: bool,
     /// Also show each endpoint's round-trip estimates per partner (smoothed RTT and
     /// its variation, retransmission timeout, the same for pull blocks, and the pull
-    /// blocks allowed in flight), as last published (about once a second).
+    /// blocks allowed in flight, and the links large messages are striped over with
+    /// `OMX_STRIPE`), as last published (about once a second).
     #[arg(short = 'r')]
     rtt: bool,
 }
@@ -57,8 +58,12 @@ fn print_paths(e: &omx_runtime::registry::EndpointInfo, peers: &[(u64, Option<St
         } else {
             p.extensions.without(omx_wire::Extensions::CHECKSUM)
         };
+        let links = match p.stripe_links {
+            0 => String::new(),
+            n => format!(" (striped over {} links)", n + 1),
+        };
         println!(
-            "        {:<24} {:>3} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6}  {}",
+            "        {:<24} {:>3} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6}  {}{}",
             name,
             p.endpoint,
             us(p.srtt),
@@ -67,7 +72,8 @@ fn print_paths(e: &omx_runtime::registry::EndpointInfo, peers: &[(u64, Option<St
             us(p.pull_srtt),
             us(p.pull_rto),
             p.pull_blocks,
-            ext
+            ext,
+            links
         );
     }
 }

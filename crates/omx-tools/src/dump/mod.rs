@@ -67,7 +67,7 @@ pub fn type_names() -> Vec<&'static str> {
     (0..=u8::MAX)
         .filter_map(PacketType::from_u8)
         .map(PacketType::name)
-        .chain(["bundle", "malformed"])
+        .chain(["bundle", "stripe_pull", "stripe_pull_reply", "malformed"])
         .collect()
 }
 
@@ -187,7 +187,12 @@ fn one(frame: &[u8], wire: Wire, ethertype: u16) -> Line {
         Ok(d) => d,
         Err(e) => return malformed(frame, src_mac, dst_mac, &e.to_string()),
     };
-    let kind = d.packet.packet_type().name();
+    // Striped pulls (`OMX_STRIPE`, on a host's other boards) decode as pulls.
+    let kind = match (&d.packet, d.striped) {
+        (Packet::Pull(_), true) => "stripe_pull",
+        (Packet::PullReply(_), true) => "stripe_pull_reply",
+        (p, _) => p.packet_type().name(),
+    };
     let mut t = String::from(kind);
     let (mut dst, mut src) = (None, None);
     let mut ep = |t: &mut String, s: u8, d: u8| {
@@ -279,6 +284,10 @@ fn one(frame: &[u8], wire: Wire, ethertype: u16) -> Line {
                 " ep=>{to} handle={:#x} offset={} flen={} fseq={}",
                 p.dst_pull_handle, p.msg_offset, p.frame_length, p.frame_seqnum
             );
+            if d.striped {
+                // The puller's session, above the endpoint byte of a striped magic.
+                let _ = write!(t, " session={:#x}", (p.dst_magic ^ PULL_MAGIC_XOR) >> 8);
+            }
         }
         Packet::Connect(c) => {
             ep(&mut t, c.src_endpoint, c.dst_endpoint);
@@ -479,6 +488,36 @@ mod tests {
             ["bundle", "tiny", "tiny"]
         );
         assert!(l[1].inner && render(&l[1]).starts_with("  "));
+    }
+
+    #[test]
+    fn striped_pulls_are_named_and_show_the_pullers_session() {
+        let cfg = WireConfig::native_9000();
+        let r = omx_wire::PullReply {
+            frame_length: 4,
+            msg_offset: 8192,
+            dst_pull_handle: 7,
+            dst_magic: omx_wire::stripe_magic(5, 0xabcdef),
+            ..Default::default()
+        };
+        let mut f = frame(Packet::PullReply(r), &[9; 4], &cfg);
+        f[COMMON_HEADER_LEN] = omx_wire::STRIPE_PULL_REPLY_TYPE;
+        let l = &describe(&f, Wire::Auto, DEFAULT_ETHERTYPE)[0];
+        assert_eq!(l.kind, "stripe_pull_reply");
+        assert_eq!(l.dst_endpoint, Some(5));
+        assert!(l.text.contains("session=0xabcdef"), "{}", l.text);
+        let pull = omx_wire::Pull {
+            dst_endpoint: 2,
+            src_endpoint: 5,
+            total_length: 1 << 20,
+            block_length: 32768,
+            ..Default::default()
+        };
+        let mut p = frame(Packet::Pull(pull), &[], &cfg);
+        p[COMMON_HEADER_LEN] = omx_wire::STRIPE_PULL_TYPE;
+        let l = &describe(&p, Wire::Auto, DEFAULT_ETHERTYPE)[0];
+        assert_eq!(l.kind, "stripe_pull", "{}", l.text);
+        assert!(type_names().contains(&"stripe_pull_reply"));
     }
 
     #[test]

@@ -199,6 +199,7 @@ fn connect() -> impl Strategy<Value = (Packet, Vec<u8>)> {
                 status_code: if is_reply { status } else { 0 },
                 link_mtu: u16::from(t.7) * 257,
                 extensions: Extensions::from_bits(t.7),
+                stripe_boards: 0,
             };
             (Packet::Connect(c), Vec::new())
         })
