@@ -556,10 +556,10 @@ impl Server {
                     .insert(fh, Arc::new(Mutex::new(Dir { stream })));
                 w.u64(fh);
             }
-            Op::Readdir => {
+            Op::Readdir | Op::Readdirplus => {
                 let (fh, off, max) = (r.u64()?, r.i64()?, r.u32()?);
                 let d = s.dirs.lock().get(&fh).cloned().ok_or(libc::EBADF)?;
-                read_dir_page(&d.lock(), off, (max as usize).min(MAX_HEADER - 64), &mut w);
+                read_dir_page(&d.lock(), off, max as usize, op == Op::Readdirplus, &mut w);
             }
             Op::Releasedir => {
                 s.dirs.lock().remove(&r.u64()?).ok_or(libc::EBADF)?;
@@ -725,9 +725,13 @@ impl Server {
     }
 }
 
-/// Directory entries from offset `off` on, as many as fit in `max` bytes: each is
-/// (ino, offset of the next, d_type, name).
-fn read_dir_page(d: &Dir, off: i64, max: usize, w: &mut Writer) {
+/// Directory entries from offset `off` on, as many as fit in `max` bytes of the
+/// client kernel's buffer: each is (ino, offset of the next, d_type, name) and, with
+/// `plus` (READDIRPLUS), a flag and the entry's attributes (`lstat` beneath the
+/// directory: the name is one component, never followed), so that a listing brings
+/// what a `stat` of every entry would ask for. `.` and `..` carry none (the kernel
+/// does not look them up; `..` of the export's root is outside it).
+fn read_dir_page(d: &Dir, off: i64, max: usize, plus: bool, w: &mut Writer) {
     // SAFETY: the stream is valid while `d` is held.
     unsafe {
         if off == 0 {
@@ -736,9 +740,18 @@ fn read_dir_page(d: &Dir, off: i64, max: usize, w: &mut Writer) {
             libc::seekdir(d.stream, off as libc::c_long);
         }
     }
+    // What an entry takes in the kernel's buffer (struct fuse_dirent[plus]).
+    let kernel_size = |name: usize| {
+        let dirent = (24 + name + 7) & !7;
+        if plus {
+            128 + dirent
+        } else {
+            dirent
+        }
+    };
     let start = w.0.len();
     w.u32(0);
-    let mut count = 0u32;
+    let (mut count, mut used) = (0u32, 0usize);
     loop {
         // SAFETY: as above.
         let pos = unsafe { libc::telldir(d.stream) };
@@ -750,22 +763,46 @@ fn read_dir_page(d: &Dir, off: i64, max: usize, w: &mut Writer) {
         // SAFETY: a non-null entry from readdir.
         let (ino, typ, name) = unsafe {
             let e = &*e;
-            let name = std::ffi::CStr::from_ptr(e.d_name.as_ptr())
-                .to_bytes()
-                .to_vec();
-            (e.d_ino, e.d_type, name)
+            let name = std::ffi::CStr::from_ptr(e.d_name.as_ptr());
+            (e.d_ino, e.d_type, name.to_owned())
         };
-        if w.0.len() + 8 + 8 + 1 + 4 + name.len() > start + max {
+        let bytes = name.to_bytes();
+        let ours = 8 + 8 + 1 + 4 + bytes.len() + if plus { 1 + ATTR_SIZE } else { 0 };
+        used += kernel_size(bytes.len());
+        if used > max || w.0.len() + ours > MAX_HEADER - 64 {
             // SAFETY: as above.
             unsafe { libc::seekdir(d.stream, pos) };
             break;
         }
         // SAFETY: as above.
         let next = unsafe { libc::telldir(d.stream) };
-        w.u64(ino).i64(next as i64).u8(typ).bytes(&name);
+        w.u64(ino).i64(next as i64).u8(typ).bytes(bytes);
+        if plus {
+            let dot = bytes == b"." || bytes == b"..";
+            match if dot { None } else { lstat_in(d, &name) } {
+                Some(st) => {
+                    w.u8(1);
+                    Attr::from_stat(&st).encode(w);
+                }
+                None => {
+                    w.u8(0);
+                }
+            }
+        }
         count += 1;
     }
     w.0[start..start + 4].copy_from_slice(&count.to_le_bytes());
+}
+
+/// `lstat` of one entry of an open directory (None if it went away meanwhile).
+fn lstat_in(d: &Dir, name: &std::ffi::CStr) -> Option<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-parameter; the stream's descriptor and the
+    // name are valid; the name is one component and is not followed.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        let fd = libc::dirfd(d.stream);
+        (libc::fstatat(fd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0).then_some(st)
+    }
 }
 
 enum Dispatch {
