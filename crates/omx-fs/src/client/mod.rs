@@ -246,11 +246,12 @@ impl Filesystem for OmxFs {
         // Asynchronous direct I/O (libaio, io_uring): without it the kernel sends an
         // O_DIRECT file's requests one at a time whatever the queue depth.
         let _ = config.add_capabilities(consts::FUSE_ASYNC_DIO);
-        // Listings bring every entry's attributes (READDIRPLUS, when the kernel sees
-        // them used: a `stat` walk or `ls -l` costs one request per directory page,
-        // not one per entry); lookups and listings of one directory run in parallel.
-        let _ =
-            config.add_capabilities(consts::FUSE_DO_READDIRPLUS | consts::FUSE_READDIRPLUS_AUTO);
+        // Listings bring every entry's attributes (READDIRPLUS, every page: the
+        // kernel's adaptive mode lists later pages plain when nothing was looked up
+        // while reading, as a `stat` walk of a large directory does), so such a walk
+        // costs one request per page, not one per entry; lookups and listings of one
+        // directory run in parallel.
+        let _ = config.add_capabilities(consts::FUSE_DO_READDIRPLUS);
         let _ = config.add_capabilities(consts::FUSE_PARALLEL_DIROPS);
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
