@@ -4,7 +4,8 @@
 # defaults) and the local file system (the upper bound), side by side in one run, plus
 # omx_perf's 1 MiB ping-pong bandwidth at the same MTU. The exported directories and the
 # local one live on the same disk (/tmp). Prints CSV: fs,test,value,unit and writes it
-# with a markdown table to OUT (default /tmp/omx-fs-bench.{csv,md}).
+# with a markdown table to OUT (default /tmp/omx-fs-bench.{csv,md}); bench/plot_fs.py OUT.csv
+# plots it.
 #
 #   SIZE_MIB=1024   the sequential file; FIO_MIB=256 the random-read file, FIO_SECS=10
 #   MTU=9000        link MTU; OUT=/tmp/omx-fs-bench

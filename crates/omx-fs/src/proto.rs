@@ -73,7 +73,7 @@ ops! {
     Read = 15, Write = 16, Flush = 17, Fsync = 18, Release = 19, Opendir = 20,
     Readdir = 21, Releasedir = 22, Statfs = 23, Setxattr = 24, Getxattr = 25,
     Listxattr = 26, Removexattr = 27, Getlk = 28, Setlk = 29, Fallocate = 30, Mknod = 31,
-    CancelLockWait = 32,
+    CancelLockWait = 32, Readdirplus = 33,
 }
 
 impl Op {
@@ -228,6 +228,9 @@ pub fn decode_header(r: &mut Reader) -> Result<Header, Malformed> {
     })
 }
 
+/// Bytes of an encoded [`Attr`].
+pub const ATTR_SIZE: usize = 3 * 8 + 3 * 12 + 6 * 4;
+
 /// File attributes as the server's `lstat` gives them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Attr {
@@ -350,6 +353,7 @@ mod tests {
         };
         let mut w = Writer::default();
         a.encode(&mut w);
+        assert_eq!(w.0.len(), ATTR_SIZE);
         assert_eq!(Attr::decode(&mut Reader::new(&w.0)).unwrap(), a);
     }
 }

@@ -1,5 +1,6 @@
 //! `omxfsd`: serves the exports to omx clients. One thread receives request headers
-//! (a pool of posted receives), workers run them and reply; POSIX locks live in the
+//! (a pool of posted receives) and serves the quick ones itself, workers run the
+//! others and reply; POSIX locks live in the
 //! server's [`LockTable`]; a client silent for longer than the lease (it pings well
 //! within it) loses its session: open files closed, locks released.
 
@@ -164,12 +165,41 @@ impl Server {
                 self.post_header_recv(&mut bufs[slot], slot);
             }
             match job {
+                Some(j) if self.runs_inline(&j) => self.handle(j),
                 Some(j) => tx.send(j).expect("workers"),
                 None => {
                     self.counters.malformed.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
+    }
+
+    /// Whether the receiving thread serves a request itself: one that cannot wait on
+    /// the network or a slow device (not a large read or write, an open that may be of
+    /// a FIFO, an fsync, a fallocate, or the first request of a peer, which connects
+    /// back), saving the hand-over to a worker, a thread wake-up per request.
+    fn runs_inline(&self, job: &Job) -> bool {
+        let Some(op) = job.msg.get(3).and_then(|&b| Op::from_u8(b)) else {
+            return false;
+        };
+        let small_io = || {
+            // Read and write carry (fh, offset, length) right after the header.
+            let len = job
+                .msg
+                .get(32..36)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap()));
+            len.is_some_and(|n| n as usize <= INLINE_WRITE)
+        };
+        let quick = match op {
+            Op::Hello | Op::Open | Op::Fsync | Op::Fallocate => false,
+            Op::Read | Op::Write => small_io(),
+            _ => true,
+        };
+        quick
+            && self
+                .ep
+                .partner_addr(job.source)
+                .is_some_and(|(nic, ep, _)| self.backs.lock().contains_key(&(nic, ep)))
     }
 
     fn post_header_recv(&self, buf: &mut [u8], slot: usize) {
@@ -556,10 +586,10 @@ impl Server {
                     .insert(fh, Arc::new(Mutex::new(Dir { stream })));
                 w.u64(fh);
             }
-            Op::Readdir => {
+            Op::Readdir | Op::Readdirplus => {
                 let (fh, off, max) = (r.u64()?, r.i64()?, r.u32()?);
                 let d = s.dirs.lock().get(&fh).cloned().ok_or(libc::EBADF)?;
-                read_dir_page(&d.lock(), off, (max as usize).min(MAX_HEADER - 64), &mut w);
+                read_dir_page(&d.lock(), off, max as usize, op == Op::Readdirplus, &mut w);
             }
             Op::Releasedir => {
                 s.dirs.lock().remove(&r.u64()?).ok_or(libc::EBADF)?;
@@ -725,9 +755,13 @@ impl Server {
     }
 }
 
-/// Directory entries from offset `off` on, as many as fit in `max` bytes: each is
-/// (ino, offset of the next, d_type, name).
-fn read_dir_page(d: &Dir, off: i64, max: usize, w: &mut Writer) {
+/// Directory entries from offset `off` on, as many as fit in `max` bytes of the
+/// client kernel's buffer: each is (ino, offset of the next, d_type, name) and, with
+/// `plus` (READDIRPLUS), a flag and the entry's attributes (`lstat` beneath the
+/// directory: the name is one component, never followed), so that a listing brings
+/// what a `stat` of every entry would ask for. `.` and `..` carry none (the kernel
+/// does not look them up; `..` of the export's root is outside it).
+fn read_dir_page(d: &Dir, off: i64, max: usize, plus: bool, w: &mut Writer) {
     // SAFETY: the stream is valid while `d` is held.
     unsafe {
         if off == 0 {
@@ -736,9 +770,17 @@ fn read_dir_page(d: &Dir, off: i64, max: usize, w: &mut Writer) {
             libc::seekdir(d.stream, off as libc::c_long);
         }
     }
-    let start = w.0.len();
-    w.u32(0);
-    let mut count = 0u32;
+    // What an entry takes in the kernel's buffer (struct fuse_dirent[plus]).
+    let kernel_size = |name: usize| {
+        let dirent = (24 + name + 7) & !7;
+        if plus {
+            128 + dirent
+        } else {
+            dirent
+        }
+    };
+    let mut entries = Vec::new();
+    let (mut used, mut ours) = (0usize, 0usize);
     loop {
         // SAFETY: as above.
         let pos = unsafe { libc::telldir(d.stream) };
@@ -750,22 +792,94 @@ fn read_dir_page(d: &Dir, off: i64, max: usize, w: &mut Writer) {
         // SAFETY: a non-null entry from readdir.
         let (ino, typ, name) = unsafe {
             let e = &*e;
-            let name = std::ffi::CStr::from_ptr(e.d_name.as_ptr())
-                .to_bytes()
-                .to_vec();
-            (e.d_ino, e.d_type, name)
+            let name = std::ffi::CStr::from_ptr(e.d_name.as_ptr());
+            (e.d_ino, e.d_type, name.to_owned())
         };
-        if w.0.len() + 8 + 8 + 1 + 4 + name.len() > start + max {
+        let len = name.to_bytes().len();
+        ours += 8 + 8 + 1 + 4 + len + if plus { 1 + ATTR_SIZE } else { 0 };
+        used += kernel_size(len);
+        if used > max || ours > MAX_HEADER - 64 {
             // SAFETY: as above.
             unsafe { libc::seekdir(d.stream, pos) };
             break;
         }
         // SAFETY: as above.
         let next = unsafe { libc::telldir(d.stream) };
-        w.u64(ino).i64(next as i64).u8(typ).bytes(&name);
-        count += 1;
+        entries.push((ino, next as i64, typ, name));
     }
-    w.0[start..start + 4].copy_from_slice(&count.to_le_bytes());
+    let stats = if plus {
+        lstat_entries(d, &entries)
+    } else {
+        Vec::new()
+    };
+    w.u32(entries.len() as u32);
+    for (i, (ino, next, typ, name)) in entries.iter().enumerate() {
+        w.u64(*ino).i64(*next).u8(*typ).bytes(name.to_bytes());
+        if plus {
+            match &stats[i] {
+                Some(st) => {
+                    w.u8(1);
+                    Attr::from_stat(st).encode(w);
+                }
+                None => {
+                    w.u8(0);
+                }
+            }
+        }
+    }
+}
+
+/// Entries a page's `lstat`s fan out to once one of them was slow (the inodes are
+/// not cached: each is a disk read, and the disk serves several at once).
+const STAT_THREADS: usize = 8;
+const SLOW_STAT: Duration = Duration::from_micros(200);
+
+/// The attributes of a listing's entries (None for `.`, `..` and entries gone
+/// meanwhile), in parallel when the first one shows they come from the disk.
+fn lstat_entries(
+    d: &Dir,
+    entries: &[(u64, i64, u8, std::ffi::CString)],
+) -> Vec<Option<libc::stat>> {
+    // SAFETY: the stream is valid while `d` is held (until this returns).
+    let fd = unsafe { libc::dirfd(d.stream) };
+    let is_dot = |name: &std::ffi::CString| matches!(name.to_bytes(), b"." | b"..");
+    let stat = |name: &std::ffi::CString| (!is_dot(name)).then(|| lstat_at(fd, name)).flatten();
+    let mut out: Vec<Option<libc::stat>> = Vec::with_capacity(entries.len());
+    let t0 = Instant::now();
+    // Time the first real entry's lstat.
+    while out.len() < entries.len() {
+        let name = &entries[out.len()].3;
+        out.push(stat(name));
+        if !is_dot(name) {
+            break;
+        }
+    }
+    let rest = &entries[out.len()..];
+    if t0.elapsed() < SLOW_STAT || rest.len() < 2 {
+        out.extend(rest.iter().map(|e| stat(&e.3)));
+        return out;
+    }
+    let chunk = rest.len().div_ceil(STAT_THREADS);
+    std::thread::scope(|sc| {
+        let parts: Vec<_> = rest
+            .chunks(chunk)
+            .map(|part| sc.spawn(move || part.iter().map(|e| stat(&e.3)).collect::<Vec<_>>()))
+            .collect();
+        for p in parts {
+            out.extend(p.join().expect("lstat thread"));
+        }
+    });
+    out
+}
+
+/// `lstat` of one entry of a directory (None if it went away meanwhile).
+fn lstat_at(dirfd: i32, name: &std::ffi::CStr) -> Option<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-parameter; the descriptor and the name are
+    // valid; the name is one component and is not followed.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstatat(dirfd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0).then_some(st)
+    }
 }
 
 enum Dispatch {

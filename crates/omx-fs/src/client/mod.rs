@@ -11,7 +11,7 @@ use crate::proto::*;
 use conn::{Conn, Reply};
 use fuser::*;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -172,6 +172,9 @@ pub struct OmxFs {
     conn: Arc<Conn>,
     nodes: Arc<Mutex<Nodes>>,
     opts: Options,
+    /// Open files this mount has sent a lock request for: only their flushes go to the
+    /// server (which releases the closing owner's locks there).
+    locked: Mutex<HashSet<u64>>,
 }
 
 /// Decodes a reply body, mapping a malformed one to EIO.
@@ -190,6 +193,7 @@ impl OmxFs {
             conn,
             nodes: Arc::new(Mutex::new(Nodes::new())),
             opts,
+            locked: Mutex::new(HashSet::new()),
         }
     }
 
@@ -242,6 +246,13 @@ impl Filesystem for OmxFs {
         // Asynchronous direct I/O (libaio, io_uring): without it the kernel sends an
         // O_DIRECT file's requests one at a time whatever the queue depth.
         let _ = config.add_capabilities(consts::FUSE_ASYNC_DIO);
+        // Listings bring every entry's attributes (READDIRPLUS, every page: the
+        // kernel's adaptive mode lists later pages plain when nothing was looked up
+        // while reading, as a `stat` walk of a large directory does), so such a walk
+        // costs one request per page, not one per entry; lookups and listings of one
+        // directory run in parallel.
+        let _ = config.add_capabilities(consts::FUSE_DO_READDIRPLUS);
+        let _ = config.add_capabilities(consts::FUSE_PARALLEL_DIROPS);
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
         let _ = config.set_max_background(64);
@@ -559,6 +570,11 @@ impl Filesystem for OmxFs {
         lock_owner: u64,
         reply: ReplyEmpty,
     ) {
+        // A flush only releases the closing owner's locks (writes are already on the
+        // server): answered here for a file this mount never locked.
+        if !self.locked.lock().contains(&fh) {
+            return reply.ok();
+        }
         let mut w = req(Op::Flush);
         w.u64(fh).u64(lock_owner);
         self.empty(w, reply);
@@ -574,6 +590,7 @@ impl Filesystem for OmxFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.locked.lock().remove(&fh);
         let mut w = req(Op::Release);
         w.u64(fh)
             .u64(lock_owner.unwrap_or(0))
@@ -615,6 +632,65 @@ impl Filesystem for OmxFs {
                     let (ino, next, typ) = (rd.u64()?, rd.i64()?, rd.u8()?);
                     let name = rd.bytes()?;
                     if reply.add(ino.max(1), next, dtype(typ), OsStr::from_bytes(name)) {
+                        break;
+                    }
+                }
+                Ok(())
+            });
+            match res {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn readdirplus(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let dir = path_or!(self, ino, reply);
+        let mut w = req(Op::Readdirplus);
+        // The kernel's buffer is one page: the server sends what fits in it.
+        w.u64(fh).i64(offset).u32(4096);
+        let (nodes, ttl) = (self.nodes.clone(), self.opts.entry_timeout);
+        self.send(w, move |r| {
+            let res = body(r, |_, rd| {
+                let n = rd.u32()?;
+                for _ in 0..n {
+                    let (d_ino, next, _dtype) = (rd.u64()?, rd.i64()?, rd.u8()?);
+                    let name = OsStr::from_bytes(rd.bytes()?);
+                    let attr = match rd.u8()? {
+                        0 => None,
+                        _ => Some(Attr::decode(rd)?),
+                    };
+                    let full = match attr {
+                        // The kernel counts one lookup for each entry it takes (not
+                        // `.` and `..`, which come without attributes).
+                        Some(a) => {
+                            let mut nodes = nodes.lock();
+                            let node = nodes.looked_up(join(&dir, name));
+                            let full = reply.add(node, next, name, &ttl, &file_attr(node, &a), 0);
+                            if full {
+                                nodes.forget(node, 1);
+                            }
+                            full
+                        }
+                        None if name == "." || name == ".." => {
+                            let dir = Attr {
+                                mode: libc::S_IFDIR,
+                                ..Attr::default()
+                            };
+                            let a = file_attr(d_ino.max(1), &dir);
+                            reply.add(0, next, name, &Duration::ZERO, &a, 0)
+                        }
+                        // Gone between the listing and its lstat on the server.
+                        None => false,
+                    };
+                    if full {
                         break;
                     }
                 }
@@ -740,6 +816,7 @@ impl Filesystem for OmxFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
+        self.locked.lock().insert(fh);
         let mut w = req(Op::Setlk);
         w.u64(fh).u64(lock_owner).u64(start).u64(end);
         w.u32(typ as u32).u32(pid).u32(sleep as u32);
