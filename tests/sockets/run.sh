@@ -3,7 +3,7 @@
 # between two namespace hosts, preloaded with omx_sockets or not; asserts the bytes
 # arrive intact and whether the stream was carried on omx or stayed on TCP.
 #
-#   tests/sockets/run.sh     (root; python3; target/release built, or OMX_SOCKETS_BIN)
+#   tests/sockets/run.sh [TEST...]   (root; python3; target/release built, or OMX_SOCKETS_BIN)
 #
 # A C conformance suite (tests/sockets/conformance.c) runs over the kernel and over omx
 # with the same assertions. Real programs, unchanged and preloaded on both ends: nc (256 MiB, SHA-256 compared),
@@ -22,6 +22,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 . "$root/tests/runner.sh"
 runner_start sockets
 all=(conformance-kernel conformance-omx carried-both-ways plain-server plain-client nc-sha256 curl-http iperf3)
+select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
 command -v python3 >/dev/null || skip_all "python3 not installed"

@@ -87,11 +87,18 @@ pub struct Conn {
 }
 
 /// A private duplicate of `fd` for the library's own kernel calls: the program may
-/// close or `dup2` over its descriptors while the connection lives.
+/// close or `dup2` over its descriptors while the connection lives. It is marked plain:
+/// left undecided, it would pass for an inherited name of the same socket
+/// (`fds::undecided_dups_of`) and count as a user, so the program's `close` would never
+/// end the connection (no FIN: the peer's read waits forever).
 fn private_dup(fd: i32) -> Option<i32> {
     // SAFETY: plain system call.
     let d = unsafe { real::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    (d >= 0).then_some(d)
+    if d < 0 {
+        return None;
+    }
+    fds::mark_plain(d);
+    Some(d)
 }
 
 fn new_evfd() -> Option<i32> {
