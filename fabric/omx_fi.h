@@ -198,8 +198,6 @@ struct ofx_op {
   struct ofx_hdr hdr;
   struct ofx_op *prev, *next; /* pending receives of the endpoint */
   bool notify;          /* the standing receive of RMA write notifications */
-  bool rma_data;        /* an fi_writedata: notify the target once written */
-  mx_endpoint_addr_t to; /* its target */
   uint64_t rma_len;     /* a notification's payload: the write's length */
   /* FI_MULTI_RECV: the buffer, the bytes used, and the match of its receives */
   bool multi;
@@ -301,7 +299,6 @@ void ofx_mr_unexpose(struct ofx_mr *m);
 int ofx_mr_expose_all(struct ofx_ep *ep);
 void ofx_domain_forget_ep(struct ofx_domain *d, struct ofx_ep *ep);
 int ofx_rma_listen(struct ofx_ep *ep);
-void ofx_rma_written(struct ofx_ep *ep, struct ofx_op *op);
 
 /* omx_fi_ep.c */
 struct ofx_op *ofx_op_get(struct ofx_ep *ep, size_t extra);

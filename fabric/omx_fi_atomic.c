@@ -63,9 +63,6 @@ static ssize_t do_atomic(struct ofx_ep *ep, uint32_t kind, const void *buf, size
       !(flags & OFX_NO_COMPLETION) && (!ep->tx_selective || (flags & FI_COMPLETION));
   op_rec->quiet = (flags & OFX_NO_COMPLETION) != 0;
   op_rec->buf = NULL;
-  op_rec->rma_data = false;
-  op_rec->to = to;
-  op_rec->rma_len = 0;
   omx_atomic_t a = {.op = (uint32_t)op,
                     .datatype = (uint32_t)dt,
                     .kind = kind,

@@ -46,7 +46,7 @@ static struct ofx_op *op_get(struct ofx_ep *ep, size_t extra) {
       return NULL;
   }
   op->pooled = extra <= OFX_POOL_INLINE;
-  op->multi = op->notify = op->rma_data = false;
+  op->multi = op->notify = false;
   return op;
 }
 
@@ -237,10 +237,6 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
     if (!e.err || e.err == FI_ETRUNC)
       e.src = source_of(ep, st->source);
   }
-  if (op->notify && op->kind == OFX_OP_SEND) {
-    op_put(ep, op); /* a notification sent: nothing to report or count */
-    return;
-  }
   if (op->notify) {
     /* A remote write with CQ data: no context, the write's length. */
     e.ctx = NULL;
@@ -257,8 +253,6 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
       op_put(ep, op);
     return;
   }
-  if (op->kind == OFX_OP_WRITE && op->rma_data && !e.err)
-    ofx_rma_written(ep, op);
   bool keep = op->multi && multi_next(ep, op, &e);
   if (cq && ((e.err && !op->quiet) || op->report))
     ofx_cq_push(cq, &e);

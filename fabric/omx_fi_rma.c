@@ -8,10 +8,13 @@
  * (MX_STATUS_BAD_RDMAWIN: FI_EACCES at the initiator) and not one byte is
  * read or written. Keys are below 2^32: random ones (FI_MR_PROV_KEY) or the
  * application's requested_key; addresses are offsets (no FI_MR_VIRT_ADDR).
- * fi_writedata: once the write is in place (its put completed) the initiator
- * sends the target an untagged message with OFX_NOTIFY_BIT, which no
- * application receive matches; the target keeps a receive posted for them
- * and reports each as a completion with FI_REMOTE_CQ_DATA. */
+ * fi_writedata: the put carries a notice (omx_iput_notify): once the write is
+ * in place, omx's progress at the initiator sends the target an untagged
+ * message with OFX_NOTIFY_BIT (the CQ data and the write's length), which no
+ * application receive matches, without waiting for any call of the
+ * initiator's application (fi_inject_writedata never reads a CQ for it). The
+ * target keeps a receive posted for them and reports each as a completion with
+ * FI_REMOTE_CQ_DATA. */
 #include "omx_fi.h"
 
 #include <string.h>
@@ -130,32 +133,6 @@ int ofx_rma_listen(struct ofx_ep *ep) {
   return 0;
 }
 
-/* Under the lock: write op (with CQ data) completed, its data in place at the
- * target: tell the target. The notification reports nothing here (quiet). */
-void ofx_rma_written(struct ofx_ep *ep, struct ofx_op *done) {
-  struct ofx_op *op = ofx_op_get(ep, 0);
-  if (!op)
-    return;
-  op->kind = OFX_OP_SEND;
-  op->ep = ep;
-  op->ctx = NULL;
-  op->flags = FI_SEND;
-  op->report = false;
-  op->quiet = true;
-  op->notify = true;
-  op->buf = NULL;
-  op->hdr.data = done->hdr.data;
-  op->hdr.flags = OFX_HDR_DATA;
-  op->rma_len = done->rma_len;
-  mx_segment_t seg[2] = {{&op->hdr, OFX_HDR_LEN}, {&op->rma_len, sizeof op->rma_len}};
-  uint64_t match = OFX_NOTIFY_BIT | ((uint64_t)ep->src_id << OFX_SRC_SHIFT);
-  if (mx_isend(ep->mx, seg, 2, done->to, match, op, &op->req) != MX_SUCCESS) {
-    ofx_op_put(ep, op);
-    return;
-  }
-  ofx_op_track(ep, op);
-}
-
 /* ---- operations ---- */
 
 static ssize_t do_rma(struct ofx_ep *ep, void *buf, size_t len, fi_addr_t peer,
@@ -195,13 +172,22 @@ static ssize_t do_rma(struct ofx_ep *ep, void *buf, size_t len, fi_addr_t peer,
   op->report = !(flags & OFX_NO_COMPLETION) && (!ep->tx_selective || (flags & FI_COMPLETION));
   op->quiet = (flags & OFX_NO_COMPLETION) != 0;
   op->buf = NULL;
-  op->rma_data = write && (flags & FI_REMOTE_CQ_DATA);
-  op->hdr.data = (uint32_t)data;
-  op->to = to;
-  op->rma_len = len;
   uint64_t remote = (key << OFX_WINDOW_SHIFT) + addr;
-  mx_return_t rc = write ? mx_iput(ep->mx, local, (uint32_t)len, to, remote, op, &op->req)
-                         : mx_iget(ep->mx, local, (uint32_t)len, to, remote, op, &op->req);
+  mx_return_t rc;
+  if (write && (flags & FI_REMOTE_CQ_DATA)) {
+    /* What the target's notification receive takes: header, then the length. */
+    struct {
+      struct ofx_hdr hdr;
+      uint64_t len;
+    } notice = {{(uint32_t)data, OFX_HDR_DATA}, len};
+    uint64_t match = OFX_NOTIFY_BIT | ((uint64_t)ep->src_id << OFX_SRC_SHIFT);
+    rc = omx_iput_notify(ep->mx, local, (uint32_t)len, to, remote, match, &notice,
+                         sizeof notice, op, &op->req);
+  } else if (write) {
+    rc = mx_iput(ep->mx, local, (uint32_t)len, to, remote, op, &op->req);
+  } else {
+    rc = mx_iget(ep->mx, local, (uint32_t)len, to, remote, op, &op->req);
+  }
   if (rc != MX_SUCCESS) {
     ofx_op_put(ep, op);
     ret = rc == MX_BAD_REQUEST ? -FI_EOPNOTSUPP : ofx_errno(rc); /* MX wire mode */

@@ -138,6 +138,23 @@ mx_return_t omx_expose_window(mx_endpoint_t ep, void *addr, size_t len,
  * exposed on the endpoint). */
 mx_return_t omx_unexpose_region(mx_endpoint_t ep, uint64_t region_id);
 
+/* Feature macro: omx_iput_notify() is available. */
+#define OMX_HAS_IPUT_NOTIFY 1
+
+/* Largest notice of omx_iput_notify(), in bytes. */
+#define OMX_PUT_NOTICE_MAX 64
+
+/* mx_iput() that, once the data is in place at dest, sends dest an ordinary
+ * message with match info notice_match and the notice_length bytes at notice
+ * (copied at the call). omx's progress sends it: the caller need not test or
+ * wait for the put first. A refused put sends no notice. Errors as mx_iput(),
+ * and MX_BAD_PARAM_VAL (notice_length above OMX_PUT_NOTICE_MAX, NULL notice). */
+mx_return_t omx_iput_notify(mx_endpoint_t ep, void *local_addr, uint32_t length,
+                            mx_endpoint_addr_t dest, uint64_t remote_addr,
+                            uint64_t notice_match, const void *notice,
+                            uint32_t notice_length, void *context,
+                            mx_request_t *request);
+
 /* ------------------------------------------------------------------------
  * omx extension: remote atomics on exposed memory (native wire mode)
  *

@@ -3,8 +3,9 @@
 
 use crate::types::*;
 use crate::{addr_rec, endpoint, fail, track, CEndpoint};
+use bytes::Bytes;
 use omx_proto::atomic::atomic_valid;
-use omx_proto::onesided::{EXPOSE_READ, EXPOSE_WRITE};
+use omx_proto::onesided::{PutNotice, EXPOSE_READ, EXPOSE_WRITE, PUT_NOTICE_MAX};
 use omx_proto::{AtomicKind, AtomicOp, AtomicType, RequestKind};
 use omx_runtime::{Error as RtError, Segment};
 use std::ffi::c_void;
@@ -76,6 +77,12 @@ pub unsafe extern "C" fn omx_unexpose_region(e: *mut CEndpoint, id: u64) -> MxRe
     }
 }
 
+/// What a one-sided call does: a get, or a put with or without a notice.
+enum Direction {
+    Get,
+    Put(Option<PutNotice>),
+}
+
 #[allow(clippy::too_many_arguments)] // the C signature plus the direction
 unsafe fn one_sided(
     e: *mut CEndpoint,
@@ -85,7 +92,7 @@ unsafe fn one_sided(
     remote: u64,
     context: *mut c_void,
     request: *mut usize,
-    put: bool,
+    dir: Direction,
 ) -> MxReturn {
     let ep = ep_or_fail!(e);
     if local.is_null() && len > 0 {
@@ -95,20 +102,19 @@ unsafe fn one_sided(
         return fail(Some(ep), MX_BAD_REQUEST, "invalid destination address");
     };
     let seg = Segment::memory(local as *mut u8, len as usize);
-    let r = if put {
-        ep.ep.iput(seg, rec.partner, remote, context as u64)
-    } else {
-        ep.ep.iget(seg, rec.partner, remote, context as u64)
+    let (r, kind) = match dir {
+        Direction::Put(notice) => (
+            ep.ep
+                .iput_notify(seg, rec.partner, remote, context as u64, notice),
+            RequestKind::Send,
+        ),
+        Direction::Get => (
+            ep.ep.iget(seg, rec.partner, remote, context as u64),
+            RequestKind::Recv,
+        ),
     };
     match r {
-        Ok(r) => {
-            let kind = if put {
-                RequestKind::Send
-            } else {
-                RequestKind::Recv
-            };
-            track(ep, r, kind, request)
-        }
+        Ok(r) => track(ep, r, kind, request),
         Err(err) => fail(
             Some(ep),
             MX_BAD_REQUEST,
@@ -130,7 +136,53 @@ pub unsafe extern "C" fn mx_iput(
     context: *mut c_void,
     request: *mut usize,
 ) -> MxReturn {
-    one_sided(e, local, len, dest, remote, context, request, true)
+    one_sided(
+        e,
+        local,
+        len,
+        dest,
+        remote,
+        context,
+        request,
+        Direction::Put(None),
+    )
+}
+
+/// mx_iput that, once the data is in place at the destination, sends it an ordinary
+/// message with match info `notice_match` and the `notice_len` bytes at `notice`
+/// (copied at the call, at most `OMX_PUT_NOTICE_MAX`). The engine sends it: the
+/// caller need not test or wait for anything first. A refused put sends nothing.
+#[no_mangle]
+pub unsafe extern "C" fn omx_iput_notify(
+    e: *mut CEndpoint,
+    local: *mut c_void,
+    len: u32,
+    dest: MxEndpointAddr,
+    remote: u64,
+    notice_match: u64,
+    notice: *const c_void,
+    notice_len: u32,
+    context: *mut c_void,
+    request: *mut usize,
+) -> MxReturn {
+    let ep = ep_or_fail!(e);
+    if notice_len as usize > PUT_NOTICE_MAX || (notice.is_null() && notice_len > 0) {
+        return fail(Some(ep), MX_BAD_PARAM_VAL, "bad put notice");
+    }
+    let payload = if notice_len > 0 {
+        Bytes::copy_from_slice(std::slice::from_raw_parts(
+            notice as *const u8,
+            notice_len as usize,
+        ))
+    } else {
+        Bytes::new()
+    };
+    let notice = PutNotice {
+        match_info: notice_match,
+        payload,
+    };
+    let dir = Direction::Put(Some(notice));
+    one_sided(e, local, len, dest, remote, context, request, dir)
 }
 
 /// Reads `length` bytes of the destination's exposed memory at `remote_addr`.
@@ -144,7 +196,16 @@ pub unsafe extern "C" fn mx_iget(
     context: *mut c_void,
     request: *mut usize,
 ) -> MxReturn {
-    one_sided(e, local, len, dest, remote, context, request, false)
+    one_sided(
+        e,
+        local,
+        len,
+        dest,
+        remote,
+        context,
+        request,
+        Direction::Get,
+    )
 }
 
 /// Applies atomic `op` (libfabric's `enum fi_op` value) on `count` elements of

@@ -16,12 +16,17 @@
 //!   carrying the old values when fetched, or with a GET_DENIED. The reliable stream
 //!   delivers each request once, so each is applied once.
 //!
+//! A put may carry a notice ([`Engine::iput_notify`]): once the owner's notify says the
+//! data is in place, the requester's engine sends the owner that ordinary message itself
+//! (the libfabric provider's remote CQ data), so it needs no later call of the
+//! requester's application; a refused put sends nothing.
+//!
 //! A remote access must lie entirely inside one region exposed with the right
 //! permission; anything else fails with `BadRdmaWin` and touches nothing.
 
 use crate::atomic::{atomic_valid, AtomicJob, AtomicKind, AtomicOp, AtomicType};
 use crate::engine::Engine;
-use crate::requests::{RecvReq, Request};
+use crate::requests::{RecvReq, Request, SendReq};
 use crate::slab::Key;
 use crate::types::*;
 use bytes::Bytes;
@@ -36,6 +41,17 @@ pub const PUT_REQ: u8 = 0x08;
 pub const DENIED: u8 = 0x10;
 pub const ATOMIC_REQ: u8 = 0x20;
 pub const ATOMIC_REPLY: u8 = 0x40;
+
+/// Largest payload of a put's notice, in bytes (one eager message).
+pub const PUT_NOTICE_MAX: usize = 64;
+
+/// The message a put sends its owner once the data is in place: an ordinary message
+/// with this match info and payload, matched by the owner's receives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutNotice {
+    pub match_info: u64,
+    pub payload: Bytes,
+}
 
 pub const EXPOSE_READ: u32 = 1;
 pub const EXPOSE_WRITE: u32 = 2;
@@ -210,18 +226,57 @@ impl Engine {
         len: u32,
         context: u64,
     ) -> Result<ReqId, EngineError> {
+        self.iput_notify(now, partner, remote_addr, handle, len, context, None)
+    }
+
+    /// [`Engine::iput`] that, once the data is in place at the owner, sends the owner
+    /// `notice` (at most [`PUT_NOTICE_MAX`] bytes) as an ordinary message from this
+    /// endpoint. The put completes as usual; the notice has no completion here.
+    #[allow(clippy::too_many_arguments)]
+    pub fn iput_notify(
+        &mut self,
+        now: Time,
+        partner: PartnerId,
+        remote_addr: u64,
+        handle: MemHandle,
+        len: u32,
+        context: u64,
+        notice: Option<PutNotice>,
+    ) -> Result<ReqId, EngineError> {
+        if notice
+            .as_ref()
+            .is_some_and(|n| n.payload.len() > PUT_NOTICE_MAX)
+        {
+            return Err(EngineError::BadRequest);
+        }
         self.one_sided_to(partner)?;
-        let k = self.post_flagged(
-            now,
-            partner,
-            remote_addr,
-            SendData::Region { handle, len },
-            context,
-            PUT_REQ,
-            0,
-            false,
-        )?;
+        let req = SendReq {
+            flags: PUT_REQ,
+            notice,
+            ..SendReq::new(
+                partner,
+                remote_addr,
+                SendData::Region { handle, len },
+                context,
+                self.cfg.resends_max,
+            )
+        };
+        let k = self.post_send_req(now, req)?;
         Ok(ReqId(k.0))
+    }
+
+    /// The notice of put `k`, taken out if the put succeeded (`code`).
+    pub(crate) fn take_put_notice(&mut self, k: Key, code: StatusCode) -> Option<PutNotice> {
+        match self.requests.get_mut(k) {
+            Some(Request::Send(s)) if code == StatusCode::Success => s.notice.take(),
+            _ => None,
+        }
+    }
+
+    /// A put with a notice landed at `pid`: send the notice (no completion event).
+    pub(crate) fn send_put_notice(&mut self, now: Time, pid: PartnerId, notice: PutNotice) {
+        let data = SendData::Eager(notice.payload);
+        self.internal_send(now, pid, 0, notice.match_info, data, 0);
     }
 
     /// Applies `op` on `count` elements of `ty` at the owner's address `remote_addr`:

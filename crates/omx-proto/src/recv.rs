@@ -633,8 +633,12 @@ impl Engine {
                 rec.req = None;
             }
         }
+        let notice = self.take_put_notice(k, code);
         self.complete_send(k, status);
         self.free_region(now, id);
+        if let Some(notice) = notice {
+            self.send_put_notice(now, pid, notice);
+        }
         if self.cfg.wire.mode == WireMode::MxCompat
             && self.partners[pid].reach == Reach::Network
             && self.partners[pid].partials.is_empty()

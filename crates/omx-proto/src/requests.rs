@@ -27,6 +27,8 @@ pub(crate) struct SendReq {
     pub base: u64,
     /// Engine-internal (a one-sided reply): completes without a completion event.
     pub internal: bool,
+    /// A put's notice: the message sent to the owner once the data is in place.
+    pub notice: Option<crate::onesided::PutNotice>,
 }
 
 pub(crate) struct RecvReq {
@@ -87,6 +89,7 @@ impl SendReq {
             flags: 0,
             base: 0,
             internal: false,
+            notice: None,
         }
     }
 }

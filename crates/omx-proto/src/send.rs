@@ -76,17 +76,23 @@ impl Engine {
         base: u64,
         internal: bool,
     ) -> Result<Key, EngineError> {
-        let p = self
-            .partners
-            .get(partner)
-            .ok_or(EngineError::UnknownPartner)?;
-        let no_session = p.session.is_none();
         let req = SendReq {
             flags,
             base,
             internal,
             ..SendReq::new(partner, match_info, data, context, self.cfg.resends_max)
         };
+        self.post_send_req(now, req)
+    }
+
+    /// Posts a send request built by the caller (its partner must exist).
+    pub(crate) fn post_send_req(&mut self, now: Time, req: SendReq) -> Result<Key, EngineError> {
+        let partner = req.partner;
+        let p = self
+            .partners
+            .get(partner)
+            .ok_or(EngineError::UnknownPartner)?;
+        let no_session = p.session.is_none();
         let k = self.requests.insert(Request::Send(req));
         if no_session {
             // Reset or never connected: fail like MX does for a dead partner.

@@ -60,3 +60,70 @@ pub fn transfer(w: &mut World, data: Vec<u8>, recv_len: usize, segments: &[usize
     );
     assert!(ss.code == StatusCode::Success || ss.code == StatusCode::Truncated);
 }
+
+/// A put with a notice from (`h`, `a`) through partner `to` into (`h_owner`, `b`),
+/// which exposes a write window at 0x40000: the owner's receive of the notice
+/// completes with the notice's match info and payload while the initiator's put
+/// completion is never taken, and by then the data is in place; a refused put sends
+/// no notice.
+pub fn put_notice_follows_the_data(
+    w: &mut World,
+    (h, a): (usize, u8),
+    to: omx_proto::PartnerId,
+    (h_owner, b): (usize, u8),
+) {
+    use omx_proto::onesided::{PutNotice, EXPOSE_WRITE};
+    use omx_sim::Buffer;
+    let len = 100_000;
+    let dst = w.hosts[h_owner].mem.register(Buffer::zeroed(len, &[]));
+    w.engine(h_owner, b)
+        .expose(7, 0x40000, len as u64, dst, EXPOSE_WRITE)
+        .unwrap();
+    let notice_match = 0x4000_0000_0000_0001u64;
+    let (r, got) = w.recv(h_owner, b, notice_match, u64::MAX, 16, &[]);
+    let data = w.hosts[h].mem.register(Buffer::contiguous(pattern(len, 3)));
+    let notice = PutNotice {
+        match_info: notice_match,
+        payload: bytes::Bytes::from_static(b"cq-data!"),
+    };
+    let now = w.now;
+    let put = w
+        .engine(h, a)
+        .iput_notify(now, to, 0x40000, data, len as u32, 0, Some(notice))
+        .unwrap();
+    let s = w.wait(h_owner, b, r, w.now + 10 * SEC).expect("notice");
+    assert_eq!((s.code, s.match_info), (StatusCode::Success, notice_match));
+    assert_eq!(&w.hosts[h_owner].mem.get(got).to_vec()[..8], b"cq-data!");
+    assert_eq!(w.hosts[h_owner].mem.get(dst).to_vec(), pattern(len, 3));
+    let put = w.wait(h, a, put, w.now + SEC).expect("put completes");
+    assert_eq!(put.code, StatusCode::Success);
+    // Refused (outside the window): the put fails, the notice never comes.
+    let (r, _) = w.recv(h_owner, b, notice_match, u64::MAX, 16, &[]);
+    let data = w.hosts[h].mem.register(Buffer::contiguous(vec![1; 10]));
+    let notice = PutNotice {
+        match_info: notice_match,
+        payload: bytes::Bytes::new(),
+    };
+    let now = w.now;
+    let put = w
+        .engine(h, a)
+        .iput_notify(now, to, 0x10, data, 10, 0, Some(notice))
+        .unwrap();
+    let put = w.wait(h, a, put, w.now + 10 * SEC).expect("put refused");
+    assert_eq!(put.code, StatusCode::BadRdmaWin);
+    w.run_idle(w.now + SEC);
+    assert!(
+        w.take(h_owner, b, r).is_none(),
+        "no notice for a refused put"
+    );
+    // Too long a notice is refused at the call.
+    let notice = PutNotice {
+        match_info: notice_match,
+        payload: bytes::Bytes::from(vec![0; omx_proto::onesided::PUT_NOTICE_MAX + 1]),
+    };
+    let now = w.now;
+    assert!(w
+        .engine(h, a)
+        .iput_notify(now, to, 0x40000, data, 10, 0, Some(notice))
+        .is_err());
+}

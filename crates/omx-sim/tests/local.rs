@@ -324,6 +324,15 @@ fn one_sided_get_and_put_with_a_local_partner() {
     }
 }
 
+#[test]
+fn a_put_notice_reaches_a_local_owner_after_the_data() {
+    for (a, b) in [(0u8, 1u8), (0, 0)] {
+        let mut w = host(2, 9);
+        let to = w.connect_local(0, a, b);
+        put_notice_follows_the_data(&mut w, (0, a), to, (0, b));
+    }
+}
+
 /// A rendezvous to a shared partner whose process then disappears.
 fn pending_large_send(w: &mut World) -> (PartnerId, omx_proto::ReqId) {
     let to = w.connect_local(0, 0, 1);

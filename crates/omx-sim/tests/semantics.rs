@@ -629,6 +629,13 @@ fn one_sided_get_and_put_within_exposed_regions_only() {
     }
 }
 
+#[test]
+fn a_put_notice_reaches_the_owner_after_the_data() {
+    let mut w = w2();
+    let to = w.connect(0, 0, 1, 0);
+    put_notice_follows_the_data(&mut w, (0, 0), to, (1, 0));
+}
+
 /// Many large receives at once with a global limit on outstanding pull blocks (the
 /// runtime sizes it to its receive ring): every pull progresses, none starves.
 #[test]

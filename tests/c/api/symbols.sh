@@ -89,7 +89,7 @@ api=(
   mx_get_endpoint_addr_context mx__regcache_clean omx_expose_region omx_unexpose_region
   omx_test_any_completed omx_resolve_node omx_port_endpoint omx_endpoint_notify_fd
   omx_endpoint_arm_notify omx_expose_window omx_isend_typed omx_issend_typed omx_irecv_typed
-  omx_iatomic omx_atomic_valid
+  omx_iatomic omx_atomic_valid omx_iput_notify
   mx_open_board mx__get_mapper_state
   # the native API (open-mx.h)
   omx__init_api omx_finalize omx_strerror omx_board_number_to_nic_id

@@ -353,9 +353,25 @@ impl Endpoint {
         remote_addr: u64,
         context: u64,
     ) -> Result<ReqId, Error> {
+        self.iput_notify(seg, dest, remote_addr, context, None)
+    }
+
+    /// [`Endpoint::iput`] that sends `dest` the message `notice` once the data is in
+    /// place ([`Engine::iput_notify`]): the engine sends it, no later call needed.
+    ///
+    /// # Safety
+    /// As for [`Endpoint::isend`] of a large message.
+    pub unsafe fn iput_notify(
+        &self,
+        seg: Segment,
+        dest: PartnerId,
+        remote_addr: u64,
+        context: u64,
+        notice: Option<onesided::PutNotice>,
+    ) -> Result<ReqId, Error> {
         let len = Self::check_segments(&[seg], Access::Read)?;
         self.post_lent(&[seg], |e, now, h| {
-            e.iput(now, dest, remote_addr, h, len, context)
+            e.iput_notify(now, dest, remote_addr, h, len, context, notice)
         })
     }
 
