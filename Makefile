@@ -195,10 +195,16 @@ install: build provider
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 755 $(RELEASE_DIR)/omxd $(DESTDIR)$(PREFIX)/sbin/
 	sed 's|/usr/local|$(PREFIX)|g' dist/omxd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/omxd.service
+	# omx_copyd, the host-wide copy service, and the asynchronous memcpy preload with
+	# its launcher (docs/COPY.md); omx_memcpy finds the library in ../lib.
+	install -m 755 $(RELEASE_DIR)/omx_copyd $(DESTDIR)$(PREFIX)/sbin/
+	install -m 755 $(RELEASE_DIR)/omx_memcpy $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(RELEASE_DIR)/libomx_memcpy.so $(DESTDIR)$(PREFIX)/lib/
 	# Manual pages, written by each tool itself (`TOOL --man`).
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
 	for t in $(MAN1_TOOLS); do $(RELEASE_DIR)/$$t --man > $(DESTDIR)$(PREFIX)/share/man/man1/$$t.1; done
 	$(RELEASE_DIR)/omxd --man > $(DESTDIR)$(PREFIX)/share/man/man8/omxd.8
+	$(RELEASE_DIR)/omx_copyd --man > $(DESTDIR)$(PREFIX)/share/man/man8/omx_copyd.8
 	# The Wireshark dissector, in the global plugin directory of the prefix (docs/TOOLS.md).
 	install -d $(DESTDIR)$(PREFIX)/lib/wireshark/plugins
 	install -m 644 dist/wireshark/omx.lua $(DESTDIR)$(PREFIX)/lib/wireshark/plugins/

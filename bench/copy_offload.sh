@@ -23,6 +23,11 @@
 #   NOTE=text    a line for machine.txt (what was built, from where)
 #   PIN=1        the receiver on vCPU 0 and its copy thread on vCPU 1 (OMX_COPY_CPU=1):
 #                what a host with a spare core gets
+#   SERVICE=1    offload on the host's copy service: an omx_copyd (on vCPU 1 with PIN=1)
+#                serves both processes (OMX_COPY_STACK=on); "offload 1" then means the
+#                copies ran on the service (checked: its copy_service counter). Its CPU
+#                is not the processes': the ELSEWHERE_MAX retry is off, and its total
+#                CPU time goes to machine.txt.
 #
 # The machine is usually shared: before each run the script waits (at most QUIET_MAX
 # seconds, 8) for the other processes to use less than a quarter of a CPU, and records
@@ -45,6 +50,7 @@ OUT=${OUT:-bench/results/copy-offload-$(date +%Y%m%d-%H%M%S)}
 T0=$(date +%s)
 RPIN=()
 if [ "${PIN:-0}" = 1 ]; then RPIN=(taskset -c 0); export OMX_COPY_CPU=1; fi
+if [ "${SERVICE:-0}" = 1 ]; then ELSEWHERE_MAX=100000; export OMX_COPY_STACK=on; fi
 
 say() { echo "copy_offload: $*" >&2; }
 . scripts/progress.sh
@@ -67,15 +73,25 @@ ST=$STATE/omx_stream
 cp "$BIN/omx_stream" "$ST"
 export OMX_STATE_DIR=$STATE
 rpid=""
+dpid=""
 cleanup() {
-  # Only the receiver this script started, by its pid.
+  # Only the receiver and the service this script started, by their pids.
   if [ -n "$rpid" ] && kill -0 "$rpid" 2>/dev/null; then kill "$rpid" 2>/dev/null || true; wait "$rpid" 2>/dev/null || true; fi
+  if [ -n "$dpid" ] && kill -0 "$dpid" 2>/dev/null; then kill "$dpid" 2>/dev/null || true; wait "$dpid" 2>/dev/null || true; fi
   $H down >/dev/null 2>&1 || true
   rm -rf "$STATE"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 $H up 2 9000 >/dev/null
+if [ "${SERVICE:-0}" = 1 ]; then
+  [ -x "$BIN/omx_copyd" ] || die "no $BIN/omx_copyd"
+  # One service for the machine (its socket is in the shared state directory).
+  "$BIN/omx_copyd" -v 2>"$STATE/copyd.err" &
+  dpid=$!
+  for _ in $(seq 200); do grep -q "serving on CPU" "$STATE/copyd.err" 2>/dev/null && break; sleep 0.02; done
+  grep -q "serving on CPU" "$STATE/copyd.err" || die "omx_copyd did not start: $(cat "$STATE/copyd.err")"
+fi
 
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -88,6 +104,7 @@ $H up 2 9000 >/dev/null
   [ -z "${NOTE:-}" ] || echo "note: $NOTE"
   echo "reps: $REPS, bytes per stream run: $BYTES, overlap messages per pass: $OVERLAP_N"
   echo "environment: OMX_COALESCING=${OMX_COALESCING:-default} OMX_COPY_MIN_FRAG=${OMX_COPY_MIN_FRAG:-default} OMX_COPY_MIN_MSG=${OMX_COPY_MIN_MSG:-default} OMX_COPY_CPU=${OMX_COPY_CPU:-none}"
+  [ -z "$dpid" ] || echo "copy service: omx_copyd pid $dpid, $(head -1 "$STATE/copyd.err")"
 } > "$OUT/machine.txt"
 
 # Busy CPUs of the whole machine over 0.3 s, in % of one CPU (nothing of ours runs then).
@@ -142,7 +159,7 @@ run() {
 run_once() {
   local mode=$2; shift 3
   wait_quiet
-  OMX_COPY_OFFLOAD=$mode $H exec 0 timeout 120 "${RPIN[@]}" "$ST" --csv "$@" >"$TMP/r.out" 2>"$TMP/r.err" &
+  OMX_COPY_OFFLOAD=$mode $H exec 0 timeout 120 "${RPIN[@]}" "$ST" --csv "$@" -v >"$TMP/r.out" 2>"$TMP/r.err" &
   rpid=$!
   for _ in $(seq 200); do
     grep -q "Successfully attached" "$TMP/r.err" 2>/dev/null && break
@@ -158,6 +175,10 @@ run_once() {
     rpid=""; return 1
   fi
   rpid=""
+  if [ -n "$dpid" ] && [ "$mode" = 1 ] && ! grep -Eq "copy_service +[1-9]" "$TMP/r.err"; then
+    say "offload did not run on the service (mode $mode, $*):"; cat "$TMP/r.err" >&2
+    return 1
+  fi
 }
 
 count_for() { local n=$(( BYTES / $1 )); [ "$n" -lt 16 ] && n=16; echo "$n"; }
@@ -221,6 +242,10 @@ if [ -n "$SWEEP_MS" ]; then
   done
 fi
 
+if [ -n "$dpid" ]; then
+  # utime + stime of the service over the whole benchmark, in seconds.
+  echo "copy service CPU: $(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f s", ($14 + $15) / hz }' "/proc/$dpid/stat")" >> "$OUT/machine.txt"
+fi
 say "plots and summary"
 python3 bench/plot_copy_offload.py "$OUT"
 cat "$OUT/summary.md"

@@ -81,7 +81,8 @@ status=0
     "$prefix"/share/man/man1/omx_counters.1 "$prefix"/share/man/man1/omx_endpoint_info.1 \
     "$prefix"/share/man/man1/omx_hostname.1 "$prefix"/share/man/man1/omx_init_peers.1 \
     "$prefix"/share/man/man1/omx_prepare_binding.1 "$prefix"/share/man/man1/omx_stream.1 \
-    "$prefix"/share/man/man1/omx_soak.1 "$prefix"/share/man/man8/omxd.8; do
+    "$prefix"/share/man/man1/omx_soak.1 "$prefix"/share/man/man8/omxd.8 \
+    "$prefix"/share/man/man8/omx_copyd.8; do
     name=$(basename "${page%.*}")
     grep -q "^\.TH $name " "$page" || { echo "$page: no .TH $name"; exit 1; }
     grep -q "^\.SH OPTIONS" "$page" || { echo "$page: no OPTIONS"; exit 1; }
@@ -93,6 +94,16 @@ status=0
   done
 } >"$log/man" 2>&1 || status=$?
 report "manual pages" "$status" "$log/man"
+
+# The copy service and the memcpy preload are installed and run from the prefix:
+# omx_copyd answers, and omx_memcpy finds its library in the prefix's lib.
+status=0
+{
+  "$prefix/sbin/omx_copyd" --help | grep "copy service" >/dev/null &&
+    "$prefix/bin/omx_memcpy" sh -c 'echo "$LD_PRELOAD"' | tee /dev/stderr |
+    grep -qx "$(realpath "$prefix/lib/libomx_memcpy.so")"
+} >"$log/copyd" 2>&1 || status=$?
+report "omx_copyd and omx_memcpy installed" "$status" "$log/copyd"
 
 # The native API: open-mx.h is installed, and a program written for it runs.
 cat >"$tmp/native.c" <<'C'

@@ -47,6 +47,21 @@ pub struct CopyConfig {
     pub sync_min: Option<usize>,
     /// Pin the copy thread to this CPU (`OMX_COPY_CPU`).
     pub cpu: Option<usize>,
+    /// Whether offloaded copies go to the host's copy service (`OMX_COPY_STACK`).
+    pub service: ServiceUse,
+}
+
+/// `OMX_COPY_STACK`: the stack's offloaded copies on `omx_copyd`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServiceUse {
+    /// Always on the process's own copy thread.
+    Off,
+    /// On the service when one answers at start, else on the copy thread.
+    Auto,
+    /// As `Auto`, and a service that answers also turns `OMX_COPY_OFFLOAD=auto` on
+    /// (the service has a core of its own; the measurement is about a copy thread
+    /// sharing the application's).
+    On,
 }
 
 /// When copies go to the copy engine, and why each limit is what it is.
@@ -218,13 +233,25 @@ impl Completions {
     pub fn load(&self) -> u64 {
         self.0.load(Ordering::Acquire)
     }
+
+    /// One more job of this submitter finished (after its bytes are in place).
+    pub(crate) fn add_one(&self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
 }
 
 /// A copy engine. Jobs of one submitter complete in submission order.
 pub trait CopyBackend: Send + Sync {
     /// Queues `job`; gives it back when the engine is full (copy it inline then).
     fn submit(&self, done: &Arc<Completions>, job: CopyJob) -> Result<(), CopyJob>;
+    /// Collects finished jobs (engines that report through shared memory need the
+    /// submitter's threads to look; a thread backend reports by itself).
+    fn progress(&self) {}
     fn name(&self) -> &'static str;
+    /// Counters of the host's copy service, when this backend is it.
+    fn service_counters(&self) -> Option<&crate::copy_service::stack::ServiceCounters> {
+        None
+    }
 }
 
 /// Performs a job on the calling thread.
@@ -315,7 +342,7 @@ fn copy_loop(rx: Receiver<(Arc<Completions>, CopyJob)>) {
             }
         };
         run_job(job);
-        done.0.fetch_add(1, Ordering::Release);
+        done.add_one();
     }
 }
 
@@ -359,13 +386,22 @@ pub fn engine(cfg: &CopyConfig) -> Option<Arc<dyn CopyBackend>> {
     static ENGINE: OnceLock<Option<Arc<dyn CopyBackend>>> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
+            let service = (cfg.mode != OffloadMode::Off && cfg.service != ServiceUse::Off)
+                .then(|| crate::copy_service::stack::ServiceBackend::connect(cfg.cpu))
+                .flatten();
             let on = match cfg.mode {
                 OffloadMode::Off => false,
                 OffloadMode::On => true,
-                OffloadMode::Auto => calibration(cfg.cpu).offload,
+                OffloadMode::Auto => {
+                    (cfg.service == ServiceUse::On && service.is_some())
+                        || calibration(cfg.cpu).offload
+                }
             };
             if !on {
                 return None;
+            }
+            if let Some(s) = service {
+                return Some(Arc::new(s) as Arc<dyn CopyBackend>);
             }
             process_thread(cfg.cpu).map(|t| t as Arc<dyn CopyBackend>)
         })
@@ -567,6 +603,9 @@ impl Copier {
         if self.pending.is_empty() {
             return;
         }
+        if let Some(b) = &self.backend {
+            b.progress();
+        }
         let c = self.done.load();
         while self.pending.front().is_some_and(|&(k, _)| k <= c) {
             let (_, id) = self.pending.pop_front().expect("checked");
@@ -578,6 +617,9 @@ impl Copier {
     /// into its buffer were in flight; the endpoint closes).
     pub fn wait_all(&mut self, f: impl FnMut(omx_proto::CopyId)) {
         while self.done.load() < self.submitted {
+            if let Some(b) = &self.backend {
+                b.progress();
+            }
             std::hint::spin_loop();
         }
         self.reap(f);
@@ -669,6 +711,7 @@ mod tests {
             min_msg: None,
             sync_min: Some(12345),
             cpu: None,
+            service: ServiceUse::Off,
         };
         let t = Thresholds::resolve(&cfg, Some(&cal(3000.0, 60.0)));
         assert_eq!(

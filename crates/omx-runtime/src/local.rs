@@ -711,7 +711,8 @@ pub(crate) fn run_local_pull(
             // process, its ranges are a send region of another endpoint of ours, lent
             // until its notify; only a process of the same user (which could ptrace us
             // anyway) could forge such a record.
-            // Synchronous offload: the copy thread takes the second half while this
+            // Synchronous offload: the copy engine (the copy thread, or `omx_copyd`
+            // reading the peer on our behalf) takes the second half while this
             // thread copies the first (two cores on one transfer).
             let mut helper = None;
             let mut mine = len;
@@ -745,13 +746,15 @@ pub(crate) fn run_local_pull(
                 Err(CmaError::ProcessGone) => PullOutcome::Gone,
                 Err(_) => PullOutcome::Fault,
             };
-            if let Some(o) = helper {
+            if let (Some(o), Some(b)) = (helper, split) {
                 use crate::copy::cma_outcome as c;
                 let theirs = loop {
                     let v = o.load(std::sync::atomic::Ordering::Acquire);
                     if v != c::PENDING {
                         break v;
                     }
+                    // The copy service reports through its ring: look.
+                    b.progress();
                     std::hint::spin_loop();
                 };
                 if code == PullOutcome::Done {

@@ -619,13 +619,16 @@ fn malformed_frames_are_counted_and_harmless() {
     // The runtime's own counters (sleeps and wake-ups of waiting threads, copy
     // offload) move with time, not with frames; those of the direct socket count frames
     // before the engine sees them.
-    const RUNTIME: [&str; 10] = [
+    const RUNTIME: [&str; 13] = [
         "sleeps",
         "wakeups_io",
         "wakeups_timer",
         "copy_offloaded",
         "copy_inline_full",
         "copy_inline_unheld",
+        "copy_service",
+        "copy_service_redone",
+        "copy_service_fallback",
         "direct_received",
         "direct_other_host",
         "direct_truncated",

@@ -312,6 +312,11 @@ impl RuntimeConfig {
                 min_msg: set_num("OMX_COPY_MIN_MSG").map(|v| v.clamp(0, u32::MAX as i64) as u32),
                 sync_min: set_num("OMX_COPY_SYNC_MIN").map(|v| v.max(0) as usize),
                 cpu: text("OMX_COPY_CPU").and_then(|v| v.trim().parse().ok()),
+                service: match text("OMX_COPY_STACK").as_deref().map(str::trim) {
+                    Some("0") | Some("off") => crate::copy::ServiceUse::Off,
+                    Some("1") | Some("on") => crate::copy::ServiceUse::On,
+                    _ => crate::copy::ServiceUse::Auto,
+                },
             },
             progress_thread: flag("OMX_PROGRESS_THREAD"),
             unexp_max_bytes: num("OMX_UNEXP_MAX").max(0) as usize,

@@ -110,7 +110,9 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_COPY_SYNC_MIN", "", "smallest intra-node copy split with the copy thread (unset: measured)"),
     s("OMX_COPY_CPU", "", "pin the copy thread to this CPU"),
     s("OMX_COPY_RECALIBRATE", "0", "1: measure the copy offload again (the result is cached per host)"),
-    s("OMX_COPY_SERVICE", "", "unix socket of the host's copy service (omx_copyd) for omx_memcpy_async; empty: omx-copyd.sock in OMX_STATE_DIR, 0: none"),
+    s("OMX_COPY_STACK", "auto", "offloaded receive and intra-node copies on omx_copyd: off, auto (when it answers), on (it also turns auto offload on)"),
+    s("OMX_MEMCPY_MIN", "4194304", "omx_memcpy (libomx_memcpy.so): copies shorter than this stay synchronous"),
+    s("OMX_COPY_SERVICE", "", "unix socket of the host's copy service (omx_copyd) for omx_memcpy_async and OMX_COPY_STACK; empty: omx-copyd.sock in OMX_STATE_DIR, 0: none"),
     // Daemon.
     s("OMX_DAEMON", "auto", "open endpoints through omxd: auto (without CAP_NET_RAW), always, never"),
     s("OMX_DAEMON_SOCKET", DEFAULT_SOCKET, "where omxd listens: a path, or @name (abstract, per namespace)"),

@@ -158,6 +158,79 @@ impl ServiceClient {
     }
 }
 
+/// Where a posted range of requests stands ([`ServiceClient::range_status`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeStatus {
+    Pending,
+    Done,
+    /// At least one request failed (or the service died before reporting it).
+    Failed,
+}
+
+impl ServiceClient {
+    /// Posts every request of `pieces` (dst_pid, dst, src_pid, src, len), or none:
+    /// `None` when the rings or the bound of outstanding bytes have no room for all
+    /// of them now, or the service is gone. Never waits (the stack copies inline
+    /// then). Gives the first and last cookie.
+    pub fn try_post_all(&self, pieces: &[(u32, u64, u32, u64, u64)]) -> Option<(u64, u64)> {
+        let mut g = self.lock();
+        if g.dead || pieces.is_empty() {
+            return None;
+        }
+        g.reap();
+        let bytes: u64 = pieces.iter().map(|p| p.4).sum();
+        let room = u64::from(g.ring.entries()) - g.ring.unreaped();
+        let fits = g.outstanding == 0 || g.outstanding + bytes <= g.max_bytes;
+        if room < pieces.len() as u64 || !fits || bytes > g.max_bytes {
+            return None;
+        }
+        let first = g.ring.posted() + 1;
+        for &(dst_pid, dst, src_pid, src, len) in pieces {
+            let r = Request {
+                cookie: g.ring.posted() + 1,
+                dst_pid,
+                src_pid,
+                dst,
+                src,
+                len,
+            };
+            let posted = g.ring.try_post(&r);
+            debug_assert!(posted, "room checked above");
+            g.lens.push_back(len);
+            g.outstanding += len;
+        }
+        g.ring_doorbell();
+        Some((first, g.ring.posted()))
+    }
+
+    /// Whether the requests `first..=last` completed, and how. `check_alive`: also
+    /// look whether the service hung up (a system call; then everything it did not
+    /// report is failed).
+    pub fn range_status(&self, first: u64, last: u64, check_alive: bool) -> RangeStatus {
+        let mut g = self.lock();
+        g.reap();
+        if g.completed < last && check_alive {
+            g.check_alive();
+        }
+        if g.completed < last {
+            return RangeStatus::Pending;
+        }
+        let failed = g.failed.range(first..=last).next().is_some();
+        // Failures before this range are never asked for again.
+        g.failed = g.failed.split_off(&(last + 1));
+        if failed {
+            RangeStatus::Failed
+        } else {
+            RangeStatus::Done
+        }
+    }
+
+    /// Whether the service went away (found by a post or a check).
+    pub fn is_dead(&self) -> bool {
+        self.lock().dead
+    }
+}
+
 impl Inner {
     fn posted(&self) -> u64 {
         self.ring.posted() + self.inline

@@ -25,6 +25,7 @@
 //!   dropped with everything the service held for it (no file exists to remove).
 
 pub mod client;
+pub mod stack;
 
 use omx_transport::cma::{self, CmaError, RemoteIov};
 use omx_transport::copyring::{self, status, CopyRing, Request};

@@ -267,6 +267,22 @@ impl EndpointInner {
             ("copy_inline_full".into(), core.copier.inline_full),
             ("copy_inline_unheld".into(), core.copier.inline_unheld),
         ]);
+        if let Some(sc) = core.copier.backend().and_then(|b| b.service_counters()) {
+            v.extend([
+                (
+                    "copy_service".to_string(),
+                    sc.served.load(Ordering::Relaxed),
+                ),
+                (
+                    "copy_service_redone".to_string(),
+                    sc.redone.load(Ordering::Relaxed),
+                ),
+                (
+                    "copy_service_fallback".to_string(),
+                    sc.fallback.load(Ordering::Relaxed),
+                ),
+            ]);
+        }
         if let Some(d) = &core.direct_rx {
             v.extend([
                 ("direct_received".to_string(), d.received),

@@ -113,7 +113,7 @@ struct Args {
     /// Give up when a peer is silent this long (seconds).
     #[arg(long, default_value_t = 60)]
     timeout: u64,
-    /// Print the endpoint's non-zero counters at the end.
+    /// Print the endpoint's non-zero counters (protocol and runtime) at the end.
     #[arg(short = 'v')]
     verbose: bool,
 }
@@ -577,7 +577,12 @@ fn main() {
         }
     }
     if a.verbose {
-        for (name, v) in ep.counters().iter().filter(|(_, v)| *v > 0) {
+        // Protocol and runtime counters (copy offload among them), as omx_perf -v.
+        let protocol = ep.counters().iter().map(|(n, v)| (n.to_string(), v));
+        for (name, v) in protocol
+            .chain(ep.runtime_counters())
+            .filter(|(_, v)| *v > 0)
+        {
             eprintln!("{name:>32} {v}");
         }
     }
