@@ -433,9 +433,10 @@ impl Packet {
             Packet::Medium(m) => usize::from(m.frag_length),
             Packet::PullReply(p) => usize::from(p.frame_length),
             Packet::HostReply(h) => usize::from(h.length),
+            // The sender's other boards (6-byte MACs) when it offers striping.
+            Packet::Connect(c) => 6 * usize::from(c.stripe_boards),
             Packet::HostQuery(_)
             | Packet::Truc(_)
-            | Packet::Connect(_)
             | Packet::Rndv(_)
             | Packet::Pull(_)
             | Packet::Notify(_)
