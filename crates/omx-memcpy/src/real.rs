@@ -3,37 +3,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Looks up `name` (NUL-terminated) once and caches the address in `slot`.
-pub fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
-    let cached = slot.load(Ordering::Relaxed);
-    if cached != 0 {
-        return cached;
-    }
-    // SAFETY: name is a NUL-terminated symbol name.
-    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr() as *const libc::c_char) };
-    if f.is_null() {
-        let msg = b"omx_memcpy: a libc symbol is missing\n";
-        unsafe { libc::syscall(libc::SYS_write, 2, msg.as_ptr(), msg.len()) };
-        unsafe { libc::abort() };
-    }
-    slot.store(f as usize, Ordering::Relaxed);
-    f as usize
-}
-
-/// Declares `pub unsafe fn NAME(args) -> ret` calling the next definition of `NAME`.
-macro_rules! real_fns {
-    ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
-        $(
-            #[allow(clippy::missing_safety_doc)]
-            pub unsafe fn $name($($arg: $ty),*) -> $ret {
-                static SLOT: AtomicUsize = AtomicUsize::new(0);
-                let f = resolve(&SLOT, concat!(stringify!($name), "\0").as_bytes());
-                let f: unsafe extern "C" fn($($ty),*) -> $ret = std::mem::transmute(f);
-                f($($arg),*)
-            }
-        )*
-    };
-}
+use omx_runtime::preload::resolve_next as resolve;
+use omx_runtime::real_fns;
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t, FILE};
 

@@ -13,6 +13,7 @@ pub mod ipmap;
 mod local;
 pub mod memcpy;
 pub mod memory;
+pub mod preload;
 pub mod raw;
 pub mod registry;
 pub mod runtime;
