@@ -1,5 +1,5 @@
 //! The engine of one endpoint: its owned parts, public calls, frame admission and
-//! dispatch, and timeouts. Message classes live in `send.rs`, `recv.rs`, `pull.rs`,
+//! dispatch, and timeouts. Message classes live in `send.rs`, `recv.rs`, `pull/`,
 //! `connect.rs`, `local.rs` and `onesided.rs`; each part of the state in its own module
 //! (`requests`, `partner`, `unexpected`, `regions`, `outputs`, `timer`...).
 
