@@ -127,6 +127,9 @@ pub struct Runtime {
     /// How far [`Runtime::coarse_now`] may lag the precise clock (the coarse clock's
     /// resolution: the kernel tick, 1-4 ms).
     pub coarse_lag: u64,
+    /// Set by `omxd` when it owns the boards' AF_XDP sockets (one per receive queue):
+    /// the process's own endpoints then use packet sockets whatever `OMX_TRANSPORT` says.
+    pub xdp_held_by_daemon: std::sync::atomic::AtomicBool,
 }
 
 static GLOBAL: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
@@ -185,6 +188,7 @@ impl Runtime {
             warnings,
             start_ns: clock_ns(libc::CLOCK_MONOTONIC),
             coarse_lag: clock_res_ns(libc::CLOCK_MONOTONIC_COARSE),
+            xdp_held_by_daemon: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

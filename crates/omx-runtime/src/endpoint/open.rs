@@ -156,6 +156,9 @@ impl Endpoint {
         use omx_transport::xdp::XdpOptions;
         static FALLBACK_SAID: std::sync::atomic::AtomicBool =
             std::sync::atomic::AtomicBool::new(false);
+        if rt.xdp_held_by_daemon.load(Ordering::Relaxed) {
+            return None;
+        }
         let zero_copy = match rt.cfg.transport {
             Transport::Packet => return None,
             Transport::Xdp => false,

@@ -24,8 +24,12 @@ use omx_transport::relay::{self, OpenReply, OpenRequest, Refusal};
 use omx_transport::{EndpointFilter, PacketSocket, SocketOptions, ETH_HEADER_LEN};
 use omx_wire::peek;
 
+use crate::config::Transport;
 use crate::runtime::{Board, Runtime, MAX_ENDPOINTS};
 use crate::Endpoint;
+
+mod xdp;
+use xdp::XdpHub;
 
 /// Endpoint index the daemon's board service holds on every board; clients
 /// get the others.
@@ -112,6 +116,8 @@ pub struct DaemonStats {
     pub refused_source_mac: AtomicU64,
     pub refused_type: AtomicU64,
     pub refused_source_endpoint: AtomicU64,
+    /// Frames the XSK received for an endpoint whose client had just left.
+    pub xdp_unclaimed: AtomicU64,
 }
 
 impl DaemonStats {
@@ -159,6 +165,7 @@ impl DaemonStats {
             ("refused_source_mac", &self.refused_source_mac),
             ("refused_type", &self.refused_type),
             ("refused_source_endpoint", &self.refused_source_endpoint),
+            ("xdp_unclaimed", &self.xdp_unclaimed),
         ];
         rows.iter()
             .map(|(n, v)| format!("{n} {}\n", v.load(Ordering::Relaxed)))
@@ -224,6 +231,8 @@ pub fn run(rt: Arc<Runtime>, cfg: DaemonConfig) -> io::Result<()> {
     // The socket first: a second daemon on this host stops here, saying who runs.
     block_stop_signals();
     let (listener, files) = take_socket(&cfg.socket, &rt)?;
+    let stats = Arc::new(DaemonStats::default());
+    let hubs = Arc::new(start_xdp_hubs(&rt, &cfg, &stats));
     let mut services = Vec::new();
     for b in &rt.boards {
         secure_board_dir(b)?;
@@ -238,7 +247,6 @@ pub fn run(rt: Arc<Runtime>, cfg: DaemonConfig) -> io::Result<()> {
         services.push(ep);
     }
     spawn_stop_waiter(files.0.clone(), cfg.verbose)?;
-    let stats = Arc::new(DaemonStats::default());
     spawn_stats_writer(files.0.stats.clone(), stats.clone())?;
     if cfg.verbose {
         eprintln!("omxd: listening on {}", cfg.socket.display());
@@ -248,10 +256,50 @@ pub fn run(rt: Arc<Runtime>, cfg: DaemonConfig) -> io::Result<()> {
         let rt = rt.clone();
         let stats = stats.clone();
         let cfg = cfg.clone();
+        let hubs = hubs.clone();
         std::thread::Builder::new()
             .name("omxd-client".into())
-            .spawn(move || serve(conn, &rt, &cfg, &stats))?;
+            .spawn(move || serve(conn, &rt, &cfg, &stats, &hubs))?;
     }
+}
+
+/// With `OMX_TRANSPORT=xdp` or `auto`, one AF_XDP hub per board where XDP can serve
+/// (`None`: that board relays over packet sockets, said with `-v`). The daemon's own
+/// service endpoints then stay on packet sockets: the XSK of a receive queue is the
+/// hub's.
+fn start_xdp_hubs(
+    rt: &Runtime,
+    cfg: &DaemonConfig,
+    stats: &Arc<DaemonStats>,
+) -> Vec<Option<XdpHub>> {
+    if rt.cfg.transport == Transport::Packet {
+        return rt.boards.iter().map(|_| None).collect();
+    }
+    rt.xdp_held_by_daemon.store(true, Ordering::Relaxed);
+    rt.boards
+        .iter()
+        .map(|b| match XdpHub::start(rt, b, cfg.spin, stats.clone()) {
+            Ok(h) => {
+                if cfg.verbose {
+                    let mode = if h.native { "native" } else { "generic" };
+                    eprintln!(
+                        "omxd: board {} relays over AF_XDP on {} ({mode} mode)",
+                        b.name, b.iface.name
+                    );
+                }
+                Some(h)
+            }
+            Err(e) => {
+                if cfg.verbose {
+                    eprintln!(
+                        "omxd: AF_XDP not available on {} ({e}): relaying over packet sockets",
+                        b.iface.name
+                    );
+                }
+                None
+            }
+        })
+        .collect()
 }
 
 /// Writes the counters to each board's `omxd.stats` once a second (atomically,
@@ -415,7 +463,13 @@ fn spawn_stop_waiter(files: DaemonFiles, verbose: bool) -> io::Result<()> {
 }
 
 /// One client connection: the open exchange, then the relay until either side closes.
-fn serve(conn: OwnedFd, rt: &Runtime, cfg: &DaemonConfig, stats: &DaemonStats) {
+fn serve(
+    conn: OwnedFd,
+    rt: &Runtime,
+    cfg: &DaemonConfig,
+    stats: &DaemonStats,
+    hubs: &[Option<XdpHub>],
+) {
     let fd = conn.as_raw_fd();
     let refuse = |r: Refusal| {
         stats.open_refusals.fetch_add(1, Ordering::Relaxed);
@@ -428,9 +482,10 @@ fn serve(conn: OwnedFd, rt: &Runtime, cfg: &DaemonConfig, stats: &DaemonStats) {
         Ok(Some(r)) => r,
         _ => return refuse(Refusal::BadRequest),
     };
-    let Some(board) = rt.boards.iter().find(|b| b.nic_id == req.nic_id) else {
+    let Some(at) = rt.boards.iter().position(|b| b.nic_id == req.nic_id) else {
         return refuse(Refusal::NoSuchBoard);
     };
+    let (board, hub) = (&rt.boards[at], hubs[at].as_ref());
     if !stats.take_slot(uid, cfg.max_per_user) {
         if cfg.verbose {
             eprintln!(
@@ -448,7 +503,7 @@ fn serve(conn: OwnedFd, rt: &Runtime, cfg: &DaemonConfig, stats: &DaemonStats) {
         }
     }
     let _slot = Slot(stats, uid);
-    let opened = match open_for_client(rt, board, req, uid, gid) {
+    let opened = match open_for_client(rt, board, req, uid, gid, hub.is_none()) {
         Ok(o) => o,
         Err(r) => {
             if cfg.verbose {
@@ -471,7 +526,8 @@ fn serve(conn: OwnedFd, rt: &Runtime, cfg: &DaemonConfig, stats: &DaemonStats) {
     }
     // The daemon's end may hold a deep queue of frames for a slow client.
     relay::set_send_buffer(fd, 4 << 20, true);
-    let iface = wire.interface().clone();
+    let mut iface = board.iface.clone();
+    iface.mtu = iface.mtu.min(board.wire.mtu);
     let opts = SocketOptions {
         rx_ring_bytes: 0,
         ..SocketOptions::default()
@@ -479,7 +535,14 @@ fn serve(conn: OwnedFd, rt: &Runtime, cfg: &DaemonConfig, stats: &DaemonStats) {
     let Ok(client) = PacketSocket::from_relay(conn, &iface, rt.cfg.wire.ethertype, &opts) else {
         return;
     };
-    relay_frames(wire, client, board, index, cfg.spin, stats);
+    match (wire, hub) {
+        (Some(wire), _) => relay_frames(wire, client, board, index, cfg.spin, stats),
+        // Returns once the hub has let go of the client.
+        (None, Some(hub)) => {
+            let _ = hub.attach(index, client).recv();
+        }
+        (None, None) => {}
+    }
     board.dir.set_endpoint_owner(index, None);
     let _ = std::fs::remove_file(board.dir.user_dir(uid).join(format!("ep{index}.info")));
     if cfg.verbose {
@@ -487,7 +550,9 @@ fn serve(conn: OwnedFd, rt: &Runtime, cfg: &DaemonConfig, stats: &DaemonStats) {
     }
 }
 
-type Opened = (u8, crate::registry::LockFile, PacketSocket);
+/// The endpoint index, its lock, and the packet socket of its frames (`None` when a
+/// hub's XSK carries them).
+type Opened = (u8, crate::registry::LockFile, Option<PacketSocket>);
 
 fn open_for_client(
     rt: &Runtime,
@@ -495,6 +560,7 @@ fn open_for_client(
     req: OpenRequest,
     uid: u32,
     gid: u32,
+    packet_socket: bool,
 ) -> Result<Opened, Refusal> {
     let (index, lock) = match req.endpoint {
         Some(i) if i >= SERVICE_ENDPOINT => return Err(Refusal::BadEndpoint),
@@ -505,6 +571,9 @@ fn open_for_client(
             .ok_or(Refusal::Busy)?,
     };
     user_shm_dir(board, uid, gid).map_err(|_| Refusal::Internal)?;
+    if !packet_socket {
+        return Ok((index, lock, None));
+    }
     let filter = EndpointFilter {
         endpoints: vec![index],
         board_frames: false,
@@ -519,7 +588,7 @@ fn open_for_client(
     };
     let wire = PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &opts, Some(&filter))
         .map_err(|_| Refusal::Internal)?;
-    Ok((index, lock, wire))
+    Ok((index, lock, Some(wire)))
 }
 
 /// Moves frames both ways until the client goes away.
