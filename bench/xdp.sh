@@ -3,7 +3,10 @@
 # 8 B one-way latency, 4 MiB ping-pong bandwidth with the client's CPU time, and 8 B
 # message rate, at MTU 1500, 3498 (native XDP's limit on veth) and 9000 (beyond a
 # page: xdp falls back to packet sockets, shown as "-"), between two namespaces joined
-# by veth. Medians of RUNS runs. Usage: bench/xdp.sh   (root)
+# by veth. Medians of RUNS runs. Then (RELAYED=1, the default) the unprivileged path at
+# MTU 1500: omx_perf run as an ordinary user through omxd, the daemon relaying over
+# packet sockets or over its AF_XDP socket (OMX_TRANSPORT in the daemon's environment).
+# Usage: bench/xdp.sh   (root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
@@ -20,7 +23,8 @@ stop_bg() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pids=()
 }
-cleanup() { stop_bg; $H down >/dev/null 2>&1 || true; }
+T=$(mktemp -d /tmp/xdp-bench.XXXXXX)
+cleanup() { stop_bg; $H down >/dev/null 2>&1 || true; rm -rf "$T"; }
 trap cleanup EXIT
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else print a[int((NR+1)/2)]}'; }
 bg0() { $H exec 0 "$@" >/dev/null 2>&1 & pids+=($!); sleep 0.4; }
@@ -59,7 +63,7 @@ uses_xdp() {
   grep -q "uses AF_XDP" <<<"$log"
 }
 
-echo "| MTU | transport | 8 B one-way (us) | 4 MiB (MB/s) | client CPU for 4 MiB run (s) | 8 B rate (M msg/s) |"
+echo "| MTU | transport | 8 B one-way (us) | 4 MiB (MB/s) | client CPU for 4 MiB run (s) | 8 B rate (msg/s) |"
 echo "|---|---|---|---|---|---|"
 for mtu in ${MTUS:-1500 3498 9000}; do
   $H up 2 "$mtu" >/dev/null
@@ -74,4 +78,49 @@ for mtu in ${MTUS:-1500 3498 9000}; do
     echo "| $mtu | $t | $l | $b | $c | $r |"
   done
   $H down >/dev/null
+done
+
+[ "${RELAYED:-1}" = 1 ] || exit 0
+# The unprivileged path: an ordinary user's omx_perf through each host's omxd.
+USER_NAME=omxbench
+id "$USER_NAME" >/dev/null 2>&1 ||
+  useradd --system --no-create-home --shell /usr/sbin/nologin "$USER_NAME"
+chmod 755 "$T"
+mkdir -p "$T/bin" "$T/state"
+cp "$BIN/omx_perf" "$BIN/omxd" "$T/bin/"
+chmod 755 "$T/bin"/*
+export OMX_STATE_DIR=$T/state OMX_MTU=1500
+as_user=(setpriv --reuid="$USER_NAME" --regid="$USER_NAME" --clear-groups)
+$H up 2 1500 >/dev/null
+echo
+echo "| MTU | omxd relays over | 8 B one-way (us) | 4 MiB (MB/s) |"
+echo "|---|---|---|---|"
+for t in packet xdp; do
+  for i in 0 1; do
+    OMX_TRANSPORT=$t OMX_DAEMON_SOCKET=$T/omxd$i.sock $H exec $i "$T/bin/omxd" -v -s "$T/omxd$i.sock" \
+      >"$T/omxd$i.log" 2>&1 &
+    pids+=($!)
+  done
+  sleep 1
+  if [ "$t" = xdp ] && ! grep -q "relays over AF_XDP" "$T/omxd0.log"; then
+    echo "| 1500 | xdp | - (omxd falls back to packet sockets) | - |"
+    stop_bg
+    continue
+  fi
+  ls=() bs=()
+  for _ in $(seq "$RUNS"); do
+    OMX_DAEMON_SOCKET=$T/omxd0.sock $H exec 0 "${as_user[@]}" "$T/bin/omx_perf" >/dev/null 2>&1 &
+    srv=$!
+    sleep 0.5
+    out=$(OMX_DAEMON_SOCKET=$T/omxd1.sock $H exec 1 "${as_user[@]}" timeout 120 "$T/bin/omx_perf" \
+      -d h0:0 -S 8 -E 4194305 -M 524288 -N 300 -W 20 -P 0 2>/dev/null || true)
+    kill "$srv" 2>/dev/null || true
+    wait "$srv" 2>/dev/null || true
+    ls+=("$(awk '$1 == 8 {print $2}' <<<"$out")")
+    bs+=("$(awk '$1 == 4194304 {print $3}' <<<"$out")")
+  done
+  l=$(printf '%s\n' "${ls[@]}" | median)
+  b=$(printf '%s\n' "${bs[@]}" | median)
+  echo "| 1500 | $t | $l | $b |"
+  stop_bg
 done
