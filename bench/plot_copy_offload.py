@@ -240,7 +240,7 @@ def loss_note(rows, out, what):
     if not hit:
         out.append(f"No {what} run needed loss recovery (pull re-requests or resends).\n")
         return
-    out.append(f"{what.capitalize()} runs with loss recovery (a stall of about 1 s each):\n")
+    out.append(f"{what.capitalize()} runs that recovered lost frames (ring overruns; recovered within the run by fast re-requests and round-trip-based timeouts, see the MB/s):\n")
     for r in hit:
         out.append(
             f"- rep {r['rep']}, {r['side']} {r['pass']}, {human_size(r['size'])}, offload "
