@@ -250,7 +250,8 @@ enum Segs {
     Many(Vec<Segment>),
 }
 
-const FEW_SEGS: usize = 4;
+// Two, not more: every call moves the whole array (32 bytes a segment).
+const FEW_SEGS: usize = 2;
 
 impl std::ops::Deref for Segs {
     type Target = [Segment];
