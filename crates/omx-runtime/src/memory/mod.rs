@@ -343,6 +343,22 @@ mod tests {
         assert_eq!(&b[..2], &[3, 4]);
     }
 
+    /// One memory segment (the direct copy) and a range past its end (the segment
+    /// walk, which keeps what lies inside).
+    #[test]
+    fn one_segment_copies_inside_and_clips_past_the_end() {
+        let mut a = [0u8; 8];
+        let mut m = MemRegistry::default();
+        let h = m.register(&[Segment::memory(a.as_mut_ptr(), 8)]);
+        m.write(h, 2, &[1, 2, 3]);
+        m.write(h, 6, &[4, 5, 6, 7]);
+        let mut out = [9u8; 4];
+        m.read(h, 1, &mut out);
+        assert_eq!(out, [0, 1, 2, 3]);
+        assert_eq!(a, [0, 0, 1, 2, 3, 0, 4, 5]);
+        assert!(m.release(h).is_none());
+    }
+
     /// File ranges at offsets that are not page-aligned, mixed with memory: written,
     /// read back, copied between buffers (a message to oneself); a file cut short
     /// after the post fails the buffer's request instead of giving wrong bytes.
