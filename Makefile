@@ -213,7 +213,10 @@ clean:
 	$(CARGO) clean
 
 ## Benchmark suite: omx vs raw frames, TCP, libfabric, UCX on two namespaces (root).
-## Results in bench/results/<date-time>/. MTU=9000 by default; RUNS=3.
+## Results in bench/results/<date-time>/. MTU=9000 by default; RUNS=3. Then the
+## instructions per 8 B round trip (bench/instructions.sh: network, shared memory,
+## libfabric; the regression benchmark of the small-message path).
 MTU ?= 9000
 bench:
 	MTU=$(MTU) bench/run.sh $(MTU)
+	bench/instructions.sh

@@ -105,6 +105,7 @@ pub unsafe extern "C" fn mx_disconnect(e: *mut CEndpoint, addr: MxEndpointAddr) 
         return fail(Some(ep), MX_BAD_REQUEST, "invalid address");
     };
     ep.ep.disconnect(rec.partner);
+    ep.addrs.forget(rec.partner);
     // Every address of this partner becomes invalid; a new connect gets a fresh one.
     if let Ok(mut g) = ADDRS.lock() {
         if let Some(t) = g.as_mut() {

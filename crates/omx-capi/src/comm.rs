@@ -21,12 +21,12 @@ pub(crate) unsafe fn post_send(
         Ok(s) => s,
         Err((c, why)) => return fail(Some(ep), c, why),
     };
-    let Some(rec) = addr_rec(dest).filter(|r| r.ep == e as usize) else {
+    let Some(partner) = dest_partner(ep, dest) else {
         return fail(Some(ep), MX_BAD_REQUEST, "invalid destination address");
     };
     let r = match ep
         .ep
-        .isend(&segs, rec.partner, match_info, context as u64, sync)
+        .isend(&segs, partner, match_info, context as u64, sync)
     {
         Ok(r) => r,
         Err(err) => return rt_error(ep, err),

@@ -81,6 +81,8 @@ pub struct CEndpoint {
     /// The caller's context of each pending connect (the engine's context value of a
     /// connect is its match info). Other requests carry theirs in the engine.
     connects: Mutex<HashMap<u64, usize>>,
+    /// The addresses handed out for this endpoint, without the table's lock.
+    addrs: addrcache::AddrCache,
     /// Resend budget for new requests set by mx_set_request_timeout(NULL), 0 = default.
     default_resends: std::sync::atomic::AtomicU32,
 }
@@ -200,14 +202,19 @@ macro_rules! ep_or_fail {
 }
 
 fn addr_of(ep: &CEndpoint, partner: PartnerId) -> MxEndpointAddr {
-    let key = (ep as *const CEndpoint as usize, partner.0);
-    let mut g = ADDRS.lock().expect("address table");
-    let t = g.get_or_insert_with(AddrTable::default);
     let (nic, eid, session) = ep
         .ep
         .partner_addr(partner)
         .map(|(n, e, s)| (n, e as u32, s.unwrap_or(0)))
         .unwrap_or((0, 0, 0));
+    if let Some(index) = ep.addrs.index_of(partner, session) {
+        return MxEndpointAddr {
+            stuff: [index, (session as u64) << 32],
+        };
+    }
+    let key = (ep as *const CEndpoint as usize, partner.0);
+    let mut g = ADDRS.lock().expect("address table");
+    let t = g.get_or_insert_with(AddrTable::default);
     let i = match t.index.get(&key) {
         Some(&i) => {
             t.recs[i].session = session;
@@ -226,9 +233,21 @@ fn addr_of(ep: &CEndpoint, partner: PartnerId) -> MxEndpointAddr {
             t.recs.len() - 1
         }
     };
+    ep.addrs.record(partner, i as u64 + 1, session);
     MxEndpointAddr {
         stuff: [i as u64 + 1, (session as u64) << 32],
     }
+}
+
+/// The partner behind `dest`, an address of this endpoint: from the endpoint's cache,
+/// else from the address table.
+fn dest_partner(ep: &CEndpoint, dest: MxEndpointAddr) -> Option<PartnerId> {
+    if let Some(p) = ep.addrs.partner_of(dest.stuff[0]) {
+        return Some(p);
+    }
+    let rec = addr_rec(dest).filter(|r| r.ep == ep as *const CEndpoint as usize)?;
+    ep.addrs.record(rec.partner, dest.stuff[0], rec.session);
+    Some(rec.partner)
 }
 
 fn addr_rec(a: MxEndpointAddr) -> Option<AddrRec> {
@@ -250,7 +269,8 @@ enum Segs {
     Many(Vec<Segment>),
 }
 
-const FEW_SEGS: usize = 4;
+// Two, not more: every call moves the whole array (32 bytes a segment).
+const FEW_SEGS: usize = 2;
 
 impl std::ops::Deref for Segs {
     type Target = [Segment];
@@ -354,6 +374,7 @@ unsafe fn track(ep: &CEndpoint, r: ReqId, kind: RequestKind, request: *mut usize
     MX_SUCCESS
 }
 
+mod addrcache;
 mod addressing;
 mod comm;
 mod info;

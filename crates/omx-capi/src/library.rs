@@ -129,6 +129,7 @@ pub unsafe extern "C" fn mx_open_endpoint(
                     ctx_mask,
                     connects: Mutex::new(HashMap::default()),
                     default_resends: std::sync::atomic::AtomicU32::new(0),
+                    addrs: Default::default(),
                 });
                 if !live_insert(&*c as *const CEndpoint as usize) {
                     return fail(None, MX_NO_RESOURCES, "too many open endpoints");

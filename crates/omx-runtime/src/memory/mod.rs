@@ -139,6 +139,21 @@ impl MemRegistry {
         }
     }
 
+    /// The address of `[offset, offset + len)` when the buffer is one memory segment
+    /// holding that range: the common case (every small message), copied without
+    /// walking the segments or dispatching on their kind.
+    #[inline]
+    fn single_memory(&self, h: MemHandle, offset: usize, len: usize) -> Option<*mut u8> {
+        match self.buffers.get(Key(h.0))?.segs.as_slice() {
+            [Segment::Memory { ptr, len: seg_len }]
+                if offset.checked_add(len).is_some_and(|end| end <= *seg_len) =>
+            {
+                Some(ptr.wrapping_add(offset))
+            }
+            _ => None,
+        }
+    }
+
     /// Records the first failed copy of a buffer.
     fn note(&self, h: MemHandle, r: Result<(), SegmentError>) {
         if let (Err(e), Some(b)) = (r, self.buffers.get(Key(h.0))) {
@@ -255,6 +270,11 @@ impl MemRegistry {
 
     /// Copies `data` into the buffer at `offset` (a receive's copy action).
     pub fn write(&self, h: MemHandle, offset: usize, data: &[u8]) {
+        if let Some(p) = self.single_memory(h, offset, data.len()) {
+            // SAFETY: the range lies inside the one memory segment lent for `h`.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+            return;
+        }
         let mut r = Ok(());
         self.for_range(h, offset, data.len(), |s, at, n, rel| {
             // SAFETY: the part lies inside a lent segment; data[rel..rel+n] is in bounds.
@@ -282,6 +302,11 @@ impl MemRegistry {
     /// Reads from the buffer at `offset` into `out` (building a pull reply or a
     /// frame). A failed file or process read leaves zeros and fails the request.
     pub fn read(&self, h: MemHandle, offset: usize, out: &mut [u8]) {
+        if let Some(p) = self.single_memory(h, offset, out.len()) {
+            // SAFETY: the range lies inside the one memory segment lent for `h`.
+            unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+            return;
+        }
         let mut r = Ok(());
         self.for_range(h, offset, out.len(), |s, at, n, rel| {
             let part = &mut out[rel..rel + n];
@@ -316,6 +341,22 @@ mod tests {
         assert_eq!(out, [0, 1, 2, 3, 4, 0]);
         assert_eq!(a, [0, 1, 2]);
         assert_eq!(&b[..2], &[3, 4]);
+    }
+
+    /// One memory segment (the direct copy) and a range past its end (the segment
+    /// walk, which keeps what lies inside).
+    #[test]
+    fn one_segment_copies_inside_and_clips_past_the_end() {
+        let mut a = [0u8; 8];
+        let mut m = MemRegistry::default();
+        let h = m.register(&[Segment::memory(a.as_mut_ptr(), 8)]);
+        m.write(h, 2, &[1, 2, 3]);
+        m.write(h, 6, &[4, 5, 6, 7]);
+        let mut out = [9u8; 4];
+        m.read(h, 1, &mut out);
+        assert_eq!(out, [0, 1, 2, 3]);
+        assert_eq!(a, [0, 0, 1, 2, 3, 0, 4, 5]);
+        assert!(m.release(h).is_none());
     }
 
     /// File ranges at offsets that are not page-aligned, mixed with memory: written,
