@@ -131,7 +131,8 @@ static int client(const char *ip, int port) {
     read_all(fd, greeting, sizeof greeting);
     read_all(fd, ok, 2);
     if (memcmp(greeting, GREETING, sizeof greeting) || memcmp(ok, "ok", 2)) {
-      fprintf(stderr, "round %d: greeting or answer head wrong\n", round);
+      fprintf(stderr, "round %d: greeting or answer head wrong: got \"%.*s\" then \"%.2s\"\n",
+              round, (int)sizeof greeting, greeting, ok);
       return 1;
     }
     uint8_t *ans = malloc(ANSWER);

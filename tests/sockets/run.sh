@@ -21,7 +21,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx carried-both-ways plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx carried-both-ways plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -227,5 +227,64 @@ if want ssh-scp && command -v /usr/sbin/sshd ssh scp ssh-keygen >/dev/null; then
   unset OMX_SOCKETS_HELLO_WAIT_MS
   kill_tree "$p0"
   rm -f "$k/blob" "$k/blob.got"
+fi
+if want many-1000; then
+  # 1,000 concurrent connections, each with 64 KiB of its own bytes checked, all carried.
+  in_host 0 "$launch" python3 "$here/many.py" server 5563 1000 >"$log/many.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5563 "$p0" &&
+    OMX_SOCKETS_HELLO_WAIT_MS=120000 in_host 1 "$launch" python3 "$here/many.py" client \
+      "$(host_ip 0)" 5563 1000 65536 >"$log/many.client" 2>&1 &&
+    wait "$p0" &&
+    [ "$(grep -c 'accepted on omx' "$log/many.server")" -eq 1000 ] &&
+    [ "$(grep -c 'carried on omx .* 0 bytes before' "$log/many.client")" -eq 1000 ]
+  report many-1000 $? "$log/many.client" "$log/many.server"
+fi
+if want faults; then
+  # The byte-stream checks with frames lost, duplicated and reordered on both ends.
+  export OMX_FAULTS=loss:0.02,dup:0.02,reorder:0.05 OMX_SOCKETS_HELLO_WAIT_MS=120000
+  stream faults-stream yes yes $((16 << 20))
+  status=$?
+  in_host 0 "$launch" python3 "$here/many.py" server 5564 50 >"$log/faults-many.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  [ $status -eq 0 ] && wait_listening 0 5564 "$p0" &&
+    in_host 1 "$launch" python3 "$here/many.py" client "$(host_ip 0)" 5564 50 262144 \
+      >"$log/faults-many.client" 2>&1 &&
+    wait "$p0" &&
+    forkserver faults-fork yes &&
+    carried "$log/faults-stream.client" "$log/faults-many.client" "$log/faults-fork.client" &&
+    grep -q "peer's process went back to TCP" "$log/faults-fork.client" &&
+    grep -h 'faults injected' "$log"/faults-* | grep -vq ': 0 dropped, 0 duplicated, 0 reordered'
+  status=$?
+  unset OMX_FAULTS OMX_SOCKETS_HELLO_WAIT_MS
+  report faults $status "$log/faults-stream.client" "$log/faults-stream.server" \
+    "$log/faults-many.client" "$log/faults-fork.client" "$log/faults-fork.server"
+fi
+# peer_death NAME SERVER_MODE CLIENT_ROLE: the server dies mid-stream (tests/sockets/peerdeath.py);
+# the client's stream must end with a reset, a broken pipe or end of file, never hang.
+peer_death() {
+  local name=$1 p0
+  in_host 0 "$launch" python3 "$here/peerdeath.py" server 5565 "$2" >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5565 "$p0" &&
+    in_host 1 "$launch" python3 "$here/peerdeath.py" client "$(host_ip 0)" 5565 "$3" \
+      >"$log/$name.client" 2>&1 &&
+    grep -Eq '^(ConnectionResetError|BrokenPipeError|end of file)' "$log/$name.client" &&
+    carried "$log/$name.client"
+  local status=$?
+  wait "$p0"
+  return $status
+}
+if want peer-death; then
+  export OMX_SOCKETS_HELLO_WAIT_MS=120000
+  peer_death peer-kill-writer sink-kill writer &&
+    peer_death peer-exit-writer sink-exit writer &&
+    peer_death peer-kill-reader source-kill reader
+  status=$?
+  unset OMX_SOCKETS_HELLO_WAIT_MS
+  report peer-death $status "$log"/peer-*.client "$log"/peer-*.server
 fi
 summary

@@ -119,6 +119,17 @@ fn open() -> Option<Fabric> {
 
 extern "C" fn flush_all_at_exit() {
     crate::stream::flush_all();
+    // Under OMX_FAULTS, what was injected (the tests check that faults happened).
+    if let (true, Some(Some(fab))) = (verbose() && !in_forked_child(), FABRIC.get()) {
+        if let Some(f) = fab.ep.fault_stats() {
+            eprintln!(
+                "omx_sockets: faults injected: {} dropped, {} duplicated, {} reordered",
+                f.dropped_rx + f.dropped_tx,
+                f.duplicated,
+                f.reordered
+            );
+        }
+    }
 }
 
 /// Called by the progress thread for every message that no receive was posted for.
@@ -171,6 +182,13 @@ pub fn unregister_waker(id: u32) {
 impl Fabric {
     pub fn new_conn_id(&self) -> u32 {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A partner whose process died: its operations fail and it is connected afresh
+    /// next time.
+    pub fn forget_partner(&self, p: PartnerId) {
+        self.partners.lock().retain(|_, &mut q| q != p);
+        self.ep.disconnect(p);
     }
 
     /// The partner for the endpoint `(nic, index)`, connected once per process.

@@ -86,27 +86,34 @@ unsafe fn set_ip_options(fd: c_int, opts: &[u8]) -> bool {
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     let offer = if carried_destination(fd, addr, len) {
         fabric().and_then(|fab| {
-            let id = fab.new_conn_id();
+            let (id, evfd) = stream::reserve_client(fab)?;
             let opt = encode_ip_option(OmxAddr {
                 nic: fab.nic,
                 endpoint: fab.index,
                 conn: id,
             });
             // Needs CAP_NET_RAW (an unregistered option): without it, plain TCP.
-            set_ip_options(fd, &opt).then_some((fab, id))
+            if set_ip_options(fd, &opt) {
+                Some((fab, id, evfd))
+            } else {
+                stream::unreserve(id, evfd);
+                None
+            }
         })
     } else {
         None
     };
     let r = real::connect(fd, addr, len);
-    if let Some((fab, id)) = offer {
+    if let Some((fab, id, evfd)) = offer {
         let errno = *libc::__errno_location();
         if r == 0 {
             // Later segments need no option: the SYN carried it.
             set_ip_options(fd, &[]);
         }
         if r == 0 || errno == libc::EINPROGRESS {
-            stream::adopt_client(fd, fab, id);
+            stream::adopt_client(fd, fab, id, evfd);
+        } else {
+            stream::unreserve(id, evfd);
         }
         set_errno(errno);
     }

@@ -129,12 +129,19 @@ fn new_evfd() -> Option<i32> {
 }
 
 impl Conn {
-    fn new(fd: i32, fab: &'static Fabric, id: u32, tx: TxMode, rx: RxMode) -> Option<Arc<Conn>> {
+    fn new(
+        fd: i32,
+        fab: &'static Fabric,
+        id: u32,
+        evfd: Option<i32>,
+        tx: TxMode,
+        rx: RxMode,
+    ) -> Option<Arc<Conn>> {
         if fabric::in_forked_child() {
             return None;
         }
         let sock = private_dup(fd)?;
-        let Some(evfd) = new_evfd() else {
+        let Some(evfd) = evfd.or_else(new_evfd) else {
             // SAFETY: our own duplicate.
             unsafe { real::close(sock) };
             return None;
@@ -168,12 +175,33 @@ impl Conn {
 }
 
 /// A client's connection whose SYN offered omx.
-pub fn adopt_client(fd: i32, fab: &'static Fabric, id: u32) {
-    match Conn::new(fd, fab, id, TxMode::Tcp { sent: 0 }, RxMode::AwaitHello) {
+/// A client's connection id and readiness descriptor, registered before its SYN
+/// leaves: the server's first messages may arrive before `connect` returns.
+pub fn reserve_client(fab: &'static Fabric) -> Option<(u32, i32)> {
+    let id = fab.new_conn_id();
+    let evfd = new_evfd()?;
+    fabric::register_waker(id, evfd);
+    Some((id, evfd))
+}
+
+/// A reservation whose connection is not carried after all.
+pub fn unreserve(id: u32, evfd: i32) {
+    fabric::unregister_waker(id);
+    // SAFETY: the library's own eventfd, not handed out.
+    unsafe { real::close(evfd) };
+}
+
+/// A client's connection whose SYN offered omx.
+pub fn adopt_client(fd: i32, fab: &'static Fabric, id: u32, evfd: i32) {
+    let tx = TxMode::Tcp { sent: 0 };
+    match Conn::new(fd, fab, id, Some(evfd), tx, RxMode::AwaitHello) {
         Some(c) => {
             fds::attach(fd, &c);
         }
-        None => fds::mark_plain(fd),
+        None => {
+            unreserve(id, evfd);
+            fds::mark_plain(fd);
+        }
     }
 }
 
@@ -223,7 +251,7 @@ fn adopt_server(fd: i32, client: OmxAddr) -> bool {
         delivered: 0,
         expected: None,
     };
-    let Some(conn) = Conn::new(fd, fab, id, tx, rx) else {
+    let Some(conn) = Conn::new(fd, fab, id, None, tx, rx) else {
         return false;
     };
     let hello = crate::handshake::encode_hello(OmxAddr {
@@ -648,8 +676,10 @@ impl Conn {
                     TcpState::Eof => self.probe_peer(),
                     TcpState::Data => {
                         drop(tx);
-                        self.follow_peer_to_tcp()?;
-                        return self.send(buf, flags);
+                        if self.follow_peer_to_tcp()? {
+                            return self.send(buf, flags);
+                        }
+                        tx = self.tx.lock();
                     }
                     TcpState::Empty => {}
                 }
@@ -665,12 +695,14 @@ impl Conn {
                         match self.complete_oldest(&mut tx, None) {
                             Err(e) if e.raw_os_error() == Some(PEER_MOVED) => {
                                 drop(tx);
-                                self.follow_peer_to_tcp()?;
-                                return match self.send(&buf[sent..], flags) {
-                                    Ok(n) => Ok(sent + n),
-                                    Err(_) if sent > 0 => Ok(sent),
-                                    Err(e) => Err(e),
-                                };
+                                if self.follow_peer_to_tcp()? {
+                                    return match self.send(&buf[sent..], flags) {
+                                        Ok(n) => Ok(sent + n),
+                                        Err(_) if sent > 0 => Ok(sent),
+                                        Err(e) => Err(e),
+                                    };
+                                }
+                                tx = self.tx.lock();
                             }
                             r => r?,
                         }
@@ -821,12 +853,14 @@ impl Conn {
                         }
                         // Once carried, bytes on TCP are the peer's probes or its
                         // process handing the connection back to TCP.
-                        TcpState::Data => {
-                            if self.peer_left_omx() {
-                                self.fall_back(&mut rx)?;
-                            }
+                        TcpState::Data if self.peer_left_omx() => {
+                            self.fall_back(&mut rx)?;
                             continue;
                         }
+                        // Probe bytes were dropped; bytes a child may read are not
+                        // ours: wait for omx.
+                        TcpState::Data if !self.maybe_shared() => continue,
+                        TcpState::Data => {}
                         TcpState::Empty => {}
                     }
                     if block && self.spin_for_data() {
@@ -844,8 +878,9 @@ impl Conn {
                     revents: 0,
                 },
                 libc::pollfd {
-                    // Until the peer's omx writes end, its TCP bytes wait behind them.
-                    fd: if matches!(rx.mode, RxMode::OmxThenTcp) {
+                    // Until the peer's omx writes end, its TCP bytes wait behind them;
+                    // on a socket a child may use they may be the child's.
+                    fd: if matches!(rx.mode, RxMode::OmxThenTcp) || self.maybe_shared() {
                         -1
                     } else {
                         self.sock()
@@ -866,8 +901,19 @@ impl Conn {
                     left.as_millis().clamp(1, i32::MAX as u128) as i32
                 }
             };
+            // The kernel socket unwatched: its end is looked at every PEER_CHECK.
+            let wait_ms = if p[1].fd < 0 && !(0..=50).contains(&wait_ms) {
+                PEER_CHECK.as_millis() as i32
+            } else {
+                wait_ms
+            };
             // SAFETY: two valid pollfds.
-            unsafe { real::poll(p.as_mut_ptr(), 2, wait_ms) };
+            if unsafe { real::poll(p.as_mut_ptr(), 2, wait_ms) } < 0
+                && Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+            {
+                // As the kernel's read interrupted by a signal handler.
+                return Err(os_err(libc::EINTR));
+            }
         }
     }
 
@@ -952,17 +998,36 @@ impl Conn {
         // SAFETY: buf outlives the wait below.
         let r = unsafe { self.fab.ep.irecv(&[seg], match_info, !0, 0) }
             .map_err(|e| Error::other(e.to_string()))?;
-        let c = self
-            .fab
-            .ep
-            .wait(r, None)
-            .ok_or_else(|| os_err(libc::EINTR))?;
+        let c = loop {
+            if let Some(c) = self.fab.ep.wait(r, Some(PEER_CHECK)) {
+                break c;
+            }
+            // A pull from a peer whose process died would go on for omx's whole resend
+            // budget (minutes): its kernel socket's reset (or the answer to a probe
+            // after its FIN) tells sooner. The partner's operations then fail, this
+            // receive among them; a live peer's FIN comes only after its data.
+            match self.tcp_state() {
+                TcpState::Failed(_) => self.drop_dead_peer(),
+                TcpState::Eof => self.probe_peer(),
+                TcpState::Data | TcpState::Empty => {}
+            }
+        };
         // One message fewer waits: the readiness descriptor counts them.
         fabric::take_one(self.evfd);
         if c.status.code != StatusCode::Success {
             return Err(os_err(libc::ECONNRESET));
         }
         Ok(c.status.xfer_length as usize)
+    }
+
+    /// The peer's process is gone: forget its omx partner (what is under way with it
+    /// fails; a new connection connects afresh).
+    fn drop_dead_peer(&self) {
+        let mut tx = self.tx.lock();
+        if let TxMode::Omx { partner, .. } = tx.mode {
+            self.fab.forget_partner(partner);
+            tx.mode = TxMode::Broken;
+        }
     }
 
     fn take_data(&self, rx: &mut Rx, out: &mut [u8], peek: bool) -> Result<Option<usize>> {

@@ -111,6 +111,10 @@ impl Conn {
     /// Bytes on the kernel socket while carried: the peer's probe bytes (zeros,
     /// dropped) or `MAGIC` (consumed: true).
     pub(super) fn peer_left_omx(&self) -> bool {
+        // Shared with a child forked since: bytes on TCP may be the child's to read.
+        if self.maybe_shared() {
+            return false;
+        }
         let mut buf = [0u8; 64];
         let n = self.peek_tcp(&mut buf);
         let zeros = buf[..n].iter().take_while(|&&b| b == 0).count();
@@ -169,6 +173,11 @@ impl Conn {
             return !matches!(self.tcp_state(), super::TcpState::Empty);
         }
         message(self)
+    }
+
+    /// A child forked since the connection was made may use its kernel socket.
+    pub(super) fn maybe_shared(&self) -> bool {
+        fabric::forks() != self.forks_at_creation
     }
 
     fn peek_tcp(&self, buf: &mut [u8]) -> usize {
@@ -260,12 +269,14 @@ impl Conn {
     }
 
     /// A writer or flush saw bytes on TCP: the peer's process may have gone back to TCP.
-    pub(super) fn follow_peer_to_tcp(&self) -> Result<()> {
+    /// True when the connection is now on TCP.
+    pub(super) fn follow_peer_to_tcp(&self) -> Result<bool> {
         let mut rx = self.rx.lock();
         if self.peer_left_omx() {
             self.fall_back(&mut rx)?;
+            return Ok(true);
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Parent side of a `FALLBACK`: end our omx writes, send back what the peer wrote
