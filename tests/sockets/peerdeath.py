@@ -23,6 +23,9 @@ def server(port, how):
     lsock.listen(1)
     print("listening", flush=True)
     c, _ = lsock.accept()
+    if how == "source-kill":
+        # The client's first byte: its connection is set up (carried) by then.
+        c.recv(1)
     moved = 0
     while moved < MIB:
         if how.startswith("sink"):
@@ -49,6 +52,8 @@ def client(ip, port, role):
     s = socket.socket()
     s.connect((ip, port))
     signal.alarm(BOUND)
+    if role == "reader":
+        s.send(b"g")
     moved = 0
     try:
         while True:

@@ -1194,10 +1194,26 @@ fn flush_closing(deadline: Option<Instant>) {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        let fd = self.sock();
+        // Probe bytes left unread would make the kernel answer our close with a reset
+        // instead of a FIN (unless the bytes may be a child's, or the stream's own).
+        if fd >= 0 && !self.fell_back.load(Ordering::Acquire) && !self.maybe_shared() {
+            let mut buf = [0u8; 64];
+            loop {
+                let n = self.recv_tcp(&mut buf, libc::MSG_PEEK, false).unwrap_or(0);
+                let zeros = buf[..n].iter().take_while(|&&b| b == 0).count();
+                if zeros == 0 {
+                    break;
+                }
+                let _ = self.recv_tcp(&mut buf[..zeros], 0, false);
+            }
+        }
         // SAFETY: the library's own descriptors.
         unsafe {
             real::close(self.evfd);
-            real::close(self.sock());
+            if fd >= 0 {
+                real::close(fd);
+            }
         }
     }
 }
