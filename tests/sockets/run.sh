@@ -21,7 +21,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx carried-both-ways plain-server plain-client nc-sha256 curl-http iperf3)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx carried-both-ways plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -93,6 +93,36 @@ else
   report conformance-kernel 1 "$log/cc"
   report conformance-omx 1 "$log/cc"
 fi
+# forkserver NAME PRELOAD: tests/sockets/forkserver.c (a connection used by the parent,
+# then by a forked child) between h1 (client) and h0, over the kernel or omx.
+forkserver() {
+  local name=$1 pre=() p0
+  [ "$2" = yes ] && pre=("$launch")
+  in_host 0 "${pre[@]}" "$tmp/bin/forkserver" server 5561 >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5561 "$p0" &&
+    in_host 1 "${pre[@]}" "$tmp/bin/forkserver" client "$(host_ip 0)" 5561 \
+      >"$log/$name.client" 2>&1 &&
+    wait "$p0"
+}
+if cc -Wall -Werror -O2 -o "$tmp/bin/forkserver" "$here/forkserver.c" 2>"$log/cc-fork"; then
+  if want fork-kernel; then
+    forkserver fork-kernel no
+    report fork-kernel $? "$log/fork-kernel.client" "$log/fork-kernel.server"
+  fi
+  if want fork-omx; then
+    # Carried first (the parent uses it), then back on TCP for the child, both rounds.
+    OMX_SOCKETS_HELLO_WAIT_MS=120000 forkserver fork-omx yes &&
+      [ "$(grep -c 'accepted on omx' "$log/fork-omx.server")" -eq 2 ] &&
+      [ "$(grep -c 'back on TCP for a forked child' "$log/fork-omx.server")" -eq 2 ] &&
+      [ "$(grep -c "peer's process went back to TCP" "$log/fork-omx.client")" -eq 2 ]
+    report fork-omx $? "$log/fork-omx.client" "$log/fork-omx.server"
+  fi
+else
+  report fork-kernel 1 "$log/cc-fork"
+  report fork-omx 1 "$log/cc-fork"
+fi
 if want carried-both-ways; then
   # The client waits for the hello as long as it takes (an event, not a time: a loaded
   # machine may take seconds); the fallback cases keep the default wait, as a client
@@ -158,5 +188,103 @@ if want iperf3 && command -v iperf3 >/dev/null; then
     grep -q receiver "$log/iperf3.client" &&
     [ "$(grep -c 'accepted on omx' "$log/iperf3.server")" -ge 2 ]
   report iperf3 $? "$log/iperf3.server" "$log/iperf3.client"
+fi
+if want ssh-scp; then
+  for p in /usr/sbin/sshd ssh scp ssh-keygen; do
+    command -v "$p" >/dev/null || { skip ssh-scp "$p not installed"; break; }
+  done
+fi
+if want ssh-scp && command -v /usr/sbin/sshd ssh scp ssh-keygen >/dev/null; then
+  # sshd (re-exec'd per connection, then privilege-separated children, the first under
+  # a seccomp sandbox) with throwaway keys and a private configuration: the connection
+  # is carried on omx for the banners, then handed back to TCP for sshd's child.
+  k="$tmp/ssh"
+  mkdir -p "$k" /run/sshd
+  ssh-keygen -q -t ed25519 -N '' -f "$k/host_key" &&
+    ssh-keygen -q -t ed25519 -N '' -f "$k/user_key" &&
+    cp "$k/user_key.pub" "$k/authorized_keys"
+  printf '%s\n' "Port 5562" "ListenAddress $(host_ip 0)" "HostKey $k/host_key" \
+    "AuthorizedKeysFile $k/authorized_keys" "PermitRootLogin prohibit-password" \
+    "PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" \
+    "StrictModes no" "PidFile none" "Subsystem sftp internal-sftp" >"$k/sshd_config"
+  ssh_opts=(-i "$k/user_key" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
+    -o BatchMode=yes)
+  head -c $((64 << 20)) /dev/urandom >"$k/blob"
+  export OMX_SOCKETS_HELLO_WAIT_MS=120000
+  in_host 0 "$launch" /usr/sbin/sshd -D -e -f "$k/sshd_config" >"$log/sshd" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5562 "$p0" &&
+    in_host 1 "$launch" ssh "${ssh_opts[@]}" -p 5562 "root@$(host_ip 0)" 'echo over-ssh' \
+      >"$log/ssh.out" 2>"$log/ssh.client" &&
+    [ "$(cat "$log/ssh.out")" = over-ssh ] &&
+    in_host 1 "$launch" scp "${ssh_opts[@]}" -P 5562 "$k/blob" "root@$(host_ip 0):$k/blob.got" \
+      2>"$log/scp.client" &&
+    [ "$(sha256sum <"$k/blob")" = "$(sha256sum <"$k/blob.got")" ] &&
+    carried "$log/ssh.client" "$log/scp.client" &&
+    [ "$(grep -c 'back on TCP for a forked child' "$log/sshd")" -eq 2 ]
+  report ssh-scp $? "$log/sshd" "$log/ssh.client" "$log/scp.client"
+  unset OMX_SOCKETS_HELLO_WAIT_MS
+  kill_tree "$p0"
+  rm -f "$k/blob" "$k/blob.got"
+fi
+if want many-1000; then
+  # 1,000 concurrent connections, each with 64 KiB of its own bytes checked, all carried.
+  in_host 0 "$launch" python3 "$here/many.py" server 5563 1000 >"$log/many.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5563 "$p0" &&
+    OMX_SOCKETS_HELLO_WAIT_MS=120000 in_host 1 "$launch" python3 "$here/many.py" client \
+      "$(host_ip 0)" 5563 1000 65536 >"$log/many.client" 2>&1 &&
+    wait "$p0" &&
+    [ "$(grep -c 'accepted on omx' "$log/many.server")" -eq 1000 ] &&
+    [ "$(grep -c 'carried on omx .* 0 bytes before' "$log/many.client")" -eq 1000 ]
+  report many-1000 $? "$log/many.client" "$log/many.server"
+fi
+if want faults; then
+  # The byte-stream checks with frames lost, duplicated and reordered on both ends.
+  export OMX_FAULTS=loss:0.02,dup:0.02,reorder:0.05 OMX_SOCKETS_HELLO_WAIT_MS=120000
+  stream faults-stream yes yes $((16 << 20))
+  status=$?
+  in_host 0 "$launch" python3 "$here/many.py" server 5564 50 >"$log/faults-many.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  [ $status -eq 0 ] && wait_listening 0 5564 "$p0" &&
+    in_host 1 "$launch" python3 "$here/many.py" client "$(host_ip 0)" 5564 50 262144 \
+      >"$log/faults-many.client" 2>&1 &&
+    wait "$p0" &&
+    forkserver faults-fork yes &&
+    carried "$log/faults-stream.client" "$log/faults-many.client" "$log/faults-fork.client" &&
+    grep -q "peer's process went back to TCP" "$log/faults-fork.client" &&
+    grep -h 'faults injected' "$log"/faults-* | grep -vq ': 0 dropped, 0 duplicated, 0 reordered'
+  status=$?
+  unset OMX_FAULTS OMX_SOCKETS_HELLO_WAIT_MS
+  report faults $status "$log/faults-stream.client" "$log/faults-stream.server" \
+    "$log/faults-many.client" "$log/faults-fork.client" "$log/faults-fork.server"
+fi
+# peer_death NAME SERVER_MODE CLIENT_ROLE: the server dies mid-stream (tests/sockets/peerdeath.py);
+# the client's stream must end with a reset, a broken pipe or end of file, never hang.
+peer_death() {
+  local name=$1 p0
+  in_host 0 "$launch" python3 "$here/peerdeath.py" server 5565 "$2" >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5565 "$p0" &&
+    in_host 1 "$launch" python3 "$here/peerdeath.py" client "$(host_ip 0)" 5565 "$3" \
+      >"$log/$name.client" 2>&1 &&
+    grep -Eq '^(ConnectionResetError|BrokenPipeError|end of file)' "$log/$name.client" &&
+    carried "$log/$name.client"
+  local status=$?
+  wait "$p0"
+  return $status
+}
+if want peer-death; then
+  export OMX_SOCKETS_HELLO_WAIT_MS=120000
+  peer_death peer-kill-writer sink-kill writer &&
+    peer_death peer-exit-writer sink-exit writer &&
+    peer_death peer-kill-reader source-kill reader
+  status=$?
+  unset OMX_SOCKETS_HELLO_WAIT_MS
+  report peer-death $status "$log"/peer-*.client "$log"/peer-*.server
 fi
 summary

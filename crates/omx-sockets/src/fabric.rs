@@ -13,10 +13,19 @@ use std::time::Duration;
 
 /// Application key of every sockets endpoint.
 pub const KEY: u32 = 0x534f_434b;
-/// Match bit of the one control message (the count of bytes sent over TCP before the
-/// sender moved to omx); data messages have it clear. The low 32 bits are the receiving
-/// connection's id.
-pub const CONTROL: u64 = 1 << 32;
+/// Match bits 32..40 say what a message is; the low 32 bits are the receiving
+/// connection's id. Data messages have kind 0 (a zero-length one ends the sender's omx
+/// writes, see docs/SOCKETS.md "Processes: fork and exec").
+const KIND_SHIFT: u32 = 32;
+/// The one control message: the count of bytes sent over TCP before the sender moved
+/// to omx.
+pub const CONTROL: u64 = 1 << KIND_SHIFT;
+/// The peer's side moved back to TCP (a forked child took it): send back what was
+/// received and not read.
+pub const FALLBACK: u64 = 2 << KIND_SHIFT;
+/// Bytes sent back after a `FALLBACK` (a zero-length one ends them).
+pub const BOUNCE: u64 = 3 << KIND_SHIFT;
+const KIND_MASK: u64 = 0xff << KIND_SHIFT;
 /// How long setting up the omx partner of a new connection may take before the
 /// connection stays on TCP.
 const PARTNER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -35,9 +44,20 @@ static FABRIC: OnceLock<Option<Fabric>> = OnceLock::new();
 /// Set in a child forked after the endpoint opened: the endpoint's threads stayed in the
 /// parent, so the child has no omx (its connections stay on TCP).
 static FORKED: AtomicBool = AtomicBool::new(false);
+/// Children forked by this process since its endpoint opened: a connection that existed
+/// before a fork may be used by the child (see `Conn::release`).
+static FORKS: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn after_fork_in_child() {
     FORKED.store(true, Ordering::Release);
+}
+
+extern "C" fn after_fork_in_parent() {
+    FORKS.fetch_add(1, Ordering::AcqRel);
+}
+
+pub fn forks() -> u32 {
+    FORKS.load(Ordering::Acquire)
 }
 
 pub fn in_forked_child() -> bool {
@@ -86,8 +106,8 @@ fn open() -> Option<Fabric> {
     let index = ep.index();
     // SAFETY: flush_all_at_exit is an extern "C" fn without arguments.
     unsafe { libc::atexit(flush_all_at_exit) };
-    // SAFETY: registers a handler that only stores a flag.
-    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    // SAFETY: registers handlers that only store to atomics.
+    unsafe { libc::pthread_atfork(None, Some(after_fork_in_parent), Some(after_fork_in_child)) };
     Some(Fabric {
         ep,
         nic,
@@ -99,20 +119,38 @@ fn open() -> Option<Fabric> {
 
 extern "C" fn flush_all_at_exit() {
     crate::stream::flush_all();
+    // Under OMX_FAULTS, what was injected (the tests check that faults happened).
+    if let (true, Some(Some(fab))) = (verbose() && !in_forked_child(), FABRIC.get()) {
+        if let Some(f) = fab.ep.fault_stats() {
+            eprintln!(
+                "omx_sockets: faults injected: {} dropped, {} duplicated, {} reordered",
+                f.dropped_rx + f.dropped_tx,
+                f.duplicated,
+                f.reordered
+            );
+        }
+    }
 }
 
 /// Called by the progress thread for every message that no receive was posted for.
 fn wake_receiver(info: &UnexpectedInfo) -> bool {
     let id = info.match_info as u32;
     let wakers = WAKERS.lock();
-    match wakers.as_ref().and_then(|w| w.get(&id)) {
-        Some(&evfd) => {
-            signal(evfd);
-            false
-        }
+    let Some(&evfd) = wakers.as_ref().and_then(|w| w.get(&id)) else {
         // No such connection (closed, or a stray message): drop it.
-        None => true,
+        return true;
+    };
+    match info.match_info & KIND_MASK {
+        // What a read takes: counted on the readiness descriptor.
+        0 | CONTROL => signal(evfd),
+        // Taken by a thread of its own (it may wait on the network).
+        FALLBACK => crate::stream::handover::on_fallback_request(id),
+        // Taken by the thread that asked for it.
+        BOUNCE => {}
+        // Unknown kind: drop it.
+        _ => return true,
     }
+    false
 }
 
 pub fn signal(evfd: i32) {
@@ -144,6 +182,13 @@ pub fn unregister_waker(id: u32) {
 impl Fabric {
     pub fn new_conn_id(&self) -> u32 {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A partner whose process died: its operations fail and it is connected afresh
+    /// next time.
+    pub fn forget_partner(&self, p: PartnerId) {
+        self.partners.lock().retain(|_, &mut q| q != p);
+        self.ep.disconnect(p);
     }
 
     /// The partner for the endpoint `(nic, index)`, connected once per process.

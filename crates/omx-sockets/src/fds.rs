@@ -33,7 +33,16 @@ pub fn lookup(fd: i32) -> Option<Arc<Conn>> {
     loop {
         match slot.load(Ordering::Acquire) {
             PLAIN => return None,
-            CARRIED => return CONNS.lock().as_ref()?.get(&fd).cloned(),
+            CARRIED => {
+                let conn = CONNS.lock().as_ref()?.get(&fd).cloned()?;
+                // A child forked after the connection was carried takes it back to TCP.
+                if crate::fabric::in_forked_child()
+                    && crate::stream::handover::leave_in_child(&conn)
+                {
+                    return None;
+                }
+                return Some(conn);
+            }
             UNKNOWN
                 if slot
                     .compare_exchange(UNKNOWN, DECIDING, Ordering::AcqRel, Ordering::Acquire)
@@ -46,6 +55,11 @@ pub fn lookup(fd: i32) -> Option<Arc<Conn>> {
             _ => std::thread::yield_now(),
         }
     }
+}
+
+/// True when `fd` was not looked at yet (no decision is made).
+pub fn undecided(fd: i32) -> bool {
+    slot(fd).is_some_and(|s| s.load(Ordering::Acquire) == UNKNOWN)
 }
 
 /// True when `fd` is known not to be carried (no decision is made).

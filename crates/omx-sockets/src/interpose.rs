@@ -86,27 +86,34 @@ unsafe fn set_ip_options(fd: c_int, opts: &[u8]) -> bool {
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     let offer = if carried_destination(fd, addr, len) {
         fabric().and_then(|fab| {
-            let id = fab.new_conn_id();
+            let (id, evfd) = stream::reserve_client(fab)?;
             let opt = encode_ip_option(OmxAddr {
                 nic: fab.nic,
                 endpoint: fab.index,
                 conn: id,
             });
             // Needs CAP_NET_RAW (an unregistered option): without it, plain TCP.
-            set_ip_options(fd, &opt).then_some((fab, id))
+            if set_ip_options(fd, &opt) {
+                Some((fab, id, evfd))
+            } else {
+                stream::unreserve(id, evfd);
+                None
+            }
         })
     } else {
         None
     };
     let r = real::connect(fd, addr, len);
-    if let Some((fab, id)) = offer {
+    if let Some((fab, id, evfd)) = offer {
         let errno = *libc::__errno_location();
         if r == 0 {
             // Later segments need no option: the SYN carried it.
             set_ip_options(fd, &[]);
         }
         if r == 0 || errno == libc::EINPROGRESS {
-            stream::adopt_client(fd, fab, id);
+            stream::adopt_client(fd, fab, id, evfd);
+        } else {
+            stream::unreserve(id, evfd);
         }
         set_errno(errno);
     }
@@ -432,6 +439,12 @@ fn duplicated(fd: c_int, to: c_int) {
     if let Some(c) = fds::detach(to) {
         c.release();
     }
+    // An undecided socket stays so under its new name: duplicating is no use (a
+    // forking server's child moves the socket to stdin before exec, and the exec'd
+    // program is the one that uses it, sshd's re-exec).
+    if fds::undecided(fd) {
+        return;
+    }
     match lookup(fd) {
         Some(c) => {
             fds::attach(to, &c);
@@ -647,6 +660,12 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
                 all[i].revents |= libc::POLLIN;
             }
         }
+        // Bytes only the library reads (probes, a hand-back to TCP) make no POLLIN.
+        for (i, c) in &carried {
+            if all[*i].revents & libc::POLLIN != 0 && !c.poll_in() {
+                all[*i].revents &= !libc::POLLIN;
+            }
+        }
         for (i, c) in &full {
             if c.writable() {
                 all[*i].revents |= libc::POLLOUT;
@@ -660,6 +679,42 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
             return ready as c_int;
         }
     }
+}
+
+/// # Safety
+/// As the C library's `ppoll` (ssh's): with a carried connection in the set it is
+/// answered by `poll` under the given signal mask.
+#[no_mangle]
+pub unsafe extern "C" fn ppoll(
+    fds: *mut pollfd,
+    n: nfds_t,
+    ts: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    let any_carried = !fds.is_null()
+        && std::slice::from_raw_parts(fds, n as usize)
+            .iter()
+            .any(|p| lookup(p.fd).is_some());
+    if !any_carried {
+        return real::ppoll(fds, n, ts, mask);
+    }
+    let timeout =
+        match ts.as_ref() {
+            None => -1,
+            Some(t) => (t.tv_sec * 1000 + (t.tv_nsec + 999_999) / 1_000_000)
+                .clamp(0, c_int::MAX as i64) as c_int,
+        };
+    let mut old: libc::sigset_t = std::mem::zeroed();
+    if !mask.is_null() {
+        libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
+    }
+    let r = poll(fds, n, timeout);
+    if !mask.is_null() {
+        let errno = *libc::__errno_location();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        set_errno(errno);
+    }
+    r
 }
 
 /// # Safety

@@ -5,7 +5,7 @@ use omx_runtime::real_fns;
 
 use libc::{
     c_int, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off64_t, off_t, pollfd,
-    size_t, sockaddr, socklen_t, ssize_t, timeval,
+    sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 
 real_fns! {
@@ -26,6 +26,7 @@ real_fns! {
     fn close(fd: c_int) -> c_int;
     fn shutdown(fd: c_int, how: c_int) -> c_int;
     fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
+    fn ppoll(fds: *mut pollfd, n: nfds_t, timeout: *const timespec, mask: *const sigset_t) -> c_int;
     fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int;
     fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -> c_int;
     fn socket(domain: c_int, kind: c_int, protocol: c_int) -> c_int;

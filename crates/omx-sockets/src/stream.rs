@@ -11,9 +11,11 @@ use omx_runtime::Segment;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::io::{Error, ErrorKind, Result};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+pub(crate) mod handover;
 
 /// Largest message a write is cut into (above the rendezvous threshold, so a bulk
 /// stream moves by pulls and the receiver's readiness paces the sender).
@@ -28,6 +30,9 @@ const PEER_CHECK: Duration = Duration::from_millis(50);
 const TCP_CLOSE: u8 = 7;
 /// How often a peer that ended its side is probed while a write waits for it.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// Internal: `complete_oldest` saw bytes on TCP (the peer may be handing its side
+/// back to TCP); never returned to the program.
+const PEER_MOVED: i32 = libc::EREMCHG;
 /// How long the exit of a process waits for its written data to be taken.
 const EXIT_LINGER: Duration = Duration::from_secs(10);
 enum TxMode {
@@ -40,6 +45,8 @@ enum TxMode {
         peer_conn: u32,
     },
     Broken,
+    /// Back on TCP for good (see `handover`).
+    FellBack,
 }
 
 enum RxMode {
@@ -52,6 +59,9 @@ enum RxMode {
         expected: Option<u64>,
     },
     Omx,
+    /// The peer's process handed its side back to TCP: its omx writes up to a
+    /// zero-length message come first, then the kernel socket (see `handover`).
+    OmxThenTcp,
 }
 
 struct Tx {
@@ -70,8 +80,9 @@ struct Rx {
 }
 
 pub struct Conn {
-    /// The library's own descriptor of the kernel socket (see `private_dup`).
-    fd: i32,
+    /// The library's own descriptor of the kernel socket (see `private_dup`); -1 once
+    /// closed while the connection is kept for a forked child (`release`).
+    fd: AtomicI32,
     /// Readable while omx data waits for this connection (poll/select/epoll see it).
     pub evfd: i32,
     id: u32,
@@ -80,6 +91,11 @@ pub struct Conn {
     users: AtomicUsize,
     /// `shutdown(SHUT_WR)` sent our FIN.
     fin_sent: AtomicBool,
+    /// `fabric::forks()` when the connection was made: a child forked since may use it.
+    forks_at_creation: u32,
+    /// The connection went back to TCP (see `handover`): the program's calls go to the
+    /// kernel socket.
+    pub(crate) fell_back: AtomicBool,
     /// When a byte was last sent over TCP to learn whether the peer is still there.
     probed: Mutex<Option<Instant>>,
     tx: Mutex<Tx>,
@@ -113,18 +129,27 @@ fn new_evfd() -> Option<i32> {
 }
 
 impl Conn {
-    fn new(fd: i32, fab: &'static Fabric, id: u32, tx: TxMode, rx: RxMode) -> Option<Arc<Conn>> {
+    fn new(
+        fd: i32,
+        fab: &'static Fabric,
+        id: u32,
+        evfd: Option<i32>,
+        tx: TxMode,
+        rx: RxMode,
+    ) -> Option<Arc<Conn>> {
         if fabric::in_forked_child() {
             return None;
         }
         let sock = private_dup(fd)?;
-        let Some(evfd) = new_evfd() else {
+        let Some(evfd) = evfd.or_else(new_evfd) else {
             // SAFETY: our own duplicate.
             unsafe { real::close(sock) };
             return None;
         };
         let conn = Arc::new(Conn {
-            fd: sock,
+            fd: AtomicI32::new(sock),
+            forks_at_creation: fabric::forks(),
+            fell_back: AtomicBool::new(false),
             evfd,
             id,
             fab,
@@ -135,6 +160,7 @@ impl Conn {
             rx: Mutex::new(Rx::new(rx)),
         });
         fabric::register_waker(id, evfd);
+        handover::register(id, &conn);
         Some(conn)
     }
 
@@ -149,12 +175,33 @@ impl Conn {
 }
 
 /// A client's connection whose SYN offered omx.
-pub fn adopt_client(fd: i32, fab: &'static Fabric, id: u32) {
-    match Conn::new(fd, fab, id, TxMode::Tcp { sent: 0 }, RxMode::AwaitHello) {
+/// A client's connection id and readiness descriptor, registered before its SYN
+/// leaves: the server's first messages may arrive before `connect` returns.
+pub fn reserve_client(fab: &'static Fabric) -> Option<(u32, i32)> {
+    let id = fab.new_conn_id();
+    let evfd = new_evfd()?;
+    fabric::register_waker(id, evfd);
+    Some((id, evfd))
+}
+
+/// A reservation whose connection is not carried after all.
+pub fn unreserve(id: u32, evfd: i32) {
+    fabric::unregister_waker(id);
+    // SAFETY: the library's own eventfd, not handed out.
+    unsafe { real::close(evfd) };
+}
+
+/// A client's connection whose SYN offered omx.
+pub fn adopt_client(fd: i32, fab: &'static Fabric, id: u32, evfd: i32) {
+    let tx = TxMode::Tcp { sent: 0 };
+    match Conn::new(fd, fab, id, Some(evfd), tx, RxMode::AwaitHello) {
         Some(c) => {
             fds::attach(fd, &c);
         }
-        None => fds::mark_plain(fd),
+        None => {
+            unreserve(id, evfd);
+            fds::mark_plain(fd);
+        }
     }
 }
 
@@ -162,6 +209,11 @@ pub fn adopt_client(fd: i32, fab: &'static Fabric, id: u32) {
 /// offered omx in its SYN is carried (the server connects to the client's endpoint and
 /// says hello). False when it stays plain.
 pub fn adopt_accepted(fd: i32) -> bool {
+    // A forked child of a process with an endpoint carries nothing (and may run under
+    // a seccomp filter that kills it for a `getsockopt`, sshd's pre-auth child).
+    if fabric::in_forked_child() {
+        return false;
+    }
     let mut syn = [0u8; 512];
     let mut len = syn.len() as libc::socklen_t;
     // SAFETY: syn and len are locals; the kernel frees the saved SYN once read.
@@ -199,7 +251,7 @@ fn adopt_server(fd: i32, client: OmxAddr) -> bool {
         delivered: 0,
         expected: None,
     };
-    let Some(conn) = Conn::new(fd, fab, id, tx, rx) else {
+    let Some(conn) = Conn::new(fd, fab, id, None, tx, rx) else {
         return false;
     };
     let hello = crate::handshake::encode_hello(OmxAddr {
@@ -207,7 +259,7 @@ fn adopt_server(fd: i32, client: OmxAddr) -> bool {
         endpoint: fab.index,
         conn: id,
     });
-    if send_all_tcp(conn.fd, &hello).is_err() {
+    if send_all_tcp(conn.sock(), &hello).is_err() {
         conn.release();
         return false;
     }
@@ -305,18 +357,25 @@ enum TcpState {
 }
 
 impl Conn {
+    fn sock(&self) -> i32 {
+        self.fd.load(Ordering::Acquire)
+    }
+
     fn nonblocking(&self) -> bool {
         // SAFETY: plain system call on our descriptor.
-        let fl = unsafe { real::fcntl(self.fd, libc::F_GETFL, 0) };
+        let fl = unsafe { real::fcntl(self.sock(), libc::F_GETFL, 0) };
         fl >= 0 && fl & libc::O_NONBLOCK != 0
     }
 
     fn tcp_state(&self) -> TcpState {
+        if self.sock() < 0 {
+            return TcpState::Empty;
+        }
         let mut b = 0u8;
         // SAFETY: one byte into a local.
         let n = unsafe {
             real::recv(
-                self.fd,
+                self.sock(),
                 &mut b as *mut u8 as *mut libc::c_void,
                 1,
                 libc::MSG_PEEK | libc::MSG_DONTWAIT,
@@ -350,7 +409,7 @@ impl Conn {
         // SAFETY: the kernel writes at most `len` bytes into info.
         let r = unsafe {
             libc::getsockopt(
-                self.fd,
+                self.sock(),
                 libc::IPPROTO_TCP,
                 libc::TCP_INFO,
                 info.as_mut_ptr() as *mut libc::c_void,
@@ -370,7 +429,7 @@ impl Conn {
             // SAFETY: buf is HELLO_LEN bytes.
             let n = unsafe {
                 real::recv(
-                    self.fd,
+                    self.sock(),
                     buf.as_mut_ptr() as *mut libc::c_void,
                     HELLO_LEN,
                     flags,
@@ -388,7 +447,7 @@ impl Conn {
                 HelloCheck::Plain => return Ok(false),
                 HelloCheck::Partial if n == 0 => return Ok(false),
                 HelloCheck::Partial if block => {
-                    poll_one(self.fd, libc::POLLIN, 10);
+                    poll_one(self.sock(), libc::POLLIN, 10);
                     continue;
                 }
                 HelloCheck::Partial => return Ok(true),
@@ -396,7 +455,7 @@ impl Conn {
                     // SAFETY: consumes the hello just peeked.
                     unsafe {
                         real::recv(
-                            self.fd,
+                            self.sock(),
                             buf.as_mut_ptr() as *mut libc::c_void,
                             HELLO_LEN,
                             libc::MSG_WAITALL,
@@ -429,7 +488,8 @@ impl Conn {
         if fabric::verbose() {
             eprintln!(
                 "omx_sockets: fd {} carried on omx (conn {:#x}, {sent} bytes before)",
-                self.fd, self.id
+                self.sock(),
+                self.id
             );
         }
         Ok(())
@@ -465,7 +525,7 @@ impl Conn {
             if left.is_zero() {
                 break;
             }
-            poll_one(self.fd, libc::POLLIN, left.as_millis().max(1) as i32);
+            poll_one(self.sock(), libc::POLLIN, left.as_millis().max(1) as i32);
             if self.settle_client(false).is_err() {
                 break;
             }
@@ -476,6 +536,16 @@ impl Conn {
     fn forget(&self) {
         fds::forget(self);
         fabric::unregister_waker(self.id);
+        handover::unregister(self.id);
+    }
+
+    /// Closes the library's descriptor of the kernel socket (the program closed its own).
+    fn close_sock(&self) {
+        let fd = self.fd.swap(-1, Ordering::AcqRel);
+        if fd >= 0 {
+            // SAFETY: the library's own descriptor, closed once (swapped out above).
+            unsafe { real::close(fd) };
+        }
     }
 
     fn post(&self, tx: &mut Tx, data: Vec<u8>, match_info: u64) -> Result<()> {
@@ -526,7 +596,8 @@ impl Conn {
                     return Err(os_err(libc::ECONNRESET));
                 }
                 TcpState::Eof => self.probe_peer(),
-                TcpState::Data | TcpState::Empty => {}
+                TcpState::Data => return Err(os_err(PEER_MOVED)),
+                TcpState::Empty => {}
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(os_err(libc::ETIMEDOUT));
@@ -546,7 +617,7 @@ impl Conn {
         // SAFETY: one byte from a local.
         unsafe {
             real::send(
-                self.fd,
+                self.sock(),
                 &b as *const u8 as *const libc::c_void,
                 1,
                 libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
@@ -594,6 +665,7 @@ impl Conn {
                 Ok(n)
             }
             TxMode::Broken => Err(os_err(libc::EPIPE)),
+            TxMode::FellBack => self.send_tcp(buf, flags),
             TxMode::Omx { peer_conn, .. } => {
                 match self.tcp_state() {
                     TcpState::Failed(_) => {
@@ -602,7 +674,14 @@ impl Conn {
                     }
                     // The peer ended its side: is it still there to read?
                     TcpState::Eof => self.probe_peer(),
-                    TcpState::Data | TcpState::Empty => {}
+                    TcpState::Data => {
+                        drop(tx);
+                        if self.follow_peer_to_tcp()? {
+                            return self.send(buf, flags);
+                        }
+                        tx = self.tx.lock();
+                    }
+                    TcpState::Empty => {}
                 }
                 let dontwait = flags & libc::MSG_DONTWAIT != 0 || self.nonblocking();
                 let mut sent = 0;
@@ -613,7 +692,20 @@ impl Conn {
                         if dontwait {
                             break;
                         }
-                        self.complete_oldest(&mut tx, None)?;
+                        match self.complete_oldest(&mut tx, None) {
+                            Err(e) if e.raw_os_error() == Some(PEER_MOVED) => {
+                                drop(tx);
+                                if self.follow_peer_to_tcp()? {
+                                    return match self.send(&buf[sent..], flags) {
+                                        Ok(n) => Ok(sent + n),
+                                        Err(_) if sent > 0 => Ok(sent),
+                                        Err(e) => Err(e),
+                                    };
+                                }
+                                tx = self.tx.lock();
+                            }
+                            r => r?,
+                        }
                         continue;
                     }
                     let n = (buf.len() - sent).min(CHUNK).min(room);
@@ -632,7 +724,7 @@ impl Conn {
         // SAFETY: buf is a valid slice.
         let n = unsafe {
             real::send(
-                self.fd,
+                self.sock(),
                 buf.as_ptr() as *const libc::c_void,
                 buf.len(),
                 flags,
@@ -670,6 +762,10 @@ impl Conn {
         let mut rx = self.rx.lock();
         let mut deadline: Option<Option<Instant>> = None;
         loop {
+            if self.fell_back.load(Ordering::Acquire) {
+                drop(rx);
+                return self.recv_tcp(out, if peek { libc::MSG_PEEK } else { 0 }, block);
+            }
             if rx.offset < rx.leftover.len() {
                 let n = out.len().min(rx.leftover.len() - rx.offset);
                 out[..n].copy_from_slice(&rx.leftover[rx.offset..rx.offset + n]);
@@ -725,6 +821,17 @@ impl Conn {
                         Err(e) => return Err(e),
                     }
                 }
+                RxMode::OmxThenTcp => {
+                    self.await_stored();
+                    // The peer's last omx bytes were read: the rest is on TCP.
+                    if self.take_end_marker() {
+                        self.end_fallback(&mut rx);
+                        continue;
+                    }
+                    if let Some(n) = self.take_data(&mut rx, out, peek)? {
+                        return Ok(n);
+                    }
+                }
                 RxMode::Omx => {
                     self.await_stored();
                     if let Some(n) = self.take_data(&mut rx, out, peek)? {
@@ -744,12 +851,16 @@ impl Conn {
                                 None => Err(e),
                             };
                         }
-                        // Once carried, a byte on TCP is only the peer's probe.
-                        TcpState::Data => {
-                            let mut junk = [0u8; 64];
-                            let _ = self.recv_tcp(&mut junk, 0, false);
+                        // Once carried, bytes on TCP are the peer's probes or its
+                        // process handing the connection back to TCP.
+                        TcpState::Data if self.peer_left_omx() => {
+                            self.fall_back(&mut rx)?;
                             continue;
                         }
+                        // Probe bytes were dropped; bytes a child may read are not
+                        // ours: wait for omx.
+                        TcpState::Data if !self.maybe_shared() => continue,
+                        TcpState::Data => {}
                         TcpState::Empty => {}
                     }
                     if block && self.spin_for_data() {
@@ -767,7 +878,13 @@ impl Conn {
                     revents: 0,
                 },
                 libc::pollfd {
-                    fd: self.fd,
+                    // Until the peer's omx writes end, its TCP bytes wait behind them;
+                    // on a socket a child may use they may be the child's.
+                    fd: if matches!(rx.mode, RxMode::OmxThenTcp) || self.maybe_shared() {
+                        -1
+                    } else {
+                        self.sock()
+                    },
                     events: libc::POLLIN,
                     revents: 0,
                 },
@@ -784,8 +901,19 @@ impl Conn {
                     left.as_millis().clamp(1, i32::MAX as u128) as i32
                 }
             };
+            // The kernel socket unwatched: its end is looked at every PEER_CHECK.
+            let wait_ms = if p[1].fd < 0 && !(0..=50).contains(&wait_ms) {
+                PEER_CHECK.as_millis() as i32
+            } else {
+                wait_ms
+            };
             // SAFETY: two valid pollfds.
-            unsafe { real::poll(p.as_mut_ptr(), 2, wait_ms) };
+            if unsafe { real::poll(p.as_mut_ptr(), 2, wait_ms) } < 0
+                && Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+            {
+                // As the kernel's read interrupted by a signal handler.
+                return Err(os_err(libc::EINTR));
+            }
         }
     }
 
@@ -799,7 +927,7 @@ impl Conn {
         // SAFETY: tv and len are locals of the right size.
         let r = unsafe {
             libc::getsockopt(
-                self.fd,
+                self.sock(),
                 libc::SOL_SOCKET,
                 libc::SO_RCVTIMEO,
                 &mut tv as *mut libc::timeval as *mut libc::c_void,
@@ -832,7 +960,7 @@ impl Conn {
                 // SAFETY: FIONREAD writes one int.
                 unsafe {
                     real::ioctl(
-                        self.fd,
+                        self.sock(),
                         libc::FIONREAD,
                         &mut n as *mut libc::c_int as libc::c_ulong,
                     )
@@ -870,17 +998,36 @@ impl Conn {
         // SAFETY: buf outlives the wait below.
         let r = unsafe { self.fab.ep.irecv(&[seg], match_info, !0, 0) }
             .map_err(|e| Error::other(e.to_string()))?;
-        let c = self
-            .fab
-            .ep
-            .wait(r, None)
-            .ok_or_else(|| os_err(libc::EINTR))?;
+        let c = loop {
+            if let Some(c) = self.fab.ep.wait(r, Some(PEER_CHECK)) {
+                break c;
+            }
+            // A pull from a peer whose process died would go on for omx's whole resend
+            // budget (minutes): its kernel socket's reset (or the answer to a probe
+            // after its FIN) tells sooner. The partner's operations then fail, this
+            // receive among them; a live peer's FIN comes only after its data.
+            match self.tcp_state() {
+                TcpState::Failed(_) => self.drop_dead_peer(),
+                TcpState::Eof => self.probe_peer(),
+                TcpState::Data | TcpState::Empty => {}
+            }
+        };
         // One message fewer waits: the readiness descriptor counts them.
         fabric::take_one(self.evfd);
         if c.status.code != StatusCode::Success {
             return Err(os_err(libc::ECONNRESET));
         }
         Ok(c.status.xfer_length as usize)
+    }
+
+    /// The peer's process is gone: forget its omx partner (what is under way with it
+    /// fails; a new connection connects afresh).
+    fn drop_dead_peer(&self) {
+        let mut tx = self.tx.lock();
+        if let TxMode::Omx { partner, .. } = tx.mode {
+            self.fab.forget_partner(partner);
+            tx.mode = TxMode::Broken;
+        }
     }
 
     fn take_data(&self, rx: &mut Rx, out: &mut [u8], peek: bool) -> Result<Option<usize>> {
@@ -942,7 +1089,7 @@ impl Conn {
         // SAFETY: out is a valid slice.
         let n = unsafe {
             real::recv(
-                self.fd,
+                self.sock(),
                 out.as_mut_ptr() as *mut libc::c_void,
                 out.len(),
                 flags,
@@ -969,8 +1116,16 @@ impl Conn {
             return;
         };
         while !tx.pending.is_empty() && deadline.is_none_or(|d| Instant::now() < d) {
-            if self.complete_oldest(&mut tx, deadline).is_err() {
-                break;
+            match self.complete_oldest(&mut tx, deadline) {
+                Err(e) if e.raw_os_error() == Some(PEER_MOVED) => {
+                    drop(tx);
+                    if self.follow_peer_to_tcp().is_err() {
+                        return;
+                    }
+                    tx = self.tx.lock();
+                }
+                Err(_) => break,
+                Ok(()) => {}
             }
         }
     }
@@ -984,10 +1139,24 @@ impl Conn {
     /// The program closed its last descriptor. As TCP's `close`, it returns at once and
     /// what was written is still delivered: a closing thread waits for it (or for the
     /// peer's end), then the kernel socket closes, so its FIN follows the data. A forked
-    /// child has no endpoint to deliver with.
+    /// child has no endpoint to deliver with. A child forked since the connection was
+    /// made may still use it: what arrives for it is then kept (the child may hand the
+    /// connection back to TCP, see `handover`), but not the kernel socket, so that the
+    /// child's close ends the stream.
     pub fn release(self: Arc<Self>) {
-        fabric::unregister_waker(self.id);
-        if fabric::in_forked_child() || self.tx.lock().pending.is_empty() {
+        if fabric::in_forked_child() {
+            return;
+        }
+        let kept_for_child =
+            fabric::forks() != self.forks_at_creation && !self.fell_back.load(Ordering::Acquire);
+        if !kept_for_child {
+            fabric::unregister_waker(self.id);
+            handover::unregister(self.id);
+        }
+        if self.tx.lock().pending.is_empty() {
+            if kept_for_child {
+                self.close_sock();
+            }
             return;
         }
         CLOSING.lock().push(self.clone());
@@ -995,6 +1164,9 @@ impl Conn {
             .name("omx-sockets-close".into())
             .spawn(move || {
                 self.flush();
+                if kept_for_child {
+                    self.close_sock();
+                }
                 CLOSING.lock().retain(|c| !Arc::ptr_eq(c, &self));
             });
         if spawned.is_err() {
@@ -1022,10 +1194,26 @@ fn flush_closing(deadline: Option<Instant>) {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        let fd = self.sock();
+        // Probe bytes left unread would make the kernel answer our close with a reset
+        // instead of a FIN (unless the bytes may be a child's, or the stream's own).
+        if fd >= 0 && !self.fell_back.load(Ordering::Acquire) && !self.maybe_shared() {
+            let mut buf = [0u8; 64];
+            loop {
+                let n = self.recv_tcp(&mut buf, libc::MSG_PEEK, false).unwrap_or(0);
+                let zeros = buf[..n].iter().take_while(|&&b| b == 0).count();
+                if zeros == 0 {
+                    break;
+                }
+                let _ = self.recv_tcp(&mut buf[..zeros], 0, false);
+            }
+        }
         // SAFETY: the library's own descriptors.
         unsafe {
             real::close(self.evfd);
-            real::close(self.fd);
+            if fd >= 0 {
+                real::close(fd);
+            }
         }
     }
 }

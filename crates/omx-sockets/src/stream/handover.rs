@@ -1,0 +1,350 @@
+//! A carried connection used by a child forked after it was carried (a forking server,
+//! sshd's privilege-separated children): the child has no endpoint (the progress thread
+//! stayed in the parent) and may not be allowed to open one (sshd's pre-authentication
+//! child runs under a seccomp filter that kills a process calling `socket` or `clone`),
+//! so the connection goes back to kernel TCP, with no byte lost, duplicated or
+//! reordered (docs/SOCKETS.md, "Processes: fork and exec"):
+//!
+//! 1. the child's first call on it writes `MAGIC` on the kernel socket and from then on
+//!    uses the kernel socket (only `write` is needed, which any sandbox allows);
+//! 2. the peer sees `MAGIC` on TCP (behind probe bytes, zeros, which it drops), stops
+//!    writing on omx and sends `FALLBACK` to the parent's connection, after its data;
+//! 3. the parent (a thread of its own, whatever its program does) ends its omx writes
+//!    with a zero-length message and sends back (`BOUNCE`) what the peer wrote and
+//!    nobody read, in order, ended by a zero-length message;
+//! 4. the peer writes the bounced bytes on TCP before any new byte (so the child reads
+//!    them first), and reads the parent's omx writes up to their end before the
+//!    child's TCP bytes.
+
+use super::{poll_one, send_all_tcp, Conn, Rx, RxMode, TxMode, CHUNK, PEER_CHECK};
+use crate::fabric::{self, BOUNCE, CONTROL, FALLBACK};
+use crate::{fds, real};
+use omx_proto::StatusCode;
+use omx_runtime::Segment;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::io::{Error, Result};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Written on TCP by a child taking a connection back to TCP. Its first byte is not a
+/// zero, so a peer tells it from probe bytes.
+pub const MAGIC: &[u8; 8] = b"OMXBACK1";
+
+/// Every connection of this process by id, including those the program closed that a
+/// forked child may still use (`Conn::release`).
+static BY_ID: Mutex<Option<HashMap<u32, Arc<Conn>>>> = Mutex::new(None);
+
+pub fn register(id: u32, conn: &Arc<Conn>) {
+    BY_ID
+        .lock()
+        .get_or_insert_with(HashMap::new)
+        .insert(id, conn.clone());
+}
+
+pub fn unregister(id: u32) {
+    if let Some(m) = BY_ID.lock().as_mut() {
+        m.remove(&id);
+    }
+}
+
+fn by_id(id: u32) -> Option<Arc<Conn>> {
+    BY_ID.lock().as_ref()?.get(&id).cloned()
+}
+
+/// In a forked child, the first use of a connection its parent carries: back to TCP.
+/// False when that cannot be done exactly (a client that had not heard the server's
+/// hello yet, or state a parent thread held at the fork): the connection then fails
+/// with `ECONNRESET` in the child (`Conn::check_owner`). Makes no system call but
+/// `write`, so a sandboxed child may do it.
+pub fn leave_in_child(conn: &Conn) -> bool {
+    let (Some(rx), Some(tx)) = (conn.rx.try_lock(), conn.tx.try_lock()) else {
+        return false;
+    };
+    let settled = matches!(rx.mode, RxMode::Omx | RxMode::TcpFirst { .. })
+        && matches!(tx.mode, TxMode::Omx { .. });
+    drop((rx, tx));
+    if !settled || write_all(conn.sock(), MAGIC).is_err() {
+        return false;
+    }
+    conn.fell_back.store(true, Ordering::Release);
+    fds::forget(conn);
+    // Nothing printed here: sshd's child may not write to a file (RLIMIT_FSIZE 0 raises
+    // SIGXFSZ); the parent reports it (`send_back`).
+    true
+}
+
+/// `write` only (see `leave_in_child`).
+fn write_all(fd: i32, mut bytes: &[u8]) -> Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: bytes is a valid slice.
+        let n = unsafe { real::write(fd, bytes.as_ptr() as *const libc::c_void, bytes.len()) };
+        if n < 0 {
+            let e = Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) => {
+                    poll_one(fd, libc::POLLOUT, -1);
+                    continue;
+                }
+                _ => return Err(e),
+            }
+        }
+        bytes = &bytes[n as usize..];
+    }
+    Ok(())
+}
+
+/// Called by the progress thread when a `FALLBACK` arrives for connection `id`: the
+/// answer waits on the network, so it runs on a thread of its own.
+pub fn on_fallback_request(id: u32) {
+    let _ = std::thread::Builder::new()
+        .name("omx-sockets-back".into())
+        .spawn(move || {
+            if let Some(conn) = by_id(id) {
+                conn.send_back();
+            }
+        });
+}
+
+impl Conn {
+    /// Bytes on the kernel socket while carried: the peer's probe bytes (zeros,
+    /// dropped) or `MAGIC` (consumed: true).
+    pub(super) fn peer_left_omx(&self) -> bool {
+        // Shared with a child forked since: bytes on TCP may be the child's to read.
+        if self.maybe_shared() {
+            return false;
+        }
+        let mut buf = [0u8; 64];
+        let n = self.peek_tcp(&mut buf);
+        let zeros = buf[..n].iter().take_while(|&&b| b == 0).count();
+        let rest = &buf[zeros..n];
+        let (drop_bytes, magic) = if rest.starts_with(MAGIC) {
+            (zeros + MAGIC.len(), true)
+        } else if MAGIC.starts_with(rest) {
+            // The rest of MAGIC is on its way.
+            (zeros, false)
+        } else {
+            // Not ours: dropped as probe bytes always were.
+            (n, false)
+        };
+        let mut sink = [0u8; 64];
+        let _ = self.recv_tcp(&mut sink[..drop_bytes], 0, false);
+        magic
+    }
+
+    /// Whether a read finds something now, when `poll` saw the kernel socket or the
+    /// readiness descriptor readable: bytes that only the library reads (probes, the
+    /// peer's `MAGIC`, the end of its omx writes) are taken here instead, so that a
+    /// read after `POLLIN` never answers `EAGAIN`.
+    pub fn poll_in(&self) -> bool {
+        if self.fell_back.load(Ordering::Acquire) {
+            return true;
+        }
+        // A reader is at work: it sorts these bytes out itself.
+        let Some(mut rx) = self.rx.try_lock() else {
+            return true;
+        };
+        let message = |c: &Conn| c.fab.ep.iprobe(c.id as u64, !0).is_some();
+        if rx.offset < rx.leftover.len() {
+            return true;
+        }
+        match rx.mode {
+            RxMode::Omx => {
+                if message(self) {
+                    return true;
+                }
+                match self.tcp_state() {
+                    super::TcpState::Data => {
+                        if !self.peer_left_omx() || self.fall_back(&mut rx).is_err() {
+                            return false;
+                        }
+                    }
+                    super::TcpState::Empty => return false,
+                    _ => return true,
+                }
+            }
+            RxMode::OmxThenTcp => {}
+            _ => return true,
+        }
+        // After `fall_back`: the peer's omx writes first, then TCP.
+        if self.take_end_marker() {
+            self.end_fallback(&mut rx);
+            return !matches!(self.tcp_state(), super::TcpState::Empty);
+        }
+        message(self)
+    }
+
+    /// A child forked since the connection was made may use its kernel socket.
+    pub(super) fn maybe_shared(&self) -> bool {
+        fabric::forks() != self.forks_at_creation
+    }
+
+    fn peek_tcp(&self, buf: &mut [u8]) -> usize {
+        self.recv_tcp(buf, libc::MSG_PEEK, false).unwrap_or(0)
+    }
+
+    /// The peer's process went back to TCP (`peer_left_omx`): stop writing on omx, ask
+    /// it for what it holds of ours and write that on TCP first. The caller holds `rx`.
+    pub(super) fn fall_back(&self, rx: &mut Rx) -> Result<()> {
+        let mut tx = self.tx.lock();
+        let TxMode::Omx { partner, peer_conn } = tx.mode else {
+            return Ok(());
+        };
+        let ep = &self.fab.ep;
+        let none = Segment::memory(std::ptr::NonNull::<u8>::dangling().as_ptr(), 0);
+        // SAFETY: a zero-length message.
+        let ask = unsafe { ep.isend(&[none], partner, FALLBACK | peer_conn as u64, 0, false) }
+            .map_err(|e| Error::other(e.to_string()))?;
+        rx.mode = RxMode::OmxThenTcp;
+        let mut asked = false;
+        let mut buf = vec![0u8; CHUNK];
+        let mut rewritten = 0;
+        loop {
+            let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
+            // SAFETY: buf outlives the wait below.
+            let r = unsafe { ep.irecv(&[seg], BOUNCE | self.id as u64, !0, 0) }
+                .map_err(|e| Error::other(e.to_string()))?;
+            let got = loop {
+                if let Some(c) = ep.wait(r, Some(PEER_CHECK)) {
+                    break c;
+                }
+                if !asked {
+                    if let Some(c) = ep.test(ask) {
+                        asked = true;
+                        if c.status.code != StatusCode::Success {
+                            // The process that held our bytes is gone.
+                            let _ = ep.cancel(r);
+                            tx.mode = TxMode::Broken;
+                            return Err(super::os_err(libc::ECONNRESET));
+                        }
+                    }
+                }
+            };
+            let len = got.status.xfer_length as usize;
+            if got.status.code != StatusCode::Success {
+                tx.mode = TxMode::Broken;
+                return Err(super::os_err(libc::ECONNRESET));
+            }
+            if len == 0 {
+                break;
+            }
+            send_all_tcp(self.sock(), &buf[..len])?;
+            rewritten += len;
+        }
+        if !asked {
+            ep.wait(ask, None);
+        }
+        // The parent received all of ours before answering: our sends are complete.
+        while let Some(&(r, _)) = tx.pending.front() {
+            if let Some(c) = ep.wait(r, None) {
+                let _ = self.completed(&mut tx, c);
+            }
+        }
+        tx.mode = TxMode::FellBack;
+        if fabric::verbose() {
+            eprintln!(
+                "omx_sockets: conn {:#x}: the peer's process went back to TCP ({rewritten} bytes rewritten on TCP)",
+                self.id
+            );
+        }
+        Ok(())
+    }
+
+    /// Reader after `fall_back`: the peer's omx writes ended (the zero-length message
+    /// was taken); the connection is plain TCP from now on.
+    pub(super) fn end_fallback(&self, rx: &mut Rx) {
+        rx.mode = RxMode::Omx;
+        self.fell_back.store(true, Ordering::Release);
+        self.forget();
+    }
+
+    /// Takes the next data message if it is the zero-length end of the peer's omx writes.
+    pub(super) fn take_end_marker(&self) -> bool {
+        let m = self.id as u64;
+        if self.fab.ep.iprobe(m, !0).is_some_and(|s| s.msg_length == 0) {
+            return self.receive_into(m, &mut []).is_ok();
+        }
+        false
+    }
+
+    /// A writer or flush saw bytes on TCP: the peer's process may have gone back to TCP.
+    /// True when the connection is now on TCP.
+    pub(super) fn follow_peer_to_tcp(&self) -> Result<bool> {
+        let mut rx = self.rx.lock();
+        if self.peer_left_omx() {
+            self.fall_back(&mut rx)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Parent side of a `FALLBACK`: end our omx writes, send back what the peer wrote
+    /// and nobody read, then the connection is plain TCP here too.
+    fn send_back(&self) {
+        // A reader of ours blocked on this connection goes to the kernel socket.
+        self.fell_back.store(true, Ordering::Release);
+        fabric::signal(self.evfd);
+        let mut rx = self.rx.lock();
+        let mut tx = self.tx.lock();
+        let TxMode::Omx { peer_conn, .. } = tx.mode else {
+            return;
+        };
+        let ep = &self.fab.ep;
+        let none = Segment::memory(std::ptr::NonNull::<u8>::dangling().as_ptr(), 0);
+        // SAFETY: a zero-length receive of the request itself.
+        if let Ok(r) = unsafe { ep.irecv(&[none], FALLBACK | self.id as u64, !0, 0) } {
+            ep.wait(r, None);
+        }
+        let peer = peer_conn as u64;
+        let mut back = Vec::new();
+        if rx.offset < rx.leftover.len() {
+            back.push(rx.leftover[rx.offset..].to_vec());
+        }
+        rx.leftover = Vec::new();
+        rx.offset = 0;
+        // A count the client sent and nobody read: the child reads its TCP bytes itself.
+        if ep.iprobe(CONTROL | self.id as u64, !0).is_some() {
+            let mut count = [0u8; 8];
+            let _ = self.receive_into(CONTROL | self.id as u64, &mut count);
+        }
+        while let Some(st) = ep.iprobe(self.id as u64, !0) {
+            let mut v = vec![0u8; st.msg_length as usize];
+            if self.receive_into(self.id as u64, &mut v).is_err() {
+                break;
+            }
+            back.push(v);
+        }
+        let returned: usize = back.iter().map(Vec::len).sum();
+        // Before the bytes go: the child cannot finish reading before this is printed.
+        if fabric::verbose() {
+            eprintln!(
+                "omx_sockets: conn {:#x} back on TCP for a forked child ({returned} bytes returned)",
+                self.id
+            );
+        }
+        // Our omx writes end here; then what goes back, ended the same way.
+        let mut posted = self.post(&mut tx, Vec::new(), peer);
+        for v in back {
+            posted = posted.and_then(|()| self.post(&mut tx, v, BOUNCE | peer));
+        }
+        posted = posted.and_then(|()| self.post(&mut tx, Vec::new(), BOUNCE | peer));
+        drop(rx);
+        while let Some(&(r, _)) = tx.pending.front() {
+            match ep.wait(r, None) {
+                Some(c) => {
+                    let _ = self.completed(&mut tx, c);
+                }
+                None => break,
+            }
+        }
+        tx.mode = TxMode::FellBack;
+        drop(tx);
+        self.forget();
+        if let Err(e) = posted {
+            if fabric::verbose() {
+                eprintln!("omx_sockets: conn {:#x}: sending back failed: {e}", self.id);
+            }
+        }
+    }
+}
