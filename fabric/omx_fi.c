@@ -523,11 +523,6 @@ static int no_scalable_ep(struct fid_domain *d, struct fi_info *i,
   (void)d, (void)i, (void)ep, (void)c;
   return -FI_ENOSYS;
 }
-static int no_poll_open(struct fid_domain *d, struct fi_poll_attr *a,
-                        struct fid_poll **p) {
-  (void)d, (void)a, (void)p;
-  return -FI_ENOSYS;
-}
 static int no_stx_ctx(struct fid_domain *d, struct fi_tx_attr *a,
                       struct fid_stx **s, void *c) {
   (void)d, (void)a, (void)s, (void)c;
@@ -557,7 +552,7 @@ static struct fi_ops_domain domain_ops = {
     .endpoint = ofx_endpoint,
     .scalable_ep = no_scalable_ep,
     .cntr_open = ofx_cntr_open,
-    .poll_open = no_poll_open,
+    .poll_open = ofx_poll_open,
     .stx_ctx = no_stx_ctx,
     .srx_ctx = no_srx_ctx,
     .query_atomic = ofx_query_atomic,
