@@ -120,6 +120,8 @@ struct ofx_av_entry {
   bool used;
 };
 
+struct ofx_av_shm;
+
 struct ofx_av {
   struct fid_av fid;
   struct ofx_domain *dom;
@@ -128,7 +130,15 @@ struct ofx_av {
   size_t n, cap;   /* entries used so far (fi_addr = index), allocated */
   struct ofx_ep **eps; /* endpoints bound to it (their connection caches) */
   size_t neps;
+  /* A named (shared) AV: tab lives in shared memory; see omx_fi_av.c. */
+  struct ofx_av_shm *shm;
+  size_t shm_len;
+  bool read_only; /* opened FI_READ: another process inserts */
+  char *shm_name; /* the creator's, unlinked at close */
 };
+
+/* Entries of an AV (a shared one: as many as its creator inserted so far). */
+size_t ofx_av_len(struct ofx_av *av);
 
 /* A completion waiting in a CQ. */
 struct ofx_cqe {
