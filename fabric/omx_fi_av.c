@@ -8,11 +8,14 @@
  * "/omx-fi-av-NAME" (header, entries, and the fi_addr_t array handed out as
  * map_addr), and publishes each insert by raising the header's count last;
  * processes that open it with FI_READ map it read-only and see every entry
- * inserted so far. The creator unlinks it at close. */
+ * inserted so far. The creator unlinks it at close; a name whose creator is
+ * still running cannot be created again (-FI_EBUSY). */
 #include "omx_fi.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +30,7 @@ struct ofx_av_shm {
   uint64_t magic;
   uint64_t cap;
   uint64_t n; /* published entries: written last (release), read acquire */
-  uint64_t pad;
+  uint64_t creator; /* its pid: a name is free again once it is gone */
   /* struct ofx_av_entry tab[cap]; fi_addr_t map[cap]; */
 };
 
@@ -44,6 +47,15 @@ static size_t shm_size(size_t cap) {
          cap * (sizeof(struct ofx_av_entry) + sizeof(fi_addr_t));
 }
 
+/* Whether the AV object open at fd has a creator that is still running. */
+static bool creator_alive(int fd) {
+  struct ofx_av_shm h;
+  if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != OFX_AV_SHM_MAGIC ||
+      h.creator == 0)
+    return false;
+  return kill((pid_t)h.creator, 0) == 0 || errno == EPERM;
+}
+
 /* Creates (or, with FI_READ, maps) the shared table of av named `name`. */
 static int shm_attach(struct ofx_av *av, const char *name, size_t count,
                       bool read_only) {
@@ -54,12 +66,16 @@ static int shm_attach(struct ofx_av *av, const char *name, size_t count,
   int fd = shm_open(path, read_only ? O_RDONLY : O_RDWR | O_CREAT, 0600);
   if (fd < 0)
     return read_only ? -FI_ENOENT : -FI_EIO; /* FI_READ: nobody created it */
+  if (!read_only && creator_alive(fd)) {
+    close(fd);
+    return -FI_EBUSY; /* another live AV has the name */
+  }
   size_t cap = count > OFX_AV_SHM_MIN ? count : OFX_AV_SHM_MIN, len = shm_size(cap);
   struct stat st;
   if (read_only) {
     len = fstat(fd, &st) == 0 ? (size_t)st.st_size : 0;
   } else if (ftruncate(fd, 0) || ftruncate(fd, (off_t)len)) {
-    len = 0; /* a left-over object of a crashed creator is started afresh */
+    len = 0; /* a left-over object of a creator that died is started afresh */
   }
   void *p = len >= sizeof(struct ofx_av_shm)
                 ? mmap(NULL, len, read_only ? PROT_READ : PROT_READ | PROT_WRITE,
@@ -80,6 +96,7 @@ static int shm_attach(struct ofx_av *av, const char *name, size_t count,
   if (!read_only) {
     s->cap = cap;
     s->n = 0;
+    s->creator = (uint64_t)getpid();
     __atomic_store_n(&s->magic, OFX_AV_SHM_MAGIC, __ATOMIC_RELEASE);
     av->shm_name = strdup(path);
     if (!av->shm_name) {

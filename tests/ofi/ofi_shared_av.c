@@ -4,8 +4,10 @@
  * with FI_READ, finds the entries (map_addr, fi_av_lookup), sees an entry
  * the parent inserts later, cannot insert or remove, and sends to the parent
  * through the shared fi_addr. Also: a FI_READ open of a name nobody created
- * (-FI_ENOENT), FI_READ without a name and names with '/' (-FI_EINVAL), and
- * the shared memory object gone once the creator closes the AV. */
+ * (-FI_ENOENT), FI_READ without a name and names with '/' (-FI_EINVAL), a
+ * second creation of a live name (-FI_EBUSY), a name left behind by a creator
+ * that died taken over, and the shared memory object gone once the creator
+ * closes the AV. */
 #define _GNU_SOURCE
 #include "common.h"
 
@@ -97,7 +99,12 @@ static void child(const char *name, int in, int out) {
   while ((r = fi_cq_read(s.cq, &e, 1)) == -FI_EAGAIN && now_ms() < end)
     ;
   CHECK(r == 1 && e.op_context == &c, "send completion: %zd", r);
-  close_side(&s);
+  /* Die holding a second AV: its object stays behind for the parent. */
+  char stale[80];
+  snprintf(stale, sizeof stale, "%s.stale", name);
+  struct fi_av_attr sa = {.type = FI_AV_MAP, .name = stale};
+  struct fid_av *left;
+  CHECK_RET(fi_av_open(s.dom, &sa, &left, NULL), 0);
   DONE();
 }
 
@@ -128,6 +135,8 @@ int main(void) {
 
   struct fi_av_attr aa = {.type = FI_AV_MAP, .name = name, .count = 4};
   REQUIRE(fi_av_open(s.dom, &aa, &s.av, NULL) == 0, "create %s", name);
+  struct fi_av_attr again = aa;
+  CHECK_RET(fi_av_open(s.dom, &again, &av, NULL), -FI_EBUSY); /* its creator lives */
   open_ep(&s);
   char me[16], other[16] = {1, 2, 3}, third[16] = {4, 5, 6};
   size_t len = sizeof me;
@@ -154,6 +163,16 @@ int main(void) {
   int status = -1;
   REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+  /* The child died holding NAME.stale: its name can be created again. */
+  char stale[80], stale_path[128];
+  snprintf(stale, sizeof stale, "%s.stale", name);
+  snprintf(stale_path, sizeof stale_path, "/dev/shm/omx-fi-av-%s", stale);
+  CHECK(access(stale_path, F_OK) == 0, "the dead creator's object is there");
+  struct fi_av_attr sa = {.type = FI_AV_MAP, .name = stale};
+  struct fid_av *taken;
+  CHECK_RET(fi_av_open(s.dom, &sa, &taken, NULL), 0);
+  CHECK_RET(fi_close(&taken->fid), 0);
+  CHECK(access(stale_path, F_OK) != 0, "taken over, then removed at close");
   char path[128];
   snprintf(path, sizeof path, "/dev/shm/omx-fi-av-%s", name);
   CHECK(access(path, F_OK) == 0, "shared object while the AV is open");
