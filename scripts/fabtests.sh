@@ -77,7 +77,7 @@ run() {
   [ -x "$dir/inst/bin/runfabtests.sh" ] || die "not built: scripts/fabtests.sh build SRC"
   [ -e "$root/build/lib/libfabric/libomx-fi.so" ] || die "make provider first"
   [ "$(id -u)" -eq 0 ] || die "needs root"
-  local state
+  # global: the EXIT trap runs after this function has returned
   state=$(mktemp -d "${TMPDIR:-/tmp}/omx-fabtests-state.XXXXXX")
   trap '"$root/scripts/hosts.sh" down >/dev/null 2>&1 || true; rm -rf "$state"' EXIT
   "$root/scripts/hosts.sh" up 2 >/dev/null
