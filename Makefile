@@ -26,7 +26,7 @@ lib:
 
 ## The libfabric provider "omx" (docs/LIBFABRIC.md): build/lib/libfabric/libomx-fi.so,
 ## loaded by libfabric from FI_PROVIDER_PATH; finds libmyriexpress.so.0 in $ORIGIN/..
-PROVIDER_SRC := fabric/omx_fi.c fabric/omx_fi_av.c fabric/omx_fi_cq.c fabric/omx_fi_ep.c fabric/omx_fi_wait.c fabric/omx_fi_rma.c fabric/omx_fi_atomic.c
+PROVIDER_SRC := fabric/omx_fi.c fabric/omx_fi_av.c fabric/omx_fi_cq.c fabric/omx_fi_ep.c fabric/omx_fi_wait.c fabric/omx_fi_rma.c fabric/omx_fi_atomic.c fabric/omx_fi_poll.c
 provider: lib $(LIBDIR)/libfabric/libomx-fi.so
 $(LIBDIR)/libfabric/libomx-fi.so: $(PROVIDER_SRC) fabric/omx_fi.h include/myriexpress.h include/mx_extensions.h $(LIBDIR)/libmyriexpress.so.0
 	mkdir -p $(LIBDIR)/libfabric

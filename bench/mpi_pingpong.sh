@@ -10,6 +10,10 @@
 #                (FI_PROVIDER_PATH=build/lib/libfabric)         bench/mpi_pingpong.c
 #   mpi-tcp      Open MPI, --mca pml ob1 --mca btl self,tcp     bench/mpi_pingpong.c
 #   mpi-ofitcp   Open MPI, cm/ofi over libfabric 'tcp;ofi_rxm'  bench/mpi_pingpong.c
+#   mpich-omx    MPICH (ch4:ofi, the PyPI wheel of scripts/get-mpich.sh in $MPICH_HOME,
+#                default build/mpich) over omx: FI_PROVIDER=omx  bench/mpi_pingpong.c
+#   mpich-tcp    the same MPICH over its bundled libfabric's 'tcp;ofi_rxm' (same
+#                MPIR_CVAR_* settings, so only the provider differs)
 #   fi-omx       fi_pingpong -p omx -e rdm                     (libfabric, no MPI)
 #   fi-tcp       fi_pingpong -p 'tcp;ofi_rxm' -e rdm
 #   omx_perf     the MX API directly (target/release/omx_perf)
@@ -30,8 +34,8 @@
 #
 # Environment: RUNS (5), RUN_SECONDS (0.1: length of each timed run per
 # size), MIN (1: the MPI stacks' first size), MAX (16777216), FI_SIZES (fi_pingpong sizes: "1 8 64 512 4096 32768
-# 65536 262144 1048576 4194304 16777216"), STACKS (all eight, space separated), PAIRS (9),
-# OMX_NS_PREFIX (omxmpib), LOSS (percent of the frames arriving on each host
+# 65536 262144 1048576 4194304 16777216"), STACKS (all ten, space separated), PAIRS (9),
+# OMX_NS_PREFIX (omxmpib), MPICH_HOME (build/mpich), LOSS (percent of the frames arriving on each host
 # dropped by nftables, bench/lossy.sh, as in bench/loss.sh; unset: none; with it
 # the MPI stacks' .txt add p50, p99 and max per size: mpi_pingpong -L). Stacks
 # whose prerequisites are missing (the omx provider: make provider; fi_pingpong:
@@ -45,7 +49,7 @@ RUN_SECONDS=${RUN_SECONDS:-0.1}
 MIN=${MIN:-1}
 MAX=${MAX:-16777216}
 FI_SIZES=${FI_SIZES:-"1 8 64 512 4096 32768 65536 262144 1048576 4194304 16777216"}
-STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp fi-omx fi-tcp omx_perf raw pairs"}
+STACKS=${STACKS:-"mpi-omx mpi-tcp mpi-ofitcp mpich-omx mpich-tcp fi-omx fi-tcp omx_perf raw pairs"}
 PAIRS=${PAIRS:-9}
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxmpib}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -56,6 +60,7 @@ H=scripts/hosts.sh
 IP0=10.99.0.1
 IP1=10.99.0.2
 provdir="$root/build/lib/libfabric"
+mpich=${MPICH_HOME:-$root/build/mpich}
 T0=$(date +%s)
 
 say() { echo "mpi_pingpong: $*" >&2; }
@@ -72,10 +77,16 @@ command -v mpirun >/dev/null && command -v mpicc >/dev/null ||
 want() { [[ " $STACKS " == *" $1 "* ]]; }
 skip_note=()
 if [ ! -e "$provdir/libomx-fi.so" ]; then
-  for s in mpi-omx fi-omx pairs; do
+  for s in mpi-omx mpich-omx fi-omx pairs; do
     want "$s" && skip_note+=("$s: skipped, $provdir/libomx-fi.so is missing (make provider)")
   done
-  STACKS=$(sed -e 's/\bmpi-omx\b//; s/\bfi-omx\b//; s/\bpairs\b//' <<<"$STACKS")
+  STACKS=$(sed -e 's/\bmpi-omx\b//; s/\bmpich-omx\b//; s/\bfi-omx\b//; s/\bpairs\b//' <<<"$STACKS")
+fi
+if [ ! -x "$mpich/bin/mpicc" ]; then
+  for s in mpich-omx mpich-tcp; do
+    want "$s" && skip_note+=("$s: skipped, no MPICH in $mpich (scripts/get-mpich.sh)")
+  done
+  STACKS=$(sed -e 's/\bmpich-omx\b//; s/\bmpich-tcp\b//' <<<"$STACKS")
 fi
 if ! command -v fi_pingpong >/dev/null; then
   for s in fi-omx fi-tcp pairs; do
@@ -95,6 +106,10 @@ while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(OMPI_MCA_[A-Za-z0-9_
 say "building"
 PP=target/bench/mpi_pingpong
 mpicc -O2 -Wall -Wextra -Werror -o "$PP" bench/mpi_pingpong.c
+PPMPICH=target/bench/mpi_pingpong.mpich
+if want mpich-omx || want mpich-tcp; then
+  "$mpich/bin/mpicc" -O2 -Wall -Wextra -Werror -o "$PPMPICH" bench/mpi_pingpong.c
+fi
 OFIPP=$root/target/bench/ofi_pingpong
 if want pairs; then
   cc -O2 -Wall -Wextra -Werror -o "$OFIPP" bench/ofi_pingpong.c -lfabric
@@ -140,6 +155,7 @@ fi
   echo "mtu: $MTU"
   [ -z "${LOSS:-}" ] || echo "injected loss: $LOSS% of the frames arriving on each host (bench/lossy.sh)"
   echo "open mpi: $(mpirun --version 2>/dev/null | head -1)"
+  [ ! -x "$mpich/bin/mpichversion" ] || echo "mpich: $("$mpich/bin/mpichversion" 2>/dev/null | head -1 | tr -s ' \t' ' ')"
   echo "libfabric: $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: *//p')"
   echo "runs: $RUNS x ${RUN_SECONDS}s per size (MPI stacks, median)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -148,10 +164,14 @@ fi
 CSV="$OUT/mpi_pingpong.csv"
 echo "tool,transport,size,latency_us,bandwidth_MBps,runs" >"$CSV"
 
-# mpi STACK: bench/mpi_pingpong between h0 and h1 (mpirun in h0, the rank on
-# h1 started through scripts/mpi-ns-agent).
+# mpi STACK: bench/mpi_pingpong between h0 and h1 (mpirun or MPICH's hydra in h0,
+# the rank on h1 started through scripts/mpi-ns-agent).
 mpi() {
-  local stack=$1 args=() env=()
+  local stack=$1 args=() env=() launch
+  launch=(mpirun --host h0:1,h1:1 -np 2 --map-by node --bind-to none
+    --mca plm_rsh_agent "$root/scripts/mpi-ns-agent" --mca plm_rsh_no_tree_spawn 1
+    --mca oob_tcp_if_include omx0 --mca btl_tcp_if_include omx0
+    --mca btl_base_warn_component_unused 0)
   case $stack in
   mpi-omx)
     args=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include omx)
@@ -162,14 +182,26 @@ mpi() {
     args=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "tcp;ofi_rxm")
     env=(FI_TCP_IFACE=omx0)
     ;;
+  mpich-*)
+    # ch4:ofi with the tag layout narrowed to omx's 47 tag bits (docs/LIBFABRIC.md,
+    # MPICH) for both providers; one rank per host, so no shared memory in between
+    launch=("$mpich/bin/mpiexec" -launcher ssh -launcher-exec "$root/scripts/mpi-ns-agent"
+      -iface omx0 -hosts h0,h1 -ppn 1 -n 2)
+    env=(MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_CH4_OFI_CONTEXT_ID_BITS=16
+      MPIR_CVAR_CH4_OFI_TAG_BITS=26)
+    if [ "$stack" = mpich-omx ]; then
+      env+=(FI_PROVIDER=omx FI_PROVIDER_PATH="$provdir")
+    else
+      env+=(FI_PROVIDER="tcp;ofi_rxm" FI_TCP_IFACE=omx0)
+    fi
+    ;;
   esac
+  local pp=$PP
+  [[ $stack != mpich-* ]] || pp=$PPMPICH
   timeout 600 ip netns exec "$OMX_NS_PREFIX-h0" unshare --uts -- \
     env OMX_HOSTNAME=h0 "${env[@]}" sh -c 'hostname h0 && exec "$@"' sh \
-    mpirun --host h0:1,h1:1 -np 2 --map-by node --bind-to none \
-    --mca plm_rsh_agent "$root/scripts/mpi-ns-agent" --mca plm_rsh_no_tree_spawn 1 \
-    --mca oob_tcp_if_include omx0 --mca btl_tcp_if_include omx0 \
-    --mca btl_base_warn_component_unused 0 "${args[@]}" \
-    "$PP" -S "$MIN" -E "$MAX" -r "$RUNS" -t "$RUN_SECONDS" ${LOSS:+-L} >"$OUT/$stack.txt" 2>"$OUT/$stack.err" || {
+    "${launch[@]}" "${args[@]}" \
+    "$pp" -S "$MIN" -E "$MAX" -r "$RUNS" -t "$RUN_SECONDS" ${LOSS:+-L} >"$OUT/$stack.txt" 2>"$OUT/$stack.err" || {
     say "  $stack failed (status $?): see $OUT/$stack.err"
     tail -n 5 "$OUT/$stack.err" >&2
     return 0
@@ -311,7 +343,7 @@ progress_start mpi_pingpong "$(wc -w <<<"$STACKS")"
 for stack in $STACKS; do
   progress "$stack"
   case $stack in
-  mpi-*) mpi "$stack" ;;
+  mpi-* | mpich-*) mpi "$stack" ;;
   fi-*) for s in $FI_SIZES; do [ "$s" -le "$MAX" ] && fi_pp "$stack" "$s"; done ;;
   omx_perf) omx_perf_pp ;;
   raw) raw_pp ;;

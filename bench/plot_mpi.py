@@ -13,11 +13,13 @@ import os
 import statistics
 import sys
 
-ORDER = ["mpi-omx", "mpi-tcp", "mpi-ofitcp", "fi-omx", "fi-tcp", "omx_perf", "raw"]
+ORDER = ["mpi-omx", "mpi-tcp", "mpi-ofitcp", "mpich-omx", "mpich-tcp", "fi-omx", "fi-tcp", "omx_perf", "raw"]
 LABEL = {
     "mpi-omx": "Open MPI over omx (cm/ofi/omx)",
     "mpi-tcp": "Open MPI over TCP (ob1/tcp)",
     "mpi-ofitcp": "Open MPI over libfabric tcp (cm/ofi/tcp;ofi_rxm)",
+    "mpich-omx": "MPICH over omx (ch4:ofi/omx)",
+    "mpich-tcp": "MPICH over libfabric tcp (ch4:ofi/tcp;ofi_rxm)",
     "fi-omx": "fi_pingpong -p omx",
     "fi-tcp": "fi_pingpong -p tcp;ofi_rxm",
     "omx_perf": "omx_perf (MX API)",
@@ -92,7 +94,7 @@ def main():
     data = load(os.path.join(d, "mpi_pingpong.csv"))
     stacks = [t for t in ORDER if t in data] + sorted(t for t in data if t not in ORDER)
     p = print
-    p("# MPI ping-pong: Open MPI over omx against TCP\n")
+    p("# MPI ping-pong: Open MPI and MPICH over omx against TCP\n")
     mt = os.path.join(d, "machine.txt")
     if os.path.exists(mt):
         p("```")
@@ -121,6 +123,8 @@ def main():
         ("8 B latency, MPI: omx / libfabric tcp", ratio(l8.get("mpi-omx"), l8.get("mpi-ofitcp"))),
         ("4 MiB bandwidth, MPI: omx / TCP (above 1: omx faster)", ratio(b4.get("mpi-omx"), b4.get("mpi-tcp"))),
         ("4 MiB bandwidth, MPI: omx / libfabric tcp", ratio(b4.get("mpi-omx"), b4.get("mpi-ofitcp"))),
+        ("8 B latency, MPICH: omx / libfabric tcp", ratio(l8.get("mpich-omx"), l8.get("mpich-tcp"))),
+        ("4 MiB bandwidth, MPICH: omx / libfabric tcp", ratio(b4.get("mpich-omx"), b4.get("mpich-tcp"))),
         ("8 B latency: fi_pingpong omx / fi_pingpong tcp;ofi_rxm", ratio(l8.get("fi-omx"), l8.get("fi-tcp"))),
         ("4 MiB bandwidth: fi_pingpong omx / fi_pingpong tcp;ofi_rxm", ratio(b4.get("fi-omx"), b4.get("fi-tcp"))),
         ("8 B latency, MPI over omx / raw frame ping-pong (the floor)", ratio(l8.get("mpi-omx"), l8.get("raw"))),
@@ -134,7 +138,7 @@ def main():
     p("\n## Layer overhead (omx)\n")
     p("| layer | 8 B latency (us) | 4 MiB bandwidth (MB/s) |")
     p("|---|---:|---:|")
-    for t in ("omx_perf", "fi-omx", "mpi-omx"):
+    for t in ("omx_perf", "fi-omx", "mpi-omx", "mpich-omx"):
         if t in data:
             p(f"| {LABEL[t]} | {fmt(l8.get(t), 2)} | {fmt(b4.get(t), 0)} |")
     a, b, c = l8.get("omx_perf"), l8.get("fi-omx"), l8.get("mpi-omx")
@@ -158,6 +162,8 @@ def main():
         )
     if b is not None and c is not None:
         p(f"Open MPI (cm/ofi) over the provider at 8 B: {c - b:+.2f} us")
+    if b is not None and l8.get("mpich-omx") is not None:
+        p(f"MPICH (ch4:ofi) over the provider at 8 B: {l8['mpich-omx'] - b:+.2f} us")
     a, b = l8.get("fi-tcp"), l8.get("mpi-ofitcp")
     if a is not None and b is not None:
         p(f"Open MPI (cm/ofi) over libfabric tcp at 8 B, for comparison: {b - a:+.2f} us")

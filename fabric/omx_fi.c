@@ -120,7 +120,8 @@ void ofx_unlock(struct ofx_domain *d) {
 static int check_hints(const struct fi_info *h) {
   if (!h)
     return 0;
-  REFUSE_IF(h->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT | FI_RECV));
+  REFUSE_IF(h->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_REMOTE_CQ_DATA | FI_SHARED_AV |
+                        FI_TRANSMIT | FI_RECV));
   /* RMA windows are keyed, addressed by offset: the application must take
    * provider keys or give keys below 2^32 (mr_mode without FI_MR_VIRT_ADDR
    * is always acceptable). */
@@ -145,7 +146,7 @@ static int check_hints(const struct fi_info *h) {
     REFUSE_IF(d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_MAP &&
         d->av_type != FI_AV_TABLE);
     /* mr_mode: modes the application accepts; we need none of them. */
-    REFUSE_IF(d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM));
+    REFUSE_IF(d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV));
     REFUSE_IF(d->auth_key_size);
   }
   if (h->fabric_attr) {
@@ -243,7 +244,7 @@ static struct fi_info *make_info(uint32_t version, const struct fi_info *h) {
     caps = (prim ? prim : (FI_MSG | FI_TAGGED)) | rma_dirs |
            (dirs ? dirs : (FI_SEND | FI_RECV)) |
            (h->caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_REMOTE_CQ_DATA |
-                       FI_MULTI_RECV)) |
+                       FI_MULTI_RECV | FI_SHARED_AV)) |
            FI_LOCAL_COMM | FI_REMOTE_COMM;
   }
   fi->caps = caps;
@@ -328,7 +329,8 @@ static struct fi_info *make_info(uint32_t version, const struct fi_info *h) {
   d->max_ep_srx_ctx = 0;
   d->cntr_cnt = 256;
   d->mr_iov_limit = 1;
-  d->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+  uint64_t dom_hint = h && h->domain_attr ? h->domain_attr->caps : 0;
+  d->caps = FI_LOCAL_COMM | FI_REMOTE_COMM | ((caps | dom_hint) & FI_SHARED_AV);
   d->mr_cnt = 65536;
 
   fi->fabric_attr->name = strdup(OFX_NAME);
@@ -523,11 +525,6 @@ static int no_scalable_ep(struct fid_domain *d, struct fi_info *i,
   (void)d, (void)i, (void)ep, (void)c;
   return -FI_ENOSYS;
 }
-static int no_poll_open(struct fid_domain *d, struct fi_poll_attr *a,
-                        struct fid_poll **p) {
-  (void)d, (void)a, (void)p;
-  return -FI_ENOSYS;
-}
 static int no_stx_ctx(struct fid_domain *d, struct fi_tx_attr *a,
                       struct fid_stx **s, void *c) {
   (void)d, (void)a, (void)s, (void)c;
@@ -557,7 +554,7 @@ static struct fi_ops_domain domain_ops = {
     .endpoint = ofx_endpoint,
     .scalable_ep = no_scalable_ep,
     .cntr_open = ofx_cntr_open,
-    .poll_open = no_poll_open,
+    .poll_open = ofx_poll_open,
     .stx_ctx = no_stx_ctx,
     .srx_ctx = no_srx_ctx,
     .query_atomic = ofx_query_atomic,

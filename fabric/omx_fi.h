@@ -120,6 +120,8 @@ struct ofx_av_entry {
   bool used;
 };
 
+struct ofx_av_shm;
+
 struct ofx_av {
   struct fid_av fid;
   struct ofx_domain *dom;
@@ -128,7 +130,15 @@ struct ofx_av {
   size_t n, cap;   /* entries used so far (fi_addr = index), allocated */
   struct ofx_ep **eps; /* endpoints bound to it (their connection caches) */
   size_t neps;
+  /* A named (shared) AV: tab lives in shared memory; see omx_fi_av.c. */
+  struct ofx_av_shm *shm;
+  size_t shm_len;
+  bool read_only; /* opened FI_READ: another process inserts */
+  char *shm_name; /* the creator's, unlinked at close */
 };
+
+/* Entries of an AV (a shared one: as many as its creator inserted so far). */
+size_t ofx_av_len(struct ofx_av *av);
 
 /* A completion waiting in a CQ. */
 struct ofx_cqe {
@@ -163,6 +173,7 @@ struct ofx_cntr {
   size_t neps;
   enum fi_wait_obj wait_obj;
   struct ofx_wait wait;
+  int polls; /* poll sets holding it */
 };
 
 struct ofx_cq {
@@ -175,6 +186,7 @@ struct ofx_cq {
   struct ofx_ep **eps; /* endpoints bound to it, drained on read */
   size_t neps;
   bool signaled; /* fi_cq_signal: the next (or current) fi_cq_sread returns */
+  int polls;     /* poll sets holding it */
 };
 
 struct ofx_eq {
@@ -271,6 +283,7 @@ int ofx_cq_attach(struct ofx_cq *cq, struct ofx_ep *ep);
 void ofx_cq_detach(struct ofx_cq *cq, struct ofx_ep *ep);
 
 int ofx_cq_trywait(struct ofx_cq *cq);
+bool ofx_cq_ready_locked(struct ofx_cq *cq);
 
 /* omx_fi_wait.c */
 int ofx_wait_init(struct ofx_wait *w);
@@ -288,6 +301,11 @@ void ofx_cntr_count(struct ofx_cntr *c, bool err);
 int ofx_cntr_attach(struct ofx_cntr *c, struct ofx_ep *ep);
 void ofx_cntr_detach(struct ofx_cntr *c, struct ofx_ep *ep);
 int ofx_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
+uint64_t ofx_cntr_events_locked(struct ofx_cntr *c);
+
+/* omx_fi_poll.c */
+int ofx_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
+                  struct fid_poll **pollset);
 
 /* omx_fi_rma.c */
 extern struct fi_ops_rma ofx_rma_ops;

@@ -1,13 +1,117 @@
 /* omx_fi_av.c - address vectors. An fi_addr_t is the index of the entry
  * (FI_AV_TABLE and FI_AV_MAP alike); entries hold the peer's name (nic id,
  * endpoint index, key). Endpoints connect to a peer lazily, on their first
- * send to it, and keep the MX address per index. */
+ * send to it, and keep the MX address per index.
+ *
+ * A named AV (fi_av_attr.name) is shared between the processes of a host:
+ * its creator keeps the entries in a POSIX shared memory object
+ * "/omx-fi-av-NAME" (header, entries, and the fi_addr_t array handed out as
+ * map_addr), and publishes each insert by raising the header's count last;
+ * processes that open it with FI_READ map it read-only and see every entry
+ * inserted so far. The creator unlinks it at close; a name whose creator is
+ * still running cannot be created again (-FI_EBUSY). */
 #include "omx_fi.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define OFX_AV_SHM_MAGIC 0x4d48535641786d6fULL /* "omxAVSHM" */
+#define OFX_AV_SHM_MIN 1024                    /* entries, at least */
+
+struct ofx_av_shm {
+  uint64_t magic;
+  uint64_t cap;
+  uint64_t n; /* published entries: written last (release), read acquire */
+  uint64_t creator; /* its pid: a name is free again once it is gone */
+  /* struct ofx_av_entry tab[cap]; fi_addr_t map[cap]; */
+};
+
+size_t ofx_av_len(struct ofx_av *av) {
+  return av->shm ? (size_t)__atomic_load_n(&av->shm->n, __ATOMIC_ACQUIRE) : av->n;
+}
+
+static fi_addr_t *shm_map(struct ofx_av_shm *s) {
+  return (fi_addr_t *)((char *)(s + 1) + s->cap * sizeof(struct ofx_av_entry));
+}
+
+static size_t shm_size(size_t cap) {
+  return sizeof(struct ofx_av_shm) +
+         cap * (sizeof(struct ofx_av_entry) + sizeof(fi_addr_t));
+}
+
+/* Whether the AV object open at fd has a creator that is still running. */
+static bool creator_alive(int fd) {
+  struct ofx_av_shm h;
+  if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != OFX_AV_SHM_MAGIC ||
+      h.creator == 0)
+    return false;
+  return kill((pid_t)h.creator, 0) == 0 || errno == EPERM;
+}
+
+/* Creates (or, with FI_READ, maps) the shared table of av named `name`. */
+static int shm_attach(struct ofx_av *av, const char *name, size_t count,
+                      bool read_only) {
+  char path[256];
+  int w = snprintf(path, sizeof path, "/omx-fi-av-%s", name);
+  if (w < 0 || (size_t)w >= sizeof path || strchr(name, '/') || !*name)
+    return -FI_EINVAL;
+  int fd = shm_open(path, read_only ? O_RDONLY : O_RDWR | O_CREAT, 0600);
+  if (fd < 0)
+    return read_only ? -FI_ENOENT : -FI_EIO; /* FI_READ: nobody created it */
+  if (!read_only && creator_alive(fd)) {
+    close(fd);
+    return -FI_EBUSY; /* another live AV has the name */
+  }
+  size_t cap = count > OFX_AV_SHM_MIN ? count : OFX_AV_SHM_MIN, len = shm_size(cap);
+  struct stat st;
+  if (read_only) {
+    len = fstat(fd, &st) == 0 ? (size_t)st.st_size : 0;
+  } else if (ftruncate(fd, 0) || ftruncate(fd, (off_t)len)) {
+    len = 0; /* a left-over object of a creator that died is started afresh */
+  }
+  void *p = len >= sizeof(struct ofx_av_shm)
+                ? mmap(NULL, len, read_only ? PROT_READ : PROT_READ | PROT_WRITE,
+                       MAP_SHARED, fd, 0)
+                : MAP_FAILED;
+  close(fd);
+  if (p == MAP_FAILED) {
+    if (!read_only)
+      shm_unlink(path);
+    return -FI_EIO;
+  }
+  struct ofx_av_shm *s = p;
+  if (read_only && (__atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) != OFX_AV_SHM_MAGIC ||
+                    len < shm_size(s->cap))) {
+    munmap(p, len);
+    return -FI_EINVAL; /* not (yet) an AV */
+  }
+  if (!read_only) {
+    s->cap = cap;
+    s->n = 0;
+    s->creator = (uint64_t)getpid();
+    __atomic_store_n(&s->magic, OFX_AV_SHM_MAGIC, __ATOMIC_RELEASE);
+    av->shm_name = strdup(path);
+    if (!av->shm_name) {
+      munmap(p, len);
+      shm_unlink(path);
+      return -FI_ENOMEM;
+    }
+  }
+  av->shm = s;
+  av->shm_len = len;
+  av->read_only = read_only;
+  av->tab = (struct ofx_av_entry *)(s + 1);
+  av->cap = (size_t)s->cap;
+  return 0;
+}
 
 /* The 16-bit id a sender puts in its match bits: low 11 bits of the nic id
  * (a MAC; the loopback board is 0) and the 5-bit endpoint index. Two
@@ -20,7 +124,8 @@ uint16_t ofx_src_id(uint64_t nic_id, uint32_t eid) {
 fi_addr_t ofx_av_find(struct ofx_av *av, uint64_t nic_id, uint32_t eid) {
   if (!av)
     return FI_ADDR_NOTAVAIL;
-  for (size_t i = 0; i < av->n; i++) {
+  size_t n = ofx_av_len(av);
+  for (size_t i = 0; i < n; i++) {
     const struct ofx_av_entry *e = &av->tab[i];
     if (e->used && e->name.nic_id == nic_id && e->name.eid == eid)
       return (fi_addr_t)i;
@@ -57,7 +162,14 @@ static int av_close(struct fid *fid) {
   }
   d->refs--;
   ofx_unlock(d);
-  free(av->tab);
+  if (av->shm) {
+    munmap(av->shm, av->shm_len);
+    if (av->shm_name)
+      shm_unlink(av->shm_name);
+    free(av->shm_name);
+  } else {
+    free(av->tab);
+  }
   free(av->eps);
   free(av);
   return 0;
@@ -104,6 +216,8 @@ static int insert_one(struct ofx_av *av, const struct ofx_name *nm,
         return -FI_EADDRINUSE;
     }
   }
+  if (av->shm && av->n == av->cap)
+    return -FI_ENOSPC; /* a shared table does not move */
   if (av->n == av->cap) {
     size_t cap = av->cap ? av->cap * 2 : 64;
     struct ofx_av_entry *t = realloc(av->tab, cap * sizeof *t);
@@ -115,6 +229,10 @@ static int insert_one(struct ofx_av *av, const struct ofx_name *nm,
   av->tab[av->n].name = *nm;
   av->tab[av->n].used = true;
   *out = (fi_addr_t)av->n++;
+  if (av->shm) {
+    shm_map(av->shm)[*out] = *out;
+    __atomic_store_n(&av->shm->n, av->n, __ATOMIC_RELEASE); /* publish */
+  }
   return 0;
 }
 
@@ -124,6 +242,8 @@ static int av_insert(struct fid_av *fav, const void *addr, size_t count,
   (void)context;
   if ((count && !addr) || (flags & ~FI_MORE))
     return -FI_EINVAL;
+  if (av->read_only)
+    return -FI_EACCES; /* opened FI_READ: its creator inserts */
   const struct ofx_name *names = addr;
   int inserted = 0;
   ofx_lock(av->dom);
@@ -243,6 +363,8 @@ static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count,
   struct ofx_av *av = (struct ofx_av *)fav;
   if ((count && !fi_addr) || flags)
     return -FI_EINVAL;
+  if (av->read_only)
+    return -FI_EACCES;
   int ret = 0;
   ofx_lock(av->dom);
   for (size_t i = 0; i < count; i++) {
@@ -265,7 +387,7 @@ static int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr,
   if (!addrlen || (*addrlen && !addr))
     return -FI_EINVAL;
   ofx_lock(av->dom);
-  if (fi_addr >= av->n || !av->tab[fi_addr].used) {
+  if (fi_addr >= ofx_av_len(av) || !av->tab[fi_addr].used) {
     ofx_unlock(av->dom);
     return -FI_ENOENT;
   }
@@ -317,9 +439,11 @@ int ofx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
   if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP &&
       attr->type != FI_AV_TABLE)
     return -FI_EINVAL;
-  if (attr->name || attr->rx_ctx_bits || (attr->flags & ~FI_EVENT) ||
+  if (attr->rx_ctx_bits || (attr->flags & ~(FI_EVENT | FI_READ)) ||
       (attr->flags & FI_EVENT))
-    return -FI_ENOSYS; /* no shared AVs, no scalable endpoints, no events */
+    return -FI_ENOSYS; /* no scalable endpoints, no events */
+  if ((attr->flags & FI_READ) && !attr->name)
+    return -FI_EINVAL; /* read-only makes sense for a shared AV only */
   struct ofx_av *av = calloc(1, sizeof *av);
   if (!av)
     return -FI_ENOMEM;
@@ -329,6 +453,14 @@ int ofx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
   av->fid.ops = &av_ops;
   av->dom = d;
   av->type = attr->type == FI_AV_UNSPEC ? FI_AV_TABLE : attr->type;
+  if (attr->name) {
+    int ret = shm_attach(av, attr->name, attr->count, attr->flags & FI_READ);
+    if (ret) {
+      free(av);
+      return ret;
+    }
+    attr->map_addr = shm_map(av->shm);
+  }
   ofx_lock(d);
   d->refs++;
   ofx_unlock(d);

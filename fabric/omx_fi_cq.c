@@ -205,6 +205,13 @@ static int trywait_locked(struct ofx_cq *cq) {
   return 0;
 }
 
+/* Under the lock, for poll sets: progresses as a read would; true when a
+ * completion or an error waits. */
+bool ofx_cq_ready_locked(struct ofx_cq *cq) {
+  progress(cq, 1);
+  return cq->ok.count || cq->errs.count;
+}
+
 int ofx_cq_trywait(struct ofx_cq *cq) {
   if (cq->wait_obj != FI_WAIT_FD)
     return -FI_EINVAL; /* fi_trywait is for wait objects the application holds */
@@ -320,7 +327,7 @@ static int cq_close(struct fid *fid) {
   struct ofx_cq *cq = (struct ofx_cq *)fid;
   struct ofx_domain *d = cq->dom;
   ofx_lock(d);
-  if (cq->neps) {
+  if (cq->neps || cq->polls) {
     ofx_unlock(d);
     return -FI_EBUSY;
   }

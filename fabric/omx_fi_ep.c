@@ -73,7 +73,7 @@ void ofx_ep_forget_conn(struct ofx_ep *ep, fi_addr_t a) {
 int ofx_get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out);
 static int get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out) {
   struct ofx_av *av = ep->av;
-  if (!av || dest >= av->n || !av->tab[dest].used)
+  if (!av || dest >= ofx_av_len(av) || !av->tab[dest].used)
     return -FI_EINVAL;
   if (dest >= ep->conn_cap) {
     size_t cap = ep->conn_cap ? ep->conn_cap : 64;
@@ -128,7 +128,7 @@ static fi_addr_t source_of(struct ofx_ep *ep, mx_endpoint_addr_t a) {
   struct ofx_av *av = ep->av;
   if (mx_get_endpoint_addr_context(a, &hint) == MX_SUCCESS && hint) {
     fi_addr_t i = (fi_addr_t)(uintptr_t)hint - 1;
-    if (i < av->n && av->tab[i].used && av->tab[i].name.nic_id == nic &&
+    if (i < ofx_av_len(av) && av->tab[i].used && av->tab[i].name.nic_id == nic &&
         av->tab[i].name.eid == eid)
       return i;
   }
@@ -647,7 +647,7 @@ static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
   }
   if ((ep->caps & FI_DIRECTED_RECV) && src != FI_ADDR_UNSPEC) {
     struct ofx_av *av = ep->av;
-    if (!av || src >= av->n || !av->tab[src].used) {
+    if (!av || src >= ofx_av_len(av) || !av->tab[src].used) {
       ret = -FI_EINVAL;
       goto out;
     }
@@ -1281,7 +1281,8 @@ int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
   if (info->ep_attr && info->ep_attr->type != FI_EP_RDM &&
       info->ep_attr->type != FI_EP_UNSPEC)
     return -FI_EINVAL;
-  if (info->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_REMOTE_CQ_DATA | FI_TRANSMIT))
+  if (info->caps & ~(OFX_CAPS | OFX_RMA_CAPS | FI_REMOTE_CQ_DATA | FI_SHARED_AV |
+                     FI_TRANSMIT))
     return -FI_EINVAL;
   struct ofx_ep *ep = calloc(1, sizeof *ep);
   if (!ep)

@@ -109,6 +109,13 @@ static void cntr_progress(struct ofx_cntr *c) {
     ofx_ep_progress(c->eps[i], SIZE_MAX);
 }
 
+/* Under the lock, for poll sets: progressed value plus error count, which
+ * changes with every event. */
+uint64_t ofx_cntr_events_locked(struct ofx_cntr *c) {
+  cntr_progress(c);
+  return c->value + c->errs;
+}
+
 static uint64_t cntr_read(struct fid_cntr *fc) {
   struct ofx_cntr *c = (struct ofx_cntr *)fc;
   ofx_lock(c->dom);
@@ -221,7 +228,7 @@ static int cntr_close(struct fid *fid) {
   struct ofx_cntr *c = (struct ofx_cntr *)fid;
   struct ofx_domain *d = c->dom;
   ofx_lock(d);
-  if (c->neps) {
+  if (c->neps || c->polls) {
     ofx_unlock(d);
     return -FI_EBUSY;
   }

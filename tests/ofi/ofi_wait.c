@@ -2,9 +2,9 @@
  * fi_control(FI_GETWAIT) in poll and epoll, fi_trywait, fi_cq_sread on an
  * FD CQ, fi_cq_signal waking a poll, counters (read, add, set, errors,
  * fi_cntr_wait with thresholds and timeouts), an endpoint with a counter and
- * no CQ. Completions come from another thread, so the sleeper is woken by
- * the thread that completes its request (MX's progress thread), not by its
- * own polling.
+ * no CQ, poll sets (fi_poll) over CQs and counters. Completions come from
+ * another thread, so the sleeper is woken by the thread that completes its
+ * request (MX's progress thread), not by its own polling.
  */
 #define _GNU_SOURCE
 #include "common.h"
@@ -229,6 +229,93 @@ static void test_counters(enum fi_wait_obj wait) {
   CHECK_RET(fi_close(&cq->fid), 0);
 }
 
+/* Polls `ps` until every one of the n contexts was reported (or T passes);
+ * returns a bit mask of the ones seen, and checks none is unknown. */
+static unsigned poll_until(struct fid_poll *ps, void **want, int n) {
+  unsigned seen = 0, all = (1u << n) - 1;
+  double deadline = now_ms() + T;
+  while (seen != all && now_ms() < deadline) {
+    void *ctx[8];
+    int r = fi_poll(ps, ctx, 8);
+    CHECK(r >= 0, "fi_poll: %d", r);
+    for (int i = 0; i < r; i++) {
+      int k = 0;
+      while (k < n && ctx[i] != want[k])
+        k++;
+      CHECK(k < n, "fi_poll reported an unexpected context %p", ctx[i]);
+      seen |= k < n ? 1u << k : 0;
+    }
+  }
+  return seen;
+}
+
+/* Poll sets: CQs reported while they hold completions (errors too), counters
+ * once per change, nothing consumed; membership errors and busy closes. */
+static void test_poll_set(void) {
+  int rxq_ctx, txq_ctx, cntr_ctx;
+  struct fi_cq_attr qa = {.format = FI_CQ_FORMAT_TAGGED};
+  struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+  struct fid_cq *rxq, *txq;
+  struct fid_cntr *rxc;
+  REQUIRE(fi_cq_open(dom, &qa, &rxq, &rxq_ctx) == 0 &&
+              fi_cq_open(dom, &qa, &txq, &txq_ctx) == 0 &&
+              fi_cntr_open(dom, &ca, &rxc, &cntr_ctx) == 0,
+          "CQs and counter");
+  fi_addr_t ra, sa;
+  struct fid_ep *rx = open_ep(rxq, NULL, rxc, &ra);
+  struct fid_ep *tx = open_ep(txq, NULL, NULL, &sa);
+  struct fi_poll_attr pa = {0}, bad = {.flags = 1};
+  struct fid_poll *ps;
+  CHECK_RET(fi_poll_open(dom, &bad, &ps), -FI_EINVAL);
+  REQUIRE(fi_poll_open(dom, &pa, &ps) == 0, "fi_poll_open");
+  CHECK_RET(fi_poll_add(ps, &rxq->fid, 0), 0);
+  CHECK_RET(fi_poll_add(ps, &txq->fid, 0), 0);
+  CHECK_RET(fi_poll_add(ps, &rxc->fid, 0), 0);
+  CHECK_RET(fi_poll_add(ps, &rxq->fid, 0), -FI_EALREADY);
+  CHECK_RET(fi_poll_add(ps, &av->fid, 0), -FI_EINVAL); /* CQs and counters only */
+  CHECK_RET(fi_poll_add(ps, &txq->fid, 1), -FI_EINVAL);
+  void *ctx[8];
+  CHECK_RET(fi_poll(ps, ctx, 8), 0); /* nothing happened */
+
+  /* One message: the receive CQ, the send CQ and the counter are reported. */
+  uint64_t v = 0x5eed, got = 0;
+  struct fi_context rc, sc;
+  CHECK_RET(fi_trecv(rx, &got, 8, NULL, FI_ADDR_UNSPEC, 7, 0, &rc), 0);
+  CHECK_RET(fi_tsend(tx, &v, 8, NULL, ra, 7, &sc), 0);
+  void *three[] = {&rxq_ctx, &txq_ctx, &cntr_ctx};
+  CHECK(poll_until(ps, three, 3) == 7, "receive CQ, send CQ and counter reported");
+  /* Nothing consumed: the CQs stay reported, the counter (unchanged) not. */
+  int r = fi_poll(ps, ctx, 8);
+  CHECK(r == 2 && ctx[0] != &cntr_ctx && ctx[1] != &cntr_ctx,
+        "both CQs again, the counter not: %d", r);
+  CHECK_RET(fi_poll(ps, ctx, 1), 1); /* no more than asked for */
+  struct fi_cq_tagged_entry e;
+  CHECK(t_wait(rxq, &e, NULL, T) == 1 && e.op_context == &rc && got == v, "receive read");
+  CHECK(t_wait(txq, &e, NULL, T) == 1 && e.op_context == &sc, "send read");
+  CHECK_RET(fi_poll(ps, ctx, 8), 0); /* both read: quiet */
+
+  /* An error completion (a cancelled receive) is reported, with the counter. */
+  CHECK_RET(fi_trecv(rx, &got, 8, NULL, FI_ADDR_UNSPEC, 8, 0, &rc), 0);
+  CHECK_RET(fi_cancel(&rx->fid, &rc), 0);
+  void *two[] = {&rxq_ctx, &cntr_ctx};
+  CHECK(poll_until(ps, two, 2) == 3, "error and error count reported");
+  struct fi_cq_err_entry ee;
+  CHECK(t_wait_err(rxq, &ee, T) == 1 && ee.err == FI_ECANCELED, "cancel read");
+  CHECK_RET(fi_poll(ps, ctx, 8), 0);
+
+  /* Members cannot close; fi_poll_del frees them. */
+  CHECK_RET(fi_close(&rx->fid), 0);
+  CHECK_RET(fi_close(&tx->fid), 0);
+  CHECK_RET(fi_close(&rxq->fid), -FI_EBUSY);
+  CHECK_RET(fi_close(&rxc->fid), -FI_EBUSY);
+  CHECK_RET(fi_poll_del(ps, &rxq->fid, 0), 0);
+  CHECK_RET(fi_poll_del(ps, &rxq->fid, 0), -FI_ENOENT);
+  CHECK_RET(fi_close(&rxq->fid), 0);
+  CHECK_RET(fi_close(&ps->fid), 0); /* releases the others */
+  CHECK_RET(fi_close(&txq->fid), 0);
+  CHECK_RET(fi_close(&rxc->fid), 0);
+}
+
 int main(void) {
   struct fi_info *h = t_hints(FI_TAGGED | FI_MSG);
   h->domain_attr->av_type = FI_AV_TABLE;
@@ -243,6 +330,7 @@ int main(void) {
   test_cq_fd();
   test_counters(FI_WAIT_UNSPEC);
   test_counters(FI_WAIT_FD);
+  test_poll_set();
   struct fi_cntr_attr bad = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_MUTEX_COND};
   struct fid_cntr *c;
   CHECK_RET(fi_cntr_open(dom, &bad, &c, NULL), -FI_ENOSYS);

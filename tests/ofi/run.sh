@@ -15,7 +15,10 @@
 # ofi_addr       tests/ofi/ofi_addr.c in h0 on lo: IP/host-name nodes, port
 #                services, FI_SOURCE binding a port, insertsvc/insertsym
 # ofi_wait(_net) tests/ofi/ofi_wait.c in h0 on lo (shared memory, network
-#                path): FI_WAIT_FD CQs and counters, poll/epoll, fi_trywait
+#                path): FI_WAIT_FD CQs and counters, poll/epoll, fi_trywait,
+#                poll sets (fi_poll)
+# ofi_shared_av  tests/ofi/ofi_shared_av.c in h0 on lo: a named AV created by
+#                one process, opened FI_READ and used by a forked one
 # ofi_multi(_net) tests/ofi/ofi_multi.c in h0 on lo (shared memory, network
 #                path): FI_MULTI_RECV buffers, FI_DELIVERY_COMPLETE as op flag
 # ofi_rma(_net)  tests/ofi/ofi_rma.c in h0 on lo: RMA write/read, provider keys
@@ -61,7 +64,7 @@ export FI_PROVIDER_PATH="$provdir"
 mkdir -p "$OMX_STATE_DIR"
 unset OMX_IFACES OMX_DISABLE_SHARED OMX_RNDV_THRESHOLD FI_PROVIDER FI_LOG_LEVEL || true
 
-all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads ofi_addr ofi_wait ofi_wait_net ofi_multi ofi_multi_net ofi_rma ofi_rma_net ofi_atomic ofi_atomic_net twoproc_lo twoproc_2h ports_lo ports_2h
+all=(fi_info ofi_api ofi_api_net ofi_control ofi_threads ofi_addr ofi_wait ofi_wait_net ofi_shared_av ofi_multi ofi_multi_net ofi_rma ofi_rma_net ofi_atomic ofi_atomic_net twoproc_lo twoproc_2h ports_lo ports_2h
   pp_lo_tagged pp_lo_msg pp_lo_net_tagged pp_2h_tagged pp_2h_msg pp_2h_sizes)
 select_tests "$@"
 
@@ -163,6 +166,7 @@ want ofi_threads && single ofi_threads ofi_threads OMX_IFACES=lo
 want ofi_addr && single ofi_addr ofi_addr OMX_IFACES=lo OFX_TEST_IP=10.213.7.1
 want ofi_wait && single ofi_wait ofi_wait OMX_IFACES=lo
 want ofi_wait_net && single ofi_wait_net ofi_wait OMX_IFACES=lo OMX_DISABLE_SHARED=1
+want ofi_shared_av && single ofi_shared_av ofi_shared_av OMX_IFACES=lo
 want ofi_multi && single ofi_multi ofi_multi OMX_IFACES=lo
 want ofi_multi_net && single ofi_multi_net ofi_multi OMX_IFACES=lo OMX_DISABLE_SHARED=1
 want ofi_rma && single ofi_rma ofi_rma OMX_IFACES=lo OFX_TEST_KEYS=prov
