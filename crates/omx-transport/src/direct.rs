@@ -47,6 +47,21 @@ pub struct ReplyPlace {
 }
 
 impl ReplyPlace {
+    /// Whether any byte of this place is also one of `other`'s: two receives posted
+    /// into one buffer at once give such places, which one batch must never hold
+    /// together (a frame received into one and then rebuilt would read the other's).
+    pub fn overlaps(&self, other: &ReplyPlace) -> bool {
+        fn used(p: &ReplyPlace) -> &[(*mut u8, usize)] {
+            &p.pieces[..p.count.min(DIRECT_MAX_PIECES)]
+        }
+        used(self).iter().any(|&(a, al)| {
+            used(other).iter().any(|&(b, bl)| {
+                let (a, b) = (a as usize, b as usize);
+                al > 0 && bl > 0 && a < b + bl && b < a + al
+            })
+        })
+    }
+
     /// No expectation: the whole frame goes into the batch's buffer.
     pub const NONE: ReplyPlace = ReplyPlace {
         pieces: [(std::ptr::null_mut(), 0); DIRECT_MAX_PIECES],
@@ -397,5 +412,33 @@ impl DirectRx {
         // SAFETY: a zero-length iovec: nothing is written.
         unsafe { sys::recv_frame_into(self.fd(), &mut iov, false)? };
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn place(pieces: &[(usize, usize)]) -> ReplyPlace {
+        let mut p = ReplyPlace::NONE;
+        for (i, &(a, l)) in pieces.iter().enumerate() {
+            p.pieces[i] = (a as *mut u8, l);
+            p.len += l;
+        }
+        p.count = pieces.len();
+        p
+    }
+
+    #[test]
+    fn places_overlap_only_when_a_byte_is_shared() {
+        let a = place(&[(0x1000, 0x100)]);
+        assert!(a.overlaps(&place(&[(0x10ff, 1)])));
+        assert!(a.overlaps(&place(&[(0x800, 0x900)])));
+        assert!(!a.overlaps(&place(&[(0x1100, 0x100)])));
+        assert!(!a.overlaps(&place(&[(0xf00, 0x100)])));
+        // Any piece of either, and empty pieces never.
+        assert!(a.overlaps(&place(&[(0x3000, 8), (0x1080, 8)])));
+        assert!(!a.overlaps(&place(&[(0x1080, 0)])));
+        assert!(!a.overlaps(&ReplyPlace::NONE));
     }
 }

@@ -3,7 +3,8 @@
  * nic ids (h0:0 / h1:0), connect successes and failures (wrong key, endpoint
  * not open, bad index), mx_iconnect, messages of every size both ways with
  * replies through status.source, truncation (eager and rendezvous), mx_issend,
- * probes, 256-segment vectors, a closed remote endpoint; then, once the server
+ * probes, 256-segment vectors, many large receives posted into one buffer at
+ * once, a closed remote endpoint; then, once the server
  * is gone: mx_connect timeout (MX_TIMEOUT), request timeouts
  * (mx_set_request_timeout, per request and endpoint default) ending in
  * MX_STATUS_ENDPOINT_UNREACHABLE, mx_wakeup of a blocked mx_connect, and
@@ -15,6 +16,10 @@
 #define OTHER_KEY 0x0badcafeu
 #define CLIENT_EID 3
 #define WAIT_MS 30000
+/* Rounds of receives posted into one buffer at once, each of a large message. */
+#define SHARED_ROUNDS 10
+#define SHARED_RECVS 32
+#define SHARED_LEN (1u << 20)
 
 static mx_endpoint_t ep;
 static uint64_t my_nic;
@@ -178,6 +183,28 @@ static void server(void) {
     fill(buf, total, 0x5100);
     CHECK(send_from(ep, client, buf, total, 0x5100, &st), "reply to 256 segments");
     free(tmp);
+  }
+
+  /* Many receives posted into one buffer at once (libfabric's bandwidth tests do
+   * this): their pulls run side by side into the same memory and every message
+   * carries the same bytes, so the buffer must hold them whatever the order. */
+  for (int round = 0; round < SHARED_ROUNDS; round++) {
+    mx_request_t r[SHARED_RECVS];
+    memset(buf, 0, SHARED_LEN);
+    for (int k = 0; k < SHARED_RECVS; k++) {
+      mx_segment_t seg = {buf, SHARED_LEN};
+      CHECK_OK(mx_irecv(ep, &seg, 1, 0x5200, MX_MATCH_MASK_NONE, NULL, &r[k]));
+    }
+    CHECK(send_from(ep, client, buf + SHARED_LEN, 0, 0x5300, &st), "go %d", round);
+    for (int k = 0; k < SHARED_RECVS; k++) {
+      uint32_t result = 0;
+      CHECK_OK(mx_wait(ep, &r[k], WAIT_MS, &st, &result));
+      CHECK(result == 1 && st.code == MX_STATUS_SUCCESS && st.xfer_length == SHARED_LEN,
+            "round %d, receive %d into the shared buffer", round, k);
+    }
+    long bad = verify(buf, SHARED_LEN, 0x5200);
+    CHECK(bad < 0, "round %d: %d receives into one buffer: wrong byte at %ld", round,
+          SHARED_RECVS, bad);
   }
 
   /* second endpoint: the client introduces itself there */
@@ -365,6 +392,24 @@ static void client(void) {
           "256-segment receive");
     CHECK(seg_verify(seg, 0x5100) < 0, "256-segment receive data");
     free(tmp);
+  }
+
+  /* many receives into one buffer on the server: all our sends at once */
+  {
+    unsigned char *out = xmalloc(SHARED_LEN);
+    fill(out, SHARED_LEN, 0x5200);
+    for (int round = 0; round < SHARED_ROUNDS; round++) {
+      mx_request_t s[SHARED_RECVS];
+      REQUIRE(recv_into(ep, buf, 0, 0x5300, &st), "go %d for the shared-buffer round", round);
+      for (int k = 0; k < SHARED_RECVS; k++) {
+        mx_segment_t seg = {out, SHARED_LEN};
+        CHECK_OK(mx_isend(ep, &seg, 1, srv, 0x5200, NULL, &s[k]));
+      }
+      for (int k = 0; k < SHARED_RECVS; k++)
+        CHECK(t_wait(ep, &s[k], &st) && st.code == MX_STATUS_SUCCESS,
+              "round %d, send %d to the shared buffer", round, k);
+    }
+    free(out);
   }
 
   /* endpoint 2 of the server learns our address */

@@ -132,6 +132,12 @@ pub(super) fn drain_direct_batch(
         };
         place.count = k;
         place.len = len;
+        // Receives posted into one buffer at once: stop before a place another one
+        // of this batch already names (the rest arrive whole and are copied).
+        let (earlier, this) = places.split_at(m);
+        if earlier.iter().any(|e| e.overlaps(&this[0])) {
+            return false;
+        }
         dests[m] = (h, off);
         m += 1;
         true
