@@ -159,6 +159,12 @@ impl Engine {
         self.cfg.unexp_max_bytes = bytes;
     }
 
+    /// How many eager sends may complete before their ack (MX's zombie sends,
+    /// `OMX_ZOMBIE_SEND`); 0: every send completes once its partner has it.
+    pub fn set_zombie_max(&mut self, sends: usize) {
+        self.cfg.zombie_max = sends;
+    }
+
     pub fn params(&self) -> &EndpointParams {
         &self.me
     }

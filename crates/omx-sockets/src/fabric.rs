@@ -102,6 +102,10 @@ fn open() -> Option<Fabric> {
         Err(e) => return fail(format!("cannot open an endpoint: {e}")),
     };
     ep.set_unexpected_handler(Some(Box::new(wake_receiver)));
+    // A send completes once the peer's endpoint has it, not when posted: a closing
+    // connection waits for its sends before the kernel socket's FIN, so the FIN can
+    // never overtake the last bytes (the reader takes the FIN as the end of them).
+    ep.set_zombie_max(0);
     let nic = ep.board().nic_id;
     let index = ep.index();
     // SAFETY: flush_all_at_exit is an extern "C" fn without arguments.

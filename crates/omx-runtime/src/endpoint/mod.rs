@@ -193,6 +193,12 @@ impl Endpoint {
         self.inner.app_lock().engine.set_unexpected_max(bytes);
     }
 
+    /// Bounds the eager sends that complete before their ack (see the engine's doc);
+    /// 0: a completed send is one the partner has.
+    pub fn set_zombie_max(&self, sends: usize) {
+        self.inner.app_lock().engine.set_zombie_max(sends);
+    }
+
     /// The application key this endpoint was opened with.
     pub fn key(&self) -> u32 {
         self.inner.lock().engine.params().key
