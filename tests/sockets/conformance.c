@@ -332,14 +332,31 @@ static void t_nonblocking_writes(void)
     static unsigned char out[1 << 16];
     uint64_t sent = 0, got = 0;
     ssize_t r;
-    CHECK(name, s >= 0);
+    /* EPOLLOUT, level- (lt) and edge-triggered (et): room to write, as poll's POLLOUT. */
+    int lt = epoll_create1(EPOLL_CLOEXEC), et = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLOUT, .data.fd = s}, got_ev[2];
+    CHECK(name, s >= 0 && lt >= 0 && et >= 0);
+    CHECK(name, epoll_ctl(lt, EPOLL_CTL_ADD, s, &ev) == 0);
+    ev.events = EPOLLOUT | EPOLLET;
+    CHECK(name, epoll_ctl(et, EPOLL_CTL_ADD, s, &ev) == 0);
+    CHECK(name, epoll_wait(lt, got_ev, 2, 0) == 1 && got_ev[0].events == EPOLLOUT &&
+                    got_ev[0].data.fd == s);
+    CHECK(name, epoll_wait(lt, got_ev, 2, 0) == 1); /* level: again */
+    CHECK(name, epoll_wait(et, got_ev, 2, 0) == 1 && got_ev[0].events == EPOLLOUT);
+    CHECK(name, epoll_wait(et, got_ev, 2, 0) == 0); /* edge: once */
     /* The reader does not read: the writer meets EAGAIN with memory bounded. */
     while ((r = send(s, out, sizeof out, MSG_NOSIGNAL)) > 0 && sent < (256u << 20))
         sent += (uint64_t)r;
     CHECK(name, r == -1 && errno == EAGAIN);
     struct pollfd p = {.fd = s, .events = POLLOUT};
     CHECK(name, poll(&p, 1, 0) == 0); /* full: not writable */
+    CHECK(name, epoll_wait(lt, got_ev, 2, 0) == 0 && epoll_wait(et, got_ev, 2, 0) == 0);
     close(dial(0, 0)); /* the reader starts reading */
+    /* Room again: one edge, and the level. */
+    CHECK(name, epoll_wait(et, got_ev, 2, -1) == 1 && got_ev[0].events == EPOLLOUT);
+    CHECK(name, epoll_wait(lt, got_ev, 2, -1) == 1 && got_ev[0].events == EPOLLOUT);
+    close(lt);
+    close(et);
     CHECK(name, shutdown(s, SHUT_WR) == 0);
     fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK);
     CHECK(name, read_full(s, &got, sizeof got) == 0 && got == sent);

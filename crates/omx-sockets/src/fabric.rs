@@ -1,13 +1,13 @@
 //! The process's omx endpoint (opened on the first connection that may be carried), its
-//! partners, and the wake-up of a connection's readiness descriptor when a message for
-//! it arrives.
+//! partners, the wake-up of a connection's readiness descriptor when a message for
+//! it arrives, and the blocking waits of the program's threads.
 
 use crate::real;
 use omx_proto::{NicId, PartnerId, UnexpectedInfo};
-use omx_runtime::{Endpoint, Runtime};
+use omx_runtime::{Endpoint, Runtime, WatchEnd};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -136,7 +136,16 @@ extern "C" fn flush_all_at_exit() {
     }
 }
 
-/// Called by the progress thread for every message that no receive was posted for.
+/// Messages for carried connections seen so far (any connection): a blocked thread
+/// notes it, looks, then waits until it moves (see [`block`]).
+static ARRIVALS: AtomicU64 = AtomicU64::new(0);
+
+pub fn arrivals() -> u64 {
+    ARRIVALS.load(Ordering::SeqCst)
+}
+
+/// Called, by whichever thread makes progress, for every message that no receive was
+/// posted for (before it is stored).
 fn wake_receiver(info: &UnexpectedInfo) -> bool {
     let id = info.match_info as u32;
     let wakers = WAKERS.lock();
@@ -154,7 +163,39 @@ fn wake_receiver(info: &UnexpectedInfo) -> bool {
         // Unknown kind: drop it.
         _ => return true,
     }
+    // Any kept message may be what a blocked thread waits for.
+    ARRIVALS.fetch_add(1, Ordering::SeqCst);
     false
+}
+
+/// Why [`block`] returned early.
+pub struct Interrupted;
+
+/// Blocks the calling thread until one of `watch` is ready, a message for a carried
+/// connection arrives after `seen` (a value of [`arrivals`] read before the caller last
+/// looked), or `timeout`; `Err` on a signal. The thread waits in the endpoint itself
+/// (its spin, then a sleep on the endpoint's descriptors with `watch` beside them), so
+/// the frame that brings a message wakes this thread, which takes it: a single
+/// wake-up per message. (Sleeping on the connections' eventfds instead needed the
+/// progress thread to wake first, which naps while the program called in recently:
+/// hundreds of microseconds per message.) A forked child has no endpoint: plain poll.
+pub fn block(
+    watch: &[libc::pollfd],
+    timeout: Option<Duration>,
+    seen: u64,
+) -> Result<(), Interrupted> {
+    let Some(fab) = fabric() else {
+        let mut fds = watch.to_vec();
+        let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+        // SAFETY: valid pollfds.
+        let r = unsafe { real::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        let eintr = r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
+        return if eintr { Err(Interrupted) } else { Ok(()) };
+    };
+    match fab.ep.wait_watching(timeout, watch, || arrivals() != seen) {
+        WatchEnd::Interrupted => Err(Interrupted),
+        WatchEnd::Ready | WatchEnd::Watched | WatchEnd::TimedOut => Ok(()),
+    }
 }
 
 pub fn signal(evfd: i32) {

@@ -423,6 +423,7 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 /// As the C library's `close`.
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    crate::epoll::closed(fd);
     if !fds::known_plain(fd) {
         if let Some(c) = fds::detach(fd) {
             c.release();
@@ -577,8 +578,10 @@ pub unsafe extern "C" fn sendfile64(
 
 /// # Safety
 /// As the C library's `poll`. A carried connection is readable when its readiness
-/// descriptor is (watched beside it) and writable when its window has room (looked at
-/// every millisecond while full: the kernel socket itself is always writable).
+/// descriptor is (watched beside it) and writable when its window has room (the
+/// endpoint's completion notifier rings then: the kernel socket itself is always
+/// writable). The thread waits in the endpoint (`fabric::block`), the rest of the set
+/// beside it.
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
     if fds.is_null() || n == 0 {
@@ -595,6 +598,7 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
     }
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
     loop {
+        let seen = crate::fabric::arrivals();
         let mut all: Vec<pollfd> = set.to_vec();
         let mut full = Vec::new();
         for (i, c) in &carried {
@@ -604,17 +608,14 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
             }
         }
         // A full window gains room at a send's completion: the endpoint's notify
-        // descriptor rings then.
-        let mut notify = None;
-        if let Some((_, c)) = full.first() {
-            if let Some(fd) = c.completion_notifier() {
-                all.push(pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-                notify = Some(all.len() - 1);
-            }
+        // descriptor rings then (armed before the look below).
+        let notify = full.first().and_then(|(_, c)| c.completion_notifier());
+        if let Some(fd) = notify {
+            all.push(pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
         }
         let first_reader = all.len();
         let readers: Vec<usize> = carried
@@ -629,29 +630,7 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
                 *i
             })
             .collect();
-        let left_ms = match deadline {
-            None => -1,
-            Some(d) => d
-                .saturating_duration_since(Instant::now())
-                .as_millis()
-                .min(i32::MAX as u128) as c_int,
-        };
-        // Armed after the look above: a completion in between is seen now. Several
-        // threads arming one notifier may miss a ring, so a full window is looked at
-        // again every 10 ms at least (1 ms without the notifier).
-        let slice_ms = if full.is_empty() {
-            left_ms
-        } else if full.iter().any(|(_, c)| c.writable()) {
-            0
-        } else {
-            let step = if notify.is_some() { 10 } else { 1 };
-            if left_ms < 0 {
-                step
-            } else {
-                left_ms.min(step)
-            }
-        };
-        let r = real::poll(all.as_mut_ptr(), all.len() as nfds_t, slice_ms);
+        let r = real::poll(all.as_mut_ptr(), all.len() as nfds_t, 0);
         if r < 0 {
             return r;
         }
@@ -672,14 +651,33 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
             }
         }
         let ready = all[..n as usize].iter().filter(|a| a.revents != 0).count();
-        if ready > 0 || left_ms == 0 {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if ready > 0 || left.is_some_and(|l| l.is_zero()) {
             for (p, a) in set.iter_mut().zip(&all) {
                 p.revents = a.revents;
             }
             return ready as c_int;
         }
+        // Several threads arming one notifier may miss a ring, so a full window is
+        // looked at again every 10 ms at least (1 ms without the notifier).
+        let slice = match (full.is_empty(), notify.is_some()) {
+            (true, _) => left,
+            (false, true) => Some(left.map_or(FULL_LOOK, |l| l.min(FULL_LOOK))),
+            (false, false) => Some(left.map_or(FULL_LOOK_BLIND, |l| l.min(FULL_LOOK_BLIND))),
+        };
+        for a in all.iter_mut() {
+            a.revents = 0;
+        }
+        if crate::fabric::block(&all, slice, seen).is_err() {
+            set_errno(libc::EINTR);
+            return -1;
+        }
     }
 }
+
+/// How often a wait looks at a full window again (the notifier may miss a ring).
+const FULL_LOOK: Duration = Duration::from_millis(10);
+const FULL_LOOK_BLIND: Duration = Duration::from_millis(1);
 
 /// # Safety
 /// As the C library's `ppoll` (ssh's): with a carried connection in the set it is
@@ -795,7 +793,8 @@ pub unsafe extern "C" fn select(
 
 /// # Safety
 /// As the C library's `epoll_ctl`: a carried connection's readiness descriptor follows
-/// it into the epoll set with the same data.
+/// it into the epoll set with the same data; `EPOLLOUT` is room in its window once it
+/// writes on omx (`crate::epoll`).
 #[no_mangle]
 pub unsafe extern "C" fn epoll_ctl(
     epfd: c_int,
@@ -803,19 +802,113 @@ pub unsafe extern "C" fn epoll_ctl(
     fd: c_int,
     ev: *mut epoll_event,
 ) -> c_int {
-    let r = real::epoll_ctl(epfd, op, fd, ev);
+    let Some(c) = lookup(fd) else {
+        return real::epoll_ctl(epfd, op, fd, ev);
+    };
+    let mut kernel = (!ev.is_null()).then(|| *ev);
+    let kernel_out = !c.writes_on_omx();
+    if let Some(k) = kernel.as_mut().filter(|_| !kernel_out) {
+        k.events &= !(libc::EPOLLOUT as u32);
+    }
+    let kernel_ptr = kernel
+        .as_mut()
+        .map_or(std::ptr::null_mut(), |k| k as *mut epoll_event);
+    let r = real::epoll_ctl(epfd, op, fd, kernel_ptr);
     if r == 0 {
-        if let Some(c) = lookup(fd) {
-            let errno = *libc::__errno_location();
-            if op == libc::EPOLL_CTL_DEL || ev.is_null() {
-                real::epoll_ctl(epfd, libc::EPOLL_CTL_DEL, c.evfd, std::ptr::null_mut());
-            } else {
-                let mut mirror = *ev;
-                mirror.events &= !(libc::EPOLLOUT as u32);
-                real::epoll_ctl(epfd, op, c.evfd, &mut mirror);
-            }
-            set_errno(errno);
+        let errno = *libc::__errno_location();
+        if op == libc::EPOLL_CTL_DEL || ev.is_null() {
+            real::epoll_ctl(epfd, libc::EPOLL_CTL_DEL, c.evfd, std::ptr::null_mut());
+        } else {
+            let mut mirror = *ev;
+            mirror.events &= !(libc::EPOLLOUT as u32);
+            real::epoll_ctl(epfd, op, c.evfd, &mut mirror);
         }
+        crate::epoll::changed(epfd, op, fd, ev.as_ref(), &c, kernel_out);
+        set_errno(errno);
     }
     r
+}
+
+/// `epoll_wait` of a set with carried connections: the kernel's events plus room in
+/// their windows; the thread waits in the endpoint, the epoll descriptor beside it.
+unsafe fn epoll_wait_carried(
+    epfd: c_int,
+    events: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    if events.is_null() || max <= 0 {
+        return real::epoll_pwait(epfd, events, max, timeout, mask);
+    }
+    let out = std::slice::from_raw_parts_mut(events, max as usize);
+    let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    loop {
+        let seen = crate::fabric::arrivals();
+        let got = real::epoll_pwait(epfd, events, max, 0, mask);
+        if got < 0 {
+            return got;
+        }
+        let (n, full) = crate::epoll::add_writable(epfd, out, got as usize);
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if n > 0 || left.is_some_and(|l| l.is_zero()) {
+            return n as c_int;
+        }
+        let mut watch = vec![pollfd {
+            fd: epfd,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // A full window gains room at a send's completion (see `poll`).
+        let waits_for_room = full.is_some();
+        let notify = full.and_then(|c| c.completion_notifier());
+        let slice = match (&notify, waits_for_room) {
+            (_, false) => left,
+            (Some(fd), true) => {
+                watch.push(pollfd {
+                    fd: *fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+                Some(left.map_or(FULL_LOOK, |l| l.min(FULL_LOOK)))
+            }
+            (None, true) => Some(left.map_or(FULL_LOOK_BLIND, |l| l.min(FULL_LOOK_BLIND))),
+        };
+        if crate::fabric::block(&watch, slice, seen).is_err() {
+            set_errno(libc::EINTR);
+            return -1;
+        }
+    }
+}
+
+/// # Safety
+/// As the C library's `epoll_wait`.
+#[no_mangle]
+pub unsafe extern "C" fn epoll_wait(
+    epfd: c_int,
+    events: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+) -> c_int {
+    if crate::epoll::has_carried(epfd) {
+        return epoll_wait_carried(epfd, events, max, timeout, std::ptr::null());
+    }
+    real::epoll_wait(epfd, events, max, timeout)
+}
+
+/// # Safety
+/// As the C library's `epoll_pwait` (the signal mask applies to the looks at the
+/// kernel's set; the waits in the endpoint keep the thread's mask).
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait(
+    epfd: c_int,
+    events: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    if crate::epoll::has_carried(epfd) {
+        return epoll_wait_carried(epfd, events, max, timeout, mask);
+    }
+    real::epoll_pwait(epfd, events, max, timeout, mask)
 }

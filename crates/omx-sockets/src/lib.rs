@@ -2,6 +2,7 @@
 //! carries the program's TCP connections to peers that run it too on omx, and leaves
 //! every other descriptor to the kernel. Design: docs/SOCKETS.md.
 
+mod epoll;
 mod fabric;
 mod fds;
 pub mod handshake;

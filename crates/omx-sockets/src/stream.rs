@@ -11,7 +11,7 @@ use omx_runtime::Segment;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::io::{Error, ErrorKind, Result};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -98,6 +98,9 @@ pub struct Conn {
     pub(crate) fell_back: AtomicBool,
     /// When a byte was last sent over TCP to learn whether the peer is still there.
     probed: Mutex<Option<Instant>>,
+    /// Writes that found the window full: edge-triggered `EPOLLOUT` reports the room
+    /// that follows each (as TCP's write-space event follows a full send buffer).
+    full_hits: AtomicU64,
     tx: Mutex<Tx>,
     rx: Mutex<Rx>,
 }
@@ -155,6 +158,7 @@ impl Conn {
             fab,
             users: AtomicUsize::new(0),
             probed: Mutex::new(None),
+            full_hits: AtomicU64::new(0),
             fin_sent: AtomicBool::new(false),
             tx: Mutex::new(Tx::new(tx)),
             rx: Mutex::new(Rx::new(rx)),
@@ -633,6 +637,16 @@ impl Conn {
         Ok(())
     }
 
+    /// Writes go on omx (or fail), no longer on the kernel socket.
+    pub fn writes_on_omx(&self) -> bool {
+        !matches!(self.tx.lock().mode, TxMode::Tcp { .. })
+    }
+
+    /// How many writes found the window full so far.
+    pub fn full_hits(&self) -> u64 {
+        self.full_hits.load(Ordering::Acquire)
+    }
+
     /// Room for a write now (poll's POLLOUT): the window is not full.
     pub fn writable(&self) -> bool {
         if fabric::in_forked_child() {
@@ -689,6 +703,7 @@ impl Conn {
                     self.reap(&mut tx)?;
                     let room = WINDOW.saturating_sub(tx.pending_bytes);
                     if room == 0 {
+                        self.full_hits.fetch_add(1, Ordering::AcqRel);
                         if dontwait {
                             break;
                         }
@@ -766,6 +781,8 @@ impl Conn {
                 drop(rx);
                 return self.recv_tcp(out, if peek { libc::MSG_PEEK } else { 0 }, block);
             }
+            // Noted before looking: a message that arrives after the look moves it.
+            let seen = fabric::arrivals();
             if rx.offset < rx.leftover.len() {
                 let n = out.len().min(rx.leftover.len() - rx.offset);
                 out[..n].copy_from_slice(&rx.leftover[rx.offset..rx.offset + n]);
@@ -863,15 +880,14 @@ impl Conn {
                         TcpState::Data => {}
                         TcpState::Empty => {}
                     }
-                    if block && self.spin_for_data() {
-                        continue;
-                    }
                 }
             }
             if !block {
                 return Err(os_err(libc::EAGAIN));
             }
-            let mut p = [
+            // The kernel socket (set-up bytes, FIN, reset) and the readiness descriptor
+            // (a message stored by another thread) beside the endpoint's own wake-ups.
+            let watch = [
                 libc::pollfd {
                     fd: self.evfd,
                     events: libc::POLLIN,
@@ -890,27 +906,24 @@ impl Conn {
                 },
             ];
             let deadline = *deadline.get_or_insert_with(|| self.receive_deadline());
-            let wait_ms = match deadline {
-                None => -1,
+            let left = match deadline {
+                None => None,
                 Some(d) => {
                     let left = d.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         // SO_RCVTIMEO passed, as TCP says it.
                         return Err(os_err(libc::EAGAIN));
                     }
-                    left.as_millis().clamp(1, i32::MAX as u128) as i32
+                    Some(left)
                 }
             };
             // The kernel socket unwatched: its end is looked at every PEER_CHECK.
-            let wait_ms = if p[1].fd < 0 && !(0..=50).contains(&wait_ms) {
-                PEER_CHECK.as_millis() as i32
+            let left = if watch[1].fd < 0 {
+                Some(left.map_or(PEER_CHECK, |l| l.min(PEER_CHECK)))
             } else {
-                wait_ms
+                left
             };
-            // SAFETY: two valid pollfds.
-            if unsafe { real::poll(p.as_mut_ptr(), 2, wait_ms) } < 0
-                && Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-            {
+            if fabric::block(&watch, left, seen).is_err() {
                 // As the kernel's read interrupted by a signal handler.
                 return Err(os_err(libc::EINTR));
             }
@@ -968,20 +981,6 @@ impl Conn {
                 n.max(0) as usize
             }
         }
-    }
-
-    /// Polls omx for this connection's next message for the spin budget (a reply that
-    /// comes within it is caught without sleeping).
-    fn spin_for_data(&self) -> bool {
-        let cfg = &self.fab.ep.runtime().cfg;
-        let until = Instant::now() + cfg.wait_spin_for.min(Duration::from_millis(10));
-        while Instant::now() < until {
-            if self.fab.ep.iprobe(self.id as u64, !0).is_some() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        false
     }
 
     fn take_control(&self) -> Option<u64> {

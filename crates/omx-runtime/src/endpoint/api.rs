@@ -2,7 +2,8 @@
 //! test/wait/probe, cancel, and the unexpected-message handler.
 
 use super::completions::RequestInfo;
-use super::{Core, Endpoint, Error, UnexpectedHandler};
+use super::sleep::Ended;
+use super::{Core, Endpoint, Error, UnexpectedHandler, WatchEnd};
 use crate::local::LocalConnect;
 use crate::memory::{Access, Segment, MAX_SEGMENTS};
 use omx_proto::*;
@@ -474,6 +475,32 @@ impl Endpoint {
         self.inner.wait_for(timeout, None, |core, _| {
             core.engine.iprobe(match_info, mask)
         })
+    }
+
+    /// Waits as [`Endpoint::probe`] does (spin, then sleep on the endpoint's
+    /// descriptors with its message-aware wake-ups, this thread making the progress)
+    /// until `ready()` says so, one of the caller's descriptors `watch` is ready
+    /// (looked at while the spin yields, watched in every sleep), a signal, `timeout`
+    /// or [`Endpoint::wakeup`]. `ready` is asked after each progress pass, once the
+    /// unexpected handler has run; it runs with the endpoint locked, so it must not
+    /// call the endpoint. A thread blocked on something that omx messages and other
+    /// descriptors both feed (a socket layer's read, its `poll`) sleeps here, so the
+    /// frame that brings the message wakes the thread that takes it.
+    pub fn wait_watching(
+        &self,
+        timeout: Option<Duration>,
+        watch: &[libc::pollfd],
+        mut ready: impl FnMut() -> bool,
+    ) -> WatchEnd {
+        match self
+            .inner
+            .wait_watching(timeout, None, watch, |_, _| ready().then_some(()))
+        {
+            Ok(()) => WatchEnd::Ready,
+            Err(Ended::Timeout) => WatchEnd::TimedOut,
+            Err(Ended::Watched) => WatchEnd::Watched,
+            Err(Ended::Interrupted) => WatchEnd::Interrupted,
+        }
     }
 
     /// Cancels an unmatched receive; true if it was cancelled (and freed).

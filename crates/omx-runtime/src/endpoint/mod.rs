@@ -15,6 +15,19 @@ mod tx;
 
 use completions::Completions;
 pub use completions::RequestInfo;
+
+/// How [`Endpoint::wait_watching`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchEnd {
+    /// The caller's condition holds.
+    Ready,
+    /// One of the caller's descriptors is ready.
+    Watched,
+    /// A signal interrupted the sleep (`EINTR`).
+    Interrupted,
+    /// The timeout passed (or `wakeup`, or the endpoint closes).
+    TimedOut,
+}
 use housekeeping::Upkeep;
 use progress::{Activity, UnexpectedSlot};
 use rx::Inbound;

@@ -327,7 +327,7 @@ impl EndpointInner {
             nap = APP_QUIET;
             let core = self.lock();
             let budget = self.sleep_budget(&core, Duration::from_millis(100));
-            let fired = self.sleep_unlocked(core, budget);
+            let fired = self.sleep_unlocked(core, budget, &[]);
             if self.wake.sleepers.load(Ordering::SeqCst) == 0 && fired.event {
                 self.wake.drain_signal();
             }

@@ -22,6 +22,26 @@ pub(super) struct Fired {
     pub(super) doorbell: bool,
     /// A signal handler ran during the sleep (`EINTR`).
     pub(super) interrupted: bool,
+    /// One of the caller's own descriptors (`Endpoint::wait_watching`) is ready.
+    pub(super) watched: bool,
+}
+
+/// How a wait ended without its condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// The timeout passed, `wakeup()` was called or the endpoint closes.
+    Timeout,
+    /// One of the caller's descriptors is ready.
+    Watched,
+    /// A signal interrupted the sleep.
+    Interrupted,
+}
+
+/// Whether one of `watch` is ready now (a look without waiting).
+fn watched_ready(watch: &mut [libc::pollfd]) -> bool {
+    // SAFETY: valid pollfds, no wait.
+    !watch.is_empty()
+        && unsafe { libc::poll(watch.as_mut_ptr(), watch.len() as libc::nfds_t, 0) } > 0
 }
 
 /// Descriptors a sleep watches: the wake and data sockets, the eventfd, the doorbell,
@@ -226,9 +246,10 @@ impl Wake {
         };
     }
 
-    /// Sleeps until a watched descriptor is ready or `timeout`; returns which of the
-    /// eventfd and the shared-memory doorbell fired (they need draining).
-    fn poll_fds(&self, rt: &Runtime, timeout: Duration) -> Fired {
+    /// Sleeps until a watched descriptor (the endpoint's, or one of the caller's
+    /// `watch`) is ready or `timeout`; returns which of the eventfd and the
+    /// shared-memory doorbell fired (they need draining) and whether `watch` did.
+    fn poll_fds(&self, rt: &Runtime, timeout: Duration, watch: &[libc::pollfd]) -> Fired {
         let active = self.coalescing != Coalescing::Off
             && rt
                 .now()
@@ -286,14 +307,26 @@ impl Wake {
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
         };
         self.stats.sleeps.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `nfds` valid pollfds (a negative fd is ignored) and a valid timespec.
-        let n = unsafe {
-            libc::ppoll(
-                fds.as_mut_ptr(),
-                nfds as libc::nfds_t,
-                &ts,
-                std::ptr::null(),
-            )
+        let ppoll = |all: &mut [libc::pollfd]| {
+            // SAFETY: valid pollfds (a negative fd is ignored) and a valid timespec.
+            unsafe {
+                libc::ppoll(
+                    all.as_mut_ptr(),
+                    all.len() as libc::nfds_t,
+                    &ts,
+                    std::ptr::null(),
+                )
+            }
+        };
+        // The caller's descriptors follow the endpoint's (allocated only for them).
+        let (n, watched) = if watch.is_empty() {
+            (ppoll(&mut fds[..nfds]), false)
+        } else {
+            let mut all = fds[..nfds].to_vec();
+            all.extend_from_slice(watch);
+            let n = ppoll(&mut all);
+            fds[..nfds].copy_from_slice(&all[..nfds]);
+            (n, all[nfds..].iter().any(|f| f.revents != 0))
         };
         let interrupted =
             n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
@@ -324,6 +357,7 @@ impl Wake {
             event: fds[2].revents != 0,
             doorbell: fds[3].revents != 0,
             interrupted,
+            watched,
         }
     }
 }
@@ -343,7 +377,12 @@ impl EndpointInner {
 
     /// Sleeps in `poll_fds` with the shared-memory doorbell armed (unless a record
     /// arrived meanwhile). Called with the core lock held; releases it.
-    pub(super) fn sleep_unlocked(&self, mut core: CoreGuard<'_>, timeout: Duration) -> Fired {
+    pub(super) fn sleep_unlocked(
+        &self,
+        mut core: CoreGuard<'_>,
+        timeout: Duration,
+        watch: &[libc::pollfd],
+    ) -> Fired {
         if core.direct_rx.is_some() {
             take_late_replies(&mut core, self.rt.now());
         }
@@ -372,7 +411,7 @@ impl EndpointInner {
             None => false,
         };
         drop(core);
-        let fired = self.wake.poll_fds(&self.rt, timeout);
+        let fired = self.wake.poll_fds(&self.rt, timeout, watch);
         if armed {
             if let Some(sh) = self.lock().local.as_mut() {
                 sh.after_sleep(fired.doorbell);
@@ -389,13 +428,28 @@ impl EndpointInner {
         &self,
         timeout: Option<Duration>,
         want: Option<ReqId>,
-        mut check: impl FnMut(&mut Core, Option<Completion>) -> Option<T>,
+        check: impl FnMut(&mut Core, Option<Completion>) -> Option<T>,
     ) -> Option<T> {
+        self.wait_watching(timeout, want, &[], check).ok()
+    }
+
+    /// `wait_for` that also ends when one of the caller's descriptors `watch` is ready:
+    /// looked at whenever the spin yields, and watched in every sleep beside the
+    /// endpoint's own (so the thread that sleeps is the one the frame wakes). A signal
+    /// ends it too, when there are such descriptors.
+    pub(super) fn wait_watching<T>(
+        &self,
+        timeout: Option<Duration>,
+        want: Option<ReqId>,
+        watch: &[libc::pollfd],
+        mut check: impl FnMut(&mut Core, Option<Completion>) -> Option<T>,
+    ) -> Result<T, Ended> {
+        let mut looked = watch.to_vec();
         // Already there: return without a progress pass, so that streams of
         // early-completed sends keep accumulating into shared frames.
         let mut core = self.app_lock();
         if let Some(x) = check(&mut core, None) {
-            return Some(x);
+            return Ok(x);
         }
         drop(core);
         let start = self.rt.now();
@@ -418,13 +472,13 @@ impl EndpointInner {
             let mut core = self.run_handlers(core);
             if let Some(x) = check(&mut core, got) {
                 self.wake.spin.record(now.saturating_sub(start));
-                break Some(x);
+                break Ok(x);
             }
             if self.wake.wakeups.load(Ordering::SeqCst) != wakeups
                 || self.activity.closing.load(Ordering::SeqCst)
                 || deadline.is_some_and(|d| now >= d)
             {
-                break None;
+                break Err(Ended::Timeout);
             }
             // Work another thread does for us on this CPU: the copy thread, or omxd.
             let core_copies = core.copier.pending() > 0 || core.sock.is_relay();
@@ -435,6 +489,9 @@ impl EndpointInner {
                 // CPU (wake-affine scheduling) then runs soon instead of after the whole
                 // spin budget, which otherwise locks both sides into slow waits.
                 if now > next_yield || core_copies {
+                    if watched_ready(&mut looked) {
+                        break Err(Ended::Watched);
+                    }
                     std::thread::yield_now();
                     next_yield = now + YIELD_EVERY;
                 } else {
@@ -445,13 +502,16 @@ impl EndpointInner {
             let left = Duration::from_nanos(deadline.map_or(1_000_000_000, |d| d - now));
             let budget = self.sleep_budget(&core, left);
             self.wake.sleepers.fetch_add(1, Ordering::SeqCst);
-            let fired = self.sleep_unlocked(core, budget);
+            let fired = self.sleep_unlocked(core, budget, watch);
             if self.wake.sleepers.fetch_sub(1, Ordering::SeqCst) == 1 && fired.event {
                 self.wake.drain_signal();
             }
             // OMX_WAITINTR: a signal ends the wait as a timeout would.
-            if fired.interrupted && self.rt.cfg.wait_intr {
-                break None;
+            if fired.interrupted && (self.rt.cfg.wait_intr || !watch.is_empty()) {
+                break Err(Ended::Interrupted);
+            }
+            if fired.watched {
+                break Err(Ended::Watched);
             }
         };
         self.activity.app_active.fetch_sub(1, Ordering::SeqCst);

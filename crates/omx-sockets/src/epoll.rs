@@ -1,0 +1,141 @@
+//! Carried connections in epoll sets. The kernel answers for their descriptors and for
+//! the mirrored readiness descriptors; once a connection writes on omx its kernel
+//! registration leaves `EPOLLOUT` out (the kernel socket is then always writable) and
+//! this registry adds what the kernel cannot know, room in the window (`EPOLLOUT`,
+//! level and edge). Until then (a client waiting for the hello, a non-blocking
+//! connect) `EPOLLOUT` is the kernel's. It also tells `epoll_wait` which sets need the
+//! thread to wait in the endpoint.
+
+use crate::stream::Conn;
+use libc::epoll_event;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+struct Member {
+    fd: i32,
+    conn: Weak<Conn>,
+    events: u32,
+    data: u64,
+    /// The kernel registration still asks for `EPOLLOUT` (set while the connection
+    /// wrote on TCP; dropped at the first look once it writes on omx).
+    kernel_out: bool,
+    /// Edge-triggered: the connection's `full_hits` when `EPOLLOUT` was last reported
+    /// (`None`: not since the descriptor was added or modified).
+    reported: Option<u64>,
+}
+
+/// Carried members of each epoll set, by epoll descriptor.
+static SETS: Mutex<Option<HashMap<i32, Vec<Member>>>> = Mutex::new(None);
+/// Sets in `SETS` (most programs have none: `closed` then takes no lock).
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// `epoll_ctl(epfd, op, fd, ev)` succeeded for the carried `conn`.
+/// `kernel_out`: the kernel registration asks for `EPOLLOUT`.
+pub fn changed(
+    epfd: i32,
+    op: i32,
+    fd: i32,
+    ev: Option<&epoll_event>,
+    conn: &Arc<Conn>,
+    kernel_out: bool,
+) {
+    let mut sets = SETS.lock();
+    let map = sets.get_or_insert_with(HashMap::new);
+    let members = map.entry(epfd).or_default();
+    members.retain(|m| m.fd != fd);
+    if let (Some(ev), true) = (ev, op != libc::EPOLL_CTL_DEL) {
+        members.push(Member {
+            fd,
+            conn: Arc::downgrade(conn),
+            events: ev.events,
+            data: ev.u64,
+            kernel_out,
+            reported: None,
+        });
+    }
+    if members.is_empty() {
+        map.remove(&epfd);
+    }
+    COUNT.store(map.len(), Ordering::Release);
+}
+
+/// A descriptor closed: as an epoll set it is gone, as a member it left every set (the
+/// library keeps its own duplicate of the socket, so the kernel would keep it).
+pub fn closed(fd: i32) {
+    if COUNT.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let mut sets = SETS.lock();
+    let Some(map) = sets.as_mut() else { return };
+    map.remove(&fd);
+    for members in map.values_mut() {
+        members.retain(|m| m.fd != fd);
+    }
+    map.retain(|_, m| !m.is_empty());
+    COUNT.store(map.len(), Ordering::Release);
+}
+
+/// True when `epfd` has carried members.
+pub fn has_carried(epfd: i32) -> bool {
+    COUNT.load(Ordering::Acquire) > 0 && SETS.lock().as_ref().is_some_and(|m| m.contains_key(&epfd))
+}
+
+/// Adds `EPOLLOUT` for the members with room in their window to the `n` events the
+/// kernel gave (merged into a member's event when the kernel reported it too); returns
+/// the new count. Level-triggered: whenever there is room; edge-triggered: once after
+/// each time a write found the window full (and once after `EPOLL_CTL_ADD`/`MOD`).
+/// Also returns a member whose window is full, whose room a wait must watch for.
+pub fn add_writable(epfd: i32, events: &mut [epoll_event], n: usize) -> (usize, Option<Arc<Conn>>) {
+    let mut n = n;
+    let mut full = None;
+    let mut sets = SETS.lock();
+    let Some(members) = sets.as_mut().and_then(|m| m.get_mut(&epfd)) else {
+        return (n, None);
+    };
+    for m in members
+        .iter_mut()
+        .filter(|m| m.events & libc::EPOLLOUT as u32 != 0)
+    {
+        let Some(conn) = m.conn.upgrade() else {
+            continue;
+        };
+        if m.kernel_out {
+            if !conn.writes_on_omx() {
+                continue;
+            }
+            let mut ev = epoll_event {
+                events: m.events & !(libc::EPOLLOUT as u32),
+                u64: m.data,
+            };
+            // SAFETY: a valid event for a descriptor of the set.
+            unsafe { crate::real::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, m.fd, &mut ev) };
+            m.kernel_out = false;
+        }
+        let hits = conn.full_hits();
+        if !conn.writable() {
+            full = Some(conn);
+            continue;
+        }
+        if m.events & libc::EPOLLET as u32 != 0 {
+            if m.reported == Some(hits) {
+                continue;
+            }
+            m.reported = Some(hits);
+        }
+        let room = n < events.len();
+        match events[..n].iter_mut().find(|e| e.u64 == m.data) {
+            Some(e) => e.events |= libc::EPOLLOUT as u32,
+            None if room => {
+                events[n] = epoll_event {
+                    events: libc::EPOLLOUT as u32,
+                    u64: m.data,
+                };
+                n += 1;
+            }
+            None => {}
+        }
+    }
+    (n, full)
+}
