@@ -719,15 +719,20 @@ impl Filesystem for OmxFs {
         };
         let inline = size as usize <= INLINE_WRITE;
         self.send_fh(fh, build, None, size, move |r| {
-            match body(r, |rep, rd| {
-                let n = rd.u32()? as usize;
-                let data = if inline { rd.rest() } else { &rep.data[..] };
-                if data.len() != n {
-                    return Err(Malformed("read length"));
-                }
-                Ok(data.to_vec())
-            }) {
-                Ok(d) => reply.data(&d),
+            // From the received buffer straight into the reply: the body is the
+            // length, then the data when it came inline.
+            let checked = r.and_then(|rep| {
+                let n = Reader::new(&rep.body).u32().map_err(|_| libc::EIO)? as usize;
+                let got = if inline {
+                    rep.body.len() - 4
+                } else {
+                    rep.data.len()
+                };
+                (got == n).then_some(rep).ok_or(libc::EIO)
+            });
+            match checked {
+                Ok(rep) if inline => reply.data(&rep.body[4..]),
+                Ok(rep) => reply.data(&rep.data),
                 Err(e) => reply.error(e),
             }
         });
