@@ -435,7 +435,18 @@ impl Filesystem for OmxFs {
         let path = join(&path_or!(self, parent, reply), name);
         let mut w = req(Op::Lookup);
         w.bytes(&path);
-        self.entry(w, path, reply);
+        // A name that does not exist is cached as such (a negative entry, node 0) for
+        // entry_timeout, as a positive one is: asked again, or created, without a
+        // lookup first.
+        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
+            Ok(a) => {
+                let ino = sh.nodes.lock().looked_up(path);
+                reply.entry(&ttl, &file_attr(ino, &a), 0)
+            }
+            Err(libc::ENOENT) => reply.entry(&ttl, &file_attr(0, &Attr::default()), 0),
+            Err(e) => reply.error(e),
+        });
     }
 
     fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
