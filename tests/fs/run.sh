@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs exerciser-faults tar cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart)
+all=(exerciser exerciser-procs exerciser-faults tar cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -303,5 +303,33 @@ if want server-restart; then
     for _ in $(seq 1 100); do on "$c1" sh -c "echo back > $m/after" 2>/dev/null && break; sleep 0.2; done &&
     [ "$(cat "$tmp/export/data/after")" = back ]
   report server-restart $? "$log/restart" "$log/client1" "$log/server"
+fi
+if want reopen-after-restart; then
+  # Files kept open across a server restart: the client reopens them by path in its
+  # new session (reads and writes go on); one deleted meanwhile gives ESTALE. The
+  # process goes on as soon as the new server serves: its first request finds the old
+  # session gone and is made again in a new one.
+  mkfifo "$tmp/reopen.in"
+  on "$c1" python3 "$here/reopen.py" "$m" "$tmp/reopen.want" <"$tmp/reopen.in" >"$log/reopen" 2>&1 &
+  rp=$!
+  exec {go}>"$tmp/reopen.in"
+  wait_for() { # wait_for CMD...: until CMD succeeds (60 s at most, while the process lives)
+    local deadline=$((SECONDS + 60))
+    until "$@"; do
+      kill -0 "$rp" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] || return 1
+      sleep 0.1
+    done
+  }
+  servings() { grep -c 'omxfsd: serving' "$log/server" || true; }
+  serving() { [ "$(servings)" -gt "$before" ]; }
+  wait_for grep -qx open "$log/reopen" &&
+    before=$(servings) &&
+    kill -9 "$server_pid" && { wait "$server_pid" 2>/dev/null; rm "$tmp/export/data/gone"; } &&
+    start_server && wait_for serving &&
+    echo go >&"$go" && exec {go}>&- &&
+    wait "$rp" && grep -qx ok "$log/reopen" &&
+    cmp "$tmp/export/data/kept" "$tmp/reopen.want"
+  report reopen-after-restart $? "$log/reopen" "$log/client1" "$log/server"
+  exec {go}>&- 2>/dev/null
 fi
 summary

@@ -182,14 +182,7 @@ impl Server {
         let Some(op) = job.msg.get(3).and_then(|&b| Op::from_u8(b)) else {
             return false;
         };
-        let small_io = || {
-            // Read and write carry (fh, offset, length) right after the header.
-            let len = job
-                .msg
-                .get(32..36)
-                .map(|b| u32::from_le_bytes(b.try_into().unwrap()));
-            len.is_some_and(|n| n as usize <= INLINE_WRITE)
-        };
+        let small_io = || io_len(&job.msg).is_some_and(|n| n as usize <= INLINE_WRITE);
         let quick = match op {
             Op::Hello | Op::Open | Op::Fsync | Op::Fallocate => false,
             Op::Read | Op::Write => small_io(),
@@ -274,6 +267,10 @@ impl Server {
             self.counters.malformed.fetch_add(1, Ordering::Relaxed);
             return self.reply(to, h.op, h.id, Err(libc::EPROTO));
         };
+        let refused_write = |s: &Self| match io_len(&job.msg) {
+            Some(n) if op == Op::Write => s.discard_write_data(h, n),
+            _ => {}
+        };
         let res = if op == Op::Hello {
             self.hello(&mut r)
         } else {
@@ -281,10 +278,12 @@ impl Server {
                 self.counters
                     .unknown_session
                     .fetch_add(1, Ordering::Relaxed);
+                refused_write(self);
                 return self.reply(to, h.op, h.id, Err(libc::EBADR));
             };
             *sess.last_seen.lock() = Instant::now();
             if self.opts.read_only && op.mutates() {
+                refused_write(self);
                 return self.reply(to, h.op, h.id, Err(libc::EROFS));
             }
             self.dispatch(op, h, &sess, &mut r, to)
@@ -297,6 +296,22 @@ impl Server {
             Err(Dispatch::Errno(e)) => self.reply(to, h.op, h.id, Err(e)),
             Err(Dispatch::Deferred) => {}
             Ok(w) => self.reply(to, h.op, h.id, Ok(w)),
+        }
+    }
+
+    /// The data message of a large write refused before it was received (unknown
+    /// session, no such handle, read-only): taken into nothing (a zero-length receive,
+    /// not waited for), so that the client's send completes and nothing is left
+    /// unexpected here.
+    fn discard_write_data(&self, h: Header, len: u32) {
+        if len as usize <= INLINE_WRITE {
+            return;
+        }
+        let seg = Segment::memory(std::ptr::null_mut(), 0);
+        let m = match_info(Kind::WriteData, h.word, h.id);
+        // SAFETY: an empty segment names no memory.
+        if let Ok(r) = unsafe { self.ep.irecv(&[seg], m, u64::MAX, 0) } {
+            self.ep.forget(r);
         }
     }
 
@@ -520,10 +535,14 @@ impl Server {
             }
             Op::Write => {
                 let (fh, off, len) = (r.u64()?, r.u64()?, r.u32()?);
-                if len > MAX_IO {
-                    return Err(Dispatch::Errno(libc::EINVAL));
-                }
-                let f = self.file(s, fh)?;
+                let f = match self.file(s, fh) {
+                    Ok(f) if len <= MAX_IO => f,
+                    Ok(_) => return Err(Dispatch::Errno(libc::EINVAL)),
+                    Err(e) => {
+                        self.discard_write_data(h, len);
+                        return Err(e);
+                    }
+                };
                 if len as usize <= INLINE_WRITE {
                     let d = r.rest();
                     if d.len() != len as usize {
@@ -753,6 +772,13 @@ impl Server {
             }
         }
     }
+}
+
+/// The length of a read or write request (it carries (fh, offset, length) right after
+/// the header), read before the request is decoded.
+fn io_len(msg: &[u8]) -> Option<u32> {
+    msg.get(32..36)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
 }
 
 /// Directory entries from offset `off` on, as many as fit in `max` bytes of the

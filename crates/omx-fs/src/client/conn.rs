@@ -3,16 +3,22 @@
 //!
 //! Bounded failure: a request unanswered for the timeout (a lock wait excepted, which
 //! the pings cover) marks the server down: every request in flight fails with `EIO`,
-//! new ones with `ENOTCONN` until a ping's reconnect (a new session) succeeds.
+//! new ones with `ENOTCONN` until a reconnect (a new session) succeeds: tried by the
+//! pings, and by a request made while disconnected (at most one attempt per
+//! [`RECONNECT_GAP`], each bounded by the timeout).
 
 use crate::proto::*;
 use omx_proto::{NicId, PartnerId, RequestKind, StatusCode};
 use omx_runtime::{Endpoint, Segment};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A failed reconnect is not retried sooner than this (requests made meanwhile fail
+/// at once with `ENOTCONN` instead of each waiting for the timeout).
+pub const RECONNECT_GAP: Duration = Duration::from_secs(1);
 
 /// What a finished request hands its callback: the reply body (after the header) and
 /// the read data, or an errno.
@@ -27,8 +33,10 @@ struct Pending {
     header: Vec<u8>,
     header_req: omx_proto::ReqId,
     data: Option<(Vec<u8>, omx_proto::ReqId)>,
-    /// Bytes sent by reference (a large write): alive until its send completes.
+    /// The header, sent by reference: alive until its send completes.
     sent: Vec<Vec<u8>>,
+    /// A large write's data, sent by reference (shared with a retry).
+    write: Option<Arc<Vec<u8>>>,
     parts_left: u32,
     reply: Option<(i32, usize)>,
     data_len: usize,
@@ -55,6 +63,10 @@ pub struct Conn {
     pub root_attr: Mutex<Attr>,
     pub read_only: Mutex<bool>,
     connected: (Mutex<Option<Result<PartnerId, StatusCode>>>, Condvar),
+    /// Held while a reconnect runs (one at a time), with when the last one failed.
+    reconnecting: Mutex<Option<Instant>>,
+    /// A ping's reconnect thread is under way.
+    ping_reconnecting: AtomicBool,
 }
 
 impl Conn {
@@ -81,11 +93,50 @@ impl Conn {
             root_attr: Mutex::new(Attr::default()),
             read_only: Mutex::new(false),
             connected: (Mutex::new(None), Condvar::new()),
+            reconnecting: Mutex::new(None),
+            ping_reconnecting: AtomicBool::new(false),
         })
     }
 
     pub fn generation(&self) -> u64 {
         self.state.lock().generation
+    }
+
+    /// Whether a session is open (as far as this side knows).
+    pub fn connected(&self) -> bool {
+        self.state.lock().server.is_some()
+    }
+
+    /// Opens a new session unless one newer than generation `seen` is already open
+    /// (blocking; never on the completion thread, which the hello's reply goes
+    /// through). The old session's requests still in flight fail with `EBADR` (a
+    /// caller retries those). A failed attempt is not repeated for [`RECONNECT_GAP`]
+    /// unless `now` (a retry, on a thread of its own: waiting blocks nothing else).
+    pub fn reconnect(self: &Arc<Self>, seen: u64, now: bool) -> Result<(), String> {
+        let mut failed_at = self.reconnecting.lock();
+        {
+            let st = self.state.lock();
+            if st.generation != seen && st.server.is_some() {
+                return Ok(());
+            }
+        }
+        if !now && failed_at.is_some_and(|t| t.elapsed() < RECONNECT_GAP) {
+            return Err("the server is not answering".into());
+        }
+        self.server_down(libc::EBADR);
+        let res = self.hello();
+        match &res {
+            Ok(()) => {
+                *failed_at = None;
+                eprintln!("omxfs: reconnected to the server (new session)");
+            }
+            Err(e) => {
+                self.state.lock().server = None;
+                *failed_at = Some(Instant::now());
+                eprintln!("omxfs: reconnect: {e}");
+            }
+        }
+        res
     }
 
     /// Connects and opens a session (blocking).
@@ -134,7 +185,7 @@ impl Conn {
     pub fn call(
         self: &Arc<Self>,
         w: Writer,
-        write: Option<Vec<u8>>,
+        write: Option<Arc<Vec<u8>>>,
         read: u32,
     ) -> Result<Reply, i32> {
         let slot = Arc::new((Mutex::new(None), Condvar::new()));
@@ -159,7 +210,14 @@ impl Conn {
     /// Posts a request: `w` (its header, session and id filled in here), an optional
     /// large write's data (sent as its own message) and the size of a large read's data
     /// message to receive. `done` runs on the completion thread.
-    pub fn submit(&self, w: Writer, write: Option<Vec<u8>>, read: u32, bounded: bool, done: Done) {
+    pub fn submit(
+        &self,
+        w: Writer,
+        write: Option<Arc<Vec<u8>>>,
+        read: u32,
+        bounded: bool,
+        done: Done,
+    ) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) & ID_MASK;
         self.submit_as(id, w, write, read, bounded, done)
     }
@@ -174,7 +232,7 @@ impl Conn {
         &self,
         id: u64,
         mut w: Writer,
-        write: Option<Vec<u8>>,
+        write: Option<Arc<Vec<u8>>>,
         read: u32,
         bounded: bool,
         done: Done,
@@ -193,6 +251,7 @@ impl Conn {
             header_req: omx_proto::ReqId(0),
             data: None,
             sent: Vec::new(),
+            write: None,
             parts_left: 1,
             reply: None,
             data_len: 0,
@@ -257,7 +316,7 @@ impl Conn {
             {
                 p.parts_left += 1;
             }
-            p.sent.push(data);
+            p.write = Some(data);
         }
         if !ok {
             p.deadline = Some(Instant::now());
@@ -284,7 +343,7 @@ impl Conn {
                 .values()
                 .any(|p| p.deadline.is_some_and(|d| now >= d));
             if overdue {
-                self.server_down();
+                self.server_down(libc::EIO);
             }
         }
     }
@@ -293,18 +352,9 @@ impl Conn {
         if self.state.lock().generation == 0 {
             return; // the first hello is still under way
         }
-        if self.state.lock().server.is_none() {
-            // Reconnect off this thread: the hello's reply comes through it.
-            let c = self.clone();
-            std::thread::spawn(move || {
-                if let Err(e) = c.hello() {
-                    c.state.lock().server = None;
-                    eprintln!("omxfs: reconnect: {e}");
-                } else {
-                    eprintln!("omxfs: reconnected to the server (new session)");
-                }
-            });
-            return;
+        let generation = self.generation();
+        if !self.connected() {
+            return self.reconnect_in_background(generation);
         }
         let w = Writer::request(Op::Ping, 0, 0);
         let c = self.clone();
@@ -316,14 +366,28 @@ impl Conn {
             Box::new(move |r| {
                 if matches!(r, Err(libc::EBADR)) {
                     // The server restarted (our session is unknown there).
-                    c.server_down();
+                    c.reconnect_in_background(generation);
                 }
             }),
         );
     }
 
-    /// Fails every request in flight and forgets the server until a reconnect.
-    pub fn server_down(&self) {
+    /// Reconnects off the completion thread (the hello's reply comes through it), one
+    /// such thread at a time.
+    fn reconnect_in_background(self: &Arc<Self>, seen: u64) {
+        if self.ping_reconnecting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let c = self.clone();
+        std::thread::spawn(move || {
+            let _ = c.reconnect(seen, false);
+            c.ping_reconnecting.store(false, Ordering::Release);
+        });
+    }
+
+    /// Fails every request in flight with `errno` and forgets the server until a
+    /// reconnect.
+    pub fn server_down(&self, errno: i32) {
         let taken: Vec<Pending> = {
             let mut st = self.state.lock();
             if let Some(p) = st.server.take() {
@@ -349,7 +413,7 @@ impl Conn {
                 }
             }
             if let Some(done) = p.done.take() {
-                done(Err(libc::EIO));
+                done(Err(errno));
             }
             if leak || p.parts_left > 0 {
                 // The engine may still hold these buffers.
@@ -373,7 +437,10 @@ impl Conn {
             return;
         };
         p.parts_left = p.parts_left.saturating_sub(1);
-        let failed = c.status.code != StatusCode::Success;
+        // A write's data cut short: the server refused the write (its error reply
+        // says why) and took the data into nothing.
+        let cut = c.kind == RequestKind::Send && c.status.code == StatusCode::Truncated;
+        let failed = c.status.code != StatusCode::Success && !cut;
         if failed {
             eprintln!(
                 "omxfs: request {id} ({:?}) failed: {:?}",
@@ -395,7 +462,11 @@ impl Conn {
         }
         if failed {
             drop(pending);
-            return self.server_down();
+            // The server's endpoint is gone (closed or restarted: the engine saw its
+            // new instance): the session went with it, the requests are made again in
+            // a new one (EBADR, as a restarted server answers).
+            let gone = c.status.code == StatusCode::EndpointUnreachable;
+            return self.server_down(if gone { libc::EBADR } else { libc::EIO });
         }
         // An error reply means no data message will come: drop its receive.
         if let (Some((e, _)), Some((_, dr))) = (p.reply, &p.data) {

@@ -8,10 +8,10 @@
 pub mod conn;
 
 use crate::proto::*;
-use conn::{Conn, Reply};
+use conn::{Conn, Done, Reply};
 use fuser::*;
 use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -168,13 +168,150 @@ fn dtype(t: u8) -> FileType {
     }
 }
 
-pub struct OmxFs {
+/// An open file or directory as the kernel holds it: the fh the kernel has is the
+/// client's own, mapped to the server's handle of the session it was opened in. After
+/// a server restart (a new session) it is reopened by path with the same flags at its
+/// next use; a file that is gone, or is another file now, gives `ESTALE`.
+struct Handle {
+    node: u64,
+    flags: i32,
+    dir: bool,
+    /// The file's inode number on the server (0 for directories: not checked).
+    ino: u64,
+    server_fh: u64,
+    generation: u64,
+    /// Locked through this mount: its flush goes to the server (which releases the
+    /// closing owner's locks there).
+    locked: bool,
+}
+
+#[derive(Default)]
+struct Handles {
+    map: HashMap<u64, Handle>,
+    next: u64,
+}
+
+/// What requests are built from, shared with the completion thread and with retries.
+struct Shared {
     conn: Arc<Conn>,
-    nodes: Arc<Mutex<Nodes>>,
+    nodes: Mutex<Nodes>,
+    handles: Mutex<Handles>,
+}
+
+/// Builds a request (again for a retry: it maps handles to the current session's).
+type Build = Box<dyn Fn(&Arc<Shared>) -> Result<Writer, i32> + Send>;
+
+impl Shared {
+    /// Sends the request `build` makes; one whose session the server no longer knows
+    /// (it restarted) is made again in a new session, once. Never called on the
+    /// completion thread (building may reconnect or reopen, which wait for replies).
+    fn request(
+        self: &Arc<Self>,
+        build: Build,
+        write: Option<Arc<Vec<u8>>>,
+        read: u32,
+        done: Done,
+        retry: bool,
+    ) {
+        let conn = &self.conn;
+        if !conn.connected() && conn.reconnect(conn.generation(), false).is_err() {
+            return done(Err(libc::ENOTCONN));
+        }
+        let generation = conn.generation();
+        let w = match build(self) {
+            Ok(w) => w,
+            Err(e) => return done(Err(e)),
+        };
+        let sh = self.clone();
+        let data = write.clone();
+        conn.submit(
+            w,
+            data,
+            read,
+            true,
+            Box::new(move |r| match r {
+                Err(libc::EBADR) if retry => {
+                    std::thread::spawn(move || match sh.conn.reconnect(generation, true) {
+                        Ok(()) => sh.request(build, write, read, done, false),
+                        Err(_) => done(Err(libc::EIO)),
+                    });
+                }
+                Err(libc::EBADR) => done(Err(libc::EIO)),
+                r => done(r),
+            }),
+        );
+    }
+
+    /// A new client handle for the server's `server_fh` opened in session `generation`.
+    fn add_handle(&self, h: Handle) -> u64 {
+        let mut hs = self.handles.lock();
+        hs.next += 1;
+        let fh = hs.next;
+        hs.map.insert(fh, h);
+        fh
+    }
+
+    /// The server's handle for client handle `fh`, reopened first if it belongs to an
+    /// older session (blocking).
+    fn server_fh(&self, fh: u64) -> Result<u64, i32> {
+        let generation = self.conn.generation();
+        let (node, flags, dir, ino, locked) = {
+            let hs = self.handles.lock();
+            let h = hs.map.get(&fh).ok_or(libc::EBADF)?;
+            if h.generation == generation {
+                return Ok(h.server_fh);
+            }
+            (h.node, h.flags, h.dir, h.ino, h.locked)
+        };
+        let path = self.nodes.lock().path(node).ok_or(libc::ESTALE)?;
+        let mut w = req(if dir { Op::Opendir } else { Op::Open });
+        w.bytes(&path);
+        if !dir {
+            // Created or truncated once is enough.
+            let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
+            w.u32(flags as u32).u32(0).u32(0).u32(0);
+        }
+        let reply = self.conn.call(w, None, 0).map_err(|e| match e {
+            libc::ENOENT => libc::ESTALE,
+            libc::EBADR | libc::ENOTCONN => libc::EIO,
+            e => e,
+        })?;
+        let mut rd = Reader::new(&reply.body);
+        let server_fh = rd.u64().map_err(|_| libc::EIO)?;
+        if !dir {
+            let a = Attr::decode(&mut rd).map_err(|_| libc::EIO)?;
+            if a.ino != ino {
+                // Another file took the name meanwhile.
+                let mut w = req(Op::Release);
+                w.u64(server_fh).u64(0).u32(0);
+                self.conn.submit(w, None, 0, true, Box::new(|_| {}));
+                return Err(libc::ESTALE);
+            }
+        }
+        if locked {
+            eprintln!(
+                "omxfs: {}: reopened after a server restart; the locks held on it were lost",
+                String::from_utf8_lossy(&path)
+            );
+        }
+        if let Some(h) = self.handles.lock().map.get_mut(&fh) {
+            h.server_fh = server_fh;
+            h.generation = generation;
+            h.locked = false;
+        }
+        Ok(server_fh)
+    }
+
+    /// Forgets client handle `fh`; the server's handle if it is of the current session.
+    fn take_handle(&self, fh: u64) -> Option<(u64, bool)> {
+        let h = self.handles.lock().map.remove(&fh)?;
+        (h.generation == self.conn.generation()).then_some((h.server_fh, h.locked))
+    }
+}
+
+pub struct OmxFs {
+    sh: Arc<Shared>,
     opts: Options,
-    /// Open files this mount has sent a lock request for: only their flushes go to the
-    /// server (which releases the closing owner's locks there).
-    locked: Mutex<HashSet<u64>>,
 }
 
 /// Decodes a reply body, mapping a malformed one to EIO.
@@ -190,27 +327,55 @@ fn body<T>(
 impl OmxFs {
     pub fn new(conn: Arc<Conn>, opts: Options) -> OmxFs {
         OmxFs {
-            conn,
-            nodes: Arc::new(Mutex::new(Nodes::new())),
+            sh: Arc::new(Shared {
+                conn,
+                nodes: Mutex::new(Nodes::new()),
+                handles: Mutex::new(Handles::default()),
+            }),
             opts,
-            locked: Mutex::new(HashSet::new()),
         }
     }
 
     fn path(&self, ino: u64) -> Option<Vec<u8>> {
-        self.nodes.lock().path(ino)
+        self.sh.nodes.lock().path(ino)
     }
 
+    /// Sends the request `w` (built once: it names no handle).
     fn send(&self, w: Writer, done: impl FnOnce(Result<Reply, i32>) + Send + 'static) {
-        self.conn.submit(w, None, 0, true, Box::new(done));
+        let w = w.0;
+        self.sh.request(
+            Box::new(move |_| Ok(Writer(w.clone()))),
+            None,
+            0,
+            Box::new(done),
+            true,
+        );
+    }
+
+    /// Sends the request `build` makes for the server's handle of client handle `fh`.
+    fn send_fh(
+        &self,
+        fh: u64,
+        build: impl Fn(u64) -> Writer + Send + 'static,
+        write: Option<Arc<Vec<u8>>>,
+        read: u32,
+        done: impl FnOnce(Result<Reply, i32>) + Send + 'static,
+    ) {
+        self.sh.request(
+            Box::new(move |sh| Ok(build(sh.server_fh(fh)?))),
+            write,
+            read,
+            Box::new(done),
+            true,
+        );
     }
 
     /// A request answered with an attribute that names a (new) entry at `path`.
     fn entry(&self, w: Writer, path: Vec<u8>, reply: ReplyEntry) {
-        let (nodes, ttl) = (self.nodes.clone(), self.opts.entry_timeout);
+        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
-                let ino = nodes.lock().looked_up(path);
+                let ino = sh.nodes.lock().looked_up(path);
                 reply.entry(&ttl, &file_attr(ino, &a), 0)
             }
             Err(e) => reply.error(e),
@@ -219,6 +384,13 @@ impl OmxFs {
 
     fn empty(&self, w: Writer, reply: ReplyEmpty) {
         self.send(w, move |r| match r {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn empty_fh(&self, fh: u64, build: impl Fn(u64) -> Writer + Send + 'static, reply: ReplyEmpty) {
+        self.send_fh(fh, build, None, 0, move |r| match r {
             Ok(_) => reply.ok(),
             Err(e) => reply.error(e),
         });
@@ -263,11 +435,22 @@ impl Filesystem for OmxFs {
         let path = join(&path_or!(self, parent, reply), name);
         let mut w = req(Op::Lookup);
         w.bytes(&path);
-        self.entry(w, path, reply);
+        // A name that does not exist is cached as such (a negative entry, node 0) for
+        // entry_timeout, as a positive one is: asked again, or created, without a
+        // lookup first.
+        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
+            Ok(a) => {
+                let ino = sh.nodes.lock().looked_up(path);
+                reply.entry(&ttl, &file_attr(ino, &a), 0)
+            }
+            Err(libc::ENOENT) => reply.entry(&ttl, &file_attr(0, &Attr::default()), 0),
+            Err(e) => reply.error(e),
+        });
     }
 
     fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
-        self.nodes.lock().forget(ino, nlookup);
+        self.sh.nodes.lock().forget(ino, nlookup);
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
@@ -323,20 +506,30 @@ impl Filesystem for OmxFs {
         let (ab, at) = stamp(atime, set::ATIME, set::ATIME_NOW);
         let (mb, mt) = stamp(mtime, set::MTIME, set::MTIME_NOW);
         valid |= ab | mb;
-        let mut w = req(Op::Setattr);
-        w.bytes(&path)
-            .u64(fh.unwrap_or(0))
-            .u32(valid)
-            .u32(mode.unwrap_or(0));
-        w.u32(uid.unwrap_or(0))
-            .u32(gid.unwrap_or(0))
-            .u64(size.unwrap_or(0));
-        w.i64(at.0).u32(at.1).i64(mt.0).u32(mt.1);
+        let (mode, uid, gid, size) = (
+            mode.unwrap_or(0),
+            uid.unwrap_or(0),
+            gid.unwrap_or(0),
+            size.unwrap_or(0),
+        );
+        let build = move |sh: &Arc<Shared>| {
+            let fh = match fh {
+                Some(fh) => sh.server_fh(fh)?,
+                None => 0,
+            };
+            let mut w = req(Op::Setattr);
+            w.bytes(&path).u64(fh).u32(valid).u32(mode);
+            w.u32(uid).u32(gid).u64(size);
+            w.i64(at.0).u32(at.1).i64(mt.0).u32(mt.1);
+            Ok(w)
+        };
         let ttl = self.opts.attr_timeout;
-        self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
+        let done = move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => reply.attr(&ttl, &file_attr(ino, &a)),
             Err(e) => reply.error(e),
-        });
+        };
+        self.sh
+            .request(Box::new(build), None, 0, Box::new(done), true);
     }
 
     fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
@@ -423,10 +616,10 @@ impl Filesystem for OmxFs {
         let to = join(&path_or!(self, newparent, reply), newname);
         let mut w = req(Op::Rename);
         w.bytes(&from).bytes(&to).u32(flags);
-        let nodes = self.nodes.clone();
+        let sh = self.sh.clone();
         self.send(w, move |r| match r {
             Ok(_) => {
-                let mut n = nodes.lock();
+                let mut n = sh.nodes.lock();
                 if flags & libc::RENAME_EXCHANGE != 0 {
                     let tmp = b"\0exchange".to_vec();
                     n.renamed(&to, &tmp);
@@ -462,9 +655,23 @@ impl Filesystem for OmxFs {
         w.bytes(&path).u32(flags as u32).u32(0).u32(0).u32(0);
         // No FOPEN_KEEP_CACHE: the kernel drops cached pages at every open, which is
         // close-to-open consistency.
-        self.send(w, move |r| match body(r, |_, rd| rd.u64()) {
-            Ok(fh) => reply.opened(fh, 0),
-            Err(e) => reply.error(e),
+        let (sh, generation) = (self.sh.clone(), self.sh.conn.generation());
+        self.send(w, move |r| {
+            match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
+                Ok((server_fh, a)) => {
+                    let fh = sh.add_handle(Handle {
+                        node: ino,
+                        flags,
+                        dir: false,
+                        ino: a.ino,
+                        server_fh,
+                        generation,
+                        locked: false,
+                    });
+                    reply.opened(fh, 0)
+                }
+                Err(e) => reply.error(e),
+            }
         });
     }
 
@@ -482,11 +689,21 @@ impl Filesystem for OmxFs {
         let mut w = req(Op::Create);
         w.bytes(&path).u32(flags as u32).u32(mode);
         w.u32(req_.uid()).u32(req_.gid());
-        let (nodes, ttl) = (self.nodes.clone(), self.opts.entry_timeout);
+        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        let generation = self.sh.conn.generation();
         self.send(w, move |r| {
             match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
-                Ok((fh, a)) => {
-                    let ino = nodes.lock().looked_up(path);
+                Ok((server_fh, a)) => {
+                    let ino = sh.nodes.lock().looked_up(path);
+                    let fh = sh.add_handle(Handle {
+                        node: ino,
+                        flags,
+                        dir: false,
+                        ino: a.ino,
+                        server_fh,
+                        generation,
+                        locked: false,
+                    });
                     reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
                 }
                 Err(e) => reply.error(e),
@@ -506,28 +723,30 @@ impl Filesystem for OmxFs {
         reply: ReplyData,
     ) {
         let size = size.min(MAX_IO);
-        let mut w = req(Op::Read);
-        w.u64(fh).u64(offset as u64).u32(size);
+        let build = move |fh| {
+            let mut w = req(Op::Read);
+            w.u64(fh).u64(offset as u64).u32(size);
+            w
+        };
         let inline = size as usize <= INLINE_WRITE;
-        self.conn.submit(
-            w,
-            None,
-            size,
-            true,
-            Box::new(move |r| {
-                match body(r, |rep, rd| {
-                    let n = rd.u32()? as usize;
-                    let data = if inline { rd.rest() } else { &rep.data[..] };
-                    if data.len() != n {
-                        return Err(Malformed("read length"));
-                    }
-                    Ok(data.to_vec())
-                }) {
-                    Ok(d) => reply.data(&d),
-                    Err(e) => reply.error(e),
-                }
-            }),
-        );
+        self.send_fh(fh, build, None, size, move |r| {
+            // From the received buffer straight into the reply: the body is the
+            // length, then the data when it came inline.
+            let checked = r.and_then(|rep| {
+                let n = Reader::new(&rep.body).u32().map_err(|_| libc::EIO)? as usize;
+                let got = if inline {
+                    rep.body.len() - 4
+                } else {
+                    rep.data.len()
+                };
+                (got == n).then_some(rep).ok_or(libc::EIO)
+            });
+            match checked {
+                Ok(rep) if inline => reply.data(&rep.body[4..]),
+                Ok(rep) => reply.data(&rep.data),
+                Err(e) => reply.error(e),
+            }
+        });
     }
 
     fn write(
@@ -542,24 +761,24 @@ impl Filesystem for OmxFs {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
-        let mut w = req(Op::Write);
-        w.u64(fh).u64(offset as u64).u32(data.len() as u32);
-        let separate = if data.len() <= INLINE_WRITE {
-            w.0.extend_from_slice(data);
-            None
+        let (inline, separate) = if data.len() <= INLINE_WRITE {
+            (data.to_vec(), None)
         } else {
-            Some(data.to_vec())
+            (Vec::new(), Some(Arc::new(data.to_vec())))
         };
-        self.conn.submit(
-            w,
-            separate,
-            0,
-            true,
-            Box::new(move |r| match body(r, |_, rd| rd.u32()) {
+        let len = data.len() as u32;
+        let build = move |fh| {
+            let mut w = req(Op::Write);
+            w.u64(fh).u64(offset as u64).u32(len);
+            w.0.extend_from_slice(&inline);
+            w
+        };
+        self.send_fh(fh, build, separate, 0, move |r| {
+            match body(r, |_, rd| rd.u32()) {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(e),
-            }),
-        );
+            }
+        });
     }
 
     fn flush(
@@ -571,12 +790,20 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         // A flush only releases the closing owner's locks (writes are already on the
-        // server): answered here for a file this mount never locked.
-        if !self.locked.lock().contains(&fh) {
+        // server): answered here for a file this mount never locked (or locked in a
+        // session that is gone, with its locks).
+        let server_fh = {
+            let hs = self.sh.handles.lock();
+            hs.map
+                .get(&fh)
+                .filter(|h| h.locked && h.generation == self.sh.conn.generation())
+                .map(|h| h.server_fh)
+        };
+        let Some(server_fh) = server_fh else {
             return reply.ok();
-        }
+        };
         let mut w = req(Op::Flush);
-        w.u64(fh).u64(lock_owner);
+        w.u64(server_fh).u64(lock_owner);
         self.empty(w, reply);
     }
 
@@ -590,26 +817,44 @@ impl Filesystem for OmxFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.locked.lock().remove(&fh);
+        // A handle of a session that is gone has nothing left on the server.
+        let Some((server_fh, _)) = self.sh.take_handle(fh) else {
+            return reply.ok();
+        };
         let mut w = req(Op::Release);
-        w.u64(fh)
+        w.u64(server_fh)
             .u64(lock_owner.unwrap_or(0))
             .u32(lock_owner.is_some() as u32);
         self.empty(w, reply);
     }
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
-        let mut w = req(Op::Fsync);
-        w.u64(fh).u32(datasync as u32);
-        self.empty(w, reply);
+        let build = move |fh| {
+            let mut w = req(Op::Fsync);
+            w.u64(fh).u32(datasync as u32);
+            w
+        };
+        self.empty_fh(fh, build, reply);
     }
 
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
         let path = path_or!(self, ino, reply);
         let mut w = req(Op::Opendir);
         w.bytes(&path);
+        let (sh, generation) = (self.sh.clone(), self.sh.conn.generation());
         self.send(w, move |r| match body(r, |_, rd| rd.u64()) {
-            Ok(fh) => reply.opened(fh, 0),
+            Ok(server_fh) => {
+                let fh = sh.add_handle(Handle {
+                    node: ino,
+                    flags: 0,
+                    dir: true,
+                    ino: 0,
+                    server_fh,
+                    generation,
+                    locked: false,
+                });
+                reply.opened(fh, 0)
+            }
             Err(e) => reply.error(e),
         });
     }
@@ -622,10 +867,13 @@ impl Filesystem for OmxFs {
         offset: i64,
         mut reply: ReplyDirectory,
     ) {
-        let mut w = req(Op::Readdir);
         // About what one kernel readdir buffer holds: the rest would be dropped.
-        w.u64(fh).i64(offset).u32(8192);
-        self.send(w, move |r| {
+        let build = move |fh| {
+            let mut w = req(Op::Readdir);
+            w.u64(fh).i64(offset).u32(8192);
+            w
+        };
+        self.send_fh(fh, build, None, 0, move |r| {
             let res = body(r, |_, rd| {
                 let n = rd.u32()?;
                 for _ in 0..n {
@@ -653,11 +901,14 @@ impl Filesystem for OmxFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let dir = path_or!(self, ino, reply);
-        let mut w = req(Op::Readdirplus);
         // The kernel's buffer is one page: the server sends what fits in it.
-        w.u64(fh).i64(offset).u32(4096);
-        let (nodes, ttl) = (self.nodes.clone(), self.opts.entry_timeout);
-        self.send(w, move |r| {
+        let build = move |fh| {
+            let mut w = req(Op::Readdirplus);
+            w.u64(fh).i64(offset).u32(4096);
+            w
+        };
+        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        self.send_fh(fh, build, None, 0, move |r| {
             let res = body(r, |_, rd| {
                 let n = rd.u32()?;
                 for _ in 0..n {
@@ -671,7 +922,7 @@ impl Filesystem for OmxFs {
                         // The kernel counts one lookup for each entry it takes (not
                         // `.` and `..`, which come without attributes).
                         Some(a) => {
-                            let mut nodes = nodes.lock();
+                            let mut nodes = sh.nodes.lock();
                             let node = nodes.looked_up(join(&dir, name));
                             let full = reply.add(node, next, name, &ttl, &file_attr(node, &a), 0);
                             if full {
@@ -711,8 +962,11 @@ impl Filesystem for OmxFs {
         _flags: i32,
         reply: ReplyEmpty,
     ) {
+        let Some((server_fh, _)) = self.sh.take_handle(fh) else {
+            return reply.ok();
+        };
         let mut w = req(Op::Releasedir);
-        w.u64(fh);
+        w.u64(server_fh);
         self.empty(w, reply);
     }
 
@@ -792,10 +1046,13 @@ impl Filesystem for OmxFs {
         pid: u32,
         reply: ReplyLock,
     ) {
-        let mut w = req(Op::Getlk);
-        w.u64(fh).u64(lock_owner).u64(start).u64(end);
-        w.u32(typ as u32).u32(pid).u32(0);
-        self.send(w, move |r| {
+        let build = move |fh| {
+            let mut w = req(Op::Getlk);
+            w.u64(fh).u64(lock_owner).u64(start).u64(end);
+            w.u32(typ as u32).u32(pid).u32(0);
+            w
+        };
+        self.send_fh(fh, build, None, 0, move |r| {
             match body(r, |_, rd| Ok((rd.u64()?, rd.u64()?, rd.u32()?, rd.u32()?))) {
                 Ok((s, e, t, p)) => reply.locked(s, e, t as i32, p),
                 Err(e) => reply.error(e),
@@ -816,15 +1073,21 @@ impl Filesystem for OmxFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        self.locked.lock().insert(fh);
+        let server_fh = match self.sh.server_fh(fh) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        if let Some(h) = self.sh.handles.lock().map.get_mut(&fh) {
+            h.locked = true;
+        }
         let mut w = req(Op::Setlk);
-        w.u64(fh).u64(lock_owner).u64(start).u64(end);
+        w.u64(server_fh).u64(lock_owner).u64(start).u64(end);
         w.u32(typ as u32).u32(pid).u32(sleep as u32);
-        let id = self.conn.new_id();
+        let id = self.sh.conn.new_id();
         let answered = Arc::new(AtomicBool::new(false));
         let a2 = answered.clone();
         // A lock wait may last: the pings, not a request timeout, bound it.
-        self.conn.submit_as(
+        self.sh.conn.submit_as(
             id,
             w,
             None,
@@ -834,12 +1097,14 @@ impl Filesystem for OmxFs {
                 a2.store(true, Ordering::Release);
                 match r {
                     Ok(_) => reply.ok(),
+                    // The server restarted under the wait: no lock.
+                    Err(libc::EBADR) => reply.error(libc::EIO),
                     Err(e) => reply.error(e),
                 }
             }),
         );
         if sleep {
-            watch_lock_wait(self.conn.clone(), id, req_.pid(), answered);
+            watch_lock_wait(self.sh.conn.clone(), id, req_.pid(), answered);
         }
     }
 
@@ -853,12 +1118,15 @@ impl Filesystem for OmxFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let mut w = req(Op::Fallocate);
-        w.u64(fh)
-            .u64(offset as u64)
-            .u64(length as u64)
-            .u32(mode as u32);
-        self.empty(w, reply);
+        let build = move |fh| {
+            let mut w = req(Op::Fallocate);
+            w.u64(fh)
+                .u64(offset as u64)
+                .u64(length as u64)
+                .u32(mode as u32);
+            w
+        };
+        self.empty_fh(fh, build, reply);
     }
 }
 
@@ -905,10 +1173,10 @@ impl OmxFs {
         let path = join(&path_or!(self, parent, reply), name);
         let mut w = req(op);
         w.bytes(&path);
-        let nodes = self.nodes.clone();
+        let sh = self.sh.clone();
         self.send(w, move |r| match r {
             Ok(_) => {
-                nodes.lock().removed(&path);
+                sh.nodes.lock().removed(&path);
                 reply.ok()
             }
             Err(e) => reply.error(e),
