@@ -46,6 +46,29 @@ fn spawn_as(h: &Hosts, i: usize, user: &str, label: &str, bin: &str, args: &[&st
     h.spawn(i, label, "setpriv", &full, &[("OMX_VERBOSE", "1")])
 }
 
+/// Both users' omx_perf servers on h0 (endpoints 0 and 1), once attached.
+fn start_servers(h: &Hosts, perf: &str, daemon: &Proc) -> Vec<Proc> {
+    let mut servers = Vec::new();
+    for (user, ep) in [(USER_A, "0"), (USER_B, "1")] {
+        let mut p = spawn_as(h, 0, user, "server", perf, &["-e", ep, "-s", "-w"]);
+        assert!(
+            p.wait_stdout(MIN, |s| s.contains("Successfully attached")),
+            "{}",
+            reports(&[&p, daemon])
+        );
+        servers.push(p);
+    }
+    servers
+}
+
+/// Counter `name` of host `i`'s daemon (0 until its counters file shows it).
+fn daemon_stat(h: &Hosts, i: usize, name: &str) -> u64 {
+    daemon_stats(h, i)
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or(0, |(_, v)| *v)
+}
+
 /// Both users' clients on h1 ping-pong with their servers on h0.
 fn pingpong_round(h: &Hosts, perf: &str, others: &[&Proc]) {
     let mut clients = Vec::new();
@@ -76,16 +99,7 @@ fn a_daemon_per_host_restarts_without_disturbing_the_other() {
     // No socket given: both take the default name, each in its own namespace.
     let d0 = start_daemon(&h, 0, &[]);
     let mut d1 = start_daemon(&h, 1, &[]);
-    let mut servers = Vec::new();
-    for (user, ep) in [(USER_A, "0"), (USER_B, "1")] {
-        let mut p = spawn_as(&h, 0, user, "server", &perf, &["-e", ep, "-s", "-w"]);
-        assert!(
-            p.wait_stdout(MIN, |s| s.contains("Successfully attached")),
-            "{}",
-            reports(&[&p, &d0])
-        );
-        servers.push(p);
-    }
+    let mut servers = start_servers(&h, &perf, &d0);
     pingpong_round(&h, &perf, &[&servers[0], &servers[1], &d0, &d1]);
 
     // h1's daemon stops: promptly, taking its files along.
@@ -112,12 +126,7 @@ fn a_daemon_per_host_restarts_without_disturbing_the_other() {
     // Back on h1, under the same name: the same servers on h0 answer again.
     let d1 = start_daemon(&h, 1, &[]);
     pingpong_round(&h, &perf, &[&servers[0], &servers[1], &d0, &d1]);
-    let opens = |i| {
-        daemon_stats(&h, i)
-            .iter()
-            .find(|(n, _)| n == "opens")
-            .map_or(0, |(_, v)| *v)
-    };
+    let opens = |i| daemon_stat(&h, i, "opens");
     // h0's daemon served its two servers from the start, and nothing else (its
     // counters file is rewritten once a second: wait for the opens to show).
     let until = std::time::Instant::now() + MIN;
@@ -150,23 +159,9 @@ fn daemons_relay_their_clients_over_af_xdp() {
             d.report()
         );
     }
-    let mut servers = Vec::new();
-    for (user, ep) in [(USER_A, "0"), (USER_B, "1")] {
-        let mut p = spawn_as(&h, 0, user, "server", &perf, &["-e", ep, "-s", "-w"]);
-        assert!(
-            p.wait_stdout(MIN, |s| s.contains("Successfully attached")),
-            "{}",
-            reports(&[&p, &d0])
-        );
-        servers.push(p);
-    }
+    let servers = start_servers(&h, &perf, &d0);
     pingpong_round(&h, &perf, &[&servers[0], &servers[1], &d0, &d1]);
-    let stat = |i, name: &str| {
-        daemon_stats(&h, i)
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(0, |(_, v)| *v)
-    };
+    let stat = |i, name: &str| daemon_stat(&h, i, name);
     // The counters file is rewritten once a second: wait for the relayed frames.
     let until = std::time::Instant::now() + MIN;
     while (stat(0, "frames_to_clients") == 0 || stat(1, "frames_to_wire") == 0)
