@@ -984,6 +984,25 @@ fn over_xdp_generic_mtu3498() {
     over_xdp("generic", 3498);
 }
 
+/// `OMX_TRANSPORT=auto` takes what wins on veth: AF_XDP in copy mode at MTU 1500 (veth
+/// has no zero-copy), and the data path works there.
+#[test]
+fn auto_transport_takes_xdp_copy_mode_at_mtu1500() {
+    let env = [
+        ("OMX_TRANSPORT", "auto"),
+        ("OMX_VERBOSE", "1"),
+        ("OMX_MTU", "1500"),
+    ];
+    let Some((_, log)) = pingpong_logged(1500, &env, &[], 1 << 20) else {
+        return;
+    };
+    let chosen = log
+        .lines()
+        .filter(|l| l.contains("uses AF_XDP (") && l.ends_with(", copy)"))
+        .count();
+    assert_eq!(chosen, 2, "both sides in copy mode: {log}");
+}
+
 /// Where XDP cannot serve (here frames longer than a page at MTU 9000), endpoints fall
 /// back to packet sockets, say so once, and work as usual.
 #[test]

@@ -132,6 +132,8 @@ pub struct RuntimeConfig {
     pub transport: Transport,
     /// `OMX_XDP_MODE`: where the XDP program runs.
     pub xdp_mode: omx_transport::xdp::XdpMode,
+    /// `OMX_XDP_COPY_MTU`: the largest frames for which `auto` takes AF_XDP in copy mode.
+    pub xdp_copy_mtu: u32,
     /// `OMX_DIRECT_RECV`: pull replies through a second socket (`0`, `1`, `placed`,
     /// `batched`). `1`: placed when pull replies carry at least
     /// [`DIRECT_RECV_MIN_REPLY`] bytes, where the copy saved outweighs the calls,
@@ -152,10 +154,23 @@ pub enum Transport {
     Packet,
     /// AF_XDP (copy or zero-copy, whichever the driver offers), else packet sockets.
     Xdp,
-    /// AF_XDP only where the driver runs it zero-copy, else packet sockets: in copy
-    /// mode (veth, most virtual NICs) the packet ring is as fast or faster
-    /// (docs/PERFORMANCE.md, "AF_XDP").
+    /// What wins here: AF_XDP zero-copy where the driver offers it; else AF_XDP in
+    /// copy mode on small frames (MTU up to `OMX_XDP_COPY_MTU`, where it beat the packet
+    /// ring on veth: docs/PERFORMANCE.md, "AF_XDP"); else packet sockets.
     Auto,
+}
+
+impl Transport {
+    /// The AF_XDP binds to try, in order, for a board whose frames are at most `mtu`
+    /// bytes (`true`: zero-copy only); none left means packet sockets.
+    pub fn xdp_binds(self, mtu: u32, copy_mtu_max: u32) -> &'static [bool] {
+        match self {
+            Transport::Packet => &[],
+            Transport::Xdp => &[false],
+            Transport::Auto if mtu <= copy_mtu_max => &[true, false],
+            Transport::Auto => &[true],
+        }
+    }
 }
 
 /// Whether endpoints are opened through the privileged `omxd` (see `daemon`).
@@ -330,6 +345,7 @@ impl RuntimeConfig {
             xdp_mode: text("OMX_XDP_MODE")
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or_default(),
+            xdp_copy_mtu: num("OMX_XDP_COPY_MTU").clamp(0, u32::MAX as i64) as u32,
             close_linger: Duration::from_millis(num("OMX_CLOSE_LINGER_MS").clamp(0, 600_000) as u64),
             daemon: match text("OMX_DAEMON").as_deref().map(str::trim) {
                 Some("1") | Some("always") => DaemonUse::Always,
@@ -397,5 +413,19 @@ impl RuntimeConfig {
         e.rto_min = num("OMX_RTO_MIN_US").max(1) as u64 * 1_000;
         e.pull_rto_min = num("OMX_PULL_RTO_MIN_US").max(1) as u64 * 1_000;
         e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Transport;
+
+    #[test]
+    fn auto_tries_zero_copy_then_copy_mode_only_on_small_frames() {
+        assert_eq!(Transport::Packet.xdp_binds(1500, 1500), &[] as &[bool]);
+        assert_eq!(Transport::Xdp.xdp_binds(9000, 1500), &[false]);
+        assert_eq!(Transport::Auto.xdp_binds(1500, 1500), &[true, false]);
+        assert_eq!(Transport::Auto.xdp_binds(3498, 1500), &[true]);
+        assert_eq!(Transport::Auto.xdp_binds(3498, 0), &[true]);
     }
 }

@@ -18,7 +18,6 @@ use omx_transport::{EndpointFilter, PacketSocket, ETH_HEADER_LEN};
 use omx_wire::peek;
 
 use super::{check_client_frame, DaemonStats, FrameRefusal, RELAY_BATCH};
-use crate::config::Transport;
 use crate::runtime::{Board, Runtime};
 
 /// Passes between two checks for clients gone while frames keep the hub busy.
@@ -48,16 +47,26 @@ impl XdpHub {
         spin: Duration,
         stats: Arc<DaemonStats>,
     ) -> io::Result<XdpHub> {
-        let xopts = XdpOptions {
-            mode: rt.cfg.xdp_mode,
-            rx_bytes: rt.cfg.rx_ring_bytes,
-            zero_copy: rt.cfg.transport == Transport::Auto,
-            ..XdpOptions::default()
-        };
         let mut iface = board.iface.clone();
         iface.mtu = iface.mtu.min(board.wire.mtu);
         let none = EndpointFilter::new([], false);
-        let xsk = PacketSocket::open_xdp(&iface, rt.cfg.wire.ethertype, &xopts, &none)?;
+        let mut bound = Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "AF_XDP not asked for",
+        ));
+        for &zero_copy in rt.cfg.transport.xdp_binds(iface.mtu, rt.cfg.xdp_copy_mtu) {
+            let xopts = XdpOptions {
+                mode: rt.cfg.xdp_mode,
+                rx_bytes: rt.cfg.rx_ring_bytes,
+                zero_copy,
+                ..XdpOptions::default()
+            };
+            bound = PacketSocket::open_xdp(&iface, rt.cfg.wire.ethertype, &xopts, &none);
+            if bound.is_ok() {
+                break;
+            }
+        }
+        let xsk = bound?;
         let native = xsk.xdp_native() == Some(true);
         // SAFETY: eventfd returns a new descriptor that nothing else owns (or -1).
         let wake = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };

@@ -8,7 +8,7 @@ use super::rx::Inbound;
 use super::sleep::{NetFds, Wake};
 use super::tx::Outbound;
 use super::{random_u32, Core, CoreLock, Endpoint, EndpointInner, Error};
-use crate::config::{Coalescing, DaemonUse, DirectRecv, Transport, DIRECT_RECV_BATCH};
+use crate::config::{Coalescing, DaemonUse, DirectRecv, DIRECT_RECV_BATCH};
 use crate::copy::Copier;
 use crate::discovery::Discovery;
 use crate::local::LocalChannel;
@@ -159,35 +159,37 @@ impl Endpoint {
         if rt.xdp_held_by_daemon.load(Ordering::Relaxed) {
             return None;
         }
-        let zero_copy = match rt.cfg.transport {
-            Transport::Packet => return None,
-            Transport::Xdp => false,
-            Transport::Auto => true,
-        };
-        let xopts = XdpOptions {
-            mode: rt.cfg.xdp_mode,
-            rx_bytes: rt.cfg.rx_ring_bytes,
-            zero_copy,
-            ..XdpOptions::default()
-        };
         let filter = EndpointFilter::new([index], board_frames);
-        match PacketSocket::open_xdp(iface, rt.cfg.wire.ethertype, &xopts, &filter) {
-            Ok(s) => {
-                if rt.cfg.verbose {
-                    let mode = if s.xdp_native() == Some(true) {
-                        "native"
-                    } else {
-                        "generic"
-                    };
-                    eprintln!(
-                        "omx: endpoint {index} on {} uses AF_XDP ({mode} mode, {})",
-                        iface.name,
-                        if zero_copy { "zero-copy" } else { "copy" }
-                    );
+        let mut last_err = None;
+        for &zero_copy in rt.cfg.transport.xdp_binds(iface.mtu, rt.cfg.xdp_copy_mtu) {
+            let xopts = XdpOptions {
+                mode: rt.cfg.xdp_mode,
+                rx_bytes: rt.cfg.rx_ring_bytes,
+                zero_copy,
+                ..XdpOptions::default()
+            };
+            match PacketSocket::open_xdp(iface, rt.cfg.wire.ethertype, &xopts, &filter) {
+                Ok(s) => {
+                    if rt.cfg.verbose {
+                        let mode = if s.xdp_native() == Some(true) {
+                            "native"
+                        } else {
+                            "generic"
+                        };
+                        eprintln!(
+                            "omx: endpoint {index} on {} uses AF_XDP ({mode} mode, {})",
+                            iface.name,
+                            if zero_copy { "zero-copy" } else { "copy" }
+                        );
+                    }
+                    return Some(s);
                 }
-                Some(s)
+                Err(e) => last_err = Some(e),
             }
-            Err(e) => {
+        }
+        match last_err {
+            None => None,
+            Some(e) => {
                 if rt.cfg.verbose && !FALLBACK_SAID.swap(true, Ordering::Relaxed) {
                     eprintln!(
                         "omx: AF_XDP not available on {} ({e}): using packet sockets",
