@@ -20,25 +20,14 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "../common/check.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static int t_checks, t_failures;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    t_checks++;                                                                \
-    if (!(cond)) {                                                             \
-      t_failures++;                                                            \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                     \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-    }                                                                          \
-  } while (0)
 
 /* Expect a libfabric call to return `want`. */
 #define CHECK_RET(call, want)                                                  \
@@ -48,72 +37,8 @@ static int t_checks, t_failures;
           r_ < 0 ? fi_strerror((int)-r_) : "", (long)(want));                  \
   } while (0)
 
-#define REQUIRE(cond, ...)                                                     \
-  do {                                                                         \
-    int ok_ = (cond) ? 1 : 0;                                                  \
-    CHECK(ok_, __VA_ARGS__);                                                   \
-    if (!ok_) {                                                                \
-      fprintf(stderr, "(aborting after a required check)\n");                  \
-      t_done(__FILE__);                                                        \
-    }                                                                          \
-  } while (0)
-
-static inline void t_done(const char *file) {
-  const char *b = strrchr(file, '/');
-  printf("%s: %d checks, %d failed\n", b ? b + 1 : file, t_checks, t_failures);
-  fflush(stdout);
-  fflush(stderr);
-  _exit(t_failures ? 1 : 0);
-}
-#define DONE() t_done(__FILE__)
-
-static inline double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* TEST_TIME_FACTOR (default 1): upper time limits are multiplied by it on a
- * loaded machine. */
-static inline double time_factor(void) {
-  const char *f = getenv("TEST_TIME_FACTOR");
-  double k = f ? atof(f) : 1.0;
-  return k >= 1.0 ? k : 1.0;
-}
-
-static inline unsigned char pat(uint32_t seed, size_t i) {
-  uint32_t x = (seed + 1u) * 2654435761u ^ ((uint32_t)i * 40503u + (uint32_t)(i >> 7));
-  x ^= x >> 13;
-  x *= 0x5bd1e995u;
-  x ^= x >> 15;
-  return (unsigned char)x;
-}
-static inline void fill(void *buf, size_t len, uint32_t seed) {
-  for (size_t i = 0; i < len; i++)
-    ((unsigned char *)buf)[i] = pat(seed, i);
-}
-/* Index of the first byte that differs from the pattern, or -1. */
-static inline long verify(const void *buf, size_t len, uint32_t seed) {
-  for (size_t i = 0; i < len; i++)
-    if (((const unsigned char *)buf)[i] != pat(seed, i))
-      return (long)i;
-  return -1;
-}
-static inline void sleep_ms(unsigned ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0)
-    ;
-}
+/* Tests sleep in milliseconds (whole ones). */
 #define usleep(us) sleep_ms((us) / 1000)
-
-static inline void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of memory\n");
-    exit(2);
-  }
-  return p;
-}
 
 /* ---- a fabric with N endpoints in one domain sharing one AV ---- */
 
@@ -186,6 +111,38 @@ static inline void t_teardown(struct tctx *t) {
   CHECK_RET(fi_close(&t->dom->fid), 0);
   CHECK_RET(fi_close(&t->fab->fid), 0);
   fi_freeinfo(t->info);
+}
+
+/* The objects of one endpoint of a two-process test: its own fabric, domain, AV
+ * (av_type) and one tagged-format CQ for both directions, bound; not enabled. */
+struct tone {
+  struct fid_fabric *fab;
+  struct fid_domain *dom;
+  struct fid_av *av;
+  struct fid_cq *cq;
+  struct fid_ep *ep;
+};
+
+static inline void t_open_one(struct tone *o, struct fi_info *info,
+                              enum fi_av_type av_type) {
+  struct fi_av_attr aa = {.type = av_type};
+  struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_UNSPEC};
+  REQUIRE(fi_fabric(info->fabric_attr, &o->fab, NULL) == 0 &&
+              fi_domain(o->fab, info, &o->dom, NULL) == 0 &&
+              fi_av_open(o->dom, &aa, &o->av, NULL) == 0 &&
+              fi_cq_open(o->dom, &ca, &o->cq, NULL) == 0 &&
+              fi_endpoint(o->dom, info, &o->ep, NULL) == 0 &&
+              fi_ep_bind(o->ep, &o->av->fid, 0) == 0 &&
+              fi_ep_bind(o->ep, &o->cq->fid, FI_TRANSMIT | FI_RECV) == 0,
+          "open");
+}
+
+static inline void t_close_one(struct tone *o) {
+  CHECK_RET(fi_close(&o->ep->fid), 0);
+  CHECK_RET(fi_close(&o->cq->fid), 0);
+  CHECK_RET(fi_close(&o->av->fid), 0);
+  CHECK_RET(fi_close(&o->dom->fid), 0);
+  CHECK_RET(fi_close(&o->fab->fid), 0);
 }
 
 /* One completion from cq (FI_CQ_FORMAT_TAGGED) within ms: 1, -FI_EAVAIL

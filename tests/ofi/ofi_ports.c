@@ -44,21 +44,11 @@ int main(int argc, char **argv) {
   REQUIRE(ret == 0 && info, "fi_getinfo(%s, %s): %d (%s)", server ? "NULL" : argv[4],
           port, ret, fi_strerror(-ret));
   REQUIRE(server ? info->src_addr != NULL : info->dest_addr != NULL, "address");
-  struct fid_fabric *fab;
-  struct fid_domain *dom;
-  struct fid_av *av;
-  struct fid_cq *cq;
-  struct fid_ep *ep;
-  struct fi_av_attr aa = {.type = FI_AV_TABLE};
-  struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_UNSPEC};
-  REQUIRE(fi_fabric(info->fabric_attr, &fab, NULL) == 0 &&
-              fi_domain(fab, info, &dom, NULL) == 0 &&
-              fi_av_open(dom, &aa, &av, NULL) == 0 &&
-              fi_cq_open(dom, &ca, &cq, NULL) == 0 &&
-              fi_endpoint(dom, info, &ep, NULL) == 0 &&
-              fi_ep_bind(ep, &av->fid, 0) == 0 &&
-              fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0,
-          "open");
+  struct tone one;
+  t_open_one(&one, info, FI_AV_TABLE);
+  struct fid_av *av = one.av;
+  struct fid_cq *cq = one.cq;
+  struct fid_ep *ep = one.ep;
   REQUIRE((ret = fi_enable(ep)) == 0, "fi_enable: %d (%s)", ret, fi_strerror(-ret));
   struct hello hi;
   size_t len = sizeof hi.name;
@@ -107,11 +97,7 @@ int main(int argc, char **argv) {
     CHECK(got_len == REPLY, "reply length %zu", got_len);
     CHECK(verify(buf, REPLY, hi.port) < 0, "reply data of port %u", hi.port);
   }
-  CHECK_RET(fi_close(&ep->fid), 0);
-  CHECK_RET(fi_close(&cq->fid), 0);
-  CHECK_RET(fi_close(&av->fid), 0);
-  CHECK_RET(fi_close(&dom->fid), 0);
-  CHECK_RET(fi_close(&fab->fid), 0);
+  t_close_one(&one);
   fi_freeinfo(info);
   free(buf);
   DONE();

@@ -43,22 +43,12 @@ int main(int argc, char **argv) {
   h->domain_attr->av_type = FI_AV_MAP;
   REQUIRE(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info) == 0, "getinfo");
   fi_freeinfo(h);
-  struct fid_fabric *fab;
-  struct fid_domain *dom;
-  struct fid_av *av;
-  struct fid_cq *cq;
-  struct fid_ep *ep;
-  struct fi_av_attr aa = {.type = FI_AV_MAP};
-  struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_UNSPEC};
-  REQUIRE(fi_fabric(info->fabric_attr, &fab, NULL) == 0 &&
-              fi_domain(fab, info, &dom, NULL) == 0 &&
-              fi_av_open(dom, &aa, &av, NULL) == 0 &&
-              fi_cq_open(dom, &ca, &cq, NULL) == 0 &&
-              fi_endpoint(dom, info, &ep, NULL) == 0 &&
-              fi_ep_bind(ep, &av->fid, 0) == 0 &&
-              fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0 &&
-              fi_enable(ep) == 0,
-          "open");
+  struct tone one;
+  t_open_one(&one, info, FI_AV_MAP);
+  struct fid_av *av = one.av;
+  struct fid_cq *cq = one.cq;
+  struct fid_ep *ep = one.ep;
+  REQUIRE(fi_enable(ep) == 0, "fi_enable");
   char me[16], peer[16];
   size_t len = sizeof me;
   REQUIRE(fi_getname(&ep->fid, me, &len) == 0, "getname");
@@ -139,11 +129,7 @@ int main(int argc, char **argv) {
   }
   /* Let the last injected message leave before closing. */
   sleep_ms(200);
-  CHECK_RET(fi_close(&ep->fid), 0);
-  CHECK_RET(fi_close(&cq->fid), 0);
-  CHECK_RET(fi_close(&av->fid), 0);
-  CHECK_RET(fi_close(&dom->fid), 0);
-  CHECK_RET(fi_close(&fab->fid), 0);
+  t_close_one(&one);
   fi_freeinfo(info);
   free(buf);
   DONE();

@@ -16,6 +16,8 @@
 #include <myriexpress.h>
 #include <mx_extensions.h>
 
+#include "../../common/check.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -28,31 +30,6 @@
 /* Connection key used by every test endpoint unless a test says otherwise. */
 #define TKEY 0x5eed1234u
 
-static int t_checks;
-static int t_failures;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    t_checks++;                                                                \
-    if (!(cond)) {                                                             \
-      t_failures++;                                                            \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                     \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-    }                                                                          \
-  } while (0)
-
-/* A check whose failure makes the rest of the test meaningless. */
-#define REQUIRE(cond, ...)                                                     \
-  do {                                                                         \
-    int req_ok_ = (cond) ? 1 : 0;                                              \
-    CHECK(req_ok_, __VA_ARGS__);                                               \
-    if (!req_ok_) {                                                            \
-      fprintf(stderr, "(aborting test after a required check)\n");             \
-      t_done(__FILE__);                                                        \
-    }                                                                          \
-  } while (0)
-
 /* Expect a call to return `want`; prints the MX text of what came back. */
 #define CHECK_RC(call, want)                                                   \
   do {                                                                         \
@@ -63,75 +40,6 @@ static int t_failures;
 
 #define CHECK_OK(call) CHECK_RC(call, MX_SUCCESS)
 
-static inline void t_done(const char *file) {
-  const char *base = strrchr(file, '/');
-  base = base ? base + 1 : file;
-  printf("%s: %d checks, %d failed\n", base, t_checks, t_failures);
-  fflush(stdout);
-  fflush(stderr);
-  /* _exit: skip destructors of a library possibly left in a bad state. */
-  _exit(t_failures ? 1 : 0);
-}
-
-#define DONE() t_done(__FILE__)
-
-/* ---- time ---- */
-
-static inline double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* An upper time limit of a test, multiplied by TEST_TIME_FACTOR (default 1) so that a
- * loaded machine can be given more time; lower limits are never scaled. */
-static inline double time_limit_ms(double ms) {
-  const char *f = getenv("TEST_TIME_FACTOR");
-  double k = f ? atof(f) : 1.0;
-  return ms * (k >= 1.0 ? k : 1.0);
-}
-
-static inline void sleep_ms(unsigned ms) {
-  struct timespec ts;
-  ts.tv_sec = ms / 1000;
-  ts.tv_nsec = (long)(ms % 1000) * 1000000L;
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-/* ---- data patterns ---- */
-
-static inline unsigned char pat(uint32_t seed, uint32_t i) {
-  uint32_t x = (seed + 1u) * 2654435761u ^ (i * 40503u + (i >> 7));
-  x ^= x >> 13;
-  x *= 0x5bd1e995u;
-  x ^= x >> 15;
-  return (unsigned char)x;
-}
-
-static inline void fill(void *buf, uint32_t len, uint32_t seed) {
-  unsigned char *b = buf;
-  for (uint32_t i = 0; i < len; i++)
-    b[i] = pat(seed, i);
-}
-
-/* Index of the first byte that differs from the pattern, or -1. */
-static inline long verify(const void *buf, uint32_t len, uint32_t seed) {
-  const unsigned char *b = buf;
-  for (uint32_t i = 0; i < len; i++)
-    if (b[i] != pat(seed, i))
-      return (long)i;
-  return -1;
-}
-
-static inline void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of memory\n");
-    exit(2);
-  }
-  return p;
-}
 
 /* ---- error handler capture ---- */
 
