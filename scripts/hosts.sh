@@ -7,6 +7,8 @@
 #   scripts/hosts.sh down                remove them
 #   scripts/hosts.sh exec I CMD...       run CMD in host I with OMX_HOSTNAME=hI
 #   scripts/hosts.sh list                print the namespaces
+#   scripts/hosts.sh ipv6                give omx0 of every host the IPv6 address
+#                                        fd99::<i+1>/64 as well (no DAD, no RA)
 #
 # Each host gets omx0..omx{LINKS-1}, one per network (board), so link k of
 # every host is on network k: several boards per host, the original's rails.
@@ -16,7 +18,7 @@
 # users (tests) pick their own prefix. Every link is created directly inside
 # its namespaces, so no interface name is ever taken in the root namespace.
 # Interface omx<k> of host i has MAC 02:00:00:<k>:<prefix hash>:<i+1> and IPv4
-# address 10.99.<k>.<i+1>/24.
+# address 10.99.<k>.<i+1>/24; IPv6 stays off (a quiet link) unless `ipv6` turns it on.
 # Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN for `ip netns`).
 
 set -euo pipefail
@@ -24,7 +26,7 @@ set -euo pipefail
 prefix="${OMX_NS_PREFIX:-omx}"
 
 usage() {
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -196,6 +198,19 @@ exec)
 list)
     [[ $# -eq 0 ]] || usage
     our_namespaces
+    ;;
+ipv6)
+    [[ $# -eq 0 ]] || usage
+    for ns in $(our_namespaces); do
+        [[ "$ns" =~ -h([0-9]+)$ ]] || continue
+        i="${BASH_REMATCH[1]}"
+        # No link-local address, router solicitation or DAD: the address is usable
+        # at once and the link carries no IPv6 chatter of its own.
+        nsx "$ns" ip link set omx0 addrgenmode none
+        nsx "$ns" sysctl -qw net.ipv6.conf.omx0.accept_ra=0
+        nsx "$ns" sysctl -qw net.ipv6.conf.omx0.disable_ipv6=0
+        nsx "$ns" ip -6 addr replace "fd99::$((i + 1))/64" dev omx0 nodad
+    done
     ;;
 *)
     usage

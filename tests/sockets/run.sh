@@ -21,7 +21,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx carried-both-ways plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -41,15 +41,16 @@ export OMX_PEERS_FILE="$tmp/peers" OMX_SOCKETS_VERBOSE=1
 launch="$bin/omx_sockets"
 
 # stream NAME SERVER_PRELOAD CLIENT_PRELOAD BYTES: one checked stream h1 -> h0.
+# stream NAME SERVER-PRELOADED CLIENT-PRELOADED SIZE [DEST [SERVER-ARGS...]]
 stream() {
-  local name=$1 sp=$2 cp=$3 size=$4 pre0=() pre1=() p0
+  local name=$1 sp=$2 cp=$3 size=$4 dest=${5:-$(host_ip 0)} pre0=() pre1=() p0
   [ "$sp" = yes ] && pre0=("$launch")
   [ "$cp" = yes ] && pre1=("$launch")
-  in_host 0 "${pre0[@]}" python3 "$here/stream.py" server >"$log/$name.server" 2>&1 &
+  in_host 0 "${pre0[@]}" python3 "$here/stream.py" server "${@:6}" >"$log/$name.server" 2>&1 &
   p0=$!
   bgpids+=("$p0")
   wait_listening 0 5556 "$p0" || return 1
-  in_host 1 "${pre1[@]}" python3 "$here/stream.py" client "$(host_ip 0)" "$size" >"$log/$name.client" 2>&1 &&
+  in_host 1 "${pre1[@]}" python3 "$here/stream.py" client "$dest" "$size" >"$log/$name.client" 2>&1 &&
     wait "$p0"
 }
 
@@ -131,6 +132,15 @@ if want carried-both-ways; then
     grep -q 'accepted on omx' "$log/carried-both-ways.server" &&
     grep -q 'carried on omx .* 0 bytes before' "$log/carried-both-ways.client"
   report carried-both-ways $? "$log/carried-both-ways.server" "$log/carried-both-ways.client"
+fi
+if want ipv6; then
+  # A real IPv6 destination (not IPv4-mapped): the client's SYN carries its offer in
+  # an IPv6 destination option, read back by the server from the saved SYN.
+  "$hosts" ipv6 &&
+    OMX_SOCKETS_HELLO_WAIT_MS=120000 stream ipv6 yes yes $((16 << 20)) fd99::1 6 &&
+    grep -q 'accepted on omx' "$log/ipv6.server" &&
+    grep -q 'carried on omx .* 0 bytes before' "$log/ipv6.client"
+  report ipv6 $? "$log/ipv6.server" "$log/ipv6.client"
 fi
 if want plain-server; then
   stream plain-server no yes $((8 << 20)) && ! grep -q 'on omx' "$log/plain-server.client"

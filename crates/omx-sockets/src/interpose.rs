@@ -3,7 +3,7 @@
 
 use crate::fabric::fabric;
 use crate::fds::{self, lookup};
-use crate::handshake::{encode_ip_option, OmxAddr};
+use crate::handshake::{encode_ip_option, encode_ipv6_dstopts, OmxAddr};
 use crate::real;
 use crate::stream;
 use libc::{
@@ -50,31 +50,55 @@ fn is_tcp(fd: c_int) -> bool {
         && sockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL) == Some(libc::IPPROTO_TCP)
 }
 
-/// The IPv4 destination of a connect that may be carried (not loopback, TCP): an
-/// `AF_INET` address or an IPv4-mapped `AF_INET6` one (the SYN is IPv4 either way).
-unsafe fn carried_destination(fd: c_int, addr: *const sockaddr, len: socklen_t) -> bool {
+/// The IP family of a client's SYN, which decides where its omx option goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SynFamily {
+    V4,
+    V6,
+}
+
+/// Whether a connect may be carried (TCP, not loopback nor unspecified), and in which
+/// family its SYN leaves: `AF_INET` and IPv4-mapped `AF_INET6` addresses send an IPv4
+/// SYN, other `AF_INET6` ones an IPv6 SYN.
+unsafe fn carried_destination(
+    fd: c_int,
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> Option<SynFamily> {
     if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sockaddr_in>() {
-        return false;
+        return None;
     }
-    let ip = match (*addr).sa_family as c_int {
-        libc::AF_INET => u32::from_be((*(addr as *const libc::sockaddr_in)).sin_addr.s_addr),
+    let (ip, family) = match (*addr).sa_family as c_int {
+        libc::AF_INET => {
+            let v4 = u32::from_be((*(addr as *const libc::sockaddr_in)).sin_addr.s_addr);
+            (
+                std::net::IpAddr::from(std::net::Ipv4Addr::from(v4)),
+                SynFamily::V4,
+            )
+        }
         libc::AF_INET6 if len as usize >= std::mem::size_of::<libc::sockaddr_in6>() => {
             let a = (*(addr as *const libc::sockaddr_in6)).sin6_addr.s6_addr;
             match std::net::Ipv6Addr::from(a).to_ipv4_mapped() {
-                Some(v4) => u32::from(v4),
-                None => return false,
+                Some(v4) => (v4.into(), SynFamily::V4),
+                None => (std::net::Ipv6Addr::from(a).into(), SynFamily::V6),
             }
         }
-        _ => return false,
+        _ => return None,
     };
-    ip >> 24 != 127 && ip != 0 && is_tcp(fd)
+    (!ip.is_loopback() && !ip.is_unspecified() && is_tcp(fd)).then_some(family)
 }
 
-unsafe fn set_ip_options(fd: c_int, opts: &[u8]) -> bool {
+/// Sets (or, with an empty `opts`, clears) the options every IP packet of `fd` carries:
+/// IPv4 options, or an IPv6 destination-options header.
+unsafe fn set_ip_options(fd: c_int, family: SynFamily, opts: &[u8]) -> bool {
+    let (level, name) = match family {
+        SynFamily::V4 => (libc::IPPROTO_IP, libc::IP_OPTIONS),
+        SynFamily::V6 => (libc::IPPROTO_IPV6, libc::IPV6_DSTOPTS),
+    };
     libc::setsockopt(
         fd,
-        libc::IPPROTO_IP,
-        libc::IP_OPTIONS,
+        level,
+        name,
         opts.as_ptr() as *const c_void,
         opts.len() as socklen_t,
     ) == 0
@@ -84,31 +108,33 @@ unsafe fn set_ip_options(fd: c_int, opts: &[u8]) -> bool {
 /// As the C library's `connect`.
 #[no_mangle]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
-    let offer = if carried_destination(fd, addr, len) {
+    let offer = carried_destination(fd, addr, len).and_then(|family| {
         fabric().and_then(|fab| {
             let (id, evfd) = stream::reserve_client(fab)?;
-            let opt = encode_ip_option(OmxAddr {
+            let me = OmxAddr {
                 nic: fab.nic,
                 endpoint: fab.index,
                 conn: id,
-            });
+            };
             // Needs CAP_NET_RAW (an unregistered option): without it, plain TCP.
-            if set_ip_options(fd, &opt) {
-                Some((fab, id, evfd))
+            let set = match family {
+                SynFamily::V4 => set_ip_options(fd, family, &encode_ip_option(me)),
+                SynFamily::V6 => set_ip_options(fd, family, &encode_ipv6_dstopts(me)),
+            };
+            if set {
+                Some((fab, id, evfd, family))
             } else {
                 stream::unreserve(id, evfd);
                 None
             }
         })
-    } else {
-        None
-    };
+    });
     let r = real::connect(fd, addr, len);
-    if let Some((fab, id, evfd)) = offer {
+    if let Some((fab, id, evfd, family)) = offer {
         let errno = *libc::__errno_location();
         if r == 0 {
             // Later segments need no option: the SYN carried it.
-            set_ip_options(fd, &[]);
+            set_ip_options(fd, family, &[]);
         }
         if r == 0 || errno == libc::EINPROGRESS {
             stream::adopt_client(fd, fab, id, evfd);
