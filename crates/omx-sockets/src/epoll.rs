@@ -4,7 +4,9 @@
 //! this registry adds what the kernel cannot know, room in the window (`EPOLLOUT`,
 //! level and edge). Until then (a client waiting for the hello, a non-blocking
 //! connect) `EPOLLOUT` is the kernel's. It also tells `epoll_wait` which sets need the
-//! thread to wait in the endpoint.
+//! thread to wait in the endpoint, and keeps `EPOLLONESHOT` exact: one member is two
+//! kernel registrations (the socket and its readiness descriptor) plus the added
+//! `EPOLLOUT`, so once any of them reports, all are disarmed until `EPOLL_CTL_MOD`.
 
 use crate::stream::Conn;
 use libc::epoll_event;
@@ -24,6 +26,28 @@ struct Member {
     /// Edge-triggered: the connection's `full_hits` when `EPOLLOUT` was last reported
     /// (`None`: not since the descriptor was added or modified).
     reported: Option<u64>,
+    /// `EPOLLONESHOT`: an event was reported since the last `EPOLL_CTL_ADD`/`MOD`.
+    fired: bool,
+}
+
+impl Member {
+    fn oneshot(&self) -> bool {
+        self.events & libc::EPOLLONESHOT as u32 != 0
+    }
+
+    /// Disarms the member's kernel registrations (a fired `EPOLLONESHOT`: the one that
+    /// reported is disarmed already, the other one could still report).
+    fn disarm(&mut self, epfd: i32, conn: &Conn) {
+        self.fired = true;
+        for fd in [self.fd, conn.evfd] {
+            let mut ev = epoll_event {
+                events: libc::EPOLLONESHOT as u32,
+                u64: self.data,
+            };
+            // SAFETY: a valid event for a descriptor of the set.
+            unsafe { crate::real::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+        }
+    }
 }
 
 /// Carried members of each epoll set, by epoll descriptor.
@@ -53,6 +77,7 @@ pub fn changed(
             data: ev.u64,
             kernel_out,
             reported: None,
+            fired: false,
         });
     }
     if members.is_empty() {
@@ -87,6 +112,8 @@ pub fn has_carried(epfd: i32) -> bool {
 /// the new count. Level-triggered: whenever there is room; edge-triggered: once after
 /// each time a write found the window full (and once after `EPOLL_CTL_ADD`/`MOD`).
 /// Also returns a member whose window is full, whose room a wait must watch for.
+/// A member's two kernel registrations may both report: their events are merged into
+/// one, and an `EPOLLONESHOT` member that reported is disarmed everywhere.
 pub fn add_writable(epfd: i32, events: &mut [epoll_event], n: usize) -> (usize, Option<Arc<Conn>>) {
     let mut n = n;
     let mut full = None;
@@ -94,48 +121,90 @@ pub fn add_writable(epfd: i32, events: &mut [epoll_event], n: usize) -> (usize, 
     let Some(members) = sets.as_mut().and_then(|m| m.get_mut(&epfd)) else {
         return (n, None);
     };
-    for m in members
-        .iter_mut()
-        .filter(|m| m.events & libc::EPOLLOUT as u32 != 0)
-    {
+    for m in members.iter_mut() {
         let Some(conn) = m.conn.upgrade() else {
             continue;
         };
-        if m.kernel_out {
-            if !conn.writes_on_omx() {
-                continue;
-            }
-            let mut ev = epoll_event {
-                events: m.events & !(libc::EPOLLOUT as u32),
-                u64: m.data,
-            };
-            // SAFETY: a valid event for a descriptor of the set.
-            unsafe { crate::real::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, m.fd, &mut ev) };
-            m.kernel_out = false;
-        }
-        let hits = conn.full_hits();
-        if !conn.writable() {
-            full = Some(conn);
+        n = merge_events_of(m.data, events, n);
+        if m.fired {
             continue;
         }
-        if m.events & libc::EPOLLET as u32 != 0 {
-            if m.reported == Some(hits) {
-                continue;
-            }
-            m.reported = Some(hits);
+        if m.events & libc::EPOLLOUT as u32 != 0 {
+            n = add_room(epfd, m, &conn, events, n, &mut full);
         }
-        let room = n < events.len();
-        match events[..n].iter_mut().find(|e| e.u64 == m.data) {
-            Some(e) => e.events |= libc::EPOLLOUT as u32,
-            None if room => {
-                events[n] = epoll_event {
-                    events: libc::EPOLLOUT as u32,
-                    u64: m.data,
-                };
-                n += 1;
-            }
-            None => {}
+        if m.oneshot() && events[..n].iter().any(|e| e.u64 == m.data) {
+            m.disarm(epfd, &conn);
         }
     }
     (n, full)
+}
+
+/// Adds `EPOLLOUT` for member `m` (which asks for it) to the first `n` events when its
+/// window has room (see `add_writable`); returns the new count, and sets `full` to the
+/// connection when the window is full.
+fn add_room(
+    epfd: i32,
+    m: &mut Member,
+    conn: &Arc<Conn>,
+    events: &mut [epoll_event],
+    n: usize,
+    full: &mut Option<Arc<Conn>>,
+) -> usize {
+    if m.kernel_out {
+        if !conn.writes_on_omx() {
+            return n;
+        }
+        let mut ev = epoll_event {
+            events: m.events & !(libc::EPOLLOUT as u32),
+            u64: m.data,
+        };
+        // SAFETY: a valid event for a descriptor of the set.
+        unsafe { crate::real::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, m.fd, &mut ev) };
+        m.kernel_out = false;
+    }
+    let hits = conn.full_hits();
+    if !conn.writable() {
+        *full = Some(conn.clone());
+        return n;
+    }
+    if m.events & libc::EPOLLET as u32 != 0 {
+        if m.reported == Some(hits) {
+            return n;
+        }
+        m.reported = Some(hits);
+    }
+    let room = n < events.len();
+    match events[..n].iter_mut().find(|e| e.u64 == m.data) {
+        Some(e) => {
+            e.events |= libc::EPOLLOUT as u32;
+            n
+        }
+        None if room => {
+            events[n] = epoll_event {
+                events: libc::EPOLLOUT as u32,
+                u64: m.data,
+            };
+            n + 1
+        }
+        None => n,
+    }
+}
+
+/// Folds the events carrying `data` among the first `n` into the first of them (the
+/// socket and its readiness descriptor both reported); returns the new count.
+fn merge_events_of(data: u64, events: &mut [epoll_event], n: usize) -> usize {
+    let Some(first) = events[..n].iter().position(|e| e.u64 == data) else {
+        return n;
+    };
+    let mut kept = first + 1;
+    for i in first + 1..n {
+        let e = events[i];
+        if e.u64 == data {
+            events[first].events |= e.events;
+        } else {
+            events[kept] = e;
+            kept += 1;
+        }
+    }
+    kept
 }
