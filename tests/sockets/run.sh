@@ -21,7 +21,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx exec-kernel exec-omx forkexec-kernel forkexec-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -116,7 +116,7 @@ if cc -Wall -Werror -O2 -o "$tmp/bin/forkserver" "$here/forkserver.c" 2>"$log/cc
     # Carried first (the parent uses it), then back on TCP for the child, both rounds.
     OMX_SOCKETS_HELLO_WAIT_MS=120000 forkserver fork-omx yes &&
       [ "$(grep -c 'accepted on omx' "$log/fork-omx.server")" -eq 2 ] &&
-      [ "$(grep -c 'back on TCP for a forked child' "$log/fork-omx.server")" -eq 2 ] &&
+      [ "$(grep -c 'back on TCP for a forked child or exec' "$log/fork-omx.server")" -eq 2 ] &&
       [ "$(grep -c "peer's process went back to TCP" "$log/fork-omx.client")" -eq 2 ]
     report fork-omx $? "$log/fork-omx.client" "$log/fork-omx.server"
   fi
@@ -124,6 +124,33 @@ else
   report fork-kernel 1 "$log/cc-fork"
   report fork-omx 1 "$log/cc-fork"
 fi
+# execserver NAME PRELOADED exec|forkexec: a connection read by one process image
+# and finished by the image it exec()s (itself, or a forked child's).
+execserver() {
+  local name=$1 pre=() p0
+  [ "$2" = yes ] && pre=("$launch")
+  in_host 0 "${pre[@]}" python3 "$here/execserver.py" server "$3" >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5558 "$p0" || return 1
+  in_host 1 "${pre[@]}" python3 "$here/execserver.py" client "$(host_ip 0)" $((6 << 20)) \
+    >"$log/$name.client" 2>&1 &&
+    wait "$p0"
+}
+for how in exec forkexec; do
+  if want "$how-kernel"; then
+    execserver "$how-kernel" no "$how"
+    report "$how-kernel" $? "$log/$how-kernel.client" "$log/$how-kernel.server"
+  fi
+  if want "$how-omx"; then
+    # Carried while the first image reads, back on TCP for the exec'd one.
+    OMX_SOCKETS_HELLO_WAIT_MS=120000 execserver "$how-omx" yes "$how" &&
+      grep -q 'accepted on omx' "$log/$how-omx.server" &&
+      grep -q 'back on TCP for a forked child or exec' "$log/$how-omx.server" &&
+      grep -q "peer's process went back to TCP" "$log/$how-omx.client"
+    report "$how-omx" $? "$log/$how-omx.client" "$log/$how-omx.server"
+  fi
+done
 if want carried-both-ways; then
   # The client waits for the hello as long as it takes (an event, not a time: a loaded
   # machine may take seconds); the fallback cases keep the default wait, as a client
@@ -232,7 +259,7 @@ if want ssh-scp && command -v /usr/sbin/sshd ssh scp ssh-keygen >/dev/null; then
       2>"$log/scp.client" &&
     [ "$(sha256sum <"$k/blob")" = "$(sha256sum <"$k/blob.got")" ] &&
     carried "$log/ssh.client" "$log/scp.client" &&
-    [ "$(grep -c 'back on TCP for a forked child' "$log/sshd")" -eq 2 ]
+    [ "$(grep -c 'back on TCP for a forked child or exec' "$log/sshd")" -eq 2 ]
   report ssh-scp $? "$log/sshd" "$log/ssh.client" "$log/scp.client"
   unset OMX_SOCKETS_HELLO_WAIT_MS
   kill_tree "$p0"

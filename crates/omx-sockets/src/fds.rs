@@ -144,3 +144,21 @@ pub fn all() -> Vec<Arc<Conn>> {
         None => Vec::new(),
     }
 }
+
+/// The carried connections an `exec` passes on: those with a descriptor without
+/// `FD_CLOEXEC`.
+pub fn inherited_by_exec() -> Vec<Arc<Conn>> {
+    let map = CONNS.lock();
+    let Some(m) = map.as_ref() else {
+        return Vec::new();
+    };
+    let mut out: Vec<Arc<Conn>> = Vec::new();
+    for (&fd, c) in m {
+        // SAFETY: F_GETFD reads a flag of a descriptor number.
+        let flags = unsafe { crate::real::fcntl(fd, libc::F_GETFD, 0) };
+        if flags >= 0 && flags & libc::FD_CLOEXEC == 0 && !out.iter().any(|o| Arc::ptr_eq(o, c)) {
+            out.push(c.clone());
+        }
+    }
+    out
+}

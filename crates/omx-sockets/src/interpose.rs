@@ -938,3 +938,65 @@ pub unsafe extern "C" fn epoll_pwait(
     }
     real::epoll_pwait(epfd, events, max, timeout, mask)
 }
+
+// ---- exec: carried connections the new image inherits go back to TCP first ----
+// (`execl*` build their vector and call the C library's internal execve, which no
+// preload sees: programs that use them pass carried connections on unchanged.)
+
+/// # Safety
+/// As the C library's `execve`.
+#[no_mangle]
+pub unsafe extern "C" fn execve(
+    path: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+) -> c_int {
+    stream::handover::before_exec();
+    real::execve(path, argv, envp)
+}
+
+/// # Safety
+/// As the C library's `execv`.
+#[no_mangle]
+pub unsafe extern "C" fn execv(
+    path: *const libc::c_char,
+    argv: *const *const libc::c_char,
+) -> c_int {
+    stream::handover::before_exec();
+    real::execv(path, argv)
+}
+
+/// # Safety
+/// As the C library's `execvp`.
+#[no_mangle]
+pub unsafe extern "C" fn execvp(
+    file: *const libc::c_char,
+    argv: *const *const libc::c_char,
+) -> c_int {
+    stream::handover::before_exec();
+    real::execvp(file, argv)
+}
+
+/// # Safety
+/// As the C library's `execvpe`.
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(
+    file: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+) -> c_int {
+    stream::handover::before_exec();
+    real::execvpe(file, argv, envp)
+}
+
+/// # Safety
+/// As the C library's `fexecve`.
+#[no_mangle]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+) -> c_int {
+    stream::handover::before_exec();
+    real::fexecve(fd, argv, envp)
+}

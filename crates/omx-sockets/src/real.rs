@@ -4,8 +4,8 @@
 use omx_runtime::real_fns;
 
 use libc::{
-    c_int, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off64_t, off_t, pollfd,
-    sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
+    c_char, c_int, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off64_t, off_t,
+    pollfd, sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 
 real_fns! {
@@ -39,4 +39,9 @@ real_fns! {
     fn ioctl(fd: c_int, request: c_ulong, arg: c_ulong) -> c_int;
     fn sendfile(out: c_int, input: c_int, offset: *mut off_t, count: size_t) -> ssize_t;
     fn sendfile64(out: c_int, input: c_int, offset: *mut off64_t, count: size_t) -> ssize_t;
+    fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fn execv(path: *const c_char, argv: *const *const c_char) -> c_int;
+    fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int;
+    fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fn fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
 }

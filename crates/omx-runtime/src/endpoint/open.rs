@@ -450,7 +450,7 @@ impl Endpoint {
     /// completes with success instead of meeting a closed endpoint (TCP's close
     /// delivers its final acknowledgements the same way). Costs nothing when
     /// everything was acknowledged and the link went quiet.
-    fn linger(&self) {
+    pub fn linger(&self) {
         let limit = self.inner.rt.cfg.close_linger;
         let start = std::time::Instant::now();
         while start.elapsed() < limit {

@@ -15,6 +15,10 @@
 //! 4. the peer writes the bounced bytes on TCP before any new byte (so the child reads
 //!    them first), and reads the parent's omx writes up to their end before the
 //!    child's TCP bytes.
+//!
+//! `exec` passes connections on the same way (`before_exec`): the new image gets plain
+//! TCP sockets. In the process that owns the endpoint, which the new image replaces,
+//! the `exec` itself plays the parent's part before it proceeds.
 
 use super::{poll_one, send_all_tcp, Conn, Rx, RxMode, TxMode, CHUNK, PEER_CHECK};
 use crate::fabric::{self, BOUNCE, CONTROL, FALLBACK};
@@ -74,6 +78,44 @@ pub fn leave_in_child(conn: &Conn) -> bool {
     true
 }
 
+/// How long an `exec` in the process owning the endpoint waits for a peer to take
+/// a connection back to TCP (the peer answers as soon as it reads, writes or polls).
+const EXEC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Before `exec` replaces this image: each carried connection the new image inherits
+/// goes back to TCP, as in a forked child (whose parent sends back what it holds). In
+/// the process that owns the endpoint, whose memory and endpoint the new image
+/// replaces, the exec sends back what it holds itself, after the peer's `FALLBACK`
+/// (up to `EXEC_WAIT`; past it the peer's connection is reset), and its endpoint
+/// lingers until the peers acknowledged everything (`Endpoint::linger`).
+pub fn before_exec() {
+    let forked = fabric::in_forked_child();
+    let mut sent_back = false;
+    for conn in fds::inherited_by_exec() {
+        if forked {
+            let _ = leave_in_child(&conn);
+            continue;
+        }
+        if conn.fell_back.load(Ordering::Acquire)
+            || !matches!(conn.tx.lock().mode, TxMode::Omx { .. })
+            || conn
+                .rx
+                .try_lock()
+                .is_some_and(|rx| !matches!(rx.mode, RxMode::Omx | RxMode::TcpFirst { .. }))
+            || write_all(conn.sock(), MAGIC).is_err()
+        {
+            continue;
+        }
+        conn.send_back(Some(EXEC_WAIT));
+        sent_back = true;
+    }
+    // The endpoint dies with this image: its last acknowledgements (of the peers'
+    // FALLBACK requests among them) must leave first.
+    if let (true, Some(fab)) = (sent_back, fabric::fabric()) {
+        fab.ep.linger();
+    }
+}
+
 /// `write` only (see `leave_in_child`).
 fn write_all(fd: i32, mut bytes: &[u8]) -> Result<()> {
     while !bytes.is_empty() {
@@ -102,7 +144,7 @@ pub fn on_fallback_request(id: u32) {
         .name("omx-sockets-back".into())
         .spawn(move || {
             if let Some(conn) = by_id(id) {
-                conn.send_back();
+                conn.send_back(None);
             }
         });
 }
@@ -199,7 +241,10 @@ impl Conn {
         rx.mode = RxMode::OmxThenTcp;
         let mut asked = false;
         let mut buf = vec![0u8; CHUNK];
-        let mut rewritten = 0;
+        // Kept until the last one arrived, then written on TCP: the process sending
+        // them back may be an exec that reads TCP only in its new image, after its
+        // sends completed (bounded by what we had posted: our window).
+        let mut returned: Vec<Vec<u8>> = Vec::new();
         loop {
             let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
             // SAFETY: buf outlives the wait below.
@@ -229,8 +274,12 @@ impl Conn {
             if len == 0 {
                 break;
             }
-            send_all_tcp(self.sock(), &buf[..len])?;
-            rewritten += len;
+            returned.push(buf[..len].to_vec());
+        }
+        let mut rewritten = 0;
+        for bytes in returned {
+            send_all_tcp(self.sock(), &bytes)?;
+            rewritten += bytes.len();
         }
         if !asked {
             ep.wait(ask, None);
@@ -280,8 +329,9 @@ impl Conn {
     }
 
     /// Parent side of a `FALLBACK`: end our omx writes, send back what the peer wrote
-    /// and nobody read, then the connection is plain TCP here too.
-    fn send_back(&self) {
+    /// and nobody read, then the connection is plain TCP here too. `limit` bounds the
+    /// wait for the `FALLBACK` itself (an exec's; past it nothing is sent back).
+    fn send_back(&self, limit: Option<std::time::Duration>) {
         // A reader of ours blocked on this connection goes to the kernel socket.
         self.fell_back.store(true, Ordering::Release);
         fabric::signal(self.evfd);
@@ -294,7 +344,17 @@ impl Conn {
         let none = Segment::memory(std::ptr::NonNull::<u8>::dangling().as_ptr(), 0);
         // SAFETY: a zero-length receive of the request itself.
         if let Ok(r) = unsafe { ep.irecv(&[none], FALLBACK | self.id as u64, !0, 0) } {
-            ep.wait(r, None);
+            if ep.wait(r, limit).is_none() {
+                let _ = ep.cancel(r);
+                tx.mode = TxMode::Broken;
+                if fabric::verbose() {
+                    eprintln!(
+                        "omx_sockets: conn {:#x}: the peer did not take it back to TCP",
+                        self.id
+                    );
+                }
+                return;
+            }
         }
         let peer = peer_conn as u64;
         let mut back = Vec::new();
@@ -319,7 +379,7 @@ impl Conn {
         // Before the bytes go: the child cannot finish reading before this is printed.
         if fabric::verbose() {
             eprintln!(
-                "omx_sockets: conn {:#x} back on TCP for a forked child ({returned} bytes returned)",
+                "omx_sockets: conn {:#x} back on TCP for a forked child or exec ({returned} bytes returned)",
                 self.id
             );
         }

@@ -1,0 +1,85 @@
+"""A connection that outlives its process image: the server reads the head of a
+request, answers a greeting, then exec()s a new image (directly, or in a forked child
+while the parent closes its copy) that reads the rest from the inherited descriptor
+and answers with the count and SHA-256 of the whole request; the client checks both
+and the greeting. Run unmodified, with or without omx_sockets.
+
+  execserver.py server exec|forkexec     listen on PORT, serve one client
+  execserver.py client IP SIZE           send SIZE bytes (after an 8-byte length)
+  (execserver.py rest FD HEADLEN HEXHEAD  the exec'd image; internal)
+"""
+import hashlib
+import os
+import socket
+import struct
+import sys
+
+PORT = 5558
+HEAD = 1 << 20
+GREETING = b"G" * 1000
+
+
+def pattern(n):
+    return (bytes(range(251)) * (n // 251 + 1))[:n]
+
+
+def read_exact(s, n):
+    out = bytearray()
+    while len(out) < n:
+        d = s.recv(min(n - len(out), 1 << 20))
+        if not d:
+            raise SystemExit("early end of stream after %d of %d" % (len(out), n))
+        out += d
+    return bytes(out)
+
+
+mode = sys.argv[1]
+if mode == "server":
+    how = sys.argv[2]
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("0.0.0.0", PORT))
+    ls.listen(1)
+    print("listening", flush=True)
+    c, _ = ls.accept()
+    ls.close()
+    (size,) = struct.unpack("!Q", read_exact(c, 8))
+    head = read_exact(c, min(HEAD, size))
+    c.sendall(GREETING)
+    fd = c.fileno()
+    os.set_inheritable(fd, True)
+    argv = [sys.executable, sys.argv[0], "rest", str(fd), str(size), hashlib.sha256(head).hexdigest(), str(len(head))]
+    if how == "exec":
+        os.execv(sys.executable, argv)
+    pid = os.fork()
+    if pid == 0:
+        os.execv(sys.executable, argv)
+    c.close()
+    _, status = os.waitpid(pid, 0)
+    sys.exit(os.waitstatus_to_exitcode(status))
+elif mode == "rest":
+    fd, size, head_hash, head_len = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+    c = socket.socket(fileno=fd)
+    rest = read_exact(c, size - head_len)
+    whole = pattern(size)
+    ok = hashlib.sha256(whole[:head_len]).hexdigest() == head_hash and rest == whole[head_len:]
+    c.sendall(("%d %s" % (size if ok else -1, hashlib.sha256(whole).hexdigest())).encode())
+    c.close()
+    print("exec'd image read", size - head_len, "ok" if ok else "WRONG", flush=True)
+    sys.exit(0 if ok else 1)
+else:
+    size = int(sys.argv[3])
+    s = socket.socket()
+    s.connect((sys.argv[2], PORT))
+    data = pattern(size)
+    s.sendall(struct.pack("!Q", size) + data)
+    greeting = read_exact(s, len(GREETING))
+    reply = b""
+    while True:
+        d = s.recv(200)
+        if not d:
+            break
+        reply += d
+    want = "%d %s" % (size, hashlib.sha256(data).hexdigest())
+    print("greeting", "ok" if greeting == GREETING else "WRONG", "reply", reply.decode(), flush=True)
+    sys.exit(0 if greeting == GREETING and reply.decode() == want else 1)
