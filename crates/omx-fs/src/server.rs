@@ -63,7 +63,6 @@ struct Waiter {
 }
 
 /// What the server has seen; `omxfsd` prints them on `SIGUSR1` (docs/FILES.md).
-#[derive(Default)]
 pub struct Counters {
     pub requests: AtomicU64,
     /// Messages that do not decode (no reply when even the header is unreadable, else
@@ -71,6 +70,20 @@ pub struct Counters {
     pub malformed: AtomicU64,
     pub unknown_session: AtomicU64,
     pub expired_sessions: AtomicU64,
+    /// Requests by operation code (what a workload costs in round trips).
+    pub by_op: [AtomicU64; 64],
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            requests: AtomicU64::new(0),
+            malformed: AtomicU64::new(0),
+            unknown_session: AtomicU64::new(0),
+            expired_sessions: AtomicU64::new(0),
+            by_op: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
 }
 
 impl fmt::Display for Counters {
@@ -83,7 +96,14 @@ impl fmt::Display for Counters {
             get(&self.malformed),
             get(&self.unknown_session),
             get(&self.expired_sessions)
-        )
+        )?;
+        for (code, n) in self.by_op.iter().enumerate() {
+            let n = get(n);
+            if let (true, Some(op)) = (n > 0, Op::from_u8(code as u8)) {
+                write!(f, " {op:?}={n}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -263,6 +283,9 @@ impl Server {
         let Some(to) = self.reply_partner(job.source) else {
             return;
         };
+        if let Some(n) = self.counters.by_op.get(h.op as usize) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
         let Some(op) = Op::from_u8(h.op) else {
             self.counters.malformed.fetch_add(1, Ordering::Relaxed);
             return self.reply(to, h.op, h.id, Err(libc::EPROTO));
