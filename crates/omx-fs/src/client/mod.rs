@@ -5,13 +5,20 @@
 //! Node ids are the client's own, one per path (like sshfs): a node maps to a path
 //! relative to the export, renames move the paths under it.
 
+mod attrs;
 pub mod conn;
+mod lock_wait;
+mod nodes;
+mod shared;
 
 use crate::proto::*;
-use conn::{Conn, Done, Reply};
+use attrs::{dtype, file_attr};
+use conn::{Conn, Reply};
 use fuser::*;
+use lock_wait::watch_lock_wait;
+use nodes::{join, Nodes};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use shared::{Handle, Handles, Shared};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,292 +28,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub struct Options {
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
-}
-
-struct Node {
-    path: Vec<u8>,
-    lookups: u64,
-}
-
-#[derive(Default)]
-struct Nodes {
-    by_id: HashMap<u64, Node>,
-    by_path: HashMap<Vec<u8>, u64>,
-    next: u64,
-}
-
-impl Nodes {
-    fn new() -> Nodes {
-        let mut n = Nodes {
-            next: FUSE_ROOT_ID + 1,
-            ..Default::default()
-        };
-        n.by_id.insert(
-            FUSE_ROOT_ID,
-            Node {
-                path: Vec::new(),
-                lookups: 1,
-            },
-        );
-        n.by_path.insert(Vec::new(), FUSE_ROOT_ID);
-        n
-    }
-
-    fn path(&self, ino: u64) -> Option<Vec<u8>> {
-        self.by_id.get(&ino).map(|n| n.path.clone())
-    }
-
-    /// The node of a path the kernel now holds one more reference to.
-    fn looked_up(&mut self, path: Vec<u8>) -> u64 {
-        if let Some(&id) = self.by_path.get(&path) {
-            self.by_id.get_mut(&id).expect("both maps").lookups += 1;
-            return id;
-        }
-        let id = self.next;
-        self.next += 1;
-        self.by_path.insert(path.clone(), id);
-        self.by_id.insert(id, Node { path, lookups: 1 });
-        id
-    }
-
-    fn forget(&mut self, ino: u64, n: u64) {
-        if ino == FUSE_ROOT_ID {
-            return;
-        }
-        if let Some(node) = self.by_id.get_mut(&ino) {
-            node.lookups = node.lookups.saturating_sub(n);
-            if node.lookups == 0 {
-                let node = self.by_id.remove(&ino).expect("present");
-                if self.by_path.get(&node.path) == Some(&ino) {
-                    self.by_path.remove(&node.path);
-                }
-            }
-        }
-    }
-
-    fn removed(&mut self, path: &[u8]) {
-        self.by_path.remove(path);
-    }
-
-    /// `from` (and everything below it) is now `to`.
-    fn renamed(&mut self, from: &[u8], to: &[u8]) {
-        self.by_path.remove(to);
-        let mut prefix = from.to_vec();
-        prefix.push(b'/');
-        for (id, node) in self.by_id.iter_mut() {
-            let new = if node.path == from {
-                to.to_vec()
-            } else if node.path.starts_with(&prefix) {
-                [to, &node.path[from.len()..]].concat()
-            } else {
-                continue;
-            };
-            if self.by_path.get(&node.path) == Some(id) {
-                self.by_path.remove(&node.path);
-            }
-            self.by_path.insert(new.clone(), *id);
-            node.path = new;
-        }
-    }
-}
-
-fn join(dir: &[u8], name: &OsStr) -> Vec<u8> {
-    let name = name.as_bytes();
-    if dir.is_empty() {
-        name.to_vec()
-    } else {
-        [dir, b"/", name].concat()
-    }
-}
-
-fn time(t: (i64, u32)) -> SystemTime {
-    if t.0 >= 0 {
-        UNIX_EPOCH + Duration::new(t.0 as u64, t.1)
-    } else {
-        UNIX_EPOCH - Duration::from_secs(t.0.unsigned_abs()) + Duration::from_nanos(t.1 as u64)
-    }
-}
-
-fn file_attr(ino: u64, a: &Attr) -> FileAttr {
-    let kind = match a.mode & libc::S_IFMT {
-        libc::S_IFDIR => FileType::Directory,
-        libc::S_IFLNK => FileType::Symlink,
-        libc::S_IFIFO => FileType::NamedPipe,
-        libc::S_IFSOCK => FileType::Socket,
-        libc::S_IFCHR => FileType::CharDevice,
-        libc::S_IFBLK => FileType::BlockDevice,
-        _ => FileType::RegularFile,
-    };
-    FileAttr {
-        ino,
-        size: a.size,
-        blocks: a.blocks,
-        atime: time(a.atime),
-        mtime: time(a.mtime),
-        ctime: time(a.ctime),
-        crtime: time(a.ctime),
-        kind,
-        perm: (a.mode & 0o7777) as u16,
-        nlink: a.nlink,
-        uid: a.uid,
-        gid: a.gid,
-        rdev: a.rdev,
-        blksize: a.blksize,
-        flags: 0,
-    }
-}
-
-fn dtype(t: u8) -> FileType {
-    match t {
-        libc::DT_DIR => FileType::Directory,
-        libc::DT_LNK => FileType::Symlink,
-        libc::DT_FIFO => FileType::NamedPipe,
-        libc::DT_SOCK => FileType::Socket,
-        libc::DT_CHR => FileType::CharDevice,
-        libc::DT_BLK => FileType::BlockDevice,
-        _ => FileType::RegularFile,
-    }
-}
-
-/// An open file or directory as the kernel holds it: the fh the kernel has is the
-/// client's own, mapped to the server's handle of the session it was opened in. After
-/// a server restart (a new session) it is reopened by path with the same flags at its
-/// next use; a file that is gone, or is another file now, gives `ESTALE`.
-struct Handle {
-    node: u64,
-    flags: i32,
-    dir: bool,
-    /// The file's inode number on the server (0 for directories: not checked).
-    ino: u64,
-    server_fh: u64,
-    generation: u64,
-    /// Locked through this mount: its flush goes to the server (which releases the
-    /// closing owner's locks there).
-    locked: bool,
-}
-
-#[derive(Default)]
-struct Handles {
-    map: HashMap<u64, Handle>,
-    next: u64,
-}
-
-/// What requests are built from, shared with the completion thread and with retries.
-struct Shared {
-    conn: Arc<Conn>,
-    nodes: Mutex<Nodes>,
-    handles: Mutex<Handles>,
-}
-
-/// Builds a request (again for a retry: it maps handles to the current session's).
-type Build = Box<dyn Fn(&Arc<Shared>) -> Result<Writer, i32> + Send>;
-
-impl Shared {
-    /// Sends the request `build` makes; one whose session the server no longer knows
-    /// (it restarted) is made again in a new session, once. Never called on the
-    /// completion thread (building may reconnect or reopen, which wait for replies).
-    fn request(
-        self: &Arc<Self>,
-        build: Build,
-        write: Option<Arc<Vec<u8>>>,
-        read: u32,
-        done: Done,
-        retry: bool,
-    ) {
-        let conn = &self.conn;
-        if !conn.connected() && conn.reconnect(conn.generation(), false).is_err() {
-            return done(Err(libc::ENOTCONN));
-        }
-        let generation = conn.generation();
-        let w = match build(self) {
-            Ok(w) => w,
-            Err(e) => return done(Err(e)),
-        };
-        let sh = self.clone();
-        let data = write.clone();
-        conn.submit(
-            w,
-            data,
-            read,
-            true,
-            Box::new(move |r| match r {
-                Err(libc::EBADR) if retry => {
-                    std::thread::spawn(move || match sh.conn.reconnect(generation, true) {
-                        Ok(()) => sh.request(build, write, read, done, false),
-                        Err(_) => done(Err(libc::EIO)),
-                    });
-                }
-                Err(libc::EBADR) => done(Err(libc::EIO)),
-                r => done(r),
-            }),
-        );
-    }
-
-    /// A new client handle for the server's `server_fh` opened in session `generation`.
-    fn add_handle(&self, h: Handle) -> u64 {
-        let mut hs = self.handles.lock();
-        hs.next += 1;
-        let fh = hs.next;
-        hs.map.insert(fh, h);
-        fh
-    }
-
-    /// The server's handle for client handle `fh`, reopened first if it belongs to an
-    /// older session (blocking).
-    fn server_fh(&self, fh: u64) -> Result<u64, i32> {
-        let generation = self.conn.generation();
-        let (node, flags, dir, ino, locked) = {
-            let hs = self.handles.lock();
-            let h = hs.map.get(&fh).ok_or(libc::EBADF)?;
-            if h.generation == generation {
-                return Ok(h.server_fh);
-            }
-            (h.node, h.flags, h.dir, h.ino, h.locked)
-        };
-        let path = self.nodes.lock().path(node).ok_or(libc::ESTALE)?;
-        let mut w = req(if dir { Op::Opendir } else { Op::Open });
-        w.bytes(&path);
-        if !dir {
-            // Created or truncated once is enough.
-            let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
-            w.u32(flags as u32).u32(0).u32(0).u32(0);
-        }
-        let reply = self.conn.call(w, None, 0).map_err(|e| match e {
-            libc::ENOENT => libc::ESTALE,
-            libc::EBADR | libc::ENOTCONN => libc::EIO,
-            e => e,
-        })?;
-        let mut rd = Reader::new(&reply.body);
-        let server_fh = rd.u64().map_err(|_| libc::EIO)?;
-        if !dir {
-            let a = Attr::decode(&mut rd).map_err(|_| libc::EIO)?;
-            if a.ino != ino {
-                // Another file took the name meanwhile.
-                let mut w = req(Op::Release);
-                w.u64(server_fh).u64(0).u32(0);
-                self.conn.submit(w, None, 0, true, Box::new(|_| {}));
-                return Err(libc::ESTALE);
-            }
-        }
-        if locked {
-            eprintln!(
-                "omxfs: {}: reopened after a server restart; the locks held on it were lost",
-                String::from_utf8_lossy(&path)
-            );
-        }
-        if let Some(h) = self.handles.lock().map.get_mut(&fh) {
-            h.server_fh = server_fh;
-            h.generation = generation;
-            h.locked = false;
-        }
-        Ok(server_fh)
-    }
-
-    /// Forgets client handle `fh`; the server's handle if it is of the current session.
-    fn take_handle(&self, fh: u64) -> Option<(u64, bool)> {
-        let h = self.handles.lock().map.remove(&fh)?;
-        (h.generation == self.conn.generation()).then_some((h.server_fh, h.locked))
-    }
 }
 
 pub struct OmxFs {
@@ -406,7 +127,7 @@ macro_rules! path_or {
     };
 }
 
-fn req(op: Op) -> Writer {
+pub(crate) fn req(op: Op) -> Writer {
     Writer::request(op, 0, 0)
 }
 
@@ -1128,44 +849,6 @@ impl Filesystem for OmxFs {
         };
         self.empty_fh(fh, build, reply);
     }
-}
-
-/// How often a blocked F_SETLKW's caller is checked for a signal.
-const LOCK_WAIT_POLL: Duration = Duration::from_millis(50);
-
-/// Withdraws a blocked F_SETLKW on the server once its caller has a signal pending, so
-/// that the kernel gets EINTR (the server answers the wait so) and no grant comes later.
-/// fuser 0.15 answers the kernel's FUSE_INTERRUPT itself with ENOSYS, after which the
-/// kernel sends none and leaves the caller waiting with the signal pending: this thread
-/// looks for that signal in /proc instead.
-fn watch_lock_wait(conn: Arc<Conn>, id: u64, tid: u32, answered: Arc<AtomicBool>) {
-    std::thread::spawn(move || {
-        while !answered.load(Ordering::Acquire) {
-            std::thread::sleep(LOCK_WAIT_POLL);
-            if signal_pending(tid) && !answered.load(Ordering::Acquire) {
-                let mut w = req(Op::CancelLockWait);
-                w.u64(id);
-                // ENOENT: granted meanwhile, its reply is on the way.
-                conn.submit(w, None, 0, true, Box::new(|_| {}));
-                return;
-            }
-        }
-    });
-}
-
-/// Whether thread `tid` has an unblocked signal pending (or is gone).
-fn signal_pending(tid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
-        return true;
-    };
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-            .unwrap_or(0)
-    };
-    (field("SigPnd:") | field("ShdPnd:")) & !field("SigBlk:") != 0
 }
 
 impl OmxFs {

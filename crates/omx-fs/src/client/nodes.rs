@@ -1,0 +1,103 @@
+//! The client's node ids: one per path (like sshfs), the kernel's references to each,
+//! and what the client knows about a node between requests.
+
+use fuser::FUSE_ROOT_ID;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+pub struct Node {
+    pub path: Vec<u8>,
+    lookups: u64,
+}
+
+#[derive(Default)]
+pub struct Nodes {
+    by_id: HashMap<u64, Node>,
+    by_path: HashMap<Vec<u8>, u64>,
+    next: u64,
+}
+
+impl Nodes {
+    pub fn new() -> Nodes {
+        let mut n = Nodes {
+            next: FUSE_ROOT_ID + 1,
+            ..Default::default()
+        };
+        n.by_id.insert(
+            FUSE_ROOT_ID,
+            Node {
+                path: Vec::new(),
+                lookups: 1,
+            },
+        );
+        n.by_path.insert(Vec::new(), FUSE_ROOT_ID);
+        n
+    }
+
+    pub fn path(&self, ino: u64) -> Option<Vec<u8>> {
+        self.by_id.get(&ino).map(|n| n.path.clone())
+    }
+
+    /// The node of a path the kernel now holds one more reference to.
+    pub fn looked_up(&mut self, path: Vec<u8>) -> u64 {
+        if let Some(&id) = self.by_path.get(&path) {
+            self.by_id.get_mut(&id).expect("both maps").lookups += 1;
+            return id;
+        }
+        let id = self.next;
+        self.next += 1;
+        self.by_path.insert(path.clone(), id);
+        self.by_id.insert(id, Node { path, lookups: 1 });
+        id
+    }
+
+    pub fn forget(&mut self, ino: u64, n: u64) {
+        if ino == FUSE_ROOT_ID {
+            return;
+        }
+        if let Some(node) = self.by_id.get_mut(&ino) {
+            node.lookups = node.lookups.saturating_sub(n);
+            if node.lookups == 0 {
+                let node = self.by_id.remove(&ino).expect("present");
+                if self.by_path.get(&node.path) == Some(&ino) {
+                    self.by_path.remove(&node.path);
+                }
+            }
+        }
+    }
+
+    pub fn removed(&mut self, path: &[u8]) {
+        self.by_path.remove(path);
+    }
+
+    /// `from` (and everything below it) is now `to`.
+    pub fn renamed(&mut self, from: &[u8], to: &[u8]) {
+        self.by_path.remove(to);
+        let mut prefix = from.to_vec();
+        prefix.push(b'/');
+        for (id, node) in self.by_id.iter_mut() {
+            let new = if node.path == from {
+                to.to_vec()
+            } else if node.path.starts_with(&prefix) {
+                [to, &node.path[from.len()..]].concat()
+            } else {
+                continue;
+            };
+            if self.by_path.get(&node.path) == Some(id) {
+                self.by_path.remove(&node.path);
+            }
+            self.by_path.insert(new.clone(), *id);
+            node.path = new;
+        }
+    }
+}
+
+pub fn join(dir: &[u8], name: &OsStr) -> Vec<u8> {
+    let name = name.as_bytes();
+    if dir.is_empty() {
+        name.to_vec()
+    } else {
+        [dir, b"/", name].concat()
+    }
+}
