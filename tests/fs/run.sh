@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs exerciser-faults tar cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs exerciser-faults tar xattr cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -114,6 +114,41 @@ if want tar; then
     on "$c1" tar -C "$m/tar" -cf "$m/again.tar" . && on "$c1" tar -tf "$m/again.tar" >/dev/null &&
     cmp <(tar -tf "$tmp/export/data/again.tar" | sort) <(tar -C "$tmp/tarref" -cf - . | tar -tf - | sort)
   report tar $? "$log/tar.mnt"
+fi
+if want xattr; then
+  # Extended attributes through the client's cache of absent ones: a name found absent,
+  # then set, is seen at once; a removed one is gone; a file capability set on the
+  # server is dropped by a write through the mount (as a local write drops it).
+  printf 'x' >"$tmp/export/data/capf"
+  python3 -c 'import os, struct, sys
+os.setxattr(sys.argv[1], "security.capability", struct.pack("<IIIII", 0x02000001, 1 << 12, 0, 0, 0))' "$tmp/export/data/capf" &&
+    on "$c1" python3 - "$m" >"$log/xattr" 2>&1 <<'PY'
+import errno, os, sys
+m = sys.argv[1]
+f = f"{m}/xa"
+open(f, "w").close()
+def absent(path, name):
+    try:
+        os.getxattr(path, name)
+    except OSError as e:
+        return e.errno == errno.ENODATA
+    return False
+assert absent(f, "user.k"), "a new file has no user.k"
+os.setxattr(f, "user.k", b"v1")
+assert os.getxattr(f, "user.k") == b"v1", "set after a cached absence not seen"
+assert "user.k" in os.listxattr(f)
+os.removexattr(f, "user.k")
+assert absent(f, "user.k"), "removed attribute still seen"
+os.setxattr(f, "user.k", b"v2")
+assert os.getxattr(f, "user.k") == b"v2"
+with open(f"{m}/capf", "r+") as c:
+    c.write("y")
+print("ok")
+PY
+  rc=$?
+  [ $rc = 0 ] && ! python3 -c 'import os, sys; os.getxattr(sys.argv[1], "security.capability")' "$tmp/export/data/capf" 2>/dev/null &&
+    [ "$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.k").decode())' "$tmp/export/data/xa")" = v2 ]
+  report xattr $? "$log/xattr"
 fi
 if want cp-rsync; then
   on "$c1" cp -a "$root/crates/omx-fs" "$m/cpa" &&

@@ -16,14 +16,14 @@ use attrs::{dtype, file_attr};
 use conn::{Conn, Reply};
 use fuser::*;
 use lock_wait::watch_lock_wait;
-use nodes::{join, Nodes};
+use nodes::{join, Nodes, CAPABILITY_XATTR};
 use parking_lot::Mutex;
 use shared::{Handle, Handles, Shared};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub struct Options {
     pub attr_timeout: Duration,
@@ -411,11 +411,19 @@ impl Filesystem for OmxFs {
         w.bytes(&path).u32(flags as u32).u32(mode);
         w.u32(req_.uid()).u32(req_.gid());
         let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        let attr_ttl = self.opts.attr_timeout;
         let generation = self.sh.conn.generation();
         self.send(w, move |r| {
             match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
                 Ok((server_fh, a)) => {
-                    let ino = sh.nodes.lock().looked_up(path);
+                    // A new file (the server creates with O_EXCL): no capability to
+                    // drop at its writes.
+                    let ino = {
+                        let mut nodes = sh.nodes.lock();
+                        let ino = nodes.looked_up(path);
+                        nodes.set_xattr_absent(ino, CAPABILITY_XATTR, Instant::now() + attr_ttl);
+                        ino
+                    };
                     let fh = sh.add_handle(Handle {
                         node: ino,
                         flags,
@@ -716,6 +724,7 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         let path = path_or!(self, ino, reply);
+        self.sh.nodes.lock().xattrs_changed(ino);
         if value.len() > MAX_HEADER - 1024 {
             return reply.error(libc::E2BIG);
         }
@@ -736,9 +745,21 @@ impl Filesystem for OmxFs {
         reply: ReplyXattr,
     ) {
         let path = path_or!(self, ino, reply);
+        let name = name.as_bytes().to_vec();
+        if self.sh.nodes.lock().xattr_absent(ino, &name) {
+            return reply.error(libc::ENODATA);
+        }
         let mut w = req(Op::Getxattr);
-        w.bytes(&path).bytes(name.as_bytes()).u32(size);
-        self.xattr_reply(w, size, reply);
+        w.bytes(&path).bytes(&name).u32(size);
+        // An absent attribute is remembered for the attribute timeout.
+        let (sh, ttl) = (self.sh.clone(), self.opts.attr_timeout);
+        self.send(w, move |r| {
+            if matches!(r, Err(libc::ENODATA)) {
+                let until = Instant::now() + ttl;
+                sh.nodes.lock().set_xattr_absent(ino, &name, until);
+            }
+            xattr_answer(r, size, reply)
+        });
     }
 
     fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
@@ -750,6 +771,7 @@ impl Filesystem for OmxFs {
 
     fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
         let path = path_or!(self, ino, reply);
+        self.sh.nodes.lock().xattrs_changed(ino);
         let mut w = req(Op::Removexattr);
         w.bytes(&path).bytes(name.as_bytes());
         self.empty(w, reply);
@@ -867,12 +889,15 @@ impl OmxFs {
     }
 
     fn xattr_reply(&self, w: Writer, size: u32, reply: ReplyXattr) {
-        self.send(w, move |r| {
-            match body(r, |_, rd| Ok((rd.u32()?, rd.rest().to_vec()))) {
-                Ok((n, _)) if size == 0 => reply.size(n),
-                Ok((_, v)) => reply.data(&v),
-                Err(e) => reply.error(e),
-            }
-        });
+        self.send(w, move |r| xattr_answer(r, size, reply));
+    }
+}
+
+/// A getxattr or listxattr reply: the size asked for, or the value.
+fn xattr_answer(r: Result<Reply, i32>, size: u32, reply: ReplyXattr) {
+    match body(r, |_, rd| Ok((rd.u32()?, rd.rest().to_vec()))) {
+        Ok((n, _)) if size == 0 => reply.size(n),
+        Ok((_, v)) => reply.data(&v),
+        Err(e) => reply.error(e),
     }
 }

@@ -5,10 +5,28 @@ use fuser::FUSE_ROOT_ID;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::time::Instant;
+
+/// The extended attribute the kernel asks for before every write and chown (to drop
+/// file capabilities): one round trip each unless its absence is known.
+pub const CAPABILITY_XATTR: &[u8] = b"security.capability";
 
 pub struct Node {
     pub path: Vec<u8>,
     lookups: u64,
+    /// Extended attributes known to be absent, until when (the attribute timeout, as
+    /// for the kernel's cached attributes).
+    absent_xattrs: Vec<(Vec<u8>, Instant)>,
+}
+
+impl Node {
+    fn new(path: Vec<u8>) -> Node {
+        Node {
+            path,
+            lookups: 1,
+            absent_xattrs: Vec::new(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -24,13 +42,7 @@ impl Nodes {
             next: FUSE_ROOT_ID + 1,
             ..Default::default()
         };
-        n.by_id.insert(
-            FUSE_ROOT_ID,
-            Node {
-                path: Vec::new(),
-                lookups: 1,
-            },
-        );
+        n.by_id.insert(FUSE_ROOT_ID, Node::new(Vec::new()));
         n.by_path.insert(Vec::new(), FUSE_ROOT_ID);
         n
     }
@@ -48,8 +60,35 @@ impl Nodes {
         let id = self.next;
         self.next += 1;
         self.by_path.insert(path.clone(), id);
-        self.by_id.insert(id, Node { path, lookups: 1 });
+        self.by_id.insert(id, Node::new(path));
         id
+    }
+
+    /// Whether extended attribute `name` of `ino` is known to be absent.
+    pub fn xattr_absent(&self, ino: u64, name: &[u8]) -> bool {
+        let now = Instant::now();
+        self.by_id.get(&ino).is_some_and(|n| {
+            n.absent_xattrs
+                .iter()
+                .any(|(x, until)| x == name && *until > now)
+        })
+    }
+
+    /// Extended attribute `name` of `ino` is absent until `until` (as far as this
+    /// client knows: another client may set it meanwhile).
+    pub fn set_xattr_absent(&mut self, ino: u64, name: &[u8], until: Instant) {
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            let now = Instant::now();
+            n.absent_xattrs.retain(|(x, t)| x != name && *t > now);
+            n.absent_xattrs.push((name.to_vec(), until));
+        }
+    }
+
+    /// The extended attributes of `ino` are changing through this client.
+    pub fn xattrs_changed(&mut self, ino: u64) {
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            n.absent_xattrs.clear();
+        }
     }
 
     pub fn forget(&mut self, ino: u64, n: u64) {
