@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs exerciser-faults tar xattr cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs exerciser-faults tar xattr listing cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -149,6 +149,31 @@ PY
   [ $rc = 0 ] && ! python3 -c 'import os, sys; os.getxattr(sys.argv[1], "security.capability")' "$tmp/export/data/capf" 2>/dev/null &&
     [ "$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.k").decode())' "$tmp/export/data/xa")" = v2 ]
   report xattr $? "$log/xattr"
+fi
+if want listing; then
+  # Listings of one page (it comes with the open), of many pages, and empty: every
+  # name once, as the server has them, also when read again through one descriptor.
+  mkdir -p "$tmp/export/data/big" "$tmp/export/data/empty" "$tmp/export/data/one"
+  for i in $(seq 1 1500); do : >"$tmp/export/data/big/entry-with-a-longish-name-$i"; done
+  : >"$tmp/export/data/one/only"
+  on "$c1" python3 - "$m" "$tmp/export/data" >"$log/listing" 2>&1 <<'PY'
+import os, sys
+m, ref = sys.argv[1:]
+for d in ("big", "empty", "one"):
+    want = sorted(os.listdir(f"{ref}/{d}"))
+    assert sorted(os.listdir(f"{m}/{d}")) == want, f"{d}: listing differs"
+    fd = os.open(f"{m}/{d}", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(2):  # read to the end, rewind, read again
+            os.lseek(fd, 0, os.SEEK_SET)
+            got = sorted(e.name for e in os.scandir(fd))
+            assert got == want, f"{d}: listing through one descriptor differs"
+    finally:
+        os.close(fd)
+    assert all(os.lstat(f"{m}/{d}/{n}").st_size == 0 for n in want)
+print("ok")
+PY
+  report listing $? "$log/listing"
 fi
 if want cp-rsync; then
   on "$c1" cp -a "$root/crates/omx-fs" "$m/cpa" &&

@@ -7,6 +7,7 @@
 
 mod attrs;
 pub mod conn;
+mod listing;
 mod lock_wait;
 mod nodes;
 mod shared;
@@ -15,6 +16,7 @@ use crate::proto::*;
 use attrs::{dtype, file_attr};
 use conn::{Conn, Reply};
 use fuser::*;
+use listing::{add_page, finish_page, Listing, DIR_PAGE};
 use lock_wait::watch_lock_wait;
 use nodes::{join, Nodes, CAPABILITY_XATTR};
 use parking_lot::Mutex;
@@ -388,6 +390,7 @@ impl Filesystem for OmxFs {
                         server_fh,
                         generation,
                         locked: false,
+                        listing: Listing::default(),
                     });
                     reply.opened(fh, 0)
                 }
@@ -432,6 +435,7 @@ impl Filesystem for OmxFs {
                         server_fh,
                         generation,
                         locked: false,
+                        listing: Listing::default(),
                     });
                     reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
                 }
@@ -569,22 +573,29 @@ impl Filesystem for OmxFs {
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
         let path = path_or!(self, ino, reply);
         let mut w = req(Op::Opendir);
-        w.bytes(&path);
+        // With the listing's first page (READDIRPLUS, the kernel's next request).
+        w.bytes(&path).u32(DIR_PAGE);
         let (sh, generation) = (self.sh.clone(), self.sh.conn.generation());
-        self.send(w, move |r| match body(r, |_, rd| rd.u64()) {
-            Ok(server_fh) => {
-                let fh = sh.add_handle(Handle {
-                    node: ino,
-                    flags: 0,
-                    dir: true,
-                    ino: 0,
-                    server_fh,
-                    generation,
-                    locked: false,
-                });
-                reply.opened(fh, 0)
+        self.send(w, move |r| {
+            match body(r, |_, rd| Ok((rd.u64()?, rd.rest().to_vec()))) {
+                Ok((server_fh, page)) => {
+                    let fh = sh.add_handle(Handle {
+                        node: ino,
+                        flags: 0,
+                        dir: true,
+                        ino: 0,
+                        server_fh,
+                        generation,
+                        locked: false,
+                        listing: Listing {
+                            first_page: (!page.is_empty()).then_some(page),
+                            end: None,
+                        },
+                    });
+                    reply.opened(fh, 0)
+                }
+                Err(e) => reply.error(e),
             }
-            Err(e) => reply.error(e),
         });
     }
 
@@ -630,56 +641,34 @@ impl Filesystem for OmxFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let dir = path_or!(self, ino, reply);
+        // The first page came with the handle; past the end nothing more will come.
+        let known = {
+            let mut hs = self.sh.handles.lock();
+            hs.map.get_mut(&fh).and_then(|h| match h.listing.end {
+                Some(end) if end == offset => Some(None),
+                _ if offset == 0 => h.listing.first_page.take().map(Some),
+                _ => None,
+            })
+        };
+        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        match known {
+            Some(None) => return reply.ok(),
+            Some(Some(page)) => {
+                let res = add_page(&sh, &dir, offset, ttl, &mut Reader::new(&page), &mut reply)
+                    .map_err(|_| libc::EIO);
+                return finish_page(&sh, fh, res, reply);
+            }
+            None => {}
+        }
         // The kernel's buffer is one page: the server sends what fits in it.
         let build = move |fh| {
             let mut w = req(Op::Readdirplus);
-            w.u64(fh).i64(offset).u32(4096);
+            w.u64(fh).i64(offset).u32(DIR_PAGE);
             w
         };
-        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
         self.send_fh(fh, build, None, 0, move |r| {
-            let res = body(r, |_, rd| {
-                let n = rd.u32()?;
-                for _ in 0..n {
-                    let (d_ino, next, _dtype) = (rd.u64()?, rd.i64()?, rd.u8()?);
-                    let name = OsStr::from_bytes(rd.bytes()?);
-                    let attr = match rd.u8()? {
-                        0 => None,
-                        _ => Some(Attr::decode(rd)?),
-                    };
-                    let full = match attr {
-                        // The kernel counts one lookup for each entry it takes (not
-                        // `.` and `..`, which come without attributes).
-                        Some(a) => {
-                            let mut nodes = sh.nodes.lock();
-                            let node = nodes.looked_up(join(&dir, name));
-                            let full = reply.add(node, next, name, &ttl, &file_attr(node, &a), 0);
-                            if full {
-                                nodes.forget(node, 1);
-                            }
-                            full
-                        }
-                        None if name == "." || name == ".." => {
-                            let dir = Attr {
-                                mode: libc::S_IFDIR,
-                                ..Attr::default()
-                            };
-                            let a = file_attr(d_ino.max(1), &dir);
-                            reply.add(0, next, name, &Duration::ZERO, &a, 0)
-                        }
-                        // Gone between the listing and its lstat on the server.
-                        None => false,
-                    };
-                    if full {
-                        break;
-                    }
-                }
-                Ok(())
-            });
-            match res {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
+            let res = body(r, |_, rd| add_page(&sh, &dir, offset, ttl, rd, &mut reply));
+            finish_page(&sh, fh, res, reply);
         });
     }
 

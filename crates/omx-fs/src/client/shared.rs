@@ -24,6 +24,8 @@ pub struct Handle {
     /// Locked through this mount: its flush goes to the server (which releases the
     /// closing owner's locks there).
     pub locked: bool,
+    /// A directory's listing as far as the client already has it.
+    pub listing: super::listing::Listing,
 }
 
 #[derive(Default)]
