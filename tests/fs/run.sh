@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs exerciser-faults tar xattr listing cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs exerciser-faults tar xattr listing attrs cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -174,6 +174,31 @@ for d in ("big", "empty", "one"):
 print("ok")
 PY
   report listing $? "$log/listing"
+fi
+if want attrs; then
+  # What tar does to each file (write, utimens, chown, chmod, close), stat'ed between
+  # steps on the mount and on the server: the client's kept attributes (a chown's
+  # GETATTR is answered from the setattr before) never show an older state.
+  on "$c1" python3 - "$m" "$tmp/export/data" >"$log/attrs" 2>&1 <<'PY'
+import os, sys
+m, ref = sys.argv[1:]
+def same(name, step):
+    a, b = os.stat(f"{m}/{name}"), os.stat(f"{ref}/{name}")
+    for f in ("st_size", "st_mode", "st_uid", "st_gid", "st_mtime_ns", "st_nlink"):
+        assert getattr(a, f) == getattr(b, f), f"{name} after {step}: {f} {getattr(a, f)} != {getattr(b, f)}"
+for i in range(20):
+    name = f"at{i}"
+    fd = os.open(f"{m}/{name}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.write(fd, b"x" * (100 + i)); same(name, "write")
+    os.utime(fd, ns=(10**18, 10**18 + i)); same(name, "utime")
+    os.fchown(fd, 1000 + i, 1000); same(name, "chown")
+    os.fchmod(fd, 0o644); same(name, "chmod")
+    os.write(fd, b"y"); same(name, "second write")
+    os.ftruncate(fd, 7); same(name, "truncate")
+    os.close(fd); same(name, "close")
+print("ok")
+PY
+  report attrs $? "$log/attrs"
 fi
 if want cp-rsync; then
   on "$c1" cp -a "$root/crates/omx-fs" "$m/cpa" &&

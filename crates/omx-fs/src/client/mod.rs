@@ -63,6 +63,23 @@ impl OmxFs {
         self.sh.nodes.lock().path(ino)
     }
 
+    /// These nodes may be changing: attributes kept for them are dropped. The epoch of
+    /// the first, to keep the attributes its reply brings.
+    fn changed(&self, inos: &[u64]) -> u64 {
+        let mut nodes = self.sh.nodes.lock();
+        for &ino in inos {
+            nodes.changed(ino);
+        }
+        inos.first().map_or(0, |&ino| nodes.epoch(ino))
+    }
+
+    fn paths_changed(&self, paths: &[&[u8]]) {
+        let mut nodes = self.sh.nodes.lock();
+        for p in paths {
+            nodes.path_changed(p);
+        }
+    }
+
     /// Sends the request `w` (built once: it names no handle).
     fn send(&self, w: Writer, done: impl FnOnce(Result<Reply, i32>) + Send + 'static) {
         let w = w.0;
@@ -178,11 +195,24 @@ impl Filesystem for OmxFs {
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         let path = path_or!(self, ino, reply);
+        let ttl = self.opts.attr_timeout;
+        // Attributes a reply brought within the timeout (the kernel dropped its copy, as
+        // it does before a chown): valid for what is left of it, as the kernel's were.
+        let (epoch, kept) = {
+            let nodes = self.sh.nodes.lock();
+            (nodes.epoch(ino), nodes.fresh_attr(ino, ttl))
+        };
+        if let Some((a, left)) = kept {
+            return reply.attr(&left, &file_attr(ino, &a));
+        }
         let mut w = req(Op::Getattr);
         w.bytes(&path);
-        let ttl = self.opts.attr_timeout;
+        let (sh, asked) = (self.sh.clone(), Instant::now());
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
-            Ok(a) => reply.attr(&ttl, &file_attr(ino, &a)),
+            Ok(a) => {
+                sh.nodes.lock().keep_attr(ino, epoch, a, asked);
+                reply.attr(&ttl, &file_attr(ino, &a))
+            }
             Err(e) => reply.error(e),
         });
     }
@@ -247,8 +277,13 @@ impl Filesystem for OmxFs {
             Ok(w)
         };
         let ttl = self.opts.attr_timeout;
+        let epoch = self.changed(&[ino]);
+        let (sh, asked) = (self.sh.clone(), Instant::now());
         let done = move |r| match body(r, |_, rd| Attr::decode(rd)) {
-            Ok(a) => reply.attr(&ttl, &file_attr(ino, &a)),
+            Ok(a) => {
+                sh.nodes.lock().keep_attr(ino, epoch, a, asked);
+                reply.attr(&ttl, &file_attr(ino, &a))
+            }
             Err(e) => reply.error(e),
         };
         self.sh
@@ -278,6 +313,7 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
+        self.changed(&[parent]);
         let mut w = req(Op::Mknod);
         w.bytes(&path)
             .u32(mode)
@@ -297,6 +333,7 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
+        self.changed(&[parent]);
         let mut w = req(Op::Mkdir);
         w.bytes(&path).u32(mode).u32(req_.uid()).u32(req_.gid());
         self.entry(w, path, reply);
@@ -319,6 +356,7 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), link_name);
+        self.changed(&[parent]);
         let mut w = req(Op::Symlink);
         w.bytes(&path).bytes(target.as_os_str().as_bytes());
         w.u32(req_.uid()).u32(req_.gid());
@@ -337,6 +375,8 @@ impl Filesystem for OmxFs {
     ) {
         let from = join(&path_or!(self, parent, reply), name);
         let to = join(&path_or!(self, newparent, reply), newname);
+        self.changed(&[parent, newparent]);
+        self.paths_changed(&[&from, &to]);
         let mut w = req(Op::Rename);
         w.bytes(&from).bytes(&to).u32(flags);
         let sh = self.sh.clone();
@@ -367,6 +407,7 @@ impl Filesystem for OmxFs {
     ) {
         let from = path_or!(self, ino, reply);
         let to = join(&path_or!(self, newparent, reply), newname);
+        self.changed(&[ino, newparent]);
         let mut w = req(Op::Link);
         w.bytes(&from).bytes(&to);
         self.entry(w, to, reply);
@@ -410,6 +451,7 @@ impl Filesystem for OmxFs {
         reply: ReplyCreate,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
+        self.changed(&[parent]);
         let mut w = req(Op::Create);
         w.bytes(&path).u32(flags as u32).u32(mode);
         w.u32(req_.uid()).u32(req_.gid());
@@ -447,7 +489,7 @@ impl Filesystem for OmxFs {
     fn read(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         size: u32,
@@ -455,6 +497,7 @@ impl Filesystem for OmxFs {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
+        self.changed(&[ino]);
         let size = size.min(MAX_IO);
         let build = move |fh| {
             let mut w = req(Op::Read);
@@ -485,7 +528,7 @@ impl Filesystem for OmxFs {
     fn write(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         data: &[u8],
@@ -494,6 +537,7 @@ impl Filesystem for OmxFs {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
+        self.changed(&[ino]);
         let (inline, separate) = if data.len() <= INLINE_WRITE {
             (data.to_vec(), None)
         } else {
@@ -713,6 +757,7 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         let path = path_or!(self, ino, reply);
+        self.changed(&[ino]);
         self.sh.nodes.lock().xattrs_changed(ino);
         if value.len() > MAX_HEADER - 1024 {
             return reply.error(libc::E2BIG);
@@ -760,6 +805,7 @@ impl Filesystem for OmxFs {
 
     fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
         let path = path_or!(self, ino, reply);
+        self.changed(&[ino]);
         self.sh.nodes.lock().xattrs_changed(ino);
         let mut w = req(Op::Removexattr);
         w.bytes(&path).bytes(name.as_bytes());
@@ -843,13 +889,14 @@ impl Filesystem for OmxFs {
     fn fallocate(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         length: i64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.changed(&[ino]);
         let build = move |fh| {
             let mut w = req(Op::Fallocate);
             w.u64(fh)
@@ -865,6 +912,8 @@ impl Filesystem for OmxFs {
 impl OmxFs {
     fn remove(&mut self, op: Op, parent: u64, name: &OsStr, reply: ReplyEmpty) {
         let path = join(&path_or!(self, parent, reply), name);
+        self.changed(&[parent]);
+        self.paths_changed(&[&path]);
         let mut w = req(op);
         w.bytes(&path);
         let sh = self.sh.clone();

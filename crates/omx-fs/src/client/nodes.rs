@@ -1,11 +1,12 @@
 //! The client's node ids: one per path (like sshfs), the kernel's references to each,
 //! and what the client knows about a node between requests.
 
+use crate::proto::Attr;
 use fuser::FUSE_ROOT_ID;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The extended attribute the kernel asks for before every write and chown (to drop
 /// file capabilities): one round trip each unless its absence is known.
@@ -17,6 +18,12 @@ pub struct Node {
     /// Extended attributes known to be absent, until when (the attribute timeout, as
     /// for the kernel's cached attributes).
     absent_xattrs: Vec<(Vec<u8>, Instant)>,
+    /// The attributes a GETATTR or SETATTR reply brought, with when they were asked
+    /// for: the kernel's next GETATTR within the attribute timeout is answered from them.
+    attr: Option<(Attr, Instant)>,
+    /// Bumped whenever the node may have changed: a reply to a request sent before
+    /// brings attributes that may be older, and is not kept.
+    epoch: u64,
 }
 
 impl Node {
@@ -25,6 +32,8 @@ impl Node {
             path,
             lookups: 1,
             absent_xattrs: Vec::new(),
+            attr: None,
+            epoch: 0,
         }
     }
 }
@@ -54,7 +63,11 @@ impl Nodes {
     /// The node of a path the kernel now holds one more reference to.
     pub fn looked_up(&mut self, path: Vec<u8>) -> u64 {
         if let Some(&id) = self.by_path.get(&path) {
-            self.by_id.get_mut(&id).expect("both maps").lookups += 1;
+            let node = self.by_id.get_mut(&id).expect("both maps");
+            node.lookups += 1;
+            // The kernel now holds newer attributes than any kept here.
+            node.attr = None;
+            node.epoch += 1;
             return id;
         }
         let id = self.next;
@@ -62,6 +75,41 @@ impl Nodes {
         self.by_path.insert(path.clone(), id);
         self.by_id.insert(id, Node::new(path));
         id
+    }
+
+    /// The node's current epoch, to give [`Nodes::keep_attr`] with a reply.
+    pub fn epoch(&self, ino: u64) -> u64 {
+        self.by_id.get(&ino).map_or(0, |n| n.epoch)
+    }
+
+    /// Keeps attributes asked for at `asked` unless the node changed since `epoch`.
+    pub fn keep_attr(&mut self, ino: u64, epoch: u64, attr: Attr, asked: Instant) {
+        if let Some(n) = self.by_id.get_mut(&ino).filter(|n| n.epoch == epoch) {
+            n.attr = Some((attr, asked));
+        }
+    }
+
+    /// Kept attributes of `ino` no older than `ttl`, and how long they stay valid.
+    pub fn fresh_attr(&self, ino: u64, ttl: Duration) -> Option<(Attr, Duration)> {
+        let (attr, asked) = self.by_id.get(&ino)?.attr.as_ref()?;
+        let left = ttl.checked_sub(asked.elapsed())?;
+        (!left.is_zero()).then_some((*attr, left))
+    }
+
+    /// `ino` may be changing (a write, a setattr, an entry added or removed in it):
+    /// its kept attributes are dropped, and replies to earlier requests not kept.
+    pub fn changed(&mut self, ino: u64) {
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            n.attr = None;
+            n.epoch += 1;
+        }
+    }
+
+    /// [`Nodes::changed`] for the node of `path`, if any.
+    pub fn path_changed(&mut self, path: &[u8]) {
+        if let Some(&id) = self.by_path.get(path) {
+            self.changed(id);
+        }
     }
 
     /// Whether extended attribute `name` of `ino` is known to be absent.
