@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs exerciser-faults tar xattr listing attrs cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs exerciser-faults tar xattr listing attrs made-dir cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -199,6 +199,33 @@ for i in range(20):
 print("ok")
 PY
   report attrs $? "$log/attrs"
+fi
+if want made-dir; then
+  # In a directory the client made itself, names it did not make are answered absent
+  # without asking, for entry_timeout (1 s) at most: a file another writer puts there
+  # is opened by O_CREAT as it is (not truncated, no EEXIST), refused by O_EXCL, and
+  # seen by lookups once the timeout is past.
+  on "$c1" mkdir "$m/made" && echo theirs >"$tmp/export/data/made/x" &&
+    on "$c1" python3 - "$m/made" "$tmp/export/data/made" >"$log/made-dir" 2>&1 <<'PY'
+import errno, os, sys, time
+m, ref = sys.argv[1:]
+fd = os.open(f"{m}/x", os.O_CREAT | os.O_RDWR, 0o644)
+assert os.read(fd, 100) == b"theirs\n", "O_CREAT of an existing file lost its contents"
+os.close(fd)
+open(f"{ref}/y", "w").close()
+try:
+    os.close(os.open(f"{m}/y", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    raise AssertionError("O_EXCL of an existing file succeeded")
+except FileExistsError:
+    pass
+open(f"{ref}/z", "w").close()
+deadline = time.monotonic() + 30
+while not os.path.exists(f"{m}/z"):
+    assert time.monotonic() < deadline, "a name made by another writer never seen"
+    time.sleep(0.1)
+print("ok")
+PY
+  report made-dir $? "$log/made-dir"
 fi
 if want cp-rsync; then
   on "$c1" cp -a "$root/crates/omx-fs" "$m/cpa" &&

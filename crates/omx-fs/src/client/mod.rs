@@ -111,14 +111,23 @@ impl OmxFs {
     }
 
     /// A request answered with an attribute that names a (new) entry at `path`.
-    fn entry(&self, w: Writer, path: Vec<u8>, reply: ReplyEntry) {
-        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+    /// A request that makes entry `path` in directory `parent` (a directory: `dir`).
+    fn entry(&self, w: Writer, parent: u64, path: Vec<u8>, dir: bool, reply: ReplyEntry) {
+        let (sh, ttl, asked) = (self.sh.clone(), self.opts.entry_timeout, Instant::now());
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
-                let ino = sh.nodes.lock().looked_up(path);
+                let mut nodes = sh.nodes.lock();
+                let ino = nodes.looked_up(path);
+                if dir {
+                    nodes.made_dir(ino, asked);
+                }
+                drop(nodes);
                 reply.entry(&ttl, &file_attr(ino, &a), 0)
             }
-            Err(e) => reply.error(e),
+            Err(e) => {
+                sh.nodes.lock().dir_unknown(parent);
+                reply.error(e)
+            }
         });
     }
 
@@ -173,12 +182,15 @@ impl Filesystem for OmxFs {
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let path = join(&path_or!(self, parent, reply), name);
-        let mut w = req(Op::Lookup);
-        w.bytes(&path);
         // A name that does not exist is cached as such (a negative entry, node 0) for
         // entry_timeout, as a positive one is: asked again, or created, without a
-        // lookup first.
+        // lookup first. In a directory this client made, no need to ask.
         let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        if let Some(left) = sh.nodes.lock().known_absent(parent, name.as_bytes(), ttl) {
+            return reply.entry(&left, &file_attr(0, &Attr::default()), 0);
+        }
+        let mut w = req(Op::Lookup);
+        w.bytes(&path);
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
                 let ino = sh.nodes.lock().looked_up(path);
@@ -320,7 +332,7 @@ impl Filesystem for OmxFs {
             .u32(rdev)
             .u32(req_.uid())
             .u32(req_.gid());
-        self.entry(w, path, reply);
+        self.entry(w, parent, path, false, reply);
     }
 
     fn mkdir(
@@ -336,7 +348,7 @@ impl Filesystem for OmxFs {
         self.changed(&[parent]);
         let mut w = req(Op::Mkdir);
         w.bytes(&path).u32(mode).u32(req_.uid()).u32(req_.gid());
-        self.entry(w, path, reply);
+        self.entry(w, parent, path, true, reply);
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -360,7 +372,7 @@ impl Filesystem for OmxFs {
         let mut w = req(Op::Symlink);
         w.bytes(&path).bytes(target.as_os_str().as_bytes());
         w.u32(req_.uid()).u32(req_.gid());
-        self.entry(w, path, reply);
+        self.entry(w, parent, path, false, reply);
     }
 
     fn rename(
@@ -393,7 +405,12 @@ impl Filesystem for OmxFs {
                 }
                 reply.ok()
             }
-            Err(e) => reply.error(e),
+            Err(e) => {
+                let mut n = sh.nodes.lock();
+                n.dir_unknown(parent);
+                n.dir_unknown(newparent);
+                reply.error(e)
+            }
         });
     }
 
@@ -410,7 +427,7 @@ impl Filesystem for OmxFs {
         self.changed(&[ino, newparent]);
         let mut w = req(Op::Link);
         w.bytes(&from).bytes(&to);
-        self.entry(w, to, reply);
+        self.entry(w, newparent, to, false, reply);
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
@@ -481,7 +498,19 @@ impl Filesystem for OmxFs {
                     });
                     reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
                 }
-                Err(e) => reply.error(e),
+                Err(e) => {
+                    sh.nodes.lock().dir_unknown(parent);
+                    if e == libc::EEXIST && flags & libc::O_EXCL == 0 {
+                        // Made meanwhile by someone else (the kernel believed the name
+                        // absent): opened as it is, as a local O_CREAT would. Off the
+                        // completion thread (the open waits for its reply).
+                        std::thread::spawn(move || {
+                            open_existing(&sh, path, flags, ttl, generation, reply)
+                        });
+                    } else {
+                        reply.error(e)
+                    }
+                }
             }
         });
     }
@@ -922,7 +951,10 @@ impl OmxFs {
                 sh.nodes.lock().removed(&path);
                 reply.ok()
             }
-            Err(e) => reply.error(e),
+            Err(e) => {
+                sh.nodes.lock().dir_unknown(parent);
+                reply.error(e)
+            }
         });
     }
 
@@ -936,6 +968,37 @@ fn xattr_answer(r: Result<Reply, i32>, size: u32, reply: ReplyXattr) {
     match body(r, |_, rd| Ok((rd.u32()?, rd.rest().to_vec()))) {
         Ok((n, _)) if size == 0 => reply.size(n),
         Ok((_, v)) => reply.data(&v),
+        Err(e) => reply.error(e),
+    }
+}
+
+/// Answers a CREATE whose file already existed by opening it (blocking).
+fn open_existing(
+    sh: &Arc<Shared>,
+    path: Vec<u8>,
+    flags: i32,
+    ttl: Duration,
+    generation: u64,
+    reply: ReplyCreate,
+) {
+    let mut w = req(Op::Open);
+    w.bytes(&path).u32(flags as u32).u32(0).u32(0).u32(0);
+    let opened = sh.conn.call(w, None, 0);
+    match body(opened, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
+        Ok((server_fh, a)) => {
+            let ino = sh.nodes.lock().looked_up(path);
+            let fh = sh.add_handle(Handle {
+                node: ino,
+                flags,
+                dir: false,
+                ino: a.ino,
+                server_fh,
+                generation,
+                locked: false,
+                listing: Listing::default(),
+            });
+            reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
+        }
         Err(e) => reply.error(e),
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::proto::Attr;
 use fuser::FUSE_ROOT_ID;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
@@ -38,11 +38,31 @@ impl Node {
     }
 }
 
+/// Every name of a directory this client made (and has changed only itself since, as
+/// far as it knows), from when it asked: a lookup of another name is answered "absent"
+/// within the entry timeout, as a negative entry would be.
+struct Complete {
+    names: HashSet<Vec<u8>>,
+    since: Instant,
+}
+
+/// Directories with more names are not tracked.
+const COMPLETE_MAX: usize = 65536;
+
 #[derive(Default)]
 pub struct Nodes {
     by_id: HashMap<u64, Node>,
     by_path: HashMap<Vec<u8>, u64>,
     next: u64,
+    complete: HashMap<u64, Complete>,
+}
+
+/// A path's parent directory and last component.
+fn split(path: &[u8]) -> (&[u8], &[u8]) {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (&[], path),
+    }
 }
 
 impl Nodes {
@@ -62,6 +82,7 @@ impl Nodes {
 
     /// The node of a path the kernel now holds one more reference to.
     pub fn looked_up(&mut self, path: Vec<u8>) -> u64 {
+        self.name_exists(&path);
         if let Some(&id) = self.by_path.get(&path) {
             let node = self.by_id.get_mut(&id).expect("both maps");
             node.lookups += 1;
@@ -147,6 +168,7 @@ impl Nodes {
             node.lookups = node.lookups.saturating_sub(n);
             if node.lookups == 0 {
                 let node = self.by_id.remove(&ino).expect("present");
+                self.complete.remove(&ino);
                 if self.by_path.get(&node.path) == Some(&ino) {
                     self.by_path.remove(&node.path);
                 }
@@ -154,12 +176,57 @@ impl Nodes {
         }
     }
 
+    /// Directory `ino`, made by this client at `since`, is empty.
+    pub fn made_dir(&mut self, ino: u64, since: Instant) {
+        let names = HashSet::new();
+        self.complete.insert(ino, Complete { names, since });
+    }
+
+    /// How long `name` in `dir` is known to be absent, if it is.
+    pub fn known_absent(&self, dir: u64, name: &[u8], ttl: Duration) -> Option<Duration> {
+        let c = self.complete.get(&dir)?;
+        let left = ttl.checked_sub(c.since.elapsed())?;
+        (!left.is_zero() && !c.names.contains(name)).then_some(left)
+    }
+
+    /// What directory `dir` holds is no longer known (an error said otherwise).
+    pub fn dir_unknown(&mut self, dir: u64) {
+        self.complete.remove(&dir);
+    }
+
+    fn complete_of<'a>(&mut self, path: &'a [u8]) -> Option<(&mut Complete, &'a [u8])> {
+        let (dir, name) = split(path);
+        let id = *self.by_path.get(dir)?;
+        Some((self.complete.get_mut(&id)?, name))
+    }
+
+    fn name_exists(&mut self, path: &[u8]) {
+        if let Some((c, name)) = self.complete_of(path) {
+            c.names.insert(name.to_vec());
+            if c.names.len() > COMPLETE_MAX {
+                let (dir, _) = split(path);
+                if let Some(id) = self.by_path.get(dir).copied() {
+                    self.complete.remove(&id);
+                }
+            }
+        }
+    }
+
+    fn name_gone(&mut self, path: &[u8]) {
+        if let Some((c, name)) = self.complete_of(path) {
+            c.names.remove(name);
+        }
+    }
+
     pub fn removed(&mut self, path: &[u8]) {
+        self.name_gone(path);
         self.by_path.remove(path);
     }
 
     /// `from` (and everything below it) is now `to`.
     pub fn renamed(&mut self, from: &[u8], to: &[u8]) {
+        self.name_gone(from);
+        self.name_exists(to);
         self.by_path.remove(to);
         let mut prefix = from.to_vec();
         prefix.push(b'/');
