@@ -255,3 +255,66 @@ pub fn join(dir: &[u8], name: &OsStr) -> Vec<u8> {
         [dir, b"/", name].concat()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_made_directory_knows_its_names() {
+        let mut n = Nodes::new();
+        let d = n.looked_up(b"d".to_vec());
+        n.made_dir(d, Instant::now());
+        assert!(n.known_absent(d, b"x", TTL).is_some());
+        let x = n.looked_up(b"d/x".to_vec());
+        assert!(
+            n.known_absent(d, b"x", TTL).is_none(),
+            "made through the client"
+        );
+        n.renamed(b"d/x", b"d/y");
+        assert!(n.known_absent(d, b"x", TTL).is_some());
+        assert!(n.known_absent(d, b"y", TTL).is_none(), "renamed into it");
+        n.removed(b"d/y");
+        assert!(n.known_absent(d, b"y", TTL).is_some());
+        assert!(n.known_absent(d, b"y", Duration::ZERO).is_none(), "expired");
+        n.dir_unknown(d);
+        assert!(
+            n.known_absent(d, b"z", TTL).is_none(),
+            "an error made it unknown"
+        );
+        n.made_dir(d, Instant::now());
+        n.forget(x, 1);
+        n.forget(d, 1);
+        assert!(
+            n.known_absent(d, b"z", TTL).is_none(),
+            "forgotten with its node"
+        );
+    }
+
+    #[test]
+    fn kept_attributes_never_older_than_a_change() {
+        let mut n = Nodes::new();
+        let f = n.looked_up(b"f".to_vec());
+        let a = Attr {
+            size: 7,
+            ..Attr::default()
+        };
+        let before = n.epoch(f);
+        n.changed(f); // a write sent after the getattr
+        n.keep_attr(f, before, a, Instant::now());
+        assert!(
+            n.fresh_attr(f, TTL).is_none(),
+            "a reply older than a change kept"
+        );
+        n.keep_attr(f, n.epoch(f), a, Instant::now());
+        assert_eq!(n.fresh_attr(f, TTL).map(|(a, _)| a.size), Some(7));
+        assert!(
+            n.fresh_attr(f, Duration::ZERO).is_none(),
+            "past the timeout"
+        );
+        n.looked_up(b"f".to_vec());
+        assert!(n.fresh_attr(f, TTL).is_none(), "the kernel got newer ones");
+    }
+}
