@@ -9,6 +9,7 @@
 #
 #   SIZE_MIB=1024   the sequential file; FIO_MIB=256 the random-read file, FIO_SECS=10
 #   MTU=9000        link MTU; OUT=/tmp/omx-fs-bench
+#   BIN=target/release  where omxfs, omxfsd and omx_perf are (an older build, to compare)
 #
 # Cold reads drop the page cache of the whole machine (echo 3 > drop_caches): this
 # benchmark must not run beside anything that needs its cache.
@@ -22,7 +23,7 @@ FIO_MIB=${FIO_MIB:-256}
 FIO_SECS=${FIO_SECS:-10}
 MTU=${MTU:-9000}
 OUT=${OUT:-/tmp/omx-fs-bench}
-BIN=target/release
+BIN=${BIN:-target/release}
 [ "$(id -u)" = 0 ] || { echo "fs.sh: needs root" >&2; exit 1; }
 for c in sshfs fio nsenter ssh-keygen; do command -v $c >/dev/null || { echo "fs.sh: $c missing" >&2; exit 1; }; done
 [ -x "$BIN/omxfs" ] && [ -x "$BIN/omx_perf" ] || { echo "fs.sh: build omx-fs and omx-tools --release" >&2; exit 1; }
@@ -138,27 +139,38 @@ for fs in local omxfs sshfs; do
   done
   on rm -f "$d/seq"
   # Small files: untar, stat of every file (cold caches), creates and deletes.
-  t0=$(now)
+  c0=$(cpu "${cl[@]}") s0=$(cpu "${sv[@]}") t0=$(now)
   on sh -c "mkdir $d/tree && tar -xf $tmp/src.tar -C $d/tree"
-  t1=$(now)
+  t1=$(now) c1=$(cpu "${cl[@]}") s1=$(cpu "${sv[@]}")
   put $fs untar "$(rate "$nfiles" "$t0" "$t1")" files/s
+  if [ $fs != local ]; then
+    put $fs untar_cpu_client "$(python3 -c "print(f'{($c1 - $c0) / $hz / $nfiles * 1e6:.0f}')")" us/file
+    put $fs untar_cpu_server "$(python3 -c "print(f'{($s1 - $s0) / $hz / $nfiles * 1e6:.0f}')")" us/file
+  fi
+  # Timed inside python: the interpreter's start (from a cold page cache after the drop,
+  # 0.1-0.3 s) is not the file system's.
   drop
-  t0=$(now)
-  n=$(on python3 -c 'import os,sys
-n=0
+  read -r n secs < <(on python3 -c 'import os, sys, time
+t = time.perf_counter()
+n = 0
 for d, ds, fs in os.walk(sys.argv[1]):
     for f in fs: os.lstat(os.path.join(d, f)); n += 1
-print(n)' "$d/tree")
-  t1=$(now)
-  put $fs stat_all "$(rate "$n" "$t0" "$t1")" files/s
-  t0=$(now)
-  on python3 -c 'import os,sys
+print(n, time.perf_counter() - t)' "$d/tree")
+  put $fs stat_all "$(python3 -c "print(f'{$n / $secs:.1f}')")" files/s
+  c0=$(cpu "${cl[@]}") s0=$(cpu "${sv[@]}")
+  secs=$(on python3 -c 'import os, sys, time
+t = time.perf_counter()
 d = sys.argv[1]; os.mkdir(d)
 for i in range(10000): os.close(os.open(f"{d}/f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
 for i in range(10000): os.unlink(f"{d}/f{i}")
-os.rmdir(d)' "$d/cd"
-  t1=$(now)
-  put $fs create_delete "$(rate 20000 "$t0" "$t1")" ops/s
+os.rmdir(d)
+print(time.perf_counter() - t)' "$d/cd")
+  c1=$(cpu "${cl[@]}") s1=$(cpu "${sv[@]}")
+  put $fs create_delete "$(python3 -c "print(f'{20000 / $secs:.1f}')")" ops/s
+  if [ $fs != local ]; then
+    put $fs create_delete_cpu_client "$(python3 -c "print(f'{($c1 - $c0) / $hz / 20000 * 1e6:.0f}')")" us/op
+    put $fs create_delete_cpu_server "$(python3 -c "print(f'{($s1 - $s0) / $hz / 20000 * 1e6:.0f}')")" us/op
+  fi
   # 4 KiB random reads, O_DIRECT (the server's cache is warm: the network, not the disk).
   on dd if=/dev/urandom of="$d/rand" bs=1M count="$FIO_MIB" status=none
   for qd in 1 16; do

@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs exerciser-faults tar cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs exerciser-faults tar xattr listing attrs made-dir cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -114,6 +114,118 @@ if want tar; then
     on "$c1" tar -C "$m/tar" -cf "$m/again.tar" . && on "$c1" tar -tf "$m/again.tar" >/dev/null &&
     cmp <(tar -tf "$tmp/export/data/again.tar" | sort) <(tar -C "$tmp/tarref" -cf - . | tar -tf - | sort)
   report tar $? "$log/tar.mnt"
+fi
+if want xattr; then
+  # Extended attributes through the client's cache of absent ones: a name found absent,
+  # then set, is seen at once; a removed one is gone; a file capability set on the
+  # server is dropped by a write through the mount (as a local write drops it).
+  printf 'x' >"$tmp/export/data/capf"
+  python3 -c 'import os, struct, sys
+os.setxattr(sys.argv[1], "security.capability", struct.pack("<IIIII", 0x02000001, 1 << 12, 0, 0, 0))' "$tmp/export/data/capf" &&
+    on "$c1" python3 - "$m" >"$log/xattr" 2>&1 <<'PY'
+import errno, os, sys
+m = sys.argv[1]
+f = f"{m}/xa"
+open(f, "w").close()
+def absent(path, name):
+    try:
+        os.getxattr(path, name)
+    except OSError as e:
+        return e.errno == errno.ENODATA
+    return False
+assert absent(f, "user.k"), "a new file has no user.k"
+os.setxattr(f, "user.k", b"v1")
+assert os.getxattr(f, "user.k") == b"v1", "set after a cached absence not seen"
+assert "user.k" in os.listxattr(f)
+os.removexattr(f, "user.k")
+assert absent(f, "user.k"), "removed attribute still seen"
+os.setxattr(f, "user.k", b"v2")
+assert os.getxattr(f, "user.k") == b"v2"
+with open(f"{m}/capf", "r+") as c:
+    c.write("y")
+print("ok")
+PY
+  rc=$?
+  [ $rc = 0 ] && ! python3 -c 'import os, sys; os.getxattr(sys.argv[1], "security.capability")' "$tmp/export/data/capf" 2>/dev/null &&
+    [ "$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.k").decode())' "$tmp/export/data/xa")" = v2 ]
+  report xattr $? "$log/xattr"
+fi
+if want listing; then
+  # Listings of one page (it comes with the open), of many pages, and empty: every
+  # name once, as the server has them, also when read again through one descriptor.
+  mkdir -p "$tmp/export/data/big" "$tmp/export/data/empty" "$tmp/export/data/one"
+  for i in $(seq 1 1500); do : >"$tmp/export/data/big/entry-with-a-longish-name-$i"; done
+  : >"$tmp/export/data/one/only"
+  on "$c1" python3 - "$m" "$tmp/export/data" >"$log/listing" 2>&1 <<'PY'
+import os, sys
+m, ref = sys.argv[1:]
+for d in ("big", "empty", "one"):
+    want = sorted(os.listdir(f"{ref}/{d}"))
+    assert sorted(os.listdir(f"{m}/{d}")) == want, f"{d}: listing differs"
+    fd = os.open(f"{m}/{d}", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(2):  # read to the end, rewind, read again
+            os.lseek(fd, 0, os.SEEK_SET)
+            got = sorted(e.name for e in os.scandir(fd))
+            assert got == want, f"{d}: listing through one descriptor differs"
+    finally:
+        os.close(fd)
+    assert all(os.lstat(f"{m}/{d}/{n}").st_size == 0 for n in want)
+print("ok")
+PY
+  report listing $? "$log/listing"
+fi
+if want attrs; then
+  # What tar does to each file (write, utimens, chown, chmod, close), stat'ed between
+  # steps on the mount and on the server: the client's kept attributes (a chown's
+  # GETATTR is answered from the setattr before) never show an older state.
+  on "$c1" python3 - "$m" "$tmp/export/data" >"$log/attrs" 2>&1 <<'PY'
+import os, sys
+m, ref = sys.argv[1:]
+def same(name, step):
+    a, b = os.stat(f"{m}/{name}"), os.stat(f"{ref}/{name}")
+    for f in ("st_size", "st_mode", "st_uid", "st_gid", "st_mtime_ns", "st_nlink"):
+        assert getattr(a, f) == getattr(b, f), f"{name} after {step}: {f} {getattr(a, f)} != {getattr(b, f)}"
+for i in range(20):
+    name = f"at{i}"
+    fd = os.open(f"{m}/{name}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.write(fd, b"x" * (100 + i)); same(name, "write")
+    os.utime(fd, ns=(10**18, 10**18 + i)); same(name, "utime")
+    os.fchown(fd, 1000 + i, 1000); same(name, "chown")
+    os.fchmod(fd, 0o644); same(name, "chmod")
+    os.write(fd, b"y"); same(name, "second write")
+    os.ftruncate(fd, 7); same(name, "truncate")
+    os.close(fd); same(name, "close")
+print("ok")
+PY
+  report attrs $? "$log/attrs"
+fi
+if want made-dir; then
+  # In a directory the client made itself, names it did not make are answered absent
+  # without asking, for entry_timeout (1 s) at most: a file another writer puts there
+  # is opened by O_CREAT as it is (not truncated, no EEXIST), refused by O_EXCL, and
+  # seen by lookups once the timeout is past.
+  on "$c1" mkdir "$m/made" && echo theirs >"$tmp/export/data/made/x" &&
+    on "$c1" python3 - "$m/made" "$tmp/export/data/made" >"$log/made-dir" 2>&1 <<'PY'
+import errno, os, sys, time
+m, ref = sys.argv[1:]
+fd = os.open(f"{m}/x", os.O_CREAT | os.O_RDWR, 0o644)
+assert os.read(fd, 100) == b"theirs\n", "O_CREAT of an existing file lost its contents"
+os.close(fd)
+open(f"{ref}/y", "w").close()
+try:
+    os.close(os.open(f"{m}/y", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    raise AssertionError("O_EXCL of an existing file succeeded")
+except FileExistsError:
+    pass
+open(f"{ref}/z", "w").close()
+deadline = time.monotonic() + 30
+while not os.path.exists(f"{m}/z"):
+    assert time.monotonic() < deadline, "a name made by another writer never seen"
+    time.sleep(0.1)
+print("ok")
+PY
+  report made-dir $? "$log/made-dir"
 fi
 if want cp-rsync; then
   on "$c1" cp -a "$root/crates/omx-fs" "$m/cpa" &&

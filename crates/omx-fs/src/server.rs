@@ -63,7 +63,6 @@ struct Waiter {
 }
 
 /// What the server has seen; `omxfsd` prints them on `SIGUSR1` (docs/FILES.md).
-#[derive(Default)]
 pub struct Counters {
     pub requests: AtomicU64,
     /// Messages that do not decode (no reply when even the header is unreadable, else
@@ -71,6 +70,20 @@ pub struct Counters {
     pub malformed: AtomicU64,
     pub unknown_session: AtomicU64,
     pub expired_sessions: AtomicU64,
+    /// Requests by operation code (what a workload costs in round trips).
+    pub by_op: [AtomicU64; 64],
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            requests: AtomicU64::new(0),
+            malformed: AtomicU64::new(0),
+            unknown_session: AtomicU64::new(0),
+            expired_sessions: AtomicU64::new(0),
+            by_op: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
 }
 
 impl fmt::Display for Counters {
@@ -83,7 +96,14 @@ impl fmt::Display for Counters {
             get(&self.malformed),
             get(&self.unknown_session),
             get(&self.expired_sessions)
-        )
+        )?;
+        for (code, n) in self.by_op.iter().enumerate() {
+            let n = get(n);
+            if let (true, Some(op)) = (n > 0, Op::from_u8(code as u8)) {
+                write!(f, " {op:?}={n}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -263,6 +283,9 @@ impl Server {
         let Some(to) = self.reply_partner(job.source) else {
             return;
         };
+        if let Some(n) = self.counters.by_op.get(h.op as usize) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
         let Some(op) = Op::from_u8(h.op) else {
             self.counters.malformed.fetch_add(1, Ordering::Relaxed);
             return self.reply(to, h.op, h.id, Err(libc::EPROTO));
@@ -599,11 +622,21 @@ impl Server {
                     return Err(Dispatch::Errno(libc::EIO));
                 }
                 std::mem::forget(fd);
+                let dir = Dir { stream };
+                // A client that asks for it gets the first READDIRPLUS page with the
+                // handle: listing a directory then takes one round trip, not two.
+                let first_page = r.rest().get(..4).map(|b| {
+                    let max = u32::from_le_bytes(b.try_into().expect("4 bytes"));
+                    let mut page = Writer::default();
+                    read_dir_page(&dir, 0, max as usize, true, &mut page);
+                    page
+                });
                 let fh = s.next_fh.fetch_add(1, Ordering::Relaxed);
-                s.dirs
-                    .lock()
-                    .insert(fh, Arc::new(Mutex::new(Dir { stream })));
+                s.dirs.lock().insert(fh, Arc::new(Mutex::new(dir)));
                 w.u64(fh);
+                if let Some(mut page) = first_page {
+                    w.0.append(&mut page.0);
+                }
             }
             Op::Readdir | Op::Readdirplus => {
                 let (fh, off, max) = (r.u64()?, r.i64()?, r.u32()?);
@@ -807,13 +840,13 @@ fn read_dir_page(d: &Dir, off: i64, max: usize, plus: bool, w: &mut Writer) {
     };
     let mut entries = Vec::new();
     let (mut used, mut ours) = (0usize, 0usize);
-    loop {
+    let end = loop {
         // SAFETY: as above.
         let pos = unsafe { libc::telldir(d.stream) };
         // SAFETY: as above; the entry stays valid until the next readdir.
         let e = unsafe { libc::readdir(d.stream) };
         if e.is_null() {
-            break;
+            break true;
         }
         // SAFETY: a non-null entry from readdir.
         let (ino, typ, name) = unsafe {
@@ -827,12 +860,12 @@ fn read_dir_page(d: &Dir, off: i64, max: usize, plus: bool, w: &mut Writer) {
         if used > max || ours > MAX_HEADER - 64 {
             // SAFETY: as above.
             unsafe { libc::seekdir(d.stream, pos) };
-            break;
+            break false;
         }
         // SAFETY: as above.
         let next = unsafe { libc::telldir(d.stream) };
         entries.push((ino, next as i64, typ, name));
-    }
+    };
     let stats = if plus {
         lstat_entries(d, &entries)
     } else {
@@ -853,6 +886,8 @@ fn read_dir_page(d: &Dir, off: i64, max: usize, plus: bool, w: &mut Writer) {
             }
         }
     }
+    // The listing ends here: the client answers the kernel's next page itself.
+    w.u8(end as u8);
 }
 
 /// Entries a page's `lstat`s fan out to once one of them was slow (the inodes are

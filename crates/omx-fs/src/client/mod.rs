@@ -5,308 +5,31 @@
 //! Node ids are the client's own, one per path (like sshfs): a node maps to a path
 //! relative to the export, renames move the paths under it.
 
+mod attrs;
 pub mod conn;
+mod listing;
+mod lock_wait;
+mod nodes;
+mod shared;
 
 use crate::proto::*;
-use conn::{Conn, Done, Reply};
+use attrs::{dtype, file_attr};
+use conn::{Conn, Reply};
 use fuser::*;
+use listing::{add_page, finish_page, Listing, DIR_PAGE};
+use lock_wait::watch_lock_wait;
+use nodes::{join, Nodes, CAPABILITY_XATTR};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use shared::{Handle, Handles, Shared};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub struct Options {
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
-}
-
-struct Node {
-    path: Vec<u8>,
-    lookups: u64,
-}
-
-#[derive(Default)]
-struct Nodes {
-    by_id: HashMap<u64, Node>,
-    by_path: HashMap<Vec<u8>, u64>,
-    next: u64,
-}
-
-impl Nodes {
-    fn new() -> Nodes {
-        let mut n = Nodes {
-            next: FUSE_ROOT_ID + 1,
-            ..Default::default()
-        };
-        n.by_id.insert(
-            FUSE_ROOT_ID,
-            Node {
-                path: Vec::new(),
-                lookups: 1,
-            },
-        );
-        n.by_path.insert(Vec::new(), FUSE_ROOT_ID);
-        n
-    }
-
-    fn path(&self, ino: u64) -> Option<Vec<u8>> {
-        self.by_id.get(&ino).map(|n| n.path.clone())
-    }
-
-    /// The node of a path the kernel now holds one more reference to.
-    fn looked_up(&mut self, path: Vec<u8>) -> u64 {
-        if let Some(&id) = self.by_path.get(&path) {
-            self.by_id.get_mut(&id).expect("both maps").lookups += 1;
-            return id;
-        }
-        let id = self.next;
-        self.next += 1;
-        self.by_path.insert(path.clone(), id);
-        self.by_id.insert(id, Node { path, lookups: 1 });
-        id
-    }
-
-    fn forget(&mut self, ino: u64, n: u64) {
-        if ino == FUSE_ROOT_ID {
-            return;
-        }
-        if let Some(node) = self.by_id.get_mut(&ino) {
-            node.lookups = node.lookups.saturating_sub(n);
-            if node.lookups == 0 {
-                let node = self.by_id.remove(&ino).expect("present");
-                if self.by_path.get(&node.path) == Some(&ino) {
-                    self.by_path.remove(&node.path);
-                }
-            }
-        }
-    }
-
-    fn removed(&mut self, path: &[u8]) {
-        self.by_path.remove(path);
-    }
-
-    /// `from` (and everything below it) is now `to`.
-    fn renamed(&mut self, from: &[u8], to: &[u8]) {
-        self.by_path.remove(to);
-        let mut prefix = from.to_vec();
-        prefix.push(b'/');
-        for (id, node) in self.by_id.iter_mut() {
-            let new = if node.path == from {
-                to.to_vec()
-            } else if node.path.starts_with(&prefix) {
-                [to, &node.path[from.len()..]].concat()
-            } else {
-                continue;
-            };
-            if self.by_path.get(&node.path) == Some(id) {
-                self.by_path.remove(&node.path);
-            }
-            self.by_path.insert(new.clone(), *id);
-            node.path = new;
-        }
-    }
-}
-
-fn join(dir: &[u8], name: &OsStr) -> Vec<u8> {
-    let name = name.as_bytes();
-    if dir.is_empty() {
-        name.to_vec()
-    } else {
-        [dir, b"/", name].concat()
-    }
-}
-
-fn time(t: (i64, u32)) -> SystemTime {
-    if t.0 >= 0 {
-        UNIX_EPOCH + Duration::new(t.0 as u64, t.1)
-    } else {
-        UNIX_EPOCH - Duration::from_secs(t.0.unsigned_abs()) + Duration::from_nanos(t.1 as u64)
-    }
-}
-
-fn file_attr(ino: u64, a: &Attr) -> FileAttr {
-    let kind = match a.mode & libc::S_IFMT {
-        libc::S_IFDIR => FileType::Directory,
-        libc::S_IFLNK => FileType::Symlink,
-        libc::S_IFIFO => FileType::NamedPipe,
-        libc::S_IFSOCK => FileType::Socket,
-        libc::S_IFCHR => FileType::CharDevice,
-        libc::S_IFBLK => FileType::BlockDevice,
-        _ => FileType::RegularFile,
-    };
-    FileAttr {
-        ino,
-        size: a.size,
-        blocks: a.blocks,
-        atime: time(a.atime),
-        mtime: time(a.mtime),
-        ctime: time(a.ctime),
-        crtime: time(a.ctime),
-        kind,
-        perm: (a.mode & 0o7777) as u16,
-        nlink: a.nlink,
-        uid: a.uid,
-        gid: a.gid,
-        rdev: a.rdev,
-        blksize: a.blksize,
-        flags: 0,
-    }
-}
-
-fn dtype(t: u8) -> FileType {
-    match t {
-        libc::DT_DIR => FileType::Directory,
-        libc::DT_LNK => FileType::Symlink,
-        libc::DT_FIFO => FileType::NamedPipe,
-        libc::DT_SOCK => FileType::Socket,
-        libc::DT_CHR => FileType::CharDevice,
-        libc::DT_BLK => FileType::BlockDevice,
-        _ => FileType::RegularFile,
-    }
-}
-
-/// An open file or directory as the kernel holds it: the fh the kernel has is the
-/// client's own, mapped to the server's handle of the session it was opened in. After
-/// a server restart (a new session) it is reopened by path with the same flags at its
-/// next use; a file that is gone, or is another file now, gives `ESTALE`.
-struct Handle {
-    node: u64,
-    flags: i32,
-    dir: bool,
-    /// The file's inode number on the server (0 for directories: not checked).
-    ino: u64,
-    server_fh: u64,
-    generation: u64,
-    /// Locked through this mount: its flush goes to the server (which releases the
-    /// closing owner's locks there).
-    locked: bool,
-}
-
-#[derive(Default)]
-struct Handles {
-    map: HashMap<u64, Handle>,
-    next: u64,
-}
-
-/// What requests are built from, shared with the completion thread and with retries.
-struct Shared {
-    conn: Arc<Conn>,
-    nodes: Mutex<Nodes>,
-    handles: Mutex<Handles>,
-}
-
-/// Builds a request (again for a retry: it maps handles to the current session's).
-type Build = Box<dyn Fn(&Arc<Shared>) -> Result<Writer, i32> + Send>;
-
-impl Shared {
-    /// Sends the request `build` makes; one whose session the server no longer knows
-    /// (it restarted) is made again in a new session, once. Never called on the
-    /// completion thread (building may reconnect or reopen, which wait for replies).
-    fn request(
-        self: &Arc<Self>,
-        build: Build,
-        write: Option<Arc<Vec<u8>>>,
-        read: u32,
-        done: Done,
-        retry: bool,
-    ) {
-        let conn = &self.conn;
-        if !conn.connected() && conn.reconnect(conn.generation(), false).is_err() {
-            return done(Err(libc::ENOTCONN));
-        }
-        let generation = conn.generation();
-        let w = match build(self) {
-            Ok(w) => w,
-            Err(e) => return done(Err(e)),
-        };
-        let sh = self.clone();
-        let data = write.clone();
-        conn.submit(
-            w,
-            data,
-            read,
-            true,
-            Box::new(move |r| match r {
-                Err(libc::EBADR) if retry => {
-                    std::thread::spawn(move || match sh.conn.reconnect(generation, true) {
-                        Ok(()) => sh.request(build, write, read, done, false),
-                        Err(_) => done(Err(libc::EIO)),
-                    });
-                }
-                Err(libc::EBADR) => done(Err(libc::EIO)),
-                r => done(r),
-            }),
-        );
-    }
-
-    /// A new client handle for the server's `server_fh` opened in session `generation`.
-    fn add_handle(&self, h: Handle) -> u64 {
-        let mut hs = self.handles.lock();
-        hs.next += 1;
-        let fh = hs.next;
-        hs.map.insert(fh, h);
-        fh
-    }
-
-    /// The server's handle for client handle `fh`, reopened first if it belongs to an
-    /// older session (blocking).
-    fn server_fh(&self, fh: u64) -> Result<u64, i32> {
-        let generation = self.conn.generation();
-        let (node, flags, dir, ino, locked) = {
-            let hs = self.handles.lock();
-            let h = hs.map.get(&fh).ok_or(libc::EBADF)?;
-            if h.generation == generation {
-                return Ok(h.server_fh);
-            }
-            (h.node, h.flags, h.dir, h.ino, h.locked)
-        };
-        let path = self.nodes.lock().path(node).ok_or(libc::ESTALE)?;
-        let mut w = req(if dir { Op::Opendir } else { Op::Open });
-        w.bytes(&path);
-        if !dir {
-            // Created or truncated once is enough.
-            let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
-            w.u32(flags as u32).u32(0).u32(0).u32(0);
-        }
-        let reply = self.conn.call(w, None, 0).map_err(|e| match e {
-            libc::ENOENT => libc::ESTALE,
-            libc::EBADR | libc::ENOTCONN => libc::EIO,
-            e => e,
-        })?;
-        let mut rd = Reader::new(&reply.body);
-        let server_fh = rd.u64().map_err(|_| libc::EIO)?;
-        if !dir {
-            let a = Attr::decode(&mut rd).map_err(|_| libc::EIO)?;
-            if a.ino != ino {
-                // Another file took the name meanwhile.
-                let mut w = req(Op::Release);
-                w.u64(server_fh).u64(0).u32(0);
-                self.conn.submit(w, None, 0, true, Box::new(|_| {}));
-                return Err(libc::ESTALE);
-            }
-        }
-        if locked {
-            eprintln!(
-                "omxfs: {}: reopened after a server restart; the locks held on it were lost",
-                String::from_utf8_lossy(&path)
-            );
-        }
-        if let Some(h) = self.handles.lock().map.get_mut(&fh) {
-            h.server_fh = server_fh;
-            h.generation = generation;
-            h.locked = false;
-        }
-        Ok(server_fh)
-    }
-
-    /// Forgets client handle `fh`; the server's handle if it is of the current session.
-    fn take_handle(&self, fh: u64) -> Option<(u64, bool)> {
-        let h = self.handles.lock().map.remove(&fh)?;
-        (h.generation == self.conn.generation()).then_some((h.server_fh, h.locked))
-    }
 }
 
 pub struct OmxFs {
@@ -340,6 +63,23 @@ impl OmxFs {
         self.sh.nodes.lock().path(ino)
     }
 
+    /// These nodes may be changing: attributes kept for them are dropped. The epoch of
+    /// the first, to keep the attributes its reply brings.
+    fn changed(&self, inos: &[u64]) -> u64 {
+        let mut nodes = self.sh.nodes.lock();
+        for &ino in inos {
+            nodes.changed(ino);
+        }
+        inos.first().map_or(0, |&ino| nodes.epoch(ino))
+    }
+
+    fn paths_changed(&self, paths: &[&[u8]]) {
+        let mut nodes = self.sh.nodes.lock();
+        for p in paths {
+            nodes.path_changed(p);
+        }
+    }
+
     /// Sends the request `w` (built once: it names no handle).
     fn send(&self, w: Writer, done: impl FnOnce(Result<Reply, i32>) + Send + 'static) {
         let w = w.0;
@@ -371,14 +111,23 @@ impl OmxFs {
     }
 
     /// A request answered with an attribute that names a (new) entry at `path`.
-    fn entry(&self, w: Writer, path: Vec<u8>, reply: ReplyEntry) {
-        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+    /// A request that makes entry `path` in directory `parent` (a directory: `dir`).
+    fn entry(&self, w: Writer, parent: u64, path: Vec<u8>, dir: bool, reply: ReplyEntry) {
+        let (sh, ttl, asked) = (self.sh.clone(), self.opts.entry_timeout, Instant::now());
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
-                let ino = sh.nodes.lock().looked_up(path);
+                let mut nodes = sh.nodes.lock();
+                let ino = nodes.looked_up(path);
+                if dir {
+                    nodes.made_dir(ino, asked);
+                }
+                drop(nodes);
                 reply.entry(&ttl, &file_attr(ino, &a), 0)
             }
-            Err(e) => reply.error(e),
+            Err(e) => {
+                sh.nodes.lock().dir_unknown(parent);
+                reply.error(e)
+            }
         });
     }
 
@@ -406,7 +155,7 @@ macro_rules! path_or {
     };
 }
 
-fn req(op: Op) -> Writer {
+pub(crate) fn req(op: Op) -> Writer {
     Writer::request(op, 0, 0)
 }
 
@@ -433,12 +182,15 @@ impl Filesystem for OmxFs {
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let path = join(&path_or!(self, parent, reply), name);
-        let mut w = req(Op::Lookup);
-        w.bytes(&path);
         // A name that does not exist is cached as such (a negative entry, node 0) for
         // entry_timeout, as a positive one is: asked again, or created, without a
-        // lookup first.
+        // lookup first. In a directory this client made, no need to ask.
         let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        if let Some(left) = sh.nodes.lock().known_absent(parent, name.as_bytes(), ttl) {
+            return reply.entry(&left, &file_attr(0, &Attr::default()), 0);
+        }
+        let mut w = req(Op::Lookup);
+        w.bytes(&path);
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
                 let ino = sh.nodes.lock().looked_up(path);
@@ -455,11 +207,24 @@ impl Filesystem for OmxFs {
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         let path = path_or!(self, ino, reply);
+        let ttl = self.opts.attr_timeout;
+        // Attributes a reply brought within the timeout (the kernel dropped its copy, as
+        // it does before a chown): valid for what is left of it, as the kernel's were.
+        let (epoch, kept) = {
+            let nodes = self.sh.nodes.lock();
+            (nodes.epoch(ino), nodes.fresh_attr(ino, ttl))
+        };
+        if let Some((a, left)) = kept {
+            return reply.attr(&left, &file_attr(ino, &a));
+        }
         let mut w = req(Op::Getattr);
         w.bytes(&path);
-        let ttl = self.opts.attr_timeout;
+        let (sh, asked) = (self.sh.clone(), Instant::now());
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
-            Ok(a) => reply.attr(&ttl, &file_attr(ino, &a)),
+            Ok(a) => {
+                sh.nodes.lock().keep_attr(ino, epoch, a, asked);
+                reply.attr(&ttl, &file_attr(ino, &a))
+            }
             Err(e) => reply.error(e),
         });
     }
@@ -524,8 +289,13 @@ impl Filesystem for OmxFs {
             Ok(w)
         };
         let ttl = self.opts.attr_timeout;
+        let epoch = self.changed(&[ino]);
+        let (sh, asked) = (self.sh.clone(), Instant::now());
         let done = move |r| match body(r, |_, rd| Attr::decode(rd)) {
-            Ok(a) => reply.attr(&ttl, &file_attr(ino, &a)),
+            Ok(a) => {
+                sh.nodes.lock().keep_attr(ino, epoch, a, asked);
+                reply.attr(&ttl, &file_attr(ino, &a))
+            }
             Err(e) => reply.error(e),
         };
         self.sh
@@ -555,13 +325,14 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
+        self.changed(&[parent]);
         let mut w = req(Op::Mknod);
         w.bytes(&path)
             .u32(mode)
             .u32(rdev)
             .u32(req_.uid())
             .u32(req_.gid());
-        self.entry(w, path, reply);
+        self.entry(w, parent, path, false, reply);
     }
 
     fn mkdir(
@@ -574,9 +345,10 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
+        self.changed(&[parent]);
         let mut w = req(Op::Mkdir);
         w.bytes(&path).u32(mode).u32(req_.uid()).u32(req_.gid());
-        self.entry(w, path, reply);
+        self.entry(w, parent, path, true, reply);
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -596,10 +368,11 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), link_name);
+        self.changed(&[parent]);
         let mut w = req(Op::Symlink);
         w.bytes(&path).bytes(target.as_os_str().as_bytes());
         w.u32(req_.uid()).u32(req_.gid());
-        self.entry(w, path, reply);
+        self.entry(w, parent, path, false, reply);
     }
 
     fn rename(
@@ -614,6 +387,8 @@ impl Filesystem for OmxFs {
     ) {
         let from = join(&path_or!(self, parent, reply), name);
         let to = join(&path_or!(self, newparent, reply), newname);
+        self.changed(&[parent, newparent]);
+        self.paths_changed(&[&from, &to]);
         let mut w = req(Op::Rename);
         w.bytes(&from).bytes(&to).u32(flags);
         let sh = self.sh.clone();
@@ -630,7 +405,12 @@ impl Filesystem for OmxFs {
                 }
                 reply.ok()
             }
-            Err(e) => reply.error(e),
+            Err(e) => {
+                let mut n = sh.nodes.lock();
+                n.dir_unknown(parent);
+                n.dir_unknown(newparent);
+                reply.error(e)
+            }
         });
     }
 
@@ -644,9 +424,10 @@ impl Filesystem for OmxFs {
     ) {
         let from = path_or!(self, ino, reply);
         let to = join(&path_or!(self, newparent, reply), newname);
+        self.changed(&[ino, newparent]);
         let mut w = req(Op::Link);
         w.bytes(&from).bytes(&to);
-        self.entry(w, to, reply);
+        self.entry(w, newparent, to, false, reply);
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
@@ -667,6 +448,7 @@ impl Filesystem for OmxFs {
                         server_fh,
                         generation,
                         locked: false,
+                        listing: Listing::default(),
                     });
                     reply.opened(fh, 0)
                 }
@@ -686,15 +468,24 @@ impl Filesystem for OmxFs {
         reply: ReplyCreate,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
+        self.changed(&[parent]);
         let mut w = req(Op::Create);
         w.bytes(&path).u32(flags as u32).u32(mode);
         w.u32(req_.uid()).u32(req_.gid());
         let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        let attr_ttl = self.opts.attr_timeout;
         let generation = self.sh.conn.generation();
         self.send(w, move |r| {
             match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
                 Ok((server_fh, a)) => {
-                    let ino = sh.nodes.lock().looked_up(path);
+                    // A new file (the server creates with O_EXCL): no capability to
+                    // drop at its writes.
+                    let ino = {
+                        let mut nodes = sh.nodes.lock();
+                        let ino = nodes.looked_up(path);
+                        nodes.set_xattr_absent(ino, CAPABILITY_XATTR, Instant::now() + attr_ttl);
+                        ino
+                    };
                     let fh = sh.add_handle(Handle {
                         node: ino,
                         flags,
@@ -703,10 +494,23 @@ impl Filesystem for OmxFs {
                         server_fh,
                         generation,
                         locked: false,
+                        listing: Listing::default(),
                     });
                     reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
                 }
-                Err(e) => reply.error(e),
+                Err(e) => {
+                    sh.nodes.lock().dir_unknown(parent);
+                    if e == libc::EEXIST && flags & libc::O_EXCL == 0 {
+                        // Made meanwhile by someone else (the kernel believed the name
+                        // absent): opened as it is, as a local O_CREAT would. Off the
+                        // completion thread (the open waits for its reply).
+                        std::thread::spawn(move || {
+                            open_existing(&sh, path, flags, ttl, generation, reply)
+                        });
+                    } else {
+                        reply.error(e)
+                    }
+                }
             }
         });
     }
@@ -714,7 +518,7 @@ impl Filesystem for OmxFs {
     fn read(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         size: u32,
@@ -722,6 +526,7 @@ impl Filesystem for OmxFs {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
+        self.changed(&[ino]);
         let size = size.min(MAX_IO);
         let build = move |fh| {
             let mut w = req(Op::Read);
@@ -752,7 +557,7 @@ impl Filesystem for OmxFs {
     fn write(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         data: &[u8],
@@ -761,6 +566,7 @@ impl Filesystem for OmxFs {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
+        self.changed(&[ino]);
         let (inline, separate) = if data.len() <= INLINE_WRITE {
             (data.to_vec(), None)
         } else {
@@ -840,22 +646,29 @@ impl Filesystem for OmxFs {
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
         let path = path_or!(self, ino, reply);
         let mut w = req(Op::Opendir);
-        w.bytes(&path);
+        // With the listing's first page (READDIRPLUS, the kernel's next request).
+        w.bytes(&path).u32(DIR_PAGE);
         let (sh, generation) = (self.sh.clone(), self.sh.conn.generation());
-        self.send(w, move |r| match body(r, |_, rd| rd.u64()) {
-            Ok(server_fh) => {
-                let fh = sh.add_handle(Handle {
-                    node: ino,
-                    flags: 0,
-                    dir: true,
-                    ino: 0,
-                    server_fh,
-                    generation,
-                    locked: false,
-                });
-                reply.opened(fh, 0)
+        self.send(w, move |r| {
+            match body(r, |_, rd| Ok((rd.u64()?, rd.rest().to_vec()))) {
+                Ok((server_fh, page)) => {
+                    let fh = sh.add_handle(Handle {
+                        node: ino,
+                        flags: 0,
+                        dir: true,
+                        ino: 0,
+                        server_fh,
+                        generation,
+                        locked: false,
+                        listing: Listing {
+                            first_page: (!page.is_empty()).then_some(page),
+                            end: None,
+                        },
+                    });
+                    reply.opened(fh, 0)
+                }
+                Err(e) => reply.error(e),
             }
-            Err(e) => reply.error(e),
         });
     }
 
@@ -901,56 +714,34 @@ impl Filesystem for OmxFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let dir = path_or!(self, ino, reply);
+        // The first page came with the handle; past the end nothing more will come.
+        let known = {
+            let mut hs = self.sh.handles.lock();
+            hs.map.get_mut(&fh).and_then(|h| match h.listing.end {
+                Some(end) if end == offset => Some(None),
+                _ if offset == 0 => h.listing.first_page.take().map(Some),
+                _ => None,
+            })
+        };
+        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        match known {
+            Some(None) => return reply.ok(),
+            Some(Some(page)) => {
+                let res = add_page(&sh, &dir, offset, ttl, &mut Reader::new(&page), &mut reply)
+                    .map_err(|_| libc::EIO);
+                return finish_page(&sh, fh, res, reply);
+            }
+            None => {}
+        }
         // The kernel's buffer is one page: the server sends what fits in it.
         let build = move |fh| {
             let mut w = req(Op::Readdirplus);
-            w.u64(fh).i64(offset).u32(4096);
+            w.u64(fh).i64(offset).u32(DIR_PAGE);
             w
         };
-        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
         self.send_fh(fh, build, None, 0, move |r| {
-            let res = body(r, |_, rd| {
-                let n = rd.u32()?;
-                for _ in 0..n {
-                    let (d_ino, next, _dtype) = (rd.u64()?, rd.i64()?, rd.u8()?);
-                    let name = OsStr::from_bytes(rd.bytes()?);
-                    let attr = match rd.u8()? {
-                        0 => None,
-                        _ => Some(Attr::decode(rd)?),
-                    };
-                    let full = match attr {
-                        // The kernel counts one lookup for each entry it takes (not
-                        // `.` and `..`, which come without attributes).
-                        Some(a) => {
-                            let mut nodes = sh.nodes.lock();
-                            let node = nodes.looked_up(join(&dir, name));
-                            let full = reply.add(node, next, name, &ttl, &file_attr(node, &a), 0);
-                            if full {
-                                nodes.forget(node, 1);
-                            }
-                            full
-                        }
-                        None if name == "." || name == ".." => {
-                            let dir = Attr {
-                                mode: libc::S_IFDIR,
-                                ..Attr::default()
-                            };
-                            let a = file_attr(d_ino.max(1), &dir);
-                            reply.add(0, next, name, &Duration::ZERO, &a, 0)
-                        }
-                        // Gone between the listing and its lstat on the server.
-                        None => false,
-                    };
-                    if full {
-                        break;
-                    }
-                }
-                Ok(())
-            });
-            match res {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
+            let res = body(r, |_, rd| add_page(&sh, &dir, offset, ttl, rd, &mut reply));
+            finish_page(&sh, fh, res, reply);
         });
     }
 
@@ -995,6 +786,8 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         let path = path_or!(self, ino, reply);
+        self.changed(&[ino]);
+        self.sh.nodes.lock().xattrs_changed(ino);
         if value.len() > MAX_HEADER - 1024 {
             return reply.error(libc::E2BIG);
         }
@@ -1015,9 +808,21 @@ impl Filesystem for OmxFs {
         reply: ReplyXattr,
     ) {
         let path = path_or!(self, ino, reply);
+        let name = name.as_bytes().to_vec();
+        if self.sh.nodes.lock().xattr_absent(ino, &name) {
+            return reply.error(libc::ENODATA);
+        }
         let mut w = req(Op::Getxattr);
-        w.bytes(&path).bytes(name.as_bytes()).u32(size);
-        self.xattr_reply(w, size, reply);
+        w.bytes(&path).bytes(&name).u32(size);
+        // An absent attribute is remembered for the attribute timeout.
+        let (sh, ttl) = (self.sh.clone(), self.opts.attr_timeout);
+        self.send(w, move |r| {
+            if matches!(r, Err(libc::ENODATA)) {
+                let until = Instant::now() + ttl;
+                sh.nodes.lock().set_xattr_absent(ino, &name, until);
+            }
+            xattr_answer(r, size, reply)
+        });
     }
 
     fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
@@ -1029,6 +834,8 @@ impl Filesystem for OmxFs {
 
     fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
         let path = path_or!(self, ino, reply);
+        self.changed(&[ino]);
+        self.sh.nodes.lock().xattrs_changed(ino);
         let mut w = req(Op::Removexattr);
         w.bytes(&path).bytes(name.as_bytes());
         self.empty(w, reply);
@@ -1111,13 +918,14 @@ impl Filesystem for OmxFs {
     fn fallocate(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         length: i64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.changed(&[ino]);
         let build = move |fh| {
             let mut w = req(Op::Fallocate);
             w.u64(fh)
@@ -1130,47 +938,11 @@ impl Filesystem for OmxFs {
     }
 }
 
-/// How often a blocked F_SETLKW's caller is checked for a signal.
-const LOCK_WAIT_POLL: Duration = Duration::from_millis(50);
-
-/// Withdraws a blocked F_SETLKW on the server once its caller has a signal pending, so
-/// that the kernel gets EINTR (the server answers the wait so) and no grant comes later.
-/// fuser 0.15 answers the kernel's FUSE_INTERRUPT itself with ENOSYS, after which the
-/// kernel sends none and leaves the caller waiting with the signal pending: this thread
-/// looks for that signal in /proc instead.
-fn watch_lock_wait(conn: Arc<Conn>, id: u64, tid: u32, answered: Arc<AtomicBool>) {
-    std::thread::spawn(move || {
-        while !answered.load(Ordering::Acquire) {
-            std::thread::sleep(LOCK_WAIT_POLL);
-            if signal_pending(tid) && !answered.load(Ordering::Acquire) {
-                let mut w = req(Op::CancelLockWait);
-                w.u64(id);
-                // ENOENT: granted meanwhile, its reply is on the way.
-                conn.submit(w, None, 0, true, Box::new(|_| {}));
-                return;
-            }
-        }
-    });
-}
-
-/// Whether thread `tid` has an unblocked signal pending (or is gone).
-fn signal_pending(tid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
-        return true;
-    };
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-            .unwrap_or(0)
-    };
-    (field("SigPnd:") | field("ShdPnd:")) & !field("SigBlk:") != 0
-}
-
 impl OmxFs {
     fn remove(&mut self, op: Op, parent: u64, name: &OsStr, reply: ReplyEmpty) {
         let path = join(&path_or!(self, parent, reply), name);
+        self.changed(&[parent]);
+        self.paths_changed(&[&path]);
         let mut w = req(op);
         w.bytes(&path);
         let sh = self.sh.clone();
@@ -1179,17 +951,54 @@ impl OmxFs {
                 sh.nodes.lock().removed(&path);
                 reply.ok()
             }
-            Err(e) => reply.error(e),
+            Err(e) => {
+                sh.nodes.lock().dir_unknown(parent);
+                reply.error(e)
+            }
         });
     }
 
     fn xattr_reply(&self, w: Writer, size: u32, reply: ReplyXattr) {
-        self.send(w, move |r| {
-            match body(r, |_, rd| Ok((rd.u32()?, rd.rest().to_vec()))) {
-                Ok((n, _)) if size == 0 => reply.size(n),
-                Ok((_, v)) => reply.data(&v),
-                Err(e) => reply.error(e),
-            }
-        });
+        self.send(w, move |r| xattr_answer(r, size, reply));
+    }
+}
+
+/// A getxattr or listxattr reply: the size asked for, or the value.
+fn xattr_answer(r: Result<Reply, i32>, size: u32, reply: ReplyXattr) {
+    match body(r, |_, rd| Ok((rd.u32()?, rd.rest().to_vec()))) {
+        Ok((n, _)) if size == 0 => reply.size(n),
+        Ok((_, v)) => reply.data(&v),
+        Err(e) => reply.error(e),
+    }
+}
+
+/// Answers a CREATE whose file already existed by opening it (blocking).
+fn open_existing(
+    sh: &Arc<Shared>,
+    path: Vec<u8>,
+    flags: i32,
+    ttl: Duration,
+    generation: u64,
+    reply: ReplyCreate,
+) {
+    let mut w = req(Op::Open);
+    w.bytes(&path).u32(flags as u32).u32(0).u32(0).u32(0);
+    let opened = sh.conn.call(w, None, 0);
+    match body(opened, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
+        Ok((server_fh, a)) => {
+            let ino = sh.nodes.lock().looked_up(path);
+            let fh = sh.add_handle(Handle {
+                node: ino,
+                flags,
+                dir: false,
+                ino: a.ino,
+                server_fh,
+                generation,
+                locked: false,
+                listing: Listing::default(),
+            });
+            reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
+        }
+        Err(e) => reply.error(e),
     }
 }

@@ -1,0 +1,320 @@
+//! The client's node ids: one per path (like sshfs), the kernel's references to each,
+//! and what the client knows about a node between requests.
+
+use crate::proto::Attr;
+use fuser::FUSE_ROOT_ID;
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
+
+/// The extended attribute the kernel asks for before every write and chown (to drop
+/// file capabilities): one round trip each unless its absence is known.
+pub const CAPABILITY_XATTR: &[u8] = b"security.capability";
+
+pub struct Node {
+    pub path: Vec<u8>,
+    lookups: u64,
+    /// Extended attributes known to be absent, until when (the attribute timeout, as
+    /// for the kernel's cached attributes).
+    absent_xattrs: Vec<(Vec<u8>, Instant)>,
+    /// The attributes a GETATTR or SETATTR reply brought, with when they were asked
+    /// for: the kernel's next GETATTR within the attribute timeout is answered from them.
+    attr: Option<(Attr, Instant)>,
+    /// Bumped whenever the node may have changed: a reply to a request sent before
+    /// brings attributes that may be older, and is not kept.
+    epoch: u64,
+}
+
+impl Node {
+    fn new(path: Vec<u8>) -> Node {
+        Node {
+            path,
+            lookups: 1,
+            absent_xattrs: Vec::new(),
+            attr: None,
+            epoch: 0,
+        }
+    }
+}
+
+/// Every name of a directory this client made (and has changed only itself since, as
+/// far as it knows), from when it asked: a lookup of another name is answered "absent"
+/// within the entry timeout, as a negative entry would be.
+struct Complete {
+    names: HashSet<Vec<u8>>,
+    since: Instant,
+}
+
+/// Directories with more names are not tracked.
+const COMPLETE_MAX: usize = 65536;
+
+#[derive(Default)]
+pub struct Nodes {
+    by_id: HashMap<u64, Node>,
+    by_path: HashMap<Vec<u8>, u64>,
+    next: u64,
+    complete: HashMap<u64, Complete>,
+}
+
+/// A path's parent directory and last component.
+fn split(path: &[u8]) -> (&[u8], &[u8]) {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (&[], path),
+    }
+}
+
+impl Nodes {
+    pub fn new() -> Nodes {
+        let mut n = Nodes {
+            next: FUSE_ROOT_ID + 1,
+            ..Default::default()
+        };
+        n.by_id.insert(FUSE_ROOT_ID, Node::new(Vec::new()));
+        n.by_path.insert(Vec::new(), FUSE_ROOT_ID);
+        n
+    }
+
+    pub fn path(&self, ino: u64) -> Option<Vec<u8>> {
+        self.by_id.get(&ino).map(|n| n.path.clone())
+    }
+
+    /// The node of a path the kernel now holds one more reference to.
+    pub fn looked_up(&mut self, path: Vec<u8>) -> u64 {
+        self.name_exists(&path);
+        if let Some(&id) = self.by_path.get(&path) {
+            let node = self.by_id.get_mut(&id).expect("both maps");
+            node.lookups += 1;
+            // The kernel now holds newer attributes than any kept here.
+            node.attr = None;
+            node.epoch += 1;
+            return id;
+        }
+        let id = self.next;
+        self.next += 1;
+        self.by_path.insert(path.clone(), id);
+        self.by_id.insert(id, Node::new(path));
+        id
+    }
+
+    /// The node's current epoch, to give [`Nodes::keep_attr`] with a reply.
+    pub fn epoch(&self, ino: u64) -> u64 {
+        self.by_id.get(&ino).map_or(0, |n| n.epoch)
+    }
+
+    /// Keeps attributes asked for at `asked` unless the node changed since `epoch`.
+    pub fn keep_attr(&mut self, ino: u64, epoch: u64, attr: Attr, asked: Instant) {
+        if let Some(n) = self.by_id.get_mut(&ino).filter(|n| n.epoch == epoch) {
+            n.attr = Some((attr, asked));
+        }
+    }
+
+    /// Kept attributes of `ino` no older than `ttl`, and how long they stay valid.
+    pub fn fresh_attr(&self, ino: u64, ttl: Duration) -> Option<(Attr, Duration)> {
+        let (attr, asked) = self.by_id.get(&ino)?.attr.as_ref()?;
+        let left = ttl.checked_sub(asked.elapsed())?;
+        (!left.is_zero()).then_some((*attr, left))
+    }
+
+    /// `ino` may be changing (a write, a setattr, an entry added or removed in it):
+    /// its kept attributes are dropped, and replies to earlier requests not kept.
+    pub fn changed(&mut self, ino: u64) {
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            n.attr = None;
+            n.epoch += 1;
+        }
+    }
+
+    /// [`Nodes::changed`] for the node of `path`, if any.
+    pub fn path_changed(&mut self, path: &[u8]) {
+        if let Some(&id) = self.by_path.get(path) {
+            self.changed(id);
+        }
+    }
+
+    /// Whether extended attribute `name` of `ino` is known to be absent.
+    pub fn xattr_absent(&self, ino: u64, name: &[u8]) -> bool {
+        let now = Instant::now();
+        self.by_id.get(&ino).is_some_and(|n| {
+            n.absent_xattrs
+                .iter()
+                .any(|(x, until)| x == name && *until > now)
+        })
+    }
+
+    /// Extended attribute `name` of `ino` is absent until `until` (as far as this
+    /// client knows: another client may set it meanwhile).
+    pub fn set_xattr_absent(&mut self, ino: u64, name: &[u8], until: Instant) {
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            let now = Instant::now();
+            n.absent_xattrs.retain(|(x, t)| x != name && *t > now);
+            n.absent_xattrs.push((name.to_vec(), until));
+        }
+    }
+
+    /// The extended attributes of `ino` are changing through this client.
+    pub fn xattrs_changed(&mut self, ino: u64) {
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            n.absent_xattrs.clear();
+        }
+    }
+
+    pub fn forget(&mut self, ino: u64, n: u64) {
+        if ino == FUSE_ROOT_ID {
+            return;
+        }
+        if let Some(node) = self.by_id.get_mut(&ino) {
+            node.lookups = node.lookups.saturating_sub(n);
+            if node.lookups == 0 {
+                let node = self.by_id.remove(&ino).expect("present");
+                self.complete.remove(&ino);
+                if self.by_path.get(&node.path) == Some(&ino) {
+                    self.by_path.remove(&node.path);
+                }
+            }
+        }
+    }
+
+    /// Directory `ino`, made by this client at `since`, is empty.
+    pub fn made_dir(&mut self, ino: u64, since: Instant) {
+        let names = HashSet::new();
+        self.complete.insert(ino, Complete { names, since });
+    }
+
+    /// How long `name` in `dir` is known to be absent, if it is.
+    pub fn known_absent(&self, dir: u64, name: &[u8], ttl: Duration) -> Option<Duration> {
+        let c = self.complete.get(&dir)?;
+        let left = ttl.checked_sub(c.since.elapsed())?;
+        (!left.is_zero() && !c.names.contains(name)).then_some(left)
+    }
+
+    /// What directory `dir` holds is no longer known (an error said otherwise).
+    pub fn dir_unknown(&mut self, dir: u64) {
+        self.complete.remove(&dir);
+    }
+
+    fn complete_of<'a>(&mut self, path: &'a [u8]) -> Option<(&mut Complete, &'a [u8])> {
+        let (dir, name) = split(path);
+        let id = *self.by_path.get(dir)?;
+        Some((self.complete.get_mut(&id)?, name))
+    }
+
+    fn name_exists(&mut self, path: &[u8]) {
+        if let Some((c, name)) = self.complete_of(path) {
+            c.names.insert(name.to_vec());
+            if c.names.len() > COMPLETE_MAX {
+                let (dir, _) = split(path);
+                if let Some(id) = self.by_path.get(dir).copied() {
+                    self.complete.remove(&id);
+                }
+            }
+        }
+    }
+
+    fn name_gone(&mut self, path: &[u8]) {
+        if let Some((c, name)) = self.complete_of(path) {
+            c.names.remove(name);
+        }
+    }
+
+    pub fn removed(&mut self, path: &[u8]) {
+        self.name_gone(path);
+        self.by_path.remove(path);
+    }
+
+    /// `from` (and everything below it) is now `to`.
+    pub fn renamed(&mut self, from: &[u8], to: &[u8]) {
+        self.name_gone(from);
+        self.name_exists(to);
+        self.by_path.remove(to);
+        let mut prefix = from.to_vec();
+        prefix.push(b'/');
+        for (id, node) in self.by_id.iter_mut() {
+            let new = if node.path == from {
+                to.to_vec()
+            } else if node.path.starts_with(&prefix) {
+                [to, &node.path[from.len()..]].concat()
+            } else {
+                continue;
+            };
+            if self.by_path.get(&node.path) == Some(id) {
+                self.by_path.remove(&node.path);
+            }
+            self.by_path.insert(new.clone(), *id);
+            node.path = new;
+        }
+    }
+}
+
+pub fn join(dir: &[u8], name: &OsStr) -> Vec<u8> {
+    let name = name.as_bytes();
+    if dir.is_empty() {
+        name.to_vec()
+    } else {
+        [dir, b"/", name].concat()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_made_directory_knows_its_names() {
+        let mut n = Nodes::new();
+        let d = n.looked_up(b"d".to_vec());
+        n.made_dir(d, Instant::now());
+        assert!(n.known_absent(d, b"x", TTL).is_some());
+        let x = n.looked_up(b"d/x".to_vec());
+        assert!(
+            n.known_absent(d, b"x", TTL).is_none(),
+            "made through the client"
+        );
+        n.renamed(b"d/x", b"d/y");
+        assert!(n.known_absent(d, b"x", TTL).is_some());
+        assert!(n.known_absent(d, b"y", TTL).is_none(), "renamed into it");
+        n.removed(b"d/y");
+        assert!(n.known_absent(d, b"y", TTL).is_some());
+        assert!(n.known_absent(d, b"y", Duration::ZERO).is_none(), "expired");
+        n.dir_unknown(d);
+        assert!(
+            n.known_absent(d, b"z", TTL).is_none(),
+            "an error made it unknown"
+        );
+        n.made_dir(d, Instant::now());
+        n.forget(x, 1);
+        n.forget(d, 1);
+        assert!(
+            n.known_absent(d, b"z", TTL).is_none(),
+            "forgotten with its node"
+        );
+    }
+
+    #[test]
+    fn kept_attributes_never_older_than_a_change() {
+        let mut n = Nodes::new();
+        let f = n.looked_up(b"f".to_vec());
+        let a = Attr {
+            size: 7,
+            ..Attr::default()
+        };
+        let before = n.epoch(f);
+        n.changed(f); // a write sent after the getattr
+        n.keep_attr(f, before, a, Instant::now());
+        assert!(
+            n.fresh_attr(f, TTL).is_none(),
+            "a reply older than a change kept"
+        );
+        n.keep_attr(f, n.epoch(f), a, Instant::now());
+        assert_eq!(n.fresh_attr(f, TTL).map(|(a, _)| a.size), Some(7));
+        assert!(
+            n.fresh_attr(f, Duration::ZERO).is_none(),
+            "past the timeout"
+        );
+        n.looked_up(b"f".to_vec());
+        assert!(n.fresh_attr(f, TTL).is_none(), "the kernel got newer ones");
+    }
+}

@@ -1,0 +1,153 @@
+//! What the FUSE handlers and the completion thread share: the connection, the nodes,
+//! and the open handles (mapped to the server's, reopened after a server restart).
+
+use super::conn::{Conn, Done};
+use super::nodes::Nodes;
+use super::req;
+use crate::proto::*;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// An open file or directory as the kernel holds it: the fh the kernel has is the
+/// client's own, mapped to the server's handle of the session it was opened in. After
+/// a server restart (a new session) it is reopened by path with the same flags at its
+/// next use; a file that is gone, or is another file now, gives `ESTALE`.
+pub struct Handle {
+    pub node: u64,
+    pub flags: i32,
+    pub dir: bool,
+    /// The file's inode number on the server (0 for directories: not checked).
+    pub ino: u64,
+    pub server_fh: u64,
+    pub generation: u64,
+    /// Locked through this mount: its flush goes to the server (which releases the
+    /// closing owner's locks there).
+    pub locked: bool,
+    /// A directory's listing as far as the client already has it.
+    pub listing: super::listing::Listing,
+}
+
+#[derive(Default)]
+pub struct Handles {
+    pub map: HashMap<u64, Handle>,
+    pub next: u64,
+}
+
+/// What requests are built from, shared with the completion thread and with retries.
+pub struct Shared {
+    pub conn: Arc<Conn>,
+    pub nodes: Mutex<Nodes>,
+    pub handles: Mutex<Handles>,
+}
+
+/// Builds a request (again for a retry: it maps handles to the current session's).
+pub type Build = Box<dyn Fn(&Arc<Shared>) -> Result<Writer, i32> + Send>;
+
+impl Shared {
+    /// Sends the request `build` makes; one whose session the server no longer knows
+    /// (it restarted) is made again in a new session, once. Never called on the
+    /// completion thread (building may reconnect or reopen, which wait for replies).
+    pub fn request(
+        self: &Arc<Self>,
+        build: Build,
+        write: Option<Arc<Vec<u8>>>,
+        read: u32,
+        done: Done,
+        retry: bool,
+    ) {
+        let conn = &self.conn;
+        if !conn.connected() && conn.reconnect(conn.generation(), false).is_err() {
+            return done(Err(libc::ENOTCONN));
+        }
+        let generation = conn.generation();
+        let w = match build(self) {
+            Ok(w) => w,
+            Err(e) => return done(Err(e)),
+        };
+        let sh = self.clone();
+        let data = write.clone();
+        conn.submit(
+            w,
+            data,
+            read,
+            true,
+            Box::new(move |r| match r {
+                Err(libc::EBADR) if retry => {
+                    std::thread::spawn(move || match sh.conn.reconnect(generation, true) {
+                        Ok(()) => sh.request(build, write, read, done, false),
+                        Err(_) => done(Err(libc::EIO)),
+                    });
+                }
+                Err(libc::EBADR) => done(Err(libc::EIO)),
+                r => done(r),
+            }),
+        );
+    }
+
+    /// A new client handle for the server's `server_fh` opened in session `generation`.
+    pub fn add_handle(&self, h: Handle) -> u64 {
+        let mut hs = self.handles.lock();
+        hs.next += 1;
+        let fh = hs.next;
+        hs.map.insert(fh, h);
+        fh
+    }
+
+    /// The server's handle for client handle `fh`, reopened first if it belongs to an
+    /// older session (blocking).
+    pub fn server_fh(&self, fh: u64) -> Result<u64, i32> {
+        let generation = self.conn.generation();
+        let (node, flags, dir, ino, locked) = {
+            let hs = self.handles.lock();
+            let h = hs.map.get(&fh).ok_or(libc::EBADF)?;
+            if h.generation == generation {
+                return Ok(h.server_fh);
+            }
+            (h.node, h.flags, h.dir, h.ino, h.locked)
+        };
+        let path = self.nodes.lock().path(node).ok_or(libc::ESTALE)?;
+        let mut w = req(if dir { Op::Opendir } else { Op::Open });
+        w.bytes(&path);
+        if !dir {
+            // Created or truncated once is enough.
+            let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
+            w.u32(flags as u32).u32(0).u32(0).u32(0);
+        }
+        let reply = self.conn.call(w, None, 0).map_err(|e| match e {
+            libc::ENOENT => libc::ESTALE,
+            libc::EBADR | libc::ENOTCONN => libc::EIO,
+            e => e,
+        })?;
+        let mut rd = Reader::new(&reply.body);
+        let server_fh = rd.u64().map_err(|_| libc::EIO)?;
+        if !dir {
+            let a = Attr::decode(&mut rd).map_err(|_| libc::EIO)?;
+            if a.ino != ino {
+                // Another file took the name meanwhile.
+                let mut w = req(Op::Release);
+                w.u64(server_fh).u64(0).u32(0);
+                self.conn.submit(w, None, 0, true, Box::new(|_| {}));
+                return Err(libc::ESTALE);
+            }
+        }
+        if locked {
+            eprintln!(
+                "omxfs: {}: reopened after a server restart; the locks held on it were lost",
+                String::from_utf8_lossy(&path)
+            );
+        }
+        if let Some(h) = self.handles.lock().map.get_mut(&fh) {
+            h.server_fh = server_fh;
+            h.generation = generation;
+            h.locked = false;
+        }
+        Ok(server_fh)
+    }
+
+    /// Forgets client handle `fh`; the server's handle if it is of the current session.
+    pub fn take_handle(&self, fh: u64) -> Option<(u64, bool)> {
+        let h = self.handles.lock().map.remove(&fh)?;
+        (h.generation == self.conn.generation()).then_some((h.server_fh, h.locked))
+    }
+}
