@@ -4,8 +4,12 @@ while the parent closes its copy) that reads the rest from the inherited descrip
 and answers with the count and SHA-256 of the whole request; the client checks both
 and the greeting. Run unmodified, with or without omx_sockets.
 
-  execserver.py server exec|forkexec     listen on PORT, serve one client
-  execserver.py client IP SIZE           send SIZE bytes (after an 8-byte length)
+  execserver.py server exec|forkexec|twochildren   listen on PORT, serve one client
+  execserver.py client IP SIZE [TRAILER]  send SIZE bytes (after an 8-byte length)
+
+twochildren: no exec; two children are forked before either uses the connection, the
+parent closes its copy, the first child reads the rest and answers, then the second
+one writes TRAILER ("B") and both end.
   (execserver.py rest FD HEADLEN HEXHEAD  the exec'd image; internal)
 """
 import hashlib
@@ -51,6 +55,26 @@ if mode == "server":
     argv = [sys.executable, sys.argv[0], "rest", str(fd), str(size), hashlib.sha256(head).hexdigest(), str(len(head))]
     if how == "exec":
         os.execv(sys.executable, argv)
+    if how == "twochildren":
+        r, w = os.pipe()
+        first = os.fork()
+        if first == 0:
+            os.close(r)
+            rest = read_exact(c, size - len(head))
+            whole = pattern(size)
+            ok = head + rest == whole
+            c.sendall(("%d %s" % (size if ok else -1, hashlib.sha256(whole).hexdigest())).encode())
+            os.write(w, b"x")
+            os._exit(0 if ok else 1)
+        second = os.fork()
+        if second == 0:
+            os.close(w)
+            os.read(r, 1)
+            c.sendall(b"B")
+            os._exit(0)
+        c.close()
+        codes = [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in (first, second)]
+        sys.exit(max(codes))
     pid = os.fork()
     if pid == 0:
         os.execv(sys.executable, argv)
@@ -80,6 +104,6 @@ else:
         if not d:
             break
         reply += d
-    want = "%d %s" % (size, hashlib.sha256(data).hexdigest())
+    want = "%d %s" % (size, hashlib.sha256(data).hexdigest()) + (sys.argv[4] if len(sys.argv) > 4 else "")
     print("greeting", "ok" if greeting == GREETING else "WRONG", "reply", reply.decode(), flush=True)
     sys.exit(0 if greeting == GREETING and reply.decode() == want else 1)

@@ -21,7 +21,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx exec-kernel exec-omx forkexec-kernel forkexec-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx exec-kernel exec-omx forkexec-kernel forkexec-omx twochildren-kernel twochildren-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -124,8 +124,9 @@ else
   report fork-kernel 1 "$log/cc-fork"
   report fork-omx 1 "$log/cc-fork"
 fi
-# execserver NAME PRELOADED exec|forkexec: a connection read by one process image
-# and finished by the image it exec()s (itself, or a forked child's).
+# execserver NAME PRELOADED exec|forkexec|twochildren [TRAILER]: a connection read by
+# one process image and finished by the image it exec()s (itself, or a forked child's),
+# or by two forked children.
 execserver() {
   local name=$1 pre=() p0
   [ "$2" = yes ] && pre=("$launch")
@@ -134,7 +135,7 @@ execserver() {
   bgpids+=("$p0")
   wait_listening 0 5558 "$p0" || return 1
   in_host 1 "${pre[@]}" python3 "$here/execserver.py" client "$(host_ip 0)" $((6 << 20)) \
-    >"$log/$name.client" 2>&1 &&
+    "${4:-}" >"$log/$name.client" 2>&1 &&
     wait "$p0"
 }
 for how in exec forkexec; do
@@ -151,6 +152,18 @@ for how in exec forkexec; do
     report "$how-omx" $? "$log/$how-omx.client" "$log/$how-omx.server"
   fi
 done
+# Two children forked before either used the connection: the first takes it back to
+# TCP, the second finds it taken and uses the socket as it is (no second marker).
+if want twochildren-kernel; then
+  execserver twochildren-kernel no twochildren B
+  report twochildren-kernel $? "$log/twochildren-kernel.client" "$log/twochildren-kernel.server"
+fi
+if want twochildren-omx; then
+  OMX_SOCKETS_HELLO_WAIT_MS=120000 execserver twochildren-omx yes twochildren B &&
+    grep -q 'accepted on omx' "$log/twochildren-omx.server" &&
+    grep -q "peer's process went back to TCP" "$log/twochildren-omx.client"
+  report twochildren-omx $? "$log/twochildren-omx.client" "$log/twochildren-omx.server"
+fi
 if want carried-both-ways; then
   # The client waits for the hello as long as it takes (an event, not a time: a loaded
   # machine may take seconds); the fallback cases keep the default wait, as a client

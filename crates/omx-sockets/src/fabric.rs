@@ -108,6 +108,7 @@ fn open() -> Option<Fabric> {
     ep.set_zombie_max(0);
     let nic = ep.board().nic_id;
     let index = ep.index();
+    crate::stream::claims::init();
     // SAFETY: flush_all_at_exit is an extern "C" fn without arguments.
     unsafe { libc::atexit(flush_all_at_exit) };
     // SAFETY: registers handlers that only store to atomics.

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) mod claims;
 pub(crate) mod handover;
 
 /// Largest message a write is cut into (above the rendezvous threshold, so a bulk

@@ -20,7 +20,7 @@
 //! TCP sockets. In the process that owns the endpoint, which the new image replaces,
 //! the `exec` itself plays the parent's part before it proceeds.
 
-use super::{poll_one, send_all_tcp, Conn, Rx, RxMode, TxMode, CHUNK, PEER_CHECK};
+use super::{claims, poll_one, send_all_tcp, Conn, Rx, RxMode, TxMode, CHUNK, PEER_CHECK};
 use crate::fabric::{self, BOUNCE, CONTROL, FALLBACK};
 use crate::{fds, real};
 use omx_proto::StatusCode;
@@ -68,7 +68,12 @@ pub fn leave_in_child(conn: &Conn) -> bool {
     let settled = matches!(rx.mode, RxMode::Omx | RxMode::TcpFirst { .. })
         && matches!(tx.mode, TxMode::Omx { .. });
     drop((rx, tx));
-    if !settled || write_all(conn.sock(), MAGIC).is_err() {
+    if !settled {
+        return false;
+    }
+    // Another child (or an exec) took it back already: the peer is on TCP, where this
+    // one now shares the socket as the kernel's processes would.
+    if claims::claim(conn.id) && write_all(conn.sock(), MAGIC).is_err() {
         return false;
     }
     conn.fell_back.store(true, Ordering::Release);
@@ -102,6 +107,7 @@ pub fn before_exec() {
                 .rx
                 .try_lock()
                 .is_some_and(|rx| !matches!(rx.mode, RxMode::Omx | RxMode::TcpFirst { .. }))
+            || !claims::claim(conn.id)
             || write_all(conn.sock(), MAGIC).is_err()
         {
             continue;
