@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod ahead;
 pub(crate) mod claims;
 pub(crate) mod handover;
 
@@ -78,6 +79,8 @@ struct Rx {
     offset: usize,
     /// The readiness descriptor counts the leftover (see `flag_leftover`).
     flagged: bool,
+    /// Large messages posted ahead of the reader, in stream order (see `ahead`).
+    ahead: VecDeque<ahead::Ahead>,
 }
 
 pub struct Conn {
@@ -347,6 +350,7 @@ impl Rx {
         Rx {
             mode,
             leftover: Vec::new(),
+            ahead: VecDeque::new(),
             offset: 0,
             flagged: false,
         }
@@ -840,9 +844,11 @@ impl Conn {
                     }
                 }
                 RxMode::OmxThenTcp => {
-                    self.await_stored();
+                    if rx.ahead.is_empty() {
+                        self.await_stored();
+                    }
                     // The peer's last omx bytes were read: the rest is on TCP.
-                    if self.take_end_marker() {
+                    if rx.ahead.is_empty() && self.take_end_marker() {
                         self.end_fallback(&mut rx);
                         continue;
                     }
@@ -851,7 +857,9 @@ impl Conn {
                     }
                 }
                 RxMode::Omx => {
-                    self.await_stored();
+                    if rx.ahead.is_empty() {
+                        self.await_stored();
+                    }
                     if let Some(n) = self.take_data(&mut rx, out, peek)? {
                         return Ok(n);
                     }
@@ -961,6 +969,9 @@ impl Conn {
         if rx.offset < rx.leftover.len() {
             return rx.leftover.len() - rx.offset;
         }
+        if let Some(len) = Self::ahead_len(&rx) {
+            return len;
+        }
         match rx.mode {
             RxMode::Omx => {
                 self.await_stored();
@@ -998,6 +1009,12 @@ impl Conn {
         // SAFETY: buf outlives the wait below.
         let r = unsafe { self.fab.ep.irecv(&[seg], match_info, !0, 0) }
             .map_err(|e| Error::other(e.to_string()))?;
+        self.wait_received(r)
+    }
+
+    /// Waits until receive `r` completed (however long a dying peer takes to be seen
+    /// as dead: its buffer must not be reused before); the message's length.
+    fn wait_received(&self, r: ReqId) -> Result<usize> {
         let c = loop {
             if let Some(c) = self.fab.ep.wait(r, Some(PEER_CHECK)) {
                 break c;
@@ -1032,21 +1049,40 @@ impl Conn {
 
     fn take_data(&self, rx: &mut Rx, out: &mut [u8], peek: bool) -> Result<Option<usize>> {
         let m = self.id as u64;
-        let Some(status) = self.fab.ep.iprobe(m, !0) else {
-            return Ok(None);
+        let whole = match self.take_ahead(rx) {
+            Some(got) => {
+                let whole = got?;
+                self.read_ahead(rx);
+                whole
+            }
+            None => {
+                let Some(status) = self.fab.ep.iprobe(m, !0) else {
+                    return Ok(None);
+                };
+                let len = status.msg_length as usize;
+                if !peek && len <= out.len() {
+                    // Straight into the caller's buffer, the large messages behind it
+                    // posted ahead meanwhile.
+                    let seg = Segment::memory(out.as_mut_ptr(), len);
+                    // SAFETY: out outlives the wait below.
+                    let r = unsafe { self.fab.ep.irecv(&[seg], m, !0, 0) }
+                        .map_err(|e| Error::other(e.to_string()))?;
+                    self.read_ahead(rx);
+                    let n = self.wait_received(r)?;
+                    self.flag_leftover(rx);
+                    return Ok(Some(n));
+                }
+                let mut whole = vec![0u8; len];
+                let n = self.receive_into(m, &mut whole)?;
+                whole.truncate(n);
+                self.read_ahead(rx);
+                whole
+            }
         };
-        let len = status.msg_length as usize;
-        let n = if !peek && len <= out.len() {
-            self.receive_into(m, &mut out[..len])?
-        } else {
-            let mut whole = vec![0u8; len];
-            self.receive_into(m, &mut whole)?;
-            let n = out.len().min(len);
-            out[..n].copy_from_slice(&whole[..n]);
-            rx.leftover = whole;
-            rx.offset = if peek { 0 } else { n };
-            n
-        };
+        let n = out.len().min(whole.len());
+        out[..n].copy_from_slice(&whole[..n]);
+        rx.leftover = whole;
+        rx.offset = if peek { 0 } else { n };
         self.flag_leftover(rx);
         Ok(Some(n))
     }
@@ -1194,6 +1230,17 @@ fn flush_closing(deadline: Option<Instant>) {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        let mut rx = std::mem::replace(
+            self.rx.get_mut(),
+            Rx {
+                mode: RxMode::Omx,
+                leftover: Vec::new(),
+                offset: 0,
+                flagged: false,
+                ahead: VecDeque::new(),
+            },
+        );
+        self.abandon_ahead(&mut rx);
         let fd = self.sock();
         // Probe bytes left unread would make the kernel answer our close with a reset
         // instead of a FIN (unless the bytes may be a child's, or the stream's own).

@@ -194,7 +194,7 @@ impl Conn {
             return true;
         };
         let message = |c: &Conn| c.fab.ep.iprobe(c.id as u64, !0).is_some();
-        if rx.offset < rx.leftover.len() {
+        if rx.offset < rx.leftover.len() || !rx.ahead.is_empty() {
             return true;
         }
         match rx.mode {
@@ -367,6 +367,7 @@ impl Conn {
         if rx.offset < rx.leftover.len() {
             back.push(rx.leftover[rx.offset..].to_vec());
         }
+        back.extend(self.drain_ahead(&mut rx));
         rx.leftover = Vec::new();
         rx.offset = 0;
         // A count the client sent and nobody read: the child reads its TCP bytes itself.
