@@ -1189,7 +1189,14 @@ impl Conn {
             fabric::unregister_waker(self.id);
             handover::unregister(self.id);
         }
-        if self.tx.lock().pending.is_empty() {
+        // Sends whose completion already came (a reply carried the peer's ack) need
+        // no closing thread.
+        let pending = {
+            let mut tx = self.tx.lock();
+            let _ = self.reap(&mut tx);
+            !tx.pending.is_empty()
+        };
+        if !pending {
             if kept_for_child {
                 self.close_sock();
             }
