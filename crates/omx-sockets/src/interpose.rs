@@ -303,7 +303,7 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
 }
 
 /// # Safety
-/// As the C library's `recvfrom` (a connected stream has no source address to give).
+/// As the C library's `recvfrom`.
 #[no_mangle]
 pub unsafe extern "C" fn recvfrom(
     fd: c_int,
@@ -315,8 +315,9 @@ pub unsafe extern "C" fn recvfrom(
 ) -> ssize_t {
     match lookup(fd) {
         Some(c) => {
+            // As the kernel's TCP: a connected stream names no source (length 0).
             if !addr.is_null() && !len.is_null() {
-                libc::getpeername(fd, addr, len);
+                *len = 0;
             }
             ret(c.recv(out_slice(buf, n), flags))
         }
@@ -516,6 +517,9 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_i
     if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
         duplicated(fd, r);
     }
+    if cmd == libc::F_SETFL {
+        stream::status_flags_changed();
+    }
     r
 }
 
@@ -537,7 +541,11 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: libc::c_ulong, arg: libc::c_u
             return 0;
         }
     }
-    real::ioctl(fd, request, arg)
+    let r = real::ioctl(fd, request, arg);
+    if request == libc::FIONBIO as libc::c_ulong {
+        stream::status_flags_changed();
+    }
+    r
 }
 
 /// Sends up to `count` bytes of the file `input` on a carried connection (read, then

@@ -97,6 +97,10 @@ pub struct Conn {
     fin_sent: AtomicBool,
     /// `fabric::forks()` when the connection was made: a child forked since may use it.
     forks_at_creation: u32,
+    /// `O_NONBLOCK` as last read, with `FLAGS_GEN` then (see `nonblocking`); MAX: unread.
+    nonblock: AtomicU64,
+    /// Writes on omx so far (see `TCP_LOOK_EVERY`).
+    writes: AtomicU64,
     /// The connection went back to TCP (see `handover`): the program's calls go to the
     /// kernel socket.
     pub(crate) fell_back: AtomicBool,
@@ -156,6 +160,8 @@ impl Conn {
         let conn = Arc::new(Conn {
             fd: AtomicI32::new(sock),
             forks_at_creation: fabric::forks(),
+            nonblock: AtomicU64::new(u64::MAX),
+            writes: AtomicU64::new(0),
             fell_back: AtomicBool::new(false),
             evfd,
             id,
@@ -365,15 +371,38 @@ enum TcpState {
     Failed(Error),
 }
 
+/// Counts the status-flag changes (`fcntl(F_SETFL)`, `ioctl(FIONBIO)`) of this process:
+/// a connection's cached `O_NONBLOCK` is good while it has not moved.
+static FLAGS_GEN: AtomicU64 = AtomicU64::new(0);
+
+/// A write on omx looks at the kernel socket once in this many.
+const TCP_LOOK_EVERY: u64 = 16;
+
+/// A program changed the status flags of a descriptor (maybe one of ours).
+pub fn status_flags_changed() {
+    FLAGS_GEN.fetch_add(1, Ordering::AcqRel);
+}
+
 impl Conn {
     fn sock(&self) -> i32 {
         self.fd.load(Ordering::Acquire)
     }
 
+    /// `O_NONBLOCK` of the socket, read once per change of any status flags this
+    /// process makes (`status_flags_changed`), not by a system call per read and write;
+    /// read every time while a forked child may share the socket (and change them).
     fn nonblocking(&self) -> bool {
+        let gen = FLAGS_GEN.load(Ordering::Acquire);
+        let cached = self.nonblock.load(Ordering::Relaxed);
+        if cached != u64::MAX && cached >> 1 == gen && !self.maybe_shared() {
+            return cached & 1 == 1;
+        }
         // SAFETY: plain system call on our descriptor.
         let fl = unsafe { real::fcntl(self.sock(), libc::F_GETFL, 0) };
-        fl >= 0 && fl & libc::O_NONBLOCK != 0
+        let nonblocking = fl >= 0 && fl & libc::O_NONBLOCK != 0;
+        self.nonblock
+            .store(gen << 1 | nonblocking as u64, Ordering::Relaxed);
+        nonblocking
     }
 
     fn tcp_state(&self) -> TcpState {
@@ -686,7 +715,18 @@ impl Conn {
             TxMode::Broken => Err(os_err(libc::EPIPE)),
             TxMode::FellBack => self.send_tcp(buf, flags),
             TxMode::Omx { peer_conn, .. } => {
-                match self.tcp_state() {
+                // The kernel socket is looked at every `TCP_LOOK_EVERY` writes only (a
+                // system call each): a peer's reset, FIN or hand-back is still seen
+                // within a few writes, and a full window looks at it every time.
+                let look = self
+                    .writes
+                    .fetch_add(1, Ordering::Relaxed)
+                    .is_multiple_of(TCP_LOOK_EVERY);
+                match if look {
+                    self.tcp_state()
+                } else {
+                    TcpState::Empty
+                } {
                     TcpState::Failed(_) => {
                         tx.mode = TxMode::Broken;
                         return Err(os_err(libc::EPIPE));

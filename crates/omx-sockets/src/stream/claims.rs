@@ -44,6 +44,23 @@ pub fn init() {
     });
 }
 
+/// True once connection `id` was claimed (by anyone in this process tree).
+pub fn is_claimed(id: u32) -> bool {
+    let Some(Some(Table(slots))) = TABLE.get() else {
+        return false;
+    };
+    let id = id.max(1);
+    let home = (id.wrapping_mul(2_654_435_761) as usize) % SLOTS;
+    for i in 0..PROBES {
+        match slots[(home + i) % SLOTS].load(Ordering::Acquire) {
+            0 => return false,
+            held if held == id => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Claims connection `id` for the caller: true for the first claimant in this process
 /// tree, false once someone else claimed it.
 pub fn claim(id: u32) -> bool {
@@ -74,6 +91,7 @@ mod tests {
         init();
         assert!(claim(0x1234_5678));
         assert!(!claim(0x1234_5678));
+        assert!(is_claimed(0x1234_5678) && !is_claimed(0x0bad_cafe));
         // A child's claim lands in the parent's view of the table.
         // SAFETY: the child only touches the shared table, then exits.
         let pid = unsafe { libc::fork() };

@@ -62,6 +62,14 @@ fn by_id(id: u32) -> Option<Arc<Conn>> {
 /// with `ECONNRESET` in the child (`Conn::check_owner`). Makes no system call but
 /// `write`, so a sandboxed child may do it.
 pub fn leave_in_child(conn: &Conn) -> bool {
+    // Taken back by another child already: nothing of this copy's state is needed (a
+    // lock a parent thread held at the fork, sending back for that child, stays held
+    // in this copy).
+    if claims::is_claimed(conn.id) {
+        conn.fell_back.store(true, Ordering::Release);
+        fds::forget(conn);
+        return true;
+    }
     let (Some(rx), Some(tx)) = (conn.rx.try_lock(), conn.tx.try_lock()) else {
         return false;
     };
