@@ -195,6 +195,11 @@ connrate() { # MTU RUN PRELOAD PORT
   local mtu=$1 run=$2 pre=$3 port=$4 tag ccpu scpu0 scpu line
   tag="connrate-$mtu-$(transport_of "$pre")-$run"
   progress "$tag"
+  # Fresh hosts: the tens of thousands of TIME_WAIT sockets a previous run leaves make
+  # the kernel's search for a free local port the cost of every connect (both stacks
+  # set connections up through kernel TCP). Same MACs: the peers file stays right.
+  $H down >/dev/null 2>&1 || true
+  $H up 2 "$mtu" >/dev/null
   start_server "$OUT/logs/$tag.server" "$pre" "$OUT/bin/connrate" server "$port"
   scpu0=$(tree_cpu "$server_pid")
   if ! ccpu=$(client "$OUT/logs/$tag.client" "$pre" "$OUT/bin/connrate" client 10.99.0.1 "$port" "$SECS"); then
