@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs exerciser-faults tar xattr listing attrs made-dir cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs exerciser-faults tar xattr listing attrs made-dir dir-stamps cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -57,8 +57,9 @@ mount_on() {
   done
 }
 
-# malformed_count: the server's malformed counter, printed on SIGUSR1 (a new line each time).
-malformed_count() {
+# server_counter NAME: one of the server's counters (requests by operation too: Lookup),
+# printed on SIGUSR1 (a new line each time); 0 when not printed.
+server_counter() {
   local before after deadline=$((SECONDS + 30))
   before=$(grep -c 'omxfsd: counters' "$log/server")
   kill -USR1 "$server_pid" || return 1
@@ -66,8 +67,9 @@ malformed_count() {
     [ "$SECONDS" -lt "$deadline" ] || return 1
     sleep 0.1
   done
-  grep 'omxfsd: counters' "$log/server" | tail -n 1 | sed -n 's/.* malformed=\([0-9]*\).*/\1/p'
+  grep 'omxfsd: counters' "$log/server" | tail -n 1 | sed -n "s/.* $1=\\([0-9]*\\).*/\\1/p" | grep . || echo 0
 }
+malformed_count() { server_counter malformed; }
 
 # on PID CMD...: CMD in the mount namespace of omxfs process PID.
 on() {
@@ -226,6 +228,27 @@ while not os.path.exists(f"{m}/z"):
 print("ok")
 PY
   report made-dir $? "$log/made-dir"
+fi
+if want dir-stamps; then
+  # A directory the client made stays known complete past entry_timeout while each of
+  # its own changes there finds it as it left it (the server's stamps): no lookups
+  # asked during 2.5 s of creates. A name another client adds is seen by the first
+  # client as soon as its next change there (the stamps differ), without waiting.
+  mkdir -p "$tmp/m4" && mount_on 2 "$tmp/m4" data && c4=$client_pid &&
+    on "$c1" mkdir "$m/stamped" && l0=$(server_counter Lookup) &&
+    on "$c1" python3 -c '
+import os, sys, time
+os.chdir(sys.argv[1])  # relative names: no lookup of the directory itself
+end, i = time.monotonic() + 2.5, 0
+while time.monotonic() < end:
+    os.close(os.open(f"f{i}", os.O_CREAT | os.O_WRONLY, 0o644)); i += 1
+print(i, "creates")' "$m/stamped" >"$log/dir-stamps" 2>&1 &&
+    l1=$(server_counter Lookup) && echo "lookups asked: $((l1 - l0))" >>"$log/dir-stamps" &&
+    [ "$l1" -eq "$l0" ] &&
+    on "$c4" sh -c "echo theirs > $tmp/m4/stamped/x" &&
+    on "$c1" sh -c "touch $m/stamped/mine && cat $m/stamped/x" >>"$log/dir-stamps" 2>&1 &&
+    [ "$(tail -n 1 "$log/dir-stamps")" = theirs ]
+  report dir-stamps $? "$log/dir-stamps"
 fi
 if want cp-rsync; then
   on "$c1" cp -a "$root/crates/omx-fs" "$m/cpa" &&

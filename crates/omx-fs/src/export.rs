@@ -6,9 +6,12 @@
 //! client never crosses one). The last component is then acted on with the `*at` calls
 //! that do not follow it; `O_PATH` opens (chmod, xattrs) fail with ELOOP on a symlink.
 
-use crate::proto::{set, Attr};
+use crate::proto::{set, Attr, Stamp};
+use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// An errno.
 pub type Errno = i32;
@@ -45,6 +48,23 @@ pub fn valid_path(p: &[u8]) -> bool {
 pub struct Export {
     pub name: String,
     root: OwnedFd,
+    /// The change count of each directory (device, inode) omxfsd changed: the last
+    /// value of [`NEXT_COUNT`] it was given.
+    counts: Mutex<HashMap<(u64, u64), u64>>,
+}
+
+/// Change counts are unique across directories and restarts of the table (0 = not
+/// counted), so a count never comes back to match a client's old one.
+static NEXT_COUNT: AtomicU64 = AtomicU64::new(1);
+
+/// Directories whose counts are kept; past it the table starts again (a client's count
+/// then no longer matches: it asks the server again, nothing is wrong).
+const COUNTS_MAX: usize = 1 << 16;
+
+fn mtime_ns(st: &libc::stat) -> i64 {
+    st.st_mtime
+        .saturating_mul(1_000_000_000)
+        .saturating_add(st.st_mtime_nsec)
 }
 
 /// `fstat` of a descriptor.
@@ -85,6 +105,7 @@ impl Export {
             name,
             // SAFETY: fd was just opened and is owned here.
             root: unsafe { OwnedFd::from_raw_fd(fd) },
+            counts: Mutex::default(),
         })
     }
 
@@ -117,6 +138,51 @@ impl Export {
         }
         // SAFETY: a new descriptor owned here.
         Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+
+    /// A new change count for directory `key`, with the one it had (0: none known).
+    fn count_change(&self, key: (u64, u64)) -> (u64, u64) {
+        let mut counts = self.counts.lock();
+        if counts.len() >= COUNTS_MAX && !counts.contains_key(&key) {
+            counts.clear();
+        }
+        let new = NEXT_COUNT.fetch_add(1, Ordering::Relaxed);
+        (counts.insert(key, new).unwrap_or(0), new)
+    }
+
+    /// Runs `change`, an entry change in the parent directory of `rel`, and returns
+    /// its result with the parent's stamps from before and after it.
+    pub fn in_dir<T>(&self, rel: &[u8], change: impl FnOnce() -> R<T>) -> R<(T, Stamp, Stamp)> {
+        let dir = match rel.iter().rposition(|&c| c == b'/') {
+            Some(i) => &rel[..i],
+            None => &rel[..0],
+        };
+        let fd = self.open_beneath(dir, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+        let before = fstat(fd.as_raw_fd())?;
+        let v = change()?;
+        let after = fstat(fd.as_raw_fd())?;
+        let (old, new) = self.count_change((after.st_dev, after.st_ino));
+        let stamp = |count, st: &libc::stat| Stamp {
+            count,
+            mtime_ns: mtime_ns(st),
+        };
+        Ok((v, stamp(old, &before), stamp(new, &after)))
+    }
+
+    /// The first stamp of directory `rel` this server just made, unless something
+    /// changed in it already (then none).
+    pub fn new_dir_stamp(&self, rel: &[u8], attr: &Attr) -> Option<Stamp> {
+        let st = self
+            .open_beneath(rel, libc::O_PATH | libc::O_DIRECTORY, 0)
+            .ok();
+        let st = fstat(st?.as_raw_fd()).ok()?;
+        let (old, new) = self.count_change((st.st_dev, st.st_ino));
+        (old == 0 && st.st_ino == attr.ino && mtime_ns(&st) == attr_mtime_ns(attr)).then_some(
+            Stamp {
+                count: new,
+                mtime_ns: mtime_ns(&st),
+            },
+        )
     }
 
     /// The parent directory of `rel` (opened beneath the root) and the last component.
@@ -301,10 +367,15 @@ impl Export {
     }
 
     pub fn rmdir(&self, rel: &[u8]) -> R<()> {
+        let (dir, name) = self.parent(rel)?;
+        // Its change count goes with it (a directory made later may get its inode).
+        let key = lstat_at(dir.as_raw_fd(), &name).map(|st| (st.st_dev, st.st_ino));
         // SAFETY: valid dirfd and name.
-        self.at(rel, |d, n| unsafe {
-            libc::unlinkat(d, n, libc::AT_REMOVEDIR)
-        })
+        check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })?;
+        if let Some(key) = key {
+            self.counts.lock().remove(&key);
+        }
+        Ok(())
     }
 
     pub fn rename(&self, from: &[u8], to: &[u8], flags: u32) -> R<()> {
@@ -364,6 +435,21 @@ impl Export {
 }
 
 /// Result of a size-returning libc call.
+fn lstat_at(dir: RawFd, name: &CString) -> Option<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid dirfd, name and buffer.
+    let r = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    (r == 0).then_some(st)
+}
+
+fn attr_mtime_ns(a: &Attr) -> i64 {
+    a.mtime
+        .0
+        .saturating_mul(1_000_000_000)
+        .saturating_add(a.mtime.1 as i64)
+}
+
 pub fn sized(n: isize) -> R<usize> {
     if n < 0 {
         Err(errno())

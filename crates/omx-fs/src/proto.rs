@@ -296,6 +296,33 @@ impl Attr {
     }
 }
 
+/// A directory's change stamp: the count omxfsd keeps of the entry changes it made
+/// there (exact between its clients) and the directory's mtime (changes made beside
+/// omxfsd, to the file system's timestamp granularity). A reply to an entry change
+/// brings the parent's stamp from just before and just after it: a client whose last
+/// stamp equals the one before knows nobody else changed the directory meanwhile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamp {
+    pub count: u64,
+    pub mtime_ns: i64,
+}
+
+impl Stamp {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u64(self.count).i64(self.mtime_ns);
+    }
+    pub fn decode(r: &mut Reader) -> Result<Stamp, Malformed> {
+        Ok(Stamp {
+            count: r.u64()?,
+            mtime_ns: r.i64()?,
+        })
+    }
+    /// The (before, after) pair ending a reply, if the server sent one.
+    pub fn decode_change(r: &mut Reader) -> Option<(Stamp, Stamp)> {
+        Some((Stamp::decode(r).ok()?, Stamp::decode(r).ok()?))
+    }
+}
+
 /// Setattr fields present (bit set) in a request.
 pub mod set {
     pub const MODE: u32 = 1;

@@ -463,31 +463,52 @@ impl Server {
                 let t = ex.readlink(r.path()?)?;
                 w.bytes(&t);
             }
+            // Entry changes end their reply with the parent's stamps (proto::Stamp).
             Op::Mkdir => {
                 let path = r.path()?;
                 let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
-                ex.mkdir(path, mode, uid, gid)?.encode(&mut w)
+                let (a, before, after) = ex.in_dir(path, || ex.mkdir(path, mode, uid, gid))?;
+                a.encode(&mut w);
+                before.encode(&mut w);
+                after.encode(&mut w);
+                if let Some(own) = ex.new_dir_stamp(path, &a) {
+                    own.encode(&mut w);
+                }
             }
             Op::Mknod => {
                 let path = r.path()?;
                 let (mode, rdev, uid, gid) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
-                ex.mknod(path, mode, rdev, uid, gid)?.encode(&mut w)
+                let made = ex.in_dir(path, || ex.mknod(path, mode, rdev, uid, gid))?;
+                encode_made(made, &mut w)
             }
             Op::Symlink => {
                 let path = r.path()?;
                 let target = r.path()?;
                 let (uid, gid) = (r.u32()?, r.u32()?);
-                ex.symlink(path, target, uid, gid)?.encode(&mut w)
+                let made = ex.in_dir(path, || ex.symlink(path, target, uid, gid))?;
+                encode_made(made, &mut w)
             }
-            Op::Unlink => ex.unlink(r.path()?)?,
-            Op::Rmdir => ex.rmdir(r.path()?)?,
+            Op::Unlink => {
+                let path = r.path()?;
+                encode_made(ex.in_dir(path, || ex.unlink(path))?, &mut w)
+            }
+            Op::Rmdir => {
+                let path = r.path()?;
+                encode_made(ex.in_dir(path, || ex.rmdir(path))?, &mut w)
+            }
             Op::Rename => {
                 let (from, to, flags) = (r.path()?, r.path()?, r.u32()?);
-                ex.rename(from, to, flags)?
+                // The source's parent's stamps, then the target's (the same directory:
+                // two changes in a row).
+                let ((_, from_before, from_after), to_before, to_after) =
+                    ex.in_dir(to, || ex.in_dir(from, || ex.rename(from, to, flags)))?;
+                for st in [from_before, from_after, to_before, to_after] {
+                    st.encode(&mut w);
+                }
             }
             Op::Link => {
                 let (from, to) = (r.path()?, r.path()?);
-                ex.link(from, to)?.encode(&mut w)
+                encode_made(ex.in_dir(to, || ex.link(from, to))?, &mut w)
             }
             Op::Open | Op::Create => {
                 let path = r.path()?;
@@ -505,16 +526,23 @@ impl Server {
                 if op == Op::Create {
                     flags |= libc::O_CREAT | libc::O_EXCL;
                 }
-                let fd = ex.open_beneath(path, flags, mode)?;
-                if op == Op::Create {
+                if op == Op::Open {
+                    let (fh, attr) = self.add_file(s, ex.open_beneath(path, flags, mode)?)?;
+                    w.u64(fh);
+                    attr.encode(&mut w);
+                } else {
+                    let (fd, before, after) =
+                        ex.in_dir(path, || ex.open_beneath(path, flags, mode))?;
                     // SAFETY: geteuid has no preconditions; fchown on an owned fd.
                     if unsafe { libc::geteuid() } == 0 {
                         unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) };
                     }
+                    let (fh, attr) = self.add_file(s, fd)?;
+                    w.u64(fh);
+                    attr.encode(&mut w);
+                    before.encode(&mut w);
+                    after.encode(&mut w);
                 }
-                let (fh, attr) = self.add_file(s, fd)?;
-                w.u64(fh);
-                attr.encode(&mut w);
             }
             Op::Read => {
                 let (fh, off, size) = (r.u64()?, r.u64()?, r.u32()?);
@@ -809,6 +837,28 @@ impl Server {
 
 /// The length of a read or write request (it carries (fh, offset, length) right after
 /// the header), read before the request is decoded.
+/// The reply to an entry change: what it returns (attributes, or nothing), then the
+/// parent's stamps.
+fn encode_made<T: EncodeMade>((v, before, after): (T, Stamp, Stamp), w: &mut Writer) {
+    v.encode_made(w);
+    before.encode(w);
+    after.encode(w);
+}
+
+trait EncodeMade {
+    fn encode_made(&self, w: &mut Writer);
+}
+
+impl EncodeMade for () {
+    fn encode_made(&self, _: &mut Writer) {}
+}
+
+impl EncodeMade for Attr {
+    fn encode_made(&self, w: &mut Writer) {
+        self.encode(w)
+    }
+}
+
 fn io_len(msg: &[u8]) -> Option<u32> {
     msg.get(32..36)
         .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))

@@ -114,12 +114,20 @@ impl OmxFs {
     /// A request that makes entry `path` in directory `parent` (a directory: `dir`).
     fn entry(&self, w: Writer, parent: u64, path: Vec<u8>, dir: bool, reply: ReplyEntry) {
         let (sh, ttl, asked) = (self.sh.clone(), self.opts.entry_timeout, Instant::now());
-        self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
-            Ok(a) => {
+        let made = |_: &Reply, rd: &mut Reader| {
+            let a = Attr::decode(rd)?;
+            let change = Stamp::decode_change(rd);
+            Ok((a, change, Stamp::decode(rd).ok()))
+        };
+        self.send(w, move |r| match body(r, made) {
+            Ok((a, change, own)) => {
                 let mut nodes = sh.nodes.lock();
                 let ino = nodes.looked_up(path);
-                if dir {
-                    nodes.made_dir(ino, asked);
+                nodes.dir_changed(parent, change, asked);
+                // Without its own stamp from a server that sends stamps, someone
+                // changed the new directory already.
+                if dir && (own.is_some() || change.is_none()) {
+                    nodes.made_dir(ino, asked, own);
                 }
                 drop(nodes);
                 reply.entry(&ttl, &file_attr(ino, &a), 0)
@@ -391,10 +399,15 @@ impl Filesystem for OmxFs {
         self.paths_changed(&[&from, &to]);
         let mut w = req(Op::Rename);
         w.bytes(&from).bytes(&to).u32(flags);
-        let sh = self.sh.clone();
+        let (sh, asked) = (self.sh.clone(), Instant::now());
         self.send(w, move |r| match r {
-            Ok(_) => {
+            Ok(r) => {
                 let mut n = sh.nodes.lock();
+                let mut rd = Reader::new(&r.body);
+                let (from_change, to_change) =
+                    (Stamp::decode_change(&mut rd), Stamp::decode_change(&mut rd));
+                n.dir_changed(parent, from_change, asked);
+                n.dir_changed(newparent, to_change, asked);
                 if flags & libc::RENAME_EXCHANGE != 0 {
                     let tmp = b"\0exchange".to_vec();
                     n.renamed(&to, &tmp);
@@ -475,14 +488,19 @@ impl Filesystem for OmxFs {
         let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
         let attr_ttl = self.opts.attr_timeout;
         let generation = self.sh.conn.generation();
+        let asked = Instant::now();
+        let created = |_: &Reply, rd: &mut Reader| {
+            Ok((rd.u64()?, Attr::decode(rd)?, Stamp::decode_change(rd)))
+        };
         self.send(w, move |r| {
-            match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
-                Ok((server_fh, a)) => {
+            match body(r, created) {
+                Ok((server_fh, a, change)) => {
                     // A new file (the server creates with O_EXCL): no capability to
                     // drop at its writes.
                     let ino = {
                         let mut nodes = sh.nodes.lock();
                         let ino = nodes.looked_up(path);
+                        nodes.dir_changed(parent, change, asked);
                         nodes.set_xattr_absent(ino, CAPABILITY_XATTR, Instant::now() + attr_ttl);
                         ino
                     };
@@ -945,10 +963,13 @@ impl OmxFs {
         self.paths_changed(&[&path]);
         let mut w = req(op);
         w.bytes(&path);
-        let sh = self.sh.clone();
+        let (sh, asked) = (self.sh.clone(), Instant::now());
         self.send(w, move |r| match r {
-            Ok(_) => {
-                sh.nodes.lock().removed(&path);
+            Ok(r) => {
+                let mut nodes = sh.nodes.lock();
+                nodes.removed(&path);
+                let change = Stamp::decode_change(&mut Reader::new(&r.body));
+                nodes.dir_changed(parent, change, asked);
                 reply.ok()
             }
             Err(e) => {

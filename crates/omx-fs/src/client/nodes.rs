@@ -1,7 +1,7 @@
 //! The client's node ids: one per path (like sshfs), the kernel's references to each,
 //! and what the client knows about a node between requests.
 
-use crate::proto::Attr;
+use crate::proto::{Attr, Stamp};
 use fuser::FUSE_ROOT_ID;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -39,11 +39,17 @@ impl Node {
 }
 
 /// Every name of a directory this client made (and has changed only itself since, as
-/// far as it knows), from when it asked: a lookup of another name is answered "absent"
-/// within the entry timeout, as a negative entry would be.
+/// far as it knows), from when it last asked: a lookup of another name is answered
+/// "absent" within the entry timeout, as a negative entry would be. Each change this
+/// client makes there asks again: its reply's stamps say whether the directory was
+/// as this client left it (then `since` moves on) or changed by someone else (then it
+/// is forgotten).
 struct Complete {
     names: HashSet<Vec<u8>>,
     since: Instant,
+    /// The directory's stamp after this client's last change (none from a server
+    /// that sends none: then only the entry timeout bounds it).
+    stamp: Option<Stamp>,
 }
 
 /// Directories with more names are not tracked.
@@ -176,10 +182,36 @@ impl Nodes {
         }
     }
 
-    /// Directory `ino`, made by this client at `since`, is empty.
-    pub fn made_dir(&mut self, ino: u64, since: Instant) {
+    /// Directory `ino`, made by this client at `since`, is empty (as of `stamp`).
+    pub fn made_dir(&mut self, ino: u64, since: Instant, stamp: Option<Stamp>) {
         let names = HashSet::new();
-        self.complete.insert(ino, Complete { names, since });
+        self.complete.insert(
+            ino,
+            Complete {
+                names,
+                since,
+                stamp,
+            },
+        );
+    }
+
+    /// This client changed an entry of `dir` in a request sent at `asked`; `change`
+    /// is the directory's stamps from just before and after, as the reply gave them.
+    pub fn dir_changed(&mut self, dir: u64, change: Option<(Stamp, Stamp)>, asked: Instant) {
+        let Some(c) = self.complete.get_mut(&dir) else {
+            return;
+        };
+        match (c.stamp, change) {
+            (Some(last), Some((before, after))) if last == before => {
+                c.stamp = Some(after);
+                c.since = c.since.max(asked);
+            }
+            // An older server: bounded by the entry timeout from the mkdir only.
+            (None, _) => {}
+            _ => {
+                self.complete.remove(&dir);
+            }
+        }
     }
 
     /// How long `name` in `dir` is known to be absent, if it is.
@@ -266,7 +298,7 @@ mod tests {
     fn a_made_directory_knows_its_names() {
         let mut n = Nodes::new();
         let d = n.looked_up(b"d".to_vec());
-        n.made_dir(d, Instant::now());
+        n.made_dir(d, Instant::now(), None);
         assert!(n.known_absent(d, b"x", TTL).is_some());
         let x = n.looked_up(b"d/x".to_vec());
         assert!(
@@ -284,12 +316,45 @@ mod tests {
             n.known_absent(d, b"z", TTL).is_none(),
             "an error made it unknown"
         );
-        n.made_dir(d, Instant::now());
+        n.made_dir(d, Instant::now(), None);
         n.forget(x, 1);
         n.forget(d, 1);
         assert!(
             n.known_absent(d, b"z", TTL).is_none(),
             "forgotten with its node"
+        );
+    }
+
+    #[test]
+    fn stamps_keep_a_made_directory_known_while_unchanged_by_others() {
+        let stamp = |count| Stamp { count, mtime_ns: 5 };
+        let mut n = Nodes::new();
+        let d = n.looked_up(b"d".to_vec());
+        let old = Instant::now() - Duration::from_secs(2);
+        let ttl = Duration::from_secs(1);
+        n.made_dir(d, old, Some(stamp(1)));
+        assert!(n.known_absent(d, b"x", ttl).is_none(), "past the timeout");
+        n.dir_changed(d, Some((stamp(1), stamp(2))), Instant::now());
+        assert!(
+            n.known_absent(d, b"x", ttl).is_some(),
+            "confirmed by the server: known again from this change"
+        );
+        n.dir_changed(d, Some((stamp(4), stamp(5))), Instant::now());
+        assert!(
+            n.known_absent(d, b"x", TTL).is_none(),
+            "someone else changed it (counts 2 -> 4)"
+        );
+        n.made_dir(d, Instant::now(), Some(stamp(7)));
+        n.dir_changed(d, None, Instant::now());
+        assert!(
+            n.known_absent(d, b"x", TTL).is_none(),
+            "a change without stamps leaves nothing known"
+        );
+        n.made_dir(d, Instant::now(), None);
+        n.dir_changed(d, Some((stamp(1), stamp(2))), Instant::now());
+        assert!(
+            n.known_absent(d, b"x", TTL).is_some(),
+            "no stamps from the mkdir: the timeout alone bounds it"
         );
     }
 
