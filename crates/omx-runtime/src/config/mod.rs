@@ -206,6 +206,33 @@ pub fn system_hostname() -> String {
 }
 
 impl RuntimeConfig {
+    /// Binds an AF_XDP socket on `iface` for `filter` as `OMX_TRANSPORT` asks (the binds
+    /// of `Transport::xdp_binds`, in order): the socket and whether it runs zero-copy,
+    /// or the last refusal (`Unsupported` when no bind is asked for).
+    pub fn open_xdp(
+        &self,
+        iface: &omx_transport::Interface,
+        filter: &omx_transport::EndpointFilter,
+    ) -> std::io::Result<(omx_transport::PacketSocket, bool)> {
+        let mut last = Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "AF_XDP not asked for",
+        ));
+        for &zero_copy in self.transport.xdp_binds(iface.mtu, self.xdp_copy_mtu) {
+            let opts = omx_transport::xdp::XdpOptions {
+                mode: self.xdp_mode,
+                rx_bytes: self.rx_ring_bytes,
+                zero_copy,
+                ..omx_transport::xdp::XdpOptions::default()
+            };
+            match omx_transport::PacketSocket::open_xdp(iface, self.wire.ethertype, &opts, filter) {
+                Ok(s) => return Ok((s, zero_copy)),
+                Err(e) => last = Err(e),
+            }
+        }
+        last
+    }
+
     /// The largest send buffered at post time whatever path it takes (MX's
     /// `MX_COPY_SEND_MAX`; see `EngineConfig::copy_send_max`): larger local sends are
     /// read in place by the receiver, so their buffer stays lent until they complete.

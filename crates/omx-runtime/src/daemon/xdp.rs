@@ -13,7 +13,6 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use omx_transport::relay;
-use omx_transport::xdp::XdpOptions;
 use omx_transport::{EndpointFilter, PacketSocket, ETH_HEADER_LEN};
 use omx_wire::peek;
 
@@ -50,23 +49,7 @@ impl XdpHub {
         let mut iface = board.iface.clone();
         iface.mtu = iface.mtu.min(board.wire.mtu);
         let none = EndpointFilter::new([], false);
-        let mut bound = Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "AF_XDP not asked for",
-        ));
-        for &zero_copy in rt.cfg.transport.xdp_binds(iface.mtu, rt.cfg.xdp_copy_mtu) {
-            let xopts = XdpOptions {
-                mode: rt.cfg.xdp_mode,
-                rx_bytes: rt.cfg.rx_ring_bytes,
-                zero_copy,
-                ..XdpOptions::default()
-            };
-            bound = PacketSocket::open_xdp(&iface, rt.cfg.wire.ethertype, &xopts, &none);
-            if bound.is_ok() {
-                break;
-            }
-        }
-        let xsk = bound?;
+        let (xsk, _) = rt.cfg.open_xdp(&iface, &none)?;
         let native = xsk.xdp_native() == Some(true);
         // SAFETY: eventfd returns a new descriptor that nothing else owns (or -1).
         let wake = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };

@@ -156,43 +156,31 @@ impl Endpoint {
         index: u8,
         board_frames: bool,
     ) -> Option<PacketSocket> {
-        use omx_transport::xdp::XdpOptions;
         static FALLBACK_SAID: std::sync::atomic::AtomicBool =
             std::sync::atomic::AtomicBool::new(false);
-        if rt.xdp_held_by_daemon.load(Ordering::Relaxed) {
+        if rt.xdp_held_by_daemon.load(Ordering::Relaxed)
+            || rt.cfg.transport == crate::config::Transport::Packet
+        {
             return None;
         }
         let filter = EndpointFilter::new([index], board_frames);
-        let mut last_err = None;
-        for &zero_copy in rt.cfg.transport.xdp_binds(iface.mtu, rt.cfg.xdp_copy_mtu) {
-            let xopts = XdpOptions {
-                mode: rt.cfg.xdp_mode,
-                rx_bytes: rt.cfg.rx_ring_bytes,
-                zero_copy,
-                ..XdpOptions::default()
-            };
-            match PacketSocket::open_xdp(iface, rt.cfg.wire.ethertype, &xopts, &filter) {
-                Ok(s) => {
-                    if rt.cfg.verbose {
-                        let mode = if s.xdp_native() == Some(true) {
-                            "native"
-                        } else {
-                            "generic"
-                        };
-                        eprintln!(
-                            "omx: endpoint {index} on {} uses AF_XDP ({mode} mode, {})",
-                            iface.name,
-                            if zero_copy { "zero-copy" } else { "copy" }
-                        );
-                    }
-                    return Some(s);
+        match rt.cfg.open_xdp(iface, &filter) {
+            Ok((s, zero_copy)) => {
+                if rt.cfg.verbose {
+                    let mode = if s.xdp_native() == Some(true) {
+                        "native"
+                    } else {
+                        "generic"
+                    };
+                    eprintln!(
+                        "omx: endpoint {index} on {} uses AF_XDP ({mode} mode, {})",
+                        iface.name,
+                        if zero_copy { "zero-copy" } else { "copy" }
+                    );
                 }
-                Err(e) => last_err = Some(e),
+                Some(s)
             }
-        }
-        match last_err {
-            None => None,
-            Some(e) => {
+            Err(e) => {
                 if rt.cfg.verbose && !FALLBACK_SAID.swap(true, Ordering::Relaxed) {
                     eprintln!(
                         "omx: AF_XDP not available on {} ({e}): using packet sockets",

@@ -44,42 +44,43 @@ pub fn init() {
     });
 }
 
+/// The slots connection `id` may occupy, from its home slot on, with the key it is
+/// stored under (0 marks a free slot: id 0 shares its key with id 1, so at worst one
+/// of them is taken back by its first user only).
+fn slots_of(id: u32) -> Option<(u32, impl Iterator<Item = &'static AtomicU32>)> {
+    let Table(slots) = TABLE.get()?.as_ref()?;
+    let key = id.max(1);
+    let home = (key.wrapping_mul(2_654_435_761) as usize) % SLOTS;
+    Some((key, (0..PROBES).map(move |i| &slots[(home + i) % SLOTS])))
+}
+
 /// True once connection `id` was claimed (by anyone in this process tree).
 pub fn is_claimed(id: u32) -> bool {
-    let Some(Some(Table(slots))) = TABLE.get() else {
+    let Some((key, mut slots)) = slots_of(id) else {
         return false;
     };
-    let id = id.max(1);
-    let home = (id.wrapping_mul(2_654_435_761) as usize) % SLOTS;
-    for i in 0..PROBES {
-        match slots[(home + i) % SLOTS].load(Ordering::Acquire) {
-            0 => return false,
-            held if held == id => return true,
-            _ => {}
-        }
-    }
-    false
+    slots
+        .find_map(|slot| match slot.load(Ordering::Acquire) {
+            0 => Some(false),
+            held => (held == key).then_some(true),
+        })
+        .unwrap_or(false)
 }
 
 /// Claims connection `id` for the caller: true for the first claimant in this process
 /// tree, false once someone else claimed it.
 pub fn claim(id: u32) -> bool {
-    let Some(Some(Table(slots))) = TABLE.get() else {
+    let Some((key, mut slots)) = slots_of(id) else {
         return true;
     };
-    // 0 marks a free slot (id 0 shares its key with id 1: at worst one of them is
-    // taken back by its first user only).
-    let id = id.max(1);
-    let home = (id.wrapping_mul(2_654_435_761) as usize) % SLOTS;
-    for i in 0..PROBES {
-        let slot = &slots[(home + i) % SLOTS];
-        match slot.compare_exchange(0, id, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return true,
-            Err(held) if held == id => return false,
-            Err(_) => {}
-        }
-    }
-    true
+    slots
+        .find_map(
+            |slot| match slot.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => Some(true),
+                Err(held) => (held == key).then_some(false),
+            },
+        )
+        .unwrap_or(true)
 }
 
 #[cfg(test)]
