@@ -84,7 +84,10 @@ pub unsafe extern "C" fn mx_iconnect(
     match ep.ep.iconnect(nic_id, endpoint_id as u8, key, match_info) {
         Ok(r) => {
             if !request.is_null() {
-                ep.connects.insert(r.0, context as usize);
+                ep.connects
+                    .lock()
+                    .expect("connects")
+                    .insert(r.0, context as usize);
             }
             track(ep, r, RequestKind::Connect, request)
         }

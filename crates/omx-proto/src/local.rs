@@ -542,7 +542,6 @@ impl Engine {
             kind: RequestKind::Send,
             status,
             mem: None,
-            source_session: self.source_session(Some(partner)),
         }
     }
 
@@ -591,7 +590,6 @@ impl Engine {
                 context,
             },
             mem: Some(handle),
-            source_session: self.source_session(Some(pid)),
         };
         if self.outputs.completions_queued() {
             self.outputs.complete(c);

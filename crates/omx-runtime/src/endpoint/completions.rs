@@ -263,7 +263,6 @@ mod tests {
                 context: 0,
             },
             mem: None,
-            source_session: 0,
         }
     }
 
