@@ -73,8 +73,6 @@ pub(crate) struct LocalChannel {
     backlog: HashMap<PartnerId, VecDeque<Pending>>,
     /// Inbox slot -> its sender and our partner for it.
     slots: Vec<Option<(SenderId, PartnerId)>>,
-    /// Threads (application or progress) sleeping with the doorbell armed.
-    sleepers: usize,
     /// The partner whose doorbell the messages written so far still owe a ring (rung
     /// once per run of messages to one partner, not per message).
     unrung: Option<PartnerId>,
@@ -128,7 +126,6 @@ impl LocalChannel {
             outboxes: PartnerMap::default(),
             backlog: HashMap::default(),
             slots,
-            sleepers: 0,
             unrung: None,
         })
     }
@@ -244,29 +241,16 @@ impl LocalChannel {
         self.inbox.wake_fd()
     }
 
-    /// Before a thread sleeps: arm the doorbell, then look again (a record published
-    /// before the doorbell was armed rang nothing). False: do not sleep.
+    /// Before a thread (application or progress) sleeps: arm the doorbell, then
+    /// look again (a record published before it was armed rang nothing). False:
+    /// do not sleep.
     pub fn prepare_sleep(&mut self) -> bool {
-        self.sleepers += 1;
-        if self.sleepers == 1 {
-            self.inbox.set_sleeping(true);
-        }
-        if self.inbox.has_pending() {
-            self.after_sleep(false);
-            return false;
-        }
-        true
+        self.inbox.begin_sleep()
     }
 
     /// After a sleep; `rang`: the doorbell fired (its FIFO needs draining).
     pub fn after_sleep(&mut self, rang: bool) {
-        self.sleepers = self.sleepers.saturating_sub(1);
-        if self.sleepers == 0 {
-            self.inbox.set_sleeping(false);
-        }
-        if rang {
-            self.inbox.drain_wake();
-        }
+        self.inbox.end_sleep(rang);
     }
 
     /// Feeds the inbox's records to the engine. `copy_in` turns borrowed ring bytes

@@ -431,7 +431,8 @@ fn receiver() {
     let seg = Segment::memory(b.as_mut_ptr(), 1);
     // SAFETY: `b` outlives the wait.
     let r = unsafe { ep.isend(&[seg], from.expect("sender"), 0xd0e, 0, false) }.unwrap();
-    ep.wait(r, WAIT).expect("end sent");
+    let c = ep.wait(r, WAIT).expect("end sent");
+    assert_eq!(c.status.code, omx_proto::StatusCode::Success, "end sent");
     let c = ep.counters();
     println!(
         "paths: recv_local_eager={} recv_local_pushed={} local_copy_refused={} recv_pull_reply={}",

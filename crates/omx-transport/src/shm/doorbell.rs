@@ -40,6 +40,38 @@ impl Inbox {
         }
     }
 
+    /// One of possibly several threads of the owner is about to sleep on
+    /// [`Inbox::wake_fd`]: arms the flag (every time, not only for the first
+    /// sleeper: a ring moves the flag off, and a thread that sleeps again while
+    /// another still sleeps must re-arm it or the next record rings nobody), then
+    /// re-checks the rings. False: a record is pending, do not sleep (the call
+    /// is already undone).
+    pub fn begin_sleep(&mut self) -> bool {
+        self.sleepers += 1;
+        self.set_sleeping(true);
+        if self.has_pending() {
+            self.end_sleep(false);
+            return false;
+        }
+        true
+    }
+
+    /// After a [`Inbox::begin_sleep`]'s sleep; `rang`: the FIFO was readable. The
+    /// last thread out disarms the flag; one that leaves others asleep after a
+    /// ring re-arms it, since that ring moved the flag off and drained FIFO
+    /// bytes wake nobody (the waking thread polls the rings itself next).
+    pub fn end_sleep(&mut self, rang: bool) {
+        self.sleepers = self.sleepers.saturating_sub(1);
+        if self.sleepers == 0 {
+            self.set_sleeping(false);
+        } else if rang {
+            self.set_sleeping(true);
+        }
+        if rang {
+            self.drain_wake();
+        }
+    }
+
     /// Reads the wake-up FIFO empty.
     pub fn drain_wake(&self) {
         let mut buf = [0u8; 256];

@@ -46,6 +46,8 @@ pub struct Inbox {
     pub(super) next_start: usize,
     pub(super) corrupt: u64,
     pub(super) closed: bool,
+    /// Threads of the owner between [`Inbox::begin_sleep`] and [`Inbox::end_sleep`].
+    pub(super) sleepers: usize,
 }
 
 impl fmt::Debug for Inbox {
@@ -157,6 +159,7 @@ impl Inbox {
             next_start: 0,
             corrupt: 0,
             closed: false,
+            sleepers: 0,
         })
     }
 

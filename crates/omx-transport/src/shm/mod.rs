@@ -94,6 +94,12 @@
 //! polling fast path costs the sender one fence and one load of a line the
 //! owner rarely writes.
 //!
+//! Several threads of the owner may sleep at once (an application thread in a
+//! wait and the progress thread): [`Inbox::begin_sleep`] and
+//! [`Inbox::end_sleep`] count them, re-arm the flag on every sleep and after a
+//! ring that leaves others asleep (a ring moves the flag off for everyone), and
+//! disarm it when the last one leaves.
+//!
 //! # Trust
 //!
 //! Everything read from the file is untrusted (another process of the same

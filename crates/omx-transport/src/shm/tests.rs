@@ -859,3 +859,46 @@ fn doorbell_wakes_a_sleeping_owner_only() {
     out.doorbell();
     assert!(!out.receiver_alive());
 }
+
+/// Two threads of the owner asleep (application and progress thread): the one
+/// that takes a ring must leave the doorbell armed for the other, and a thread
+/// that sleeps again must re-arm it, or the next record wakes nobody.
+#[test]
+fn doorbell_stays_armed_for_a_second_sleeper() {
+    let d = TempDir::new();
+    let mut inbox = Inbox::create(&d.0, "two", &params(2, 4096)).unwrap();
+    let mut out = Outbox::open(&d.0, "two", me(1)).unwrap();
+    let fd = inbox.wake_fd();
+    assert!(inbox.begin_sleep(), "nothing pending: first sleeper sleeps");
+    assert!(inbox.begin_sleep(), "second sleeper sleeps");
+    assert!(out.try_push(1, |_| {}));
+    out.doorbell();
+    assert!(readable(fd, 1000));
+    // The first to wake drains the FIFO and reads the record; the other sleeps on.
+    inbox.end_sleep(true);
+    assert!(!readable(fd, 0));
+    assert_eq!(inbox.poll(10, |_, _, _| true), 1);
+    // The next record must ring for the sleeper left behind.
+    assert!(out.try_push(1, |_| {}));
+    out.doorbell();
+    assert!(readable(fd, 1000), "the remaining sleeper is woken");
+    // It wakes; the first comes back to sleep, then another record arrives.
+    inbox.end_sleep(true);
+    assert_eq!(inbox.poll(10, |_, _, _| true), 1);
+    assert!(inbox.begin_sleep());
+    assert!(out.try_push(1, |_| {}));
+    out.doorbell();
+    assert!(
+        readable(fd, 1000),
+        "a thread sleeping again re-armed the doorbell"
+    );
+    inbox.end_sleep(true);
+    assert_eq!(inbox.poll(10, |_, _, _| true), 1);
+    // Nobody asleep: no ring (the polling fast path).
+    assert!(out.try_push(1, |_| {}));
+    out.doorbell();
+    assert!(!readable(fd, 0));
+    // A record pending when a thread wants to sleep: it does not.
+    assert!(!inbox.begin_sleep());
+    assert_eq!(inbox.poll(10, |_, _, _| true), 1);
+}
