@@ -26,6 +26,8 @@
 #                    another build's, to compare two commits with one script
 #   COUNTER=perf|callgrind (default: perf when supported)
 #   OUT=file.csv     (default bench/results/instructions-<date-time>.csv)
+#   PROFILES=dir     keep the callgrind profiles there (PATH-MODE-N.SIDE.raw), for
+#                    callgrind_annotate --inclusive=yes: where the instructions go
 # Prints a table; the CSV has path,mode,side,user_per_rt,user_other_threads_per_rt,
 # kernel_per_rt,rounds,counter.
 set -euo pipefail
@@ -73,6 +75,9 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   $H down >/dev/null 2>&1 || true
+  if [ -n "${PROFILES:-}" ]; then
+    mkdir -p "$PROFILES" && cp "$tmp"/*.raw "$PROFILES"/ 2>/dev/null || true
+  fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT

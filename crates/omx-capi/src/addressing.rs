@@ -84,10 +84,7 @@ pub unsafe extern "C" fn mx_iconnect(
     match ep.ep.iconnect(nic_id, endpoint_id as u8, key, match_info) {
         Ok(r) => {
             if !request.is_null() {
-                ep.connects
-                    .lock()
-                    .expect("connects")
-                    .insert(r.0, context as usize);
+                ep.connects.insert(r.0, context as usize);
             }
             track(ep, r, RequestKind::Connect, request)
         }

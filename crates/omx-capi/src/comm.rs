@@ -2,7 +2,7 @@
 //! probe, cancel, forget, buffered state and request timeouts.
 
 use crate::*;
-use omx_proto::{ReqId, RequestKind};
+use omx_proto::{Completion, ReqId, RequestKind};
 use std::ffi::c_void;
 use std::time::Duration;
 
@@ -140,11 +140,17 @@ unsafe fn deliver(
     result: *mut u32,
 ) {
     let context = if c.kind == RequestKind::Connect {
-        ep.connects.lock().expect("connects").remove(&c.req.0)
+        ep.connects.remove(c.req.0)
     } else {
         Some(c.status.context as usize)
     };
-    fill_status(ep, &c, context.unwrap_or(0), status);
+    fill_status(
+        ep,
+        &c.status,
+        Some(c.source_session),
+        context.unwrap_or(0),
+        status,
+    );
     if !request.is_null() {
         *request = 0;
     }
@@ -394,13 +400,7 @@ unsafe fn mx_probe_impl(
         Some(t) => ep.ep.probe(match_info, match_mask, t),
     };
     if let Some(s) = s {
-        let c = Completion {
-            req: ReqId(0),
-            kind: omx_proto::RequestKind::Recv,
-            status: s,
-            mem: None,
-        };
-        fill_status(ep, &c, 0, status);
+        fill_status(ep, &s, None, 0, status);
         *result = 1;
     }
     MX_SUCCESS
@@ -435,7 +435,7 @@ pub unsafe extern "C" fn mx_cancel(
         *result = cancelled as u32;
     }
     if cancelled {
-        ep.connects.lock().expect("connects").remove(&r.0);
+        ep.connects.remove(r.0);
         *request = 0;
     }
     MX_SUCCESS
@@ -447,7 +447,7 @@ pub unsafe extern "C" fn mx_forget(e: *mut CEndpoint, request: *mut usize) -> Mx
     let Some(r) = req_of(request) else {
         return fail(Some(ep), MX_BAD_REQUEST, "null request");
     };
-    ep.connects.lock().expect("connects").remove(&r.0);
+    ep.connects.remove(r.0);
     ep.ep.forget(r);
     *request = 0;
     MX_SUCCESS
@@ -463,8 +463,8 @@ pub unsafe extern "C" fn mx_context(request: *mut usize, context: *mut *mut c_vo
     }
     for p in live_handles() {
         let ep = &*(p as *const CEndpoint);
-        let c = match ep.connects.lock().expect("connects").get(&r.0) {
-            Some(&c) => Some(c),
+        let c = match ep.connects.get(r.0) {
+            Some(c) => Some(c),
             None => ep
                 .ep
                 .request_info(r)

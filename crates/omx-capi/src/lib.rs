@@ -12,7 +12,7 @@ pub use comm::*;
 pub use library::*;
 pub use native::*;
 
-use omx_proto::{Completion, PartnerId, ReqId, RequestKind, Status};
+use omx_proto::{PartnerId, ReqId, RequestKind, Status};
 use omx_runtime::{Endpoint, Error as RtError, Segment};
 // Keys are pointers and request ids: Fx hashing, no SipHash on every call.
 use rustc_hash::FxHashMap as HashMap;
@@ -80,7 +80,7 @@ pub struct CEndpoint {
     ctx_mask: u64,
     /// The caller's context of each pending connect (the engine's context value of a
     /// connect is its match info). Other requests carry theirs in the engine.
-    connects: Mutex<HashMap<u64, usize>>,
+    connects: connects::ConnectContexts,
     /// The addresses handed out for this endpoint, without the table's lock.
     addrs: addrcache::AddrCache,
     /// Resend budget for new requests set by mx_set_request_timeout(NULL), 0 = default.
@@ -201,6 +201,19 @@ macro_rules! ep_or_fail {
     };
 }
 
+/// The address of `partner` as a completion names it: `session` is the partner's
+/// session when the request completed, so a cached address needs no look at the
+/// engine (no endpoint lock per completion); a miss takes [`addr_of`].
+#[inline]
+fn completion_addr(ep: &CEndpoint, partner: PartnerId, session: u32) -> MxEndpointAddr {
+    match ep.addrs.index_of(partner, session) {
+        Some(index) => MxEndpointAddr {
+            stuff: [index, (session as u64) << 32],
+        },
+        None => addr_of(ep, partner),
+    }
+}
+
 fn addr_of(ep: &CEndpoint, partner: PartnerId) -> MxEndpointAddr {
     let (nic, eid, session) = ep
         .ep
@@ -316,12 +329,23 @@ unsafe fn segment_list<T>(
     Ok(Segs::Many(segs.iter().map(conv).collect::<Result<_, _>>()?))
 }
 
-fn fill_status(ep: &CEndpoint, c: &Completion, context: usize, out: *mut MxStatus) {
+/// Writes `s` to `out` (if not NULL); `session`: the source's session when `s` was
+/// made (a completion's), `None` to look it up (a probe's status).
+fn fill_status(
+    ep: &CEndpoint,
+    s: &Status,
+    session: Option<u32>,
+    context: usize,
+    out: *mut MxStatus,
+) {
     if out.is_null() {
         return;
     }
-    let s: &Status = &c.status;
-    let source = s.source.map(|p| addr_of(ep, p)).unwrap_or_default();
+    let source = match (s.source, session) {
+        (Some(p), Some(session)) => completion_addr(ep, p, session),
+        (Some(p), None) => addr_of(ep, p),
+        (None, _) => MxEndpointAddr::default(),
+    };
     // SAFETY: the caller passed a writable mx_status_t.
     unsafe {
         *out = MxStatus {
@@ -377,6 +401,7 @@ unsafe fn track(ep: &CEndpoint, r: ReqId, kind: RequestKind, request: *mut usize
 mod addrcache;
 mod addressing;
 mod comm;
+mod connects;
 mod info;
 mod internals;
 mod knobs;

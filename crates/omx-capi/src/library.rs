@@ -127,7 +127,7 @@ pub unsafe extern "C" fn mx_open_endpoint(
                     handler: Mutex::new(handler.map(ErrorHandler::mx)),
                     native: Default::default(),
                     ctx_mask,
-                    connects: Mutex::new(HashMap::default()),
+                    connects: Default::default(),
                     default_resends: std::sync::atomic::AtomicU32::new(0),
                     addrs: Default::default(),
                 });

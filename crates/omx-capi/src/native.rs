@@ -744,7 +744,7 @@ pub unsafe extern "C" fn omx_cancel_notest(
     }
     // What the completion will report, read before the cancel frees the request.
     let info = ep.ep.request_info(omx_proto::ReqId(r));
-    let connect_context = ep.connects.lock().expect("connects").get(&r).copied();
+    let connect_context = ep.connects.get(r);
     let mut handle = *request;
     let mut cancelled = 0u32;
     let rc = mx_cancel(e, &mut handle, &mut cancelled);

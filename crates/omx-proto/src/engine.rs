@@ -474,12 +474,23 @@ impl Engine {
         status: Status,
         mem: Option<MemHandle>,
     ) {
+        let source_session = self.source_session(status.source);
         self.outputs.complete(Completion {
             req: ReqId(req.0),
             kind,
             status,
             mem,
+            source_session,
         });
+    }
+
+    /// The current session of a completion's source partner (0: none or unknown).
+    #[inline]
+    pub(crate) fn source_session(&self, source: Option<PartnerId>) -> u32 {
+        source
+            .and_then(|p| self.partners.get(p))
+            .and_then(|p| p.session)
+            .unwrap_or(0)
     }
 
     pub(crate) fn new_copy(&mut self, req: Key, src: Bytes, dst: MemHandle, dst_offset: u64) {

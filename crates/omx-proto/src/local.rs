@@ -542,6 +542,7 @@ impl Engine {
             kind: RequestKind::Send,
             status,
             mem: None,
+            source_session: self.source_session(Some(partner)),
         }
     }
 
@@ -590,6 +591,7 @@ impl Engine {
                 context,
             },
             mem: Some(handle),
+            source_session: self.source_session(Some(pid)),
         };
         if self.outputs.completions_queued() {
             self.outputs.complete(c);

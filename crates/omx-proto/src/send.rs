@@ -686,6 +686,11 @@ impl Engine {
     /// re-send one announcement (the receiver answers a duplicate with an ack) and count
     /// the unanswered probes against the resend budget. Returns the next probe time.
     fn probe_liveness(&mut self, now: Time, pid: PartnerId, exhausted: &mut bool) -> Option<Time> {
+        // No rendezvous send at all (every small-message timer): the region slots are
+        // not scanned.
+        if self.regions.len() == 0 {
+            return None;
+        }
         let delay = self.cfg.resend_delay;
         let waiting: Vec<(Seq, Rndv, u32)> = self
             .regions

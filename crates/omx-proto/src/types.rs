@@ -100,6 +100,9 @@ pub struct Completion {
     pub status: Status,
     /// The user memory the request had lent to the engine, now free to release.
     pub mem: Option<MemHandle>,
+    /// The session of `status.source` when the request completed (0: none yet), so
+    /// that the C API names the source's address without asking the engine again.
+    pub source_session: u32,
 }
 
 /// Data of a send. Eager messages are captured by the caller at post time (MX completes

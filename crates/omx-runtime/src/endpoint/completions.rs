@@ -263,6 +263,7 @@ mod tests {
                 context: 0,
             },
             mem: None,
+            source_session: 0,
         }
     }
 

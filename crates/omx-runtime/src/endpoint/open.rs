@@ -94,9 +94,12 @@ impl Endpoint {
                 marked_only: true,
                 direct: None,
             };
+            // Every sleep drains its marks: a small batch keeps that a short
+            // `recvmmsg` set-up (it loops while batches come back full).
             let wopts = SocketOptions {
                 rx_ring_bytes: 0,
                 socket_buf_bytes: 64 * 1024,
+                recv_batch: 8,
                 ..SocketOptions::default()
             };
             let s = PacketSocket::open_filtered(&iface, rt.cfg.wire.ethertype, &wopts, Some(&wf))?;
