@@ -326,7 +326,10 @@ int ofx_get_conn(struct ofx_ep *ep, fi_addr_t dest, mx_endpoint_addr_t *out);
 int ofx_notify_post(struct ofx_ep *ep, struct ofx_op *op);
 int ofx_endpoint(struct fid_domain *domain, struct fi_info *info,
                  struct fid_ep **ep, void *context);
-size_t ofx_ep_progress(struct ofx_ep *ep, size_t max);
+/* Moves up to `max` MX completions of `ep` into its CQs; `polled`: the caller
+ * polls `ep`'s network itself (a wait in MX), so only completed requests are
+ * taken, without a pass over the network. */
+size_t ofx_ep_progress(struct ofx_ep *ep, size_t max, bool polled);
 void ofx_ep_forget_conn(struct ofx_ep *ep, fi_addr_t addr);
 
 #endif

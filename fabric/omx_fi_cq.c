@@ -115,21 +115,27 @@ static void write_entry(enum fi_cq_format f, void *out,
 }
 
 /* Takes completions from MX until `want` entries wait in the CQ or MX has
- * no more. */
-static void progress(struct ofx_cq *cq, size_t want) {
+ * no more. `polled`: the MX endpoint whose network the caller polls itself
+ * (its wait in MX), taken without a pass of its own, or NULL. */
+static void progress_after(struct ofx_cq *cq, size_t want, mx_endpoint_t polled) {
   for (size_t i = 0; i < cq->neps; i++) {
     size_t have = cq->ok.count + cq->errs.count;
     if (have >= want)
       return;
-    ofx_ep_progress(cq->eps[i], want - have);
+    ofx_ep_progress(cq->eps[i], want - have, polled && cq->eps[i]->mx == polled);
   }
 }
 
+static void progress(struct ofx_cq *cq, size_t want) {
+  progress_after(cq, want, NULL);
+}
+
 /* Under the lock: completions into buf (and their sources), -FI_EAVAIL when
- * an error waits, -FI_EAGAIN when there is nothing. */
+ * an error waits, -FI_EAGAIN when there is nothing. `polled` as for
+ * progress_after. */
 static ssize_t read_locked(struct ofx_cq *cq, void *buf, size_t count,
-                           fi_addr_t *src) {
-  progress(cq, count);
+                           fi_addr_t *src, mx_endpoint_t polled) {
+  progress_after(cq, count, polled);
   if (cq->errs.count)
     return -FI_EAVAIL;
   size_t sz = entry_size(cq->format), n = 0;
@@ -152,7 +158,7 @@ static ssize_t cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
   if (!count)
     return 0;
   ofx_lock(cq->dom);
-  ssize_t n = read_locked(cq, buf, count, src);
+  ssize_t n = read_locked(cq, buf, count, src, NULL);
   ofx_unlock(cq->dom);
   return n;
 }
@@ -232,16 +238,21 @@ static ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
   double deadline = timeout < 0 ? -1 : ofx_now_ms() + timeout;
   for (;;) {
     ofx_lock(cq->dom);
-    ssize_t n = read_locked(cq, buf, count, src);
-    /* fi_cq_signal ends a wait on an empty queue (a signal is kept until then) */
-    bool signaled = n == -FI_EAGAIN && cq->signaled;
-    if (signaled)
-      cq->signaled = false;
     /* Wait in MX on the first enabled endpoint; with several endpoints wake
      * often to look at the others. */
     mx_endpoint_t mx = NULL;
     for (size_t i = 0; i < cq->neps && !mx; i++)
       mx = cq->eps[i]->enabled ? cq->eps[i]->mx : NULL;
+    /* That endpoint's network is polled by the wait (mx_peek returns at once
+     * when something completed): the read takes only what completed there,
+     * saving a progress pass (~800 instructions) per blocking read. A CQ
+     * with a wait object, or no time to wait, polls in the read. */
+    bool waits_in_mx = timeout != 0 && cq->wait_obj != FI_WAIT_FD;
+    ssize_t n = read_locked(cq, buf, count, src, waits_in_mx ? mx : NULL);
+    /* fi_cq_signal ends a wait on an empty queue (a signal is kept until then) */
+    bool signaled = n == -FI_EAGAIN && cq->signaled;
+    if (signaled)
+      cq->signaled = false;
     size_t neps = cq->neps;
     /* An FI_WAIT_FD CQ sleeps on its own wait object, however many endpoints. */
     int fd_wait = 1; /* 1: not an FD CQ, 0: sleep, -FI_EAGAIN: nap, 2: read again */

@@ -269,17 +269,19 @@ static void complete(struct ofx_ep *ep, const mx_status_t *st) {
 
 /* Under the lock: move up to `max` finished MX requests of the endpoint to
  * their CQs (a bound, so that a read of one entry asks MX once). */
-size_t ofx_ep_progress(struct ofx_ep *ep, size_t max) {
+size_t ofx_ep_progress(struct ofx_ep *ep, size_t max, bool polled) {
   size_t n = 0;
   if (!ep->enabled)
     return 0;
   while (n < max) {
     mx_status_t st;
     uint32_t result = 0;
-    /* One poll of the network, then only what has completed already: a read
+    /* One poll of the network (none when the caller polls it by waiting in
+     * MX on this endpoint), then only what has completed already: a read
      * that finds a completion returns without another pass. */
-    mx_return_t rc = n ? omx_test_any_completed(ep->mx, 0, 0, &st, &result)
-                       : mx_test_any(ep->mx, 0, 0, &st, &result);
+    mx_return_t rc = n || polled
+                         ? omx_test_any_completed(ep->mx, 0, 0, &st, &result)
+                         : mx_test_any(ep->mx, 0, 0, &st, &result);
     if (rc != MX_SUCCESS || !result)
       break;
     complete(ep, &st);

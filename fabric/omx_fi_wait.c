@@ -106,7 +106,7 @@ int ofx_left_ms(double deadline) {
 
 static void cntr_progress(struct ofx_cntr *c) {
   for (size_t i = 0; i < c->neps; i++)
-    ofx_ep_progress(c->eps[i], SIZE_MAX);
+    ofx_ep_progress(c->eps[i], SIZE_MAX, false);
 }
 
 /* Under the lock, for poll sets: progressed value plus error count, which
