@@ -24,10 +24,15 @@ pub(crate) unsafe fn post_send(
     let Some(partner) = dest_partner(ep, dest) else {
         return fail(Some(ep), MX_BAD_REQUEST, "invalid destination address");
     };
-    let r = match ep
-        .ep
-        .isend(&segs, partner, match_info, context as u64, sync)
-    {
+    let ctx = context as u64;
+    if request.is_null() && ep.default_resends.load(Ordering::Relaxed) == 0 {
+        // Nobody takes the completion: forgotten with the post, under one lock.
+        return match ep.ep.isend_forgotten(&segs, partner, match_info, ctx, sync) {
+            Ok(_) => MX_SUCCESS,
+            Err(err) => rt_error(ep, err),
+        };
+    }
+    let r = match ep.ep.isend(&segs, partner, match_info, ctx, sync) {
         Ok(r) => r,
         Err(err) => return rt_error(ep, err),
     };

@@ -153,6 +153,35 @@ impl Endpoint {
         context: u64,
         sync: bool,
     ) -> Result<ReqId, Error> {
+        self.isend_then(segs, dest, match_info, context, sync, false)
+    }
+
+    /// [`Endpoint::isend`] whose completion nobody will take (the C API's NULL
+    /// request): forgotten in the same hold of the endpoint lock as the post, where
+    /// an eager send's completion is still the latest (no second lock, no hash).
+    ///
+    /// # Safety
+    /// As [`Endpoint::isend`].
+    pub unsafe fn isend_forgotten(
+        &self,
+        segs: &[Segment],
+        dest: PartnerId,
+        match_info: u64,
+        context: u64,
+        sync: bool,
+    ) -> Result<ReqId, Error> {
+        self.isend_then(segs, dest, match_info, context, sync, true)
+    }
+
+    unsafe fn isend_then(
+        &self,
+        segs: &[Segment],
+        dest: PartnerId,
+        match_info: u64,
+        context: u64,
+        sync: bool,
+        forget: bool,
+    ) -> Result<ReqId, Error> {
         let len = Self::check_segments(segs, Access::Read)?;
         let mut core = self.inner.app_lock();
         let plan = core.engine.plan_send(dest, match_info, len, sync);
@@ -160,6 +189,9 @@ impl Endpoint {
             if let Some(r) =
                 self.send_to_local_inbox(&mut core, segs, dest, match_info, len, context)
             {
+                if forget {
+                    core.completions.forget(r);
+                }
                 return Ok(r);
             }
         }
@@ -190,6 +222,9 @@ impl Endpoint {
         let streaming = now.saturating_sub(core.outbound.last_post) < STREAM_GAP;
         core.outbound.last_post = now;
         self.inner.post_drain(&mut core, now, !streaming);
+        if forget {
+            core.completions.forget(r);
+        }
         Ok(r)
     }
 
