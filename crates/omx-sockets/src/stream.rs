@@ -30,6 +30,14 @@ const CHUNK: usize = 512 * 1024;
 /// Bytes a connection may have posted and not yet completed: a write waits (or a
 /// non-blocking one stops short, `EAGAIN`) beyond it.
 const WINDOW: usize = 4 * 1024 * 1024;
+/// Bytes of the peer's large messages a reader may have asked for ahead of the program's
+/// reads (see `Conn::read_ahead`).
+const READ_AHEAD: usize = 2 * 1024 * 1024;
+/// Messages from this size on move by pulls (omx's rendezvous threshold), worth reading
+/// ahead; smaller ones are in the endpoint as soon as they are announced.
+const READ_AHEAD_MIN: usize = 32 * 1024;
+/// Spare message buffers a connection keeps for reuse (a fresh one costs page faults).
+const SPARE_BUFFERS: usize = 4;
 /// How often a write or close waiting for the peer looks at the kernel socket (a dead
 /// peer's reset ends the wait).
 const PEER_CHECK: Duration = Duration::from_millis(50);
@@ -76,6 +84,8 @@ struct Tx {
     pending: VecDeque<(ReqId, Vec<u8>)>,
     pending_bytes: usize,
     shut: bool,
+    /// Buffers of completed sends, reused for the next writes.
+    spare: Vec<Vec<u8>>,
 }
 
 struct Rx {
@@ -84,6 +94,17 @@ struct Rx {
     offset: usize,
     /// The readiness descriptor counts the leftover (see `flag_leftover`).
     flagged: bool,
+    /// Receives posted ahead of the program's reads, oldest first (see `read_ahead`);
+    /// still counted on the readiness descriptor until a read takes them.
+    ahead: VecDeque<Ahead>,
+    ahead_bytes: usize,
+    spare: Vec<Vec<u8>>,
+}
+
+/// A receive posted ahead into a buffer of the library.
+struct Ahead {
+    req: ReqId,
+    buf: Vec<u8>,
 }
 
 pub struct Conn {
@@ -233,6 +254,7 @@ impl Tx {
             pending: VecDeque::new(),
             pending_bytes: 0,
             shut: false,
+            spare: Vec::new(),
         }
     }
 }
@@ -244,6 +266,16 @@ impl Rx {
             leftover: Vec::new(),
             offset: 0,
             flagged: false,
+            ahead: VecDeque::new(),
+            ahead_bytes: 0,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Keeps a message buffer that was read out for the next message.
+    fn recycle(&mut self, buf: Vec<u8>) {
+        if self.spare.len() < SPARE_BUFFERS && buf.capacity() > 0 && buf.capacity() <= CHUNK {
+            self.spare.push(buf);
         }
     }
 }

@@ -15,6 +15,8 @@ pub(super) fn flush_closing(deadline: Option<Instant>) {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        let mut rx = std::mem::replace(self.rx.get_mut(), Rx::new(RxMode::Omx));
+        self.abandon_read_ahead(&mut rx);
         let fd = self.sock();
         // Probe bytes left unread would make the kernel answer our close with a reset
         // instead of a FIN (unless the bytes may be a child's, or the stream's own).

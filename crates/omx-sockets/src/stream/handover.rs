@@ -145,13 +145,12 @@ impl Conn {
         let Some(mut rx) = self.rx.try_lock() else {
             return true;
         };
-        let message = |c: &Conn| c.fab.ep.iprobe(c.id as u64, !0).is_some();
         if rx.offset < rx.leftover.len() {
             return true;
         }
         match rx.mode {
             RxMode::Omx => {
-                if message(self) {
+                if self.message_waiting(&rx) {
                     return true;
                 }
                 match self.tcp_state() {
@@ -168,11 +167,11 @@ impl Conn {
             _ => return true,
         }
         // After `fall_back`: the peer's omx writes first, then TCP.
-        if self.take_end_marker() {
+        if self.take_end_marker(&rx) {
             self.end_fallback(&mut rx);
             return !matches!(self.tcp_state(), super::TcpState::Empty);
         }
-        message(self)
+        self.message_waiting(&rx)
     }
 
     /// A child forked since the connection was made may use its kernel socket.
@@ -259,8 +258,12 @@ impl Conn {
         self.forget();
     }
 
-    /// Takes the next data message if it is the zero-length end of the peer's omx writes.
-    pub(super) fn take_end_marker(&self) -> bool {
+    /// Takes the next data message if it is the zero-length end of the peer's omx writes
+    /// (never behind messages read ahead: those came first).
+    pub(super) fn take_end_marker(&self, rx: &Rx) -> bool {
+        if !rx.ahead.is_empty() {
+            return false;
+        }
         let m = self.id as u64;
         if self.fab.ep.iprobe(m, !0).is_some_and(|s| s.msg_length == 0) {
             return self.receive_into(m, &mut []).is_ok();
@@ -303,6 +306,16 @@ impl Conn {
         }
         rx.leftover = Vec::new();
         rx.offset = 0;
+        // Then what was read ahead (the connection existed before the fork).
+        while let Some(a) = rx.ahead.pop_front() {
+            rx.ahead_bytes -= a.buf.len();
+            let Ok(got) = self.await_receive(a.req) else {
+                break;
+            };
+            let mut v = a.buf;
+            v.truncate(got);
+            back.push(v);
+        }
         // A count the client sent and nobody read: the child reads its TCP bytes itself.
         if ep.iprobe(CONTROL | self.id as u64, !0).is_some() {
             let mut count = [0u8; 8];

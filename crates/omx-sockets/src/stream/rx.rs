@@ -92,9 +92,9 @@ impl Conn {
                     }
                 }
                 RxMode::OmxThenTcp => {
-                    self.await_stored();
+                    self.await_stored(&rx);
                     // The peer's last omx bytes were read: the rest is on TCP.
-                    if self.take_end_marker() {
+                    if self.take_end_marker(&rx) {
                         self.end_fallback(&mut rx);
                         continue;
                     }
@@ -103,7 +103,7 @@ impl Conn {
                     }
                 }
                 RxMode::Omx => {
-                    self.await_stored();
+                    self.await_stored(&rx);
                     if let Some(n) = self.take_data(&mut rx, out, peek)? {
                         return Ok(n);
                     }
@@ -213,9 +213,12 @@ impl Conn {
         if rx.offset < rx.leftover.len() {
             return rx.leftover.len() - rx.offset;
         }
+        if let Some(ahead) = rx.ahead.front() {
+            return ahead.buf.len();
+        }
         match rx.mode {
             RxMode::Omx => {
-                self.await_stored();
+                self.await_stored(&rx);
                 self.fab
                     .ep
                     .iprobe(self.id as u64, !0)
@@ -246,10 +249,25 @@ impl Conn {
 
     /// Receives the next message matching `match_info` into `buf`; its length.
     pub(super) fn receive_into(&self, match_info: u64, buf: &mut [u8]) -> Result<usize> {
-        let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
         // SAFETY: buf outlives the wait below.
-        let r = unsafe { self.fab.ep.irecv(&[seg], match_info, !0, 0) }
-            .map_err(|e| Error::other(e.to_string()))?;
+        let r = unsafe { self.post_receive(match_info, buf.as_mut_ptr(), buf.len()) }?;
+        self.await_receive(r)
+    }
+
+    /// Posts a receive of the next message matching `match_info` into `len` bytes at
+    /// `ptr`.
+    ///
+    /// # Safety
+    /// The memory must stay valid, untouched, until the request completes.
+    unsafe fn post_receive(&self, match_info: u64, ptr: *mut u8, len: usize) -> Result<ReqId> {
+        let seg = Segment::memory(ptr, len);
+        // SAFETY: as the caller promises.
+        unsafe { self.fab.ep.irecv(&[seg], match_info, !0, 0) }
+            .map_err(|e| Error::other(e.to_string()))
+    }
+
+    /// Waits for a posted receive; the length it took.
+    pub(super) fn await_receive(&self, r: ReqId) -> Result<usize> {
         let c = loop {
             if let Some(c) = self.fab.ep.wait(r, Some(PEER_CHECK)) {
                 break c;
@@ -288,29 +306,113 @@ impl Conn {
         out: &mut [u8],
         peek: bool,
     ) -> Result<Option<usize>> {
+        if let Some(ahead) = rx.ahead.pop_front() {
+            rx.ahead_bytes -= ahead.buf.len();
+            let got = self.await_receive(ahead.req);
+            let mut buf = ahead.buf;
+            buf.truncate(*got.as_ref().unwrap_or(&0));
+            let n = got.map(|_| self.keep_rest(rx, buf, out, peek))?;
+            self.read_ahead(rx);
+            return Ok(Some(n));
+        }
         let m = self.id as u64;
         let Some(status) = self.fab.ep.iprobe(m, !0) else {
             return Ok(None);
         };
         let len = status.msg_length as usize;
         let n = if !peek && len <= out.len() {
-            self.receive_into(m, &mut out[..len])?
+            let direct = &mut out[..len];
+            // SAFETY: `direct` outlives the wait below.
+            let r = unsafe { self.post_receive(m, direct.as_mut_ptr(), len) }?;
+            self.read_ahead(rx);
+            self.await_receive(r)?
         } else {
-            let mut whole = vec![0u8; len];
-            self.receive_into(m, &mut whole)?;
-            let n = out.len().min(len);
-            out[..n].copy_from_slice(&whole[..n]);
-            rx.leftover = whole;
-            rx.offset = if peek { 0 } else { n };
-            n
+            let mut whole = rx.spare.pop().unwrap_or_default();
+            whole.resize(len, 0);
+            // SAFETY: `whole` outlives the wait below.
+            let r = unsafe { self.post_receive(m, whole.as_mut_ptr(), len) }?;
+            self.read_ahead(rx);
+            let got = self.await_receive(r)?;
+            whole.truncate(got);
+            self.keep_rest(rx, whole, out, peek)
         };
         self.flag_leftover(rx);
         Ok(Some(n))
     }
 
+    /// Copies the head of a received message into `out` and keeps the rest (all of it
+    /// for a peek) for the next reads; the bytes copied.
+    fn keep_rest(&self, rx: &mut Rx, msg: Vec<u8>, out: &mut [u8], peek: bool) -> usize {
+        let n = out.len().min(msg.len());
+        out[..n].copy_from_slice(&msg[..n]);
+        let done = std::mem::replace(&mut rx.leftover, msg);
+        rx.recycle(done);
+        rx.offset = if peek { 0 } else { n };
+        self.flag_leftover(rx);
+        n
+    }
+
+    /// Posts receives, into buffers of the library, for the large messages already
+    /// announced behind the one being read (up to `READ_AHEAD` bytes): their pulls then
+    /// run while the program handles what it read, instead of one pull per read
+    /// started only by that read. Small messages are in the endpoint already and stop
+    /// the look (read as they are, without a second copy); so do zero-length ones (the
+    /// end of the peer's omx writes) and a connection a forked child may take over.
+    fn read_ahead(&self, rx: &mut Rx) {
+        if !matches!(rx.mode, RxMode::Omx) || self.maybe_shared() {
+            return;
+        }
+        let m = self.id as u64;
+        while rx.ahead_bytes < READ_AHEAD {
+            let Some(status) = self.fab.ep.iprobe(m, !0) else {
+                return;
+            };
+            let len = status.msg_length as usize;
+            if len < READ_AHEAD_MIN {
+                return;
+            }
+            let mut buf = rx.spare.pop().unwrap_or_default();
+            buf.resize(len, 0);
+            // SAFETY: the buffer moves into `rx.ahead` (its heap block stays put) and is
+            // only touched again once the request completed, or is leaked (`Drop`).
+            let Ok(req) = (unsafe { self.post_receive(m, buf.as_mut_ptr(), len) }) else {
+                return;
+            };
+            rx.ahead_bytes += len;
+            rx.ahead.push_back(Ahead { req, buf });
+        }
+    }
+
+    /// The connection ends with receives posted ahead that no read takes: each is
+    /// cancelled, or, when its pull is under way, its buffer is left to the endpoint
+    /// (leaked, at most `READ_AHEAD` per connection closed mid-pull). A forked child
+    /// does not touch its parent's endpoint.
+    pub(super) fn abandon_read_ahead(&self, rx: &mut Rx) {
+        let ep = &self.fab.ep;
+        for a in rx.ahead.drain(..) {
+            let settled = !fabric::in_forked_child()
+                && (ep.test(a.req).is_some() || matches!(ep.cancel(a.req), Ok(true)));
+            if !settled {
+                if !fabric::in_forked_child() {
+                    ep.forget(a.req);
+                }
+                std::mem::forget(a.buf);
+            }
+        }
+        rx.ahead_bytes = 0;
+    }
+
+    /// Whether a message waits for a read: one read ahead, or one in the endpoint.
+    pub(super) fn message_waiting(&self, rx: &Rx) -> bool {
+        !rx.ahead.is_empty() || self.fab.ep.iprobe(self.id as u64, !0).is_some()
+    }
+
     /// A message whose arrival was counted (the readiness descriptor) is stored a moment
     /// later: waits for that moment, so that readiness and the next read agree.
-    pub(super) fn await_stored(&self) {
+    pub(super) fn await_stored(&self, rx: &Rx) {
+        if !rx.ahead.is_empty() {
+            return;
+        }
         let until = Instant::now() + Duration::from_millis(10);
         while self.fab.ep.iprobe(self.id as u64, !0).is_none() && Instant::now() < until {
             let mut p = libc::pollfd {

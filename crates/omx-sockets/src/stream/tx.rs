@@ -29,6 +29,9 @@ impl Conn {
     pub(super) fn completed(&self, tx: &mut Tx, c: omx_proto::Completion) -> Result<()> {
         let (_, data) = tx.pending.pop_front().expect("a pending send");
         tx.pending_bytes -= data.len();
+        if tx.spare.len() < SPARE_BUFFERS && data.capacity() >= READ_AHEAD_MIN {
+            tx.spare.push(data);
+        }
         if c.status.code != StatusCode::Success {
             tx.mode = TxMode::Broken;
             return Err(os_err(libc::ECONNRESET));
@@ -148,7 +151,11 @@ impl Conn {
                         continue;
                     }
                     let n = (buf.len() - sent).min(CHUNK).min(room);
-                    self.post(&mut tx, buf[sent..sent + n].to_vec(), peer_conn as u64)?;
+                    // Copied: the write returns before the peer has the bytes.
+                    let mut data = tx.spare.pop().unwrap_or_default();
+                    data.clear();
+                    data.extend_from_slice(&buf[sent..sent + n]);
+                    self.post(&mut tx, data, peer_conn as u64)?;
                     sent += n;
                 }
                 if sent == 0 && !buf.is_empty() {
