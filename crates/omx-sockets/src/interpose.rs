@@ -156,6 +156,7 @@ fn accepted(fd: c_int) -> c_int {
     if fd >= 0 {
         let errno = unsafe { *libc::__errno_location() };
         fds::fresh(fd, false);
+        fds::accepted_here(fd);
         if crate::fabric::is_open() {
             lookup(fd);
         }
@@ -444,6 +445,7 @@ fn duplicated(fd: c_int, to: c_int) {
     // forking server's child moves the socket to stdin before exec, and the exec'd
     // program is the one that uses it, sshd's re-exec).
     if fds::undecided(fd) {
+        fds::undecided_duplicated();
         return;
     }
     match lookup(fd) {

@@ -3,13 +3,78 @@
 
 use super::*;
 
-/// Connections closed by the program whose data is still on its way.
-static CLOSING: Mutex<Vec<Arc<Conn>>> = Mutex::new(Vec::new());
+/// Connections closed by the program whose data is still on its way, each with whether
+/// its kernel socket closes once the data is delivered (see `Conn::release`).
+static CLOSING: Mutex<Vec<(Arc<Conn>, bool)>> = Mutex::new(Vec::new());
+/// The closing thread's eventfd (rung when `CLOSING` gains a connection), once it runs.
+static CLOSER: OnceLock<Option<i32>> = OnceLock::new();
 
 pub(super) fn flush_closing(deadline: Option<Instant>) {
-    let closing: Vec<Arc<Conn>> = CLOSING.lock().clone();
-    for c in closing {
+    let closing: Vec<(Arc<Conn>, bool)> = CLOSING.lock().clone();
+    for (c, _) in closing {
         c.flush_until(deadline);
+    }
+}
+
+/// Starts the closing thread; its eventfd.
+fn start_closer() -> Option<i32> {
+    let evfd = new_evfd()?;
+    let started = std::thread::Builder::new()
+        .name("omx-sockets-close".into())
+        .spawn(move || closer(evfd));
+    if started.is_err() {
+        // SAFETY: our own eventfd, not handed out.
+        unsafe { real::close(evfd) };
+        return None;
+    }
+    Some(evfd)
+}
+
+/// One thread for every closing connection of the process (a thread per close cost
+/// more than the rest of a connection's set-up and end). It sleeps until a send
+/// completes (the endpoint's completion notifier), a connection is added, or
+/// `PEER_CHECK` passes, then looks at each connection without waiting: spinning in
+/// the endpoint, as a writer does, would take the CPU from the program.
+fn closer(added: i32) {
+    loop {
+        let notify = CLOSING
+            .lock()
+            .first()
+            .and_then(|(c, _)| c.completion_notifier());
+        let batch = CLOSING.lock().clone();
+        for (c, close_sock) in &batch {
+            if c.flush_step() {
+                if *close_sock {
+                    c.close_sock();
+                }
+                // The last reference, usually: `Drop` closes the kernel socket (its FIN).
+                CLOSING.lock().retain(|(d, _)| !Arc::ptr_eq(d, c));
+            }
+        }
+        drop(batch);
+        let mut watch = vec![libc::pollfd {
+            fd: added,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let timeout = if CLOSING.lock().is_empty() {
+            -1
+        } else if let Some(fd) = notify {
+            watch.push(libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            PEER_CHECK.as_millis() as i32
+        } else {
+            // Work under way that rings nothing: look again soon.
+            1
+        };
+        // SAFETY: valid pollfds.
+        unsafe { real::poll(watch.as_mut_ptr(), watch.len() as libc::nfds_t, timeout) };
+        let mut count = 0u64;
+        // SAFETY: reads 8 bytes into a local from our non-blocking eventfd.
+        unsafe { real::read(added, &mut count as *mut u64 as *mut libc::c_void, 8) };
     }
 }
 
@@ -61,25 +126,59 @@ impl Conn {
         self.flush_until(None);
     }
 
-    pub(super) fn flush_until(&self, deadline: Option<Instant>) {
+    /// `flush` until `deadline`: false when it passed with data still under way.
+    pub(super) fn flush_until(&self, deadline: Option<Instant>) -> bool {
         let Some(mut tx) = (match deadline {
             None => Some(self.tx.lock()),
             Some(d) => self.tx.try_lock_until(d),
         }) else {
-            return;
+            return false;
         };
-        while !tx.pending.is_empty() && deadline.is_none_or(|d| Instant::now() < d) {
+        while !tx.pending.is_empty() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return false;
+            }
             match self.complete_oldest(&mut tx, deadline) {
                 Err(e) if e.raw_os_error() == Some(PEER_MOVED) => {
                     drop(tx);
                     if self.follow_peer_to_tcp().is_err() {
-                        return;
+                        return true;
                     }
                     tx = self.tx.lock();
                 }
-                Err(_) => break,
+                Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => return false,
+                // The peer is gone: nothing more will be delivered.
+                Err(_) => return true,
                 Ok(()) => {}
             }
+        }
+        true
+    }
+
+    /// One look, without waiting, at a closing connection's sends: true once nothing
+    /// more is to be delivered (all taken, or the peer is gone).
+    fn flush_step(&self) -> bool {
+        let Some(mut tx) = self.tx.try_lock() else {
+            return false;
+        };
+        if self.reap(&mut tx).is_err() || tx.pending.is_empty() {
+            return true;
+        }
+        // As a waiting write watches the peer (`complete_oldest`).
+        match self.tcp_state() {
+            TcpState::Failed(_) => {
+                tx.mode = TxMode::Broken;
+                true
+            }
+            TcpState::Eof => {
+                self.probe_peer();
+                false
+            }
+            TcpState::Data => {
+                drop(tx);
+                self.follow_peer_to_tcp().unwrap_or(true)
+            }
+            TcpState::Empty => false,
         }
     }
 
@@ -90,7 +189,7 @@ impl Conn {
     }
 
     /// The program closed its last descriptor. As TCP's `close`, it returns at once and
-    /// what was written is still delivered: a closing thread waits for it (or for the
+    /// what was written is still delivered: the closing thread waits for it (or for the
     /// peer's end), then the kernel socket closes, so its FIN follows the data. A forked
     /// child has no endpoint to deliver with. A child forked since the connection was
     /// made may still use it: what arrives for it is then kept (the child may hand the
@@ -112,18 +211,10 @@ impl Conn {
             }
             return;
         }
-        CLOSING.lock().push(self.clone());
-        let spawned = std::thread::Builder::new()
-            .name("omx-sockets-close".into())
-            .spawn(move || {
-                self.flush();
-                if kept_for_child {
-                    self.close_sock();
-                }
-                CLOSING.lock().retain(|c| !Arc::ptr_eq(c, &self));
-            });
-        if spawned.is_err() {
-            flush_closing(None);
+        CLOSING.lock().push((self, kept_for_child));
+        match *CLOSER.get_or_init(start_closer) {
+            Some(added) => fabric::signal(added),
+            None => flush_closing(None),
         }
     }
 }

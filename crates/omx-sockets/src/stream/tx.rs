@@ -46,7 +46,10 @@ impl Conn {
             return Ok(());
         };
         loop {
-            if let Some(c) = self.fab.ep.wait(r, Some(PEER_CHECK)) {
+            let step = deadline.map_or(PEER_CHECK, |d| {
+                d.saturating_duration_since(Instant::now()).min(PEER_CHECK)
+            });
+            if let Some(c) = self.fab.ep.wait(r, Some(step)) {
                 return self.completed(tx, c);
             }
             match self.tcp_state() {
