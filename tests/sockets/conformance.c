@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -432,6 +433,41 @@ static void t_sendfile(void)
     printf("ok %s\n", name);
 }
 
+/* One thread blocked reading while another writes what the peer answers: the write
+ * must not wait for the read (both would then wait forever). */
+struct duplex_reader {
+    int fd, ready[2];
+    char in[5];
+    int ok;
+};
+
+static void *duplex_read(void *arg)
+{
+    struct duplex_reader *r = arg;
+    if (write(r->ready[1], "r", 1) == 1)
+        r->ok = read_full(r->fd, r->in, sizeof r->in) == 0 && !memcmp(r->in, "duplx", 5);
+    return NULL;
+}
+
+static void t_full_duplex(void)
+{
+    const char *name = "full-duplex-threads";
+    struct duplex_reader r = {.fd = dial(C_ECHO, 0)};
+    pthread_t t;
+    char c;
+    CHECK(name, r.fd >= 0 && pipe(r.ready) == 0);
+    CHECK(name, pthread_create(&t, NULL, duplex_read, &r) == 0);
+    CHECK(name, read(r.ready[0], &c, 1) == 1);
+    for (int i = 0; i < 100; i++)
+        sched_yield(); /* most often the reader is blocked by now; correct either way */
+    CHECK(name, write_full(r.fd, "duplx", 5) == 0);
+    CHECK(name, pthread_join(t, NULL) == 0 && r.ok);
+    close(r.ready[0]);
+    close(r.ready[1]);
+    close(r.fd);
+    printf("ok %s\n", name);
+}
+
 static void t_connect_errors(void)
 {
     const char *name = "connect-nonblocking-refused";
@@ -468,6 +504,7 @@ int main(int argc, char **argv)
     t_nonblocking_writes();
     t_readiness_mix();
     t_sendfile();
+    t_full_duplex();
     t_connect_errors();
     int q = dial(C_QUIT, 0);
     close(q);

@@ -195,7 +195,11 @@ impl Conn {
     /// Client connections move when the hello is seen; a look that finds the
     /// connection plain forgets it. True while the connection is still ours.
     pub(super) fn settle_client(&self, block: bool) -> Result<bool> {
-        let mut rx = self.rx.lock();
+        // A reader holds `rx` (perhaps blocked until the peer writes): it settles the
+        // connection itself, and a write goes on as the send mode says meanwhile.
+        let Some(mut rx) = self.rx.try_lock() else {
+            return Ok(true);
+        };
         if !matches!(rx.mode, RxMode::AwaitHello) {
             return Ok(true);
         }
@@ -215,9 +219,14 @@ impl Conn {
             return;
         }
         let until = Instant::now() + hello_wait();
-        while matches!(self.rx.lock().mode, RxMode::AwaitHello)
-            && self.users.load(Ordering::Acquire) > 0
-        {
+        // (A reader holding `rx` looks for the hello itself; moving switches `tx`.)
+        let awaiting = || {
+            self.rx
+                .try_lock()
+                .is_none_or(|rx| matches!(rx.mode, RxMode::AwaitHello))
+                && matches!(self.tx.lock().mode, TxMode::Tcp { sent: 0 })
+        };
+        while awaiting() && self.users.load(Ordering::Acquire) > 0 {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
