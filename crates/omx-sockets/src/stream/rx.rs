@@ -317,6 +317,8 @@ impl Conn {
         }
         let m = self.id as u64;
         let Some(status) = self.fab.ep.iprobe(m, !0) else {
+            // Drained: an idle connection holds no spare memory.
+            rx.spare.clear();
             return Ok(None);
         };
         let len = status.msg_length as usize;
@@ -345,9 +347,16 @@ impl Conn {
     fn keep_rest(&self, rx: &mut Rx, msg: Vec<u8>, out: &mut [u8], peek: bool) -> usize {
         let n = out.len().min(msg.len());
         out[..n].copy_from_slice(&msg[..n]);
-        let done = std::mem::replace(&mut rx.leftover, msg);
-        rx.recycle(done);
-        rx.offset = if peek { 0 } else { n };
+        // (Only called once the previous message was read out.)
+        let read_out = std::mem::take(&mut rx.leftover);
+        rx.recycle(read_out);
+        if !peek && n == msg.len() {
+            rx.offset = 0;
+            rx.recycle(msg);
+        } else {
+            rx.offset = if peek { 0 } else { n };
+            rx.leftover = msg;
+        }
         self.flag_leftover(rx);
         n
     }

@@ -29,7 +29,10 @@ impl Conn {
     pub(super) fn completed(&self, tx: &mut Tx, c: omx_proto::Completion) -> Result<()> {
         let (_, data) = tx.pending.pop_front().expect("a pending send");
         tx.pending_bytes -= data.len();
-        if tx.spare.len() < SPARE_BUFFERS && data.capacity() >= READ_AHEAD_MIN {
+        // Kept while a stream runs; an idle connection holds no spare memory.
+        if tx.pending.is_empty() {
+            tx.spare.clear();
+        } else if tx.spare.len() < SPARE_BUFFERS && data.capacity() >= READ_AHEAD_MIN {
             tx.spare.push(data);
         }
         if c.status.code != StatusCode::Success {
