@@ -105,9 +105,30 @@ def summary(folder, med):
                       f"| {fmt(o, 0)} | {fmt(t, 0)} | {fmt(ratio(o, t), 2)} | "
                       f"{fmt(get(med, 'connrate', mtu, 'omx', 1, 'cpu_us_per_msg'), 1)} | "
                       f"{fmt(get(med, 'connrate', mtu, 'tcp', 1, 'cpu_us_per_msg'), 1)} |", ""]
+        lines += before_after(med, mtu)
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def before_after(med, mtu):
+    """Rows for BEFORE_LIB's build (transport omx_before) beside this one, if measured."""
+    rows = []
+    for part, size, col, unit, digits in (
+        ("bandwidth", 131072, "bandwidth_MBps", "iperf3 MB/s", 0),
+        ("bandwidth", 131072, "cpu_ns_per_byte", "iperf3 CPU ns/B", 3),
+        ("connrate", 1, "msgs_per_s", "connections/s", 0),
+        ("connrate", 1, "cpu_us_per_msg", "CPU us/connection", 1),
+    ) + tuple(("latency", s, "latency_us", f"ping-pong {human_size(s)} us", 1)
+              for s in sorted({k[3] for k in med if k[0] == "latency" and k[1] == mtu})):
+        b = get(med, part, mtu, "omx_before", size, col)
+        a = get(med, part, mtu, "omx", size, col)
+        if b is not None:
+            rows.append(f"| {unit} | {fmt(b, digits)} | {fmt(a, digits)} | {fmt(ratio(a, b), 2)} |")
+    if not rows:
+        return []
+    return [f"## MTU {mtu}: omx sockets before (BEFORE_LIB) and after", "",
+            "| metric | before | after | after/before |", "|---|---|---|---|"] + rows + [""]
 
 
 def plot(folder, med):

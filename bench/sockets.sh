@@ -16,6 +16,8 @@
 #   SECS=3                 seconds per sockperf / iperf3 / connrate run
 #   RUNS=1                 repetitions of every point
 #   OUT=dir                result folder (default bench/results/sockets-<date-time>)
+#   BEFORE_LIB=path        another libomx_sockets.so (an older build) measured beside the
+#                          current one in the same run, as transport omx_before
 # Outputs (in OUT): sockets.csv (one row per run: part, mtu, tool, transport, size,
 # latency_us, bandwidth_MBps, msgs_per_s, cpu_s, cpu_us_per_msg, cpu_ns_per_byte),
 # summary.md and sockets.png (bench/plot_sockets.py), machine.txt, logs/.
@@ -94,10 +96,17 @@ trap 'exit 130' INT TERM
 CSV="$OUT/sockets.csv"
 echo "part,mtu,run,tool,transport,size,latency_us,bandwidth_MBps,msgs_per_s,cpu_s,cpu_us_per_msg,cpu_ns_per_byte" >"$CSV"
 
+# The launcher for PRELOAD (yes: this build's library; before: BEFORE_LIB; no: none).
+preload() {
+  case $1 in
+    yes) echo "$BIN/omx_sockets" ;;
+    before) echo env "OMX_SOCKETS_LIB=$BEFORE_LIB" "$BIN/omx_sockets" ;;
+  esac
+}
 # start_server LOG PRELOAD CMD...: in h0, with the library or not.
 start_server() {
-  local log=$1 pre=()
-  [ "$2" = yes ] && pre=("$BIN/omx_sockets")
+  local log=$1 pre
+  read -ra pre <<<"$(preload "$2")"
   shift 2
   $H exec 0 "${pre[@]}" "$@" >"$log" 2>&1 &
   server_pid=$!
@@ -106,8 +115,8 @@ start_server() {
 # client LOG PRELOAD CMD...: in h1; prints the client's CPU seconds (its children's
 # times, as the shell's `times` reports them once it waited for them).
 client() {
-  local log=$1 pre=()
-  [ "$2" = yes ] && pre=("$BIN/omx_sockets")
+  local log=$1 pre
+  read -ra pre <<<"$(preload "$2")"
   shift 2
   bash -c '"$@" >"$0" 2>&1; rc=$?; times >"$0.times"; exit $rc' "$log" \
     $H exec 1 "${pre[@]}" "$@" || return 1
@@ -117,7 +126,7 @@ client() {
     printf "%.3f", t }'
 }
 row() { echo "$*" >>"$CSV"; }
-transport_of() { [ "$1" = yes ] && echo omx || echo tcp; }
+transport_of() { case $1 in yes) echo omx ;; before) echo omx_before ;; *) echo tcp ;; esac; }
 
 sockperf_pp() { # MTU RUN PRELOAD SIZE PORT
   local mtu=$1 run=$2 pre=$3 size=$4 port=$5 tag ccpu scpu0 scpu lat msgs
@@ -217,10 +226,18 @@ connrate() { # MTU RUN PRELOAD PORT
 }
 
 has() { [[ " $PARTS " == *" $1 "* ]]; }
+# The omx variants measured: this build, and BEFORE_LIB's beside it.
+omx_pre=(yes)
+if [ -n "${BEFORE_LIB:-}" ]; then
+  [ -r "$BEFORE_LIB" ] || { say "BEFORE_LIB $BEFORE_LIB not readable"; exit 1; }
+  omx_pre+=(before)
+  echo "before: $BEFORE_LIB" >>"$OUT/machine.txt"
+fi
+variants=$((${#omx_pre[@]} + 1))
 steps=0
-has latency && steps=$((steps + $(wc -w <<<"$SIZES") * 2 + 1))
-has bandwidth && steps=$((steps + 3))
-has connrate && steps=$((steps + 2))
+has latency && steps=$((steps + $(wc -w <<<"$SIZES") * variants + 1))
+has bandwidth && steps=$((steps + variants + 1))
+has connrate && steps=$((steps + variants))
 progress_start sockets $((steps * RUNS * $(wc -w <<<"$MTUS")))
 port=7100
 for mtu in $MTUS; do
@@ -234,20 +251,22 @@ for mtu in $MTUS; do
     if has latency; then
       for size in $SIZES; do
         # omx and TCP alternate so that drifts of the shared machine hit both.
-        for pre in yes no; do
+        for pre in "${omx_pre[@]}" no; do
           sockperf_pp "$mtu" "$run" "$pre" "$size" $((port++))
         done
       done
       omx_perf_lat "$mtu" "$run"
     fi
     if has bandwidth; then
-      iperf "$mtu" "$run" yes $((port++))
-      iperf "$mtu" "$run" no $((port++))
+      for pre in "${omx_pre[@]}" no; do
+        iperf "$mtu" "$run" "$pre" $((port++))
+      done
       omx_perf_bw "$mtu" "$run"
     fi
     if has connrate; then
-      connrate "$mtu" "$run" yes $((port++))
-      connrate "$mtu" "$run" no $((port++))
+      for pre in "${omx_pre[@]}" no; do
+        connrate "$mtu" "$run" "$pre" $((port++))
+      done
     fi
   done
 done

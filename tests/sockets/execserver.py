@@ -18,6 +18,8 @@ import socket
 import struct
 import sys
 
+from common import Tally, listen, read_exact, read_to_end
+
 PORT = 5558
 HEAD = 1 << 20
 GREETING = b"G" * 1000
@@ -27,24 +29,15 @@ def pattern(n):
     return (bytes(range(251)) * (n // 251 + 1))[:n]
 
 
-def read_exact(s, n):
-    out = bytearray()
-    while len(out) < n:
-        d = s.recv(min(n - len(out), 1 << 20))
-        if not d:
-            raise SystemExit("early end of stream after %d of %d" % (len(out), n))
-        out += d
-    return bytes(out)
+def answer(c, size, ok):
+    """The reply the client checks: the request's size and SHA-256 (-1: wrong bytes)."""
+    c.sendall(("%d %s" % (size if ok else -1, hashlib.sha256(pattern(size)).hexdigest())).encode())
 
 
 mode = sys.argv[1]
 if mode == "server":
     how = sys.argv[2]
-    ls = socket.socket()
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("0.0.0.0", PORT))
-    ls.listen(1)
-    print("listening", flush=True)
+    ls = listen(PORT)
     c, _ = ls.accept()
     ls.close()
     (size,) = struct.unpack("!Q", read_exact(c, 8))
@@ -61,9 +54,8 @@ if mode == "server":
         if first == 0:
             os.close(r)
             rest = read_exact(c, size - len(head))
-            whole = pattern(size)
-            ok = head + rest == whole
-            c.sendall(("%d %s" % (size if ok else -1, hashlib.sha256(whole).hexdigest())).encode())
+            ok = head + rest == pattern(size)
+            answer(c, size, ok)
             os.write(w, b"x")
             os._exit(0 if ok else 1)
         second = os.fork()
@@ -87,7 +79,7 @@ elif mode == "rest":
     rest = read_exact(c, size - head_len)
     whole = pattern(size)
     ok = hashlib.sha256(whole[:head_len]).hexdigest() == head_hash and rest == whole[head_len:]
-    c.sendall(("%d %s" % (size if ok else -1, hashlib.sha256(whole).hexdigest())).encode())
+    answer(c, size, ok)
     c.close()
     print("exec'd image read", size - head_len, "ok" if ok else "WRONG", flush=True)
     sys.exit(0 if ok else 1)
@@ -98,12 +90,7 @@ else:
     data = pattern(size)
     s.sendall(struct.pack("!Q", size) + data)
     greeting = read_exact(s, len(GREETING))
-    reply = b""
-    while True:
-        d = s.recv(200)
-        if not d:
-            break
-        reply += d
-    want = "%d %s" % (size, hashlib.sha256(data).hexdigest()) + (sys.argv[4] if len(sys.argv) > 4 else "")
+    reply = read_to_end(s)
+    want = Tally(data).line() + (sys.argv[4] if len(sys.argv) > 4 else "")
     print("greeting", "ok" if greeting == GREETING else "WRONG", "reply", reply.decode(), flush=True)
     sys.exit(0 if greeting == GREETING and reply.decode() == want else 1)

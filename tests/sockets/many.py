@@ -13,6 +13,8 @@ import selectors
 import socket
 import sys
 
+from common import Tally, listen, read_to_end
+
 # Each carried connection holds three descriptors (socket, private duplicate, eventfd).
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 16384)), hard))
@@ -24,11 +26,7 @@ def payload(i, size):
 
 
 def server(port, n):
-    lsock = socket.socket()
-    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind(("0.0.0.0", port))
-    lsock.listen(n)
-    print("listening", flush=True)
+    lsock = listen(port, n)
     sel = selectors.DefaultSelector()
     sel.register(lsock, selectors.EVENT_READ, None)
     state, served = {}, 0
@@ -37,7 +35,7 @@ def server(port, n):
             if key.data is None:
                 c, _ = lsock.accept()
                 c.setblocking(False)
-                state[c] = [hashlib.sha256(), 0]
+                state[c] = Tally()
                 sel.register(c, selectors.EVENT_READ, c)
                 continue
             c = key.data
@@ -55,13 +53,12 @@ def server(port, n):
                     served += 1
                 continue
             if d:
-                state[c][0].update(d)
-                state[c][1] += len(d)
+                state[c].update(d)
                 continue
-            h, count = state[c]
+            reply = state[c].line()
             state[c] = None
             c.setblocking(True)
-            c.sendall(("%d %s" % (count, h.hexdigest())).encode())
+            c.sendall(reply.encode())
             c.setblocking(False)
     print("served", served, flush=True)
 
@@ -80,13 +77,8 @@ def client(ip, port, n, size):
         s.shutdown(socket.SHUT_WR)
     bad = 0
     for i, s in enumerate(conns):
-        want = "%d %s" % (size, hashlib.sha256(payload(i, size)).hexdigest())
-        reply = b""
-        while len(reply) < len(want):
-            d = s.recv(200)
-            if not d:
-                break
-            reply += d
+        want = Tally(payload(i, size)).line()
+        reply = read_to_end(s, len(want))
         if reply.decode() != want:
             print("connection %d: sent %s, server got %r" % (i, want, reply), flush=True)
             bad += 1

@@ -12,17 +12,14 @@ import signal
 import socket
 import sys
 
+from common import listen
+
 MIB = 1 << 20
 BOUND = 60  # a generous bound for a loaded machine: the point is "never a hang"
 
 
 def server(port, how):
-    lsock = socket.socket()
-    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind(("0.0.0.0", port))
-    lsock.listen(1)
-    print("listening", flush=True)
-    c, _ = lsock.accept()
+    c, _ = listen(port).accept()
     if how == "source-kill":
         # The client's first byte: its connection is set up (carried) by then.
         c.recv(1)

@@ -16,6 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxsock}
 TEST_TIMEOUT=${TEST_TIMEOUT:-120}
+# The test programs import tests/sockets/common.py: no bytecode left in the tree.
+export PYTHONDONTWRITEBYTECODE=1
 hosts="$root/scripts/hosts.sh"
 bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh

@@ -3,28 +3,23 @@ closes, and the server answers with the count and SHA-256 it received; the clien
 checks them against what it sent. Run unmodified, with or without omx_sockets.
 `server 6` listens on IPv6 (and IPv4-mapped) addresses; a client given an IPv6
 address connects over IPv6."""
-import hashlib
 import socket
 import sys
+
+from common import Tally, listen, read_to_end
 
 PORT = 5556
 
 if sys.argv[1] == "server":
-    v6 = sys.argv[2:] == ["6"]
-    s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("::" if v6 else "0.0.0.0", PORT))
-    s.listen(5)
-    print("listening", flush=True)
+    s = listen(PORT, 5, v6=sys.argv[2:] == ["6"])
     c, _ = s.accept()
-    h, n = hashlib.sha256(), 0
+    got = Tally()
     while True:
         d = c.recv(1 << 20)
         if not d:
             break
-        h.update(d)
-        n += len(d)
-    c.sendall(("%d %s" % (n, h.hexdigest())).encode())
+        got.update(d)
+    c.sendall(got.line().encode())
     c.close()
 else:
     size = int(sys.argv[3])
@@ -34,12 +29,7 @@ else:
     s.sendall(data[:10])
     s.sendall(data[10:])
     s.shutdown(socket.SHUT_WR)
-    reply = b""
-    while True:
-        d = s.recv(100)
-        if not d:
-            break
-        reply += d
-    want = "%d %s" % (len(data), hashlib.sha256(data).hexdigest())
+    reply = read_to_end(s)
+    want = Tally(data).line()
     print("sent", want, "server got", reply.decode())
     sys.exit(0 if reply.decode() == want else 1)

@@ -5,7 +5,7 @@
 use crate::stream::{self, Conn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// Descriptors at or above this are never carried.
@@ -21,6 +21,10 @@ const CARRIED: u8 = 2;
 const DECIDING: u8 = 3;
 
 static STATE: [AtomicU8; FD_TABLE] = [const { AtomicU8::new(UNKNOWN) }; FD_TABLE];
+/// Descriptors that this process's `accept` returned: no other descriptor names their
+/// socket, unless an undecided socket was duplicated (`undecided_duplicated`).
+static ACCEPTED_HERE: [AtomicBool; FD_TABLE] = [const { AtomicBool::new(false) }; FD_TABLE];
+static UNDECIDED_DUPLICATED: AtomicBool = AtomicBool::new(false);
 static CONNS: Mutex<Option<HashMap<i32, Arc<Conn>>>> = Mutex::new(None);
 
 fn slot(fd: i32) -> Option<&'static AtomicU8> {
@@ -91,6 +95,7 @@ pub fn detach(fd: i32) -> Option<Arc<Conn>> {
     let s = slot(fd)?;
     let conn = CONNS.lock().as_mut().and_then(|m| m.remove(&fd));
     s.store(UNKNOWN, Ordering::Release);
+    ACCEPTED_HERE[fd as usize].store(false, Ordering::Release);
     conn.filter(|c| c.remove_user())
 }
 
@@ -103,6 +108,18 @@ pub fn fresh(fd: i32, state_plain: bool) {
     if state_plain {
         mark_plain(fd);
     }
+}
+
+/// `fd` was just returned by this process's `accept`.
+pub fn accepted_here(fd: i32) {
+    if let Some(a) = usize::try_from(fd).ok().and_then(|i| ACCEPTED_HERE.get(i)) {
+        a.store(true, Ordering::Release);
+    }
+}
+
+/// An undecided socket got a second name in this process.
+pub fn undecided_duplicated() {
+    UNDECIDED_DUPLICATED.store(true, Ordering::Release);
 }
 
 /// Every descriptor naming `conn` becomes plain TCP.
@@ -121,6 +138,14 @@ pub fn forget(conn: &Conn) {
 /// Descriptors not yet looked at that name the same kernel socket as `fd` (dups
 /// inherited across exec, such as a server's stdin and stdout).
 pub fn undecided_dups_of(fd: i32) -> Vec<i32> {
+    // Scanning the descriptor table cost more than the rest of an accept.
+    let accepted = usize::try_from(fd)
+        .ok()
+        .and_then(|i| ACCEPTED_HERE.get(i))
+        .is_some_and(|a| a.load(Ordering::Acquire));
+    if accepted && !UNDECIDED_DUPLICATED.load(Ordering::Acquire) {
+        return Vec::new();
+    }
     let id = |f: i32| {
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: st is a local stat buffer.

@@ -1,6 +1,8 @@
 //! The C library functions this library takes over (found first through `LD_PRELOAD`).
 //! Descriptors that are not carried connections go straight to the real functions.
 
+mod exec;
+
 use crate::fabric::fabric;
 use crate::fds::{self, lookup};
 use crate::handshake::{encode_ip_option, encode_ipv6_dstopts, OmxAddr};
@@ -182,6 +184,7 @@ fn accepted(fd: c_int) -> c_int {
     if fd >= 0 {
         let errno = unsafe { *libc::__errno_location() };
         fds::fresh(fd, false);
+        fds::accepted_here(fd);
         if crate::fabric::is_open() {
             lookup(fd);
         }
@@ -471,6 +474,7 @@ fn duplicated(fd: c_int, to: c_int) {
     // forking server's child moves the socket to stdin before exec, and the exec'd
     // program is the one that uses it, sshd's re-exec).
     if fds::undecided(fd) {
+        fds::undecided_duplicated();
         return;
     }
     match lookup(fd) {
@@ -945,66 +949,4 @@ pub unsafe extern "C" fn epoll_pwait(
         return epoll_wait_carried(epfd, events, max, timeout, mask);
     }
     real::epoll_pwait(epfd, events, max, timeout, mask)
-}
-
-// ---- exec: carried connections the new image inherits go back to TCP first ----
-// (`execl*` build their vector and call the C library's internal execve, which no
-// preload sees: programs that use them pass carried connections on unchanged.)
-
-/// # Safety
-/// As the C library's `execve`.
-#[no_mangle]
-pub unsafe extern "C" fn execve(
-    path: *const libc::c_char,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-) -> c_int {
-    stream::handover::before_exec();
-    real::execve(path, argv, envp)
-}
-
-/// # Safety
-/// As the C library's `execv`.
-#[no_mangle]
-pub unsafe extern "C" fn execv(
-    path: *const libc::c_char,
-    argv: *const *const libc::c_char,
-) -> c_int {
-    stream::handover::before_exec();
-    real::execv(path, argv)
-}
-
-/// # Safety
-/// As the C library's `execvp`.
-#[no_mangle]
-pub unsafe extern "C" fn execvp(
-    file: *const libc::c_char,
-    argv: *const *const libc::c_char,
-) -> c_int {
-    stream::handover::before_exec();
-    real::execvp(file, argv)
-}
-
-/// # Safety
-/// As the C library's `execvpe`.
-#[no_mangle]
-pub unsafe extern "C" fn execvpe(
-    file: *const libc::c_char,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-) -> c_int {
-    stream::handover::before_exec();
-    real::execvpe(file, argv, envp)
-}
-
-/// # Safety
-/// As the C library's `fexecve`.
-#[no_mangle]
-pub unsafe extern "C" fn fexecve(
-    fd: c_int,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-) -> c_int {
-    stream::handover::before_exec();
-    real::fexecve(fd, argv, envp)
 }

@@ -201,13 +201,12 @@ impl Conn {
         let Some(mut rx) = self.rx.try_lock() else {
             return true;
         };
-        let message = |c: &Conn| c.fab.ep.iprobe(c.id as u64, !0).is_some();
-        if rx.offset < rx.leftover.len() || !rx.ahead.is_empty() {
+        if rx.offset < rx.leftover.len() {
             return true;
         }
         match rx.mode {
             RxMode::Omx => {
-                if message(self) {
+                if self.message_waiting(&rx) {
                     return true;
                 }
                 match self.tcp_state() {
@@ -224,11 +223,11 @@ impl Conn {
             _ => return true,
         }
         // After `fall_back`: the peer's omx writes first, then TCP.
-        if self.take_end_marker() {
+        if self.take_end_marker(&rx) {
             self.end_fallback(&mut rx);
             return !matches!(self.tcp_state(), super::TcpState::Empty);
         }
-        message(self)
+        self.message_waiting(&rx)
     }
 
     /// A child forked since the connection was made may use its kernel socket.
@@ -322,8 +321,12 @@ impl Conn {
         self.forget();
     }
 
-    /// Takes the next data message if it is the zero-length end of the peer's omx writes.
-    pub(super) fn take_end_marker(&self) -> bool {
+    /// Takes the next data message if it is the zero-length end of the peer's omx writes
+    /// (never behind messages read ahead: those came first).
+    pub(super) fn take_end_marker(&self, rx: &Rx) -> bool {
+        if !rx.ahead.is_empty() {
+            return false;
+        }
         let m = self.id as u64;
         if self.fab.ep.iprobe(m, !0).is_some_and(|s| s.msg_length == 0) {
             return self.receive_into(m, &mut []).is_ok();
@@ -375,6 +378,7 @@ impl Conn {
         if rx.offset < rx.leftover.len() {
             back.push(rx.leftover[rx.offset..].to_vec());
         }
+        // Then what was read ahead (the connection existed before the fork).
         back.extend(self.drain_ahead(&mut rx));
         rx.leftover = Vec::new();
         rx.offset = 0;

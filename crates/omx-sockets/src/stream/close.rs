@@ -1,0 +1,227 @@
+//! Close and linger: `shutdown`, the program's last `close` (a closing thread still
+//! delivers what was written), and the exit's wait for every connection's data.
+
+use super::*;
+
+/// Connections closed by the program whose data is still on its way, each with whether
+/// its kernel socket closes once the data is delivered (see `Conn::release`).
+static CLOSING: Mutex<Vec<(Arc<Conn>, bool)>> = Mutex::new(Vec::new());
+/// The closing thread's eventfd (rung when `CLOSING` gains a connection), once it runs.
+static CLOSER: OnceLock<Option<i32>> = OnceLock::new();
+
+pub(super) fn flush_closing(deadline: Option<Instant>) {
+    let closing: Vec<(Arc<Conn>, bool)> = CLOSING.lock().clone();
+    for (c, _) in closing {
+        c.flush_until(deadline);
+    }
+}
+
+/// Starts the closing thread; its eventfd.
+fn start_closer() -> Option<i32> {
+    let evfd = new_evfd()?;
+    let started = std::thread::Builder::new()
+        .name("omx-sockets-close".into())
+        .spawn(move || closer(evfd));
+    if started.is_err() {
+        // SAFETY: our own eventfd, not handed out.
+        unsafe { real::close(evfd) };
+        return None;
+    }
+    Some(evfd)
+}
+
+/// One thread for every closing connection of the process (a thread per close cost
+/// more than the rest of a connection's set-up and end). It sleeps until a send
+/// completes (the endpoint's completion notifier), a connection is added, or
+/// `PEER_CHECK` passes, then looks at each connection without waiting: spinning in
+/// the endpoint, as a writer does, would take the CPU from the program.
+fn closer(added: i32) {
+    loop {
+        let notify = CLOSING
+            .lock()
+            .first()
+            .and_then(|(c, _)| c.completion_notifier());
+        let batch = CLOSING.lock().clone();
+        for (c, close_sock) in &batch {
+            if c.flush_step() {
+                if *close_sock {
+                    c.close_sock();
+                }
+                // The last reference, usually: `Drop` closes the kernel socket (its FIN).
+                CLOSING.lock().retain(|(d, _)| !Arc::ptr_eq(d, c));
+            }
+        }
+        drop(batch);
+        let mut watch = vec![libc::pollfd {
+            fd: added,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let timeout = if CLOSING.lock().is_empty() {
+            -1
+        } else if let Some(fd) = notify {
+            watch.push(libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            PEER_CHECK.as_millis() as i32
+        } else {
+            // Work under way that rings nothing: look again soon.
+            1
+        };
+        // SAFETY: valid pollfds.
+        unsafe { real::poll(watch.as_mut_ptr(), watch.len() as libc::nfds_t, timeout) };
+        let mut count = 0u64;
+        // SAFETY: reads 8 bytes into a local from our non-blocking eventfd.
+        unsafe { real::read(added, &mut count as *mut u64 as *mut libc::c_void, 8) };
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        let mut rx = std::mem::replace(self.rx.get_mut(), Rx::new(RxMode::Omx));
+        self.abandon_ahead(&mut rx);
+        let fd = self.sock();
+        // Probe bytes left unread would make the kernel answer our close with a reset
+        // instead of a FIN (unless the bytes may be a child's, or the stream's own).
+        if fd >= 0 && !self.fell_back.load(Ordering::Acquire) && !self.maybe_shared() {
+            let mut buf = [0u8; 64];
+            loop {
+                let n = self.recv_tcp(&mut buf, libc::MSG_PEEK, false).unwrap_or(0);
+                let zeros = buf[..n].iter().take_while(|&&b| b == 0).count();
+                if zeros == 0 {
+                    break;
+                }
+                let _ = self.recv_tcp(&mut buf[..zeros], 0, false);
+            }
+        }
+        // SAFETY: the library's own descriptors.
+        unsafe {
+            real::close(self.evfd);
+            if fd >= 0 {
+                real::close(fd);
+            }
+        }
+    }
+}
+
+/// Delivers what every connection wrote before the process exits (as the kernel
+/// would after it), waiting `EXIT_LINGER` at most.
+pub fn flush_all() {
+    if fabric::in_forked_child() {
+        return;
+    }
+    let deadline = Some(Instant::now() + EXIT_LINGER);
+    for c in fds::all() {
+        c.flush_until(deadline);
+    }
+    flush_closing(deadline);
+}
+
+impl Conn {
+    /// Waits until everything written has been taken by the peer's endpoint (or the
+    /// peer is gone).
+    pub fn flush(&self) {
+        self.flush_until(None);
+    }
+
+    /// `flush` until `deadline`: false when it passed with data still under way.
+    pub(super) fn flush_until(&self, deadline: Option<Instant>) -> bool {
+        let Some(mut tx) = (match deadline {
+            None => Some(self.tx.lock()),
+            Some(d) => self.tx.try_lock_until(d),
+        }) else {
+            return false;
+        };
+        while !tx.pending.is_empty() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return false;
+            }
+            match self.complete_oldest(&mut tx, deadline) {
+                Err(e) if e.raw_os_error() == Some(PEER_MOVED) => {
+                    drop(tx);
+                    if self.follow_peer_to_tcp().is_err() {
+                        return true;
+                    }
+                    tx = self.tx.lock();
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => return false,
+                // The peer is gone: nothing more will be delivered.
+                Err(_) => return true,
+                Ok(()) => {}
+            }
+        }
+        true
+    }
+
+    /// One look, without waiting, at a closing connection's sends: true once nothing
+    /// more is to be delivered (all taken, or the peer is gone).
+    fn flush_step(&self) -> bool {
+        let Some(mut tx) = self.tx.try_lock() else {
+            return false;
+        };
+        if self.reap(&mut tx).is_err() || tx.pending.is_empty() {
+            return true;
+        }
+        // As a waiting write watches the peer (`complete_oldest`).
+        match self.tcp_state() {
+            TcpState::Failed(_) => {
+                tx.mode = TxMode::Broken;
+                true
+            }
+            TcpState::Eof => {
+                self.probe_peer();
+                false
+            }
+            TcpState::Data => {
+                drop(tx);
+                self.follow_peer_to_tcp().unwrap_or(true)
+            }
+            TcpState::Empty => false,
+        }
+    }
+
+    pub fn shutdown_write(&self) {
+        self.flush();
+        self.tx.lock().shut = true;
+        self.fin_sent.store(true, Ordering::Release);
+    }
+
+    /// The program closed its last descriptor. As TCP's `close`, it returns at once and
+    /// what was written is still delivered: the closing thread waits for it (or for the
+    /// peer's end), then the kernel socket closes, so its FIN follows the data. A forked
+    /// child has no endpoint to deliver with. A child forked since the connection was
+    /// made may still use it: what arrives for it is then kept (the child may hand the
+    /// connection back to TCP, see `handover`), but not the kernel socket, so that the
+    /// child's close ends the stream.
+    pub fn release(self: Arc<Self>) {
+        if fabric::in_forked_child() {
+            return;
+        }
+        let kept_for_child =
+            fabric::forks() != self.forks_at_creation && !self.fell_back.load(Ordering::Acquire);
+        if !kept_for_child {
+            fabric::unregister_waker(self.id);
+            handover::unregister(self.id);
+        }
+        // Sends whose completion already came (a reply carried the peer's ack) need
+        // no closing thread.
+        let pending = {
+            let mut tx = self.tx.lock();
+            let _ = self.reap(&mut tx);
+            !tx.pending.is_empty()
+        };
+        if !pending {
+            if kept_for_child {
+                self.close_sock();
+            }
+            return;
+        }
+        CLOSING.lock().push((self, kept_for_child));
+        match *CLOSER.get_or_init(start_closer) {
+            Some(added) => fabric::signal(added),
+            None => flush_closing(None),
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! The read path: the next message straight into the caller's buffer when it fits,
+//! the rest of a partly read message kept, the readiness descriptor's count, and the
+//! end of the stream from the kernel socket.
+
+use super::*;
+
+impl Conn {
+    pub fn recv(&self, out: &mut [u8], flags: i32) -> Result<usize> {
+        self.check_owner()?;
+        let peek = flags & libc::MSG_PEEK != 0;
+        let block = flags & libc::MSG_DONTWAIT == 0 && !self.nonblocking();
+        let waitall = flags & libc::MSG_WAITALL != 0 && !peek;
+        let mut got = 0;
+        while got < out.len() || out.is_empty() {
+            match self.recv_some(&mut out[got..], peek, block && (got == 0 || waitall)) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if got > 0 && e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if got == 0 => return Err(e),
+                Err(_) => break,
+            }
+            if !waitall || out.is_empty() {
+                break;
+            }
+        }
+        Ok(got)
+    }
+
+    pub(super) fn recv_some(&self, out: &mut [u8], peek: bool, block: bool) -> Result<usize> {
+        let mut rx = self.rx.lock();
+        let mut deadline: Option<Option<Instant>> = None;
+        loop {
+            if self.fell_back.load(Ordering::Acquire) {
+                drop(rx);
+                return self.recv_tcp(out, if peek { libc::MSG_PEEK } else { 0 }, block);
+            }
+            // Noted before looking: a message that arrives after the look moves it.
+            let seen = fabric::arrivals();
+            if rx.offset < rx.leftover.len() {
+                let n = out.len().min(rx.leftover.len() - rx.offset);
+                out[..n].copy_from_slice(&rx.leftover[rx.offset..rx.offset + n]);
+                if !peek {
+                    rx.offset += n;
+                }
+                self.flag_leftover(&mut rx);
+                return Ok(n);
+            }
+            match rx.mode {
+                RxMode::AwaitHello => {
+                    if !self.look_for_hello(&mut rx, block)? {
+                        drop(rx);
+                        self.forget();
+                        return self.recv_tcp(out, if peek { libc::MSG_PEEK } else { 0 }, block);
+                    }
+                    if matches!(rx.mode, RxMode::AwaitHello) && !block {
+                        return Err(os_err(libc::EAGAIN));
+                    }
+                    continue;
+                }
+                RxMode::TcpFirst {
+                    delivered,
+                    expected,
+                } => {
+                    let expected = expected.or_else(|| self.take_control());
+                    rx.mode = RxMode::TcpFirst {
+                        delivered,
+                        expected,
+                    };
+                    if expected == Some(delivered) {
+                        rx.mode = RxMode::Omx;
+                        continue;
+                    }
+                    let want = match expected {
+                        Some(e) => out.len().min((e - delivered) as usize),
+                        None => out.len(),
+                    };
+                    let flags = libc::MSG_DONTWAIT | if peek { libc::MSG_PEEK } else { 0 };
+                    match self.recv_tcp(&mut out[..want], flags, false) {
+                        Ok(0) if expected.is_none() => return Ok(0),
+                        Ok(0) => return Err(os_err(libc::ECONNRESET)),
+                        Ok(n) => {
+                            if !peek {
+                                rx.mode = RxMode::TcpFirst {
+                                    delivered: delivered + n as u64,
+                                    expected,
+                                };
+                            }
+                            return Ok(n);
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                RxMode::OmxThenTcp => {
+                    self.await_stored(&rx);
+                    // The peer's last omx bytes were read: the rest is on TCP.
+                    if self.take_end_marker(&rx) {
+                        self.end_fallback(&mut rx);
+                        continue;
+                    }
+                    if let Some(n) = self.take_data(&mut rx, out, peek)? {
+                        return Ok(n);
+                    }
+                }
+                RxMode::Omx => {
+                    self.await_stored(&rx);
+                    if let Some(n) = self.take_data(&mut rx, out, peek)? {
+                        return Ok(n);
+                    }
+                    match self.tcp_state() {
+                        TcpState::Eof => {
+                            // Everything sent before the FIN has arrived: one last look.
+                            return match self.take_data(&mut rx, out, peek)? {
+                                Some(n) => Ok(n),
+                                None => Ok(0),
+                            };
+                        }
+                        TcpState::Failed(e) => {
+                            return match self.take_data(&mut rx, out, peek)? {
+                                Some(n) => Ok(n),
+                                None => Err(e),
+                            };
+                        }
+                        // Once carried, bytes on TCP are the peer's probes or its
+                        // process handing the connection back to TCP.
+                        TcpState::Data if self.peer_left_omx() => {
+                            self.fall_back(&mut rx)?;
+                            continue;
+                        }
+                        // Probe bytes were dropped; bytes a child may read are not
+                        // ours: wait for omx.
+                        TcpState::Data if !self.maybe_shared() => continue,
+                        TcpState::Data => {}
+                        TcpState::Empty => {}
+                    }
+                }
+            }
+            if !block {
+                return Err(os_err(libc::EAGAIN));
+            }
+            // The kernel socket (set-up bytes, FIN, reset) and the readiness descriptor
+            // (a message stored by another thread) beside the endpoint's own wake-ups.
+            let watch = [
+                libc::pollfd {
+                    fd: self.evfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    // Until the peer's omx writes end, its TCP bytes wait behind them;
+                    // on a socket a child may use they may be the child's.
+                    fd: if matches!(rx.mode, RxMode::OmxThenTcp) || self.maybe_shared() {
+                        -1
+                    } else {
+                        self.sock()
+                    },
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let deadline = *deadline.get_or_insert_with(|| self.receive_deadline());
+            let left = match deadline {
+                None => None,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        // SO_RCVTIMEO passed, as TCP says it.
+                        return Err(os_err(libc::EAGAIN));
+                    }
+                    Some(left)
+                }
+            };
+            // The kernel socket unwatched: its end is looked at every PEER_CHECK.
+            let left = if watch[1].fd < 0 {
+                Some(left.map_or(PEER_CHECK, |l| l.min(PEER_CHECK)))
+            } else {
+                left
+            };
+            if fabric::block(&watch, left, seen).is_err() {
+                // As the kernel's read interrupted by a signal handler.
+                return Err(os_err(libc::EINTR));
+            }
+        }
+    }
+
+    /// When a blocking receive gives up: `SO_RCVTIMEO` from now, or never.
+    pub(super) fn receive_deadline(&self) -> Option<Instant> {
+        let mut tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
+        let mut len = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
+        // SAFETY: tv and len are locals of the right size.
+        let r = unsafe {
+            libc::getsockopt(
+                self.sock(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &mut tv as *mut libc::timeval as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0) {
+            return None;
+        }
+        Some(Instant::now() + Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
+    }
+
+    /// `ioctl(FIONREAD)`: bytes that a read takes now without waiting (the rest of the
+    /// current message, else the next one's length; TCP counts every queued byte).
+    pub fn readable_bytes(&self) -> usize {
+        let rx = self.rx.lock();
+        if rx.offset < rx.leftover.len() {
+            return rx.leftover.len() - rx.offset;
+        }
+        if let Some(len) = rx.ahead_len() {
+            return len;
+        }
+        match rx.mode {
+            RxMode::Omx => {
+                self.await_stored(&rx);
+                self.fab
+                    .ep
+                    .iprobe(self.id as u64, !0)
+                    .map_or(0, |s| s.msg_length as usize)
+            }
+            _ => {
+                let mut n: libc::c_int = 0;
+                // SAFETY: FIONREAD writes one int.
+                unsafe {
+                    real::ioctl(
+                        self.sock(),
+                        libc::FIONREAD,
+                        &mut n as *mut libc::c_int as libc::c_ulong,
+                    )
+                };
+                n.max(0) as usize
+            }
+        }
+    }
+
+    pub(super) fn take_control(&self) -> Option<u64> {
+        let m = CONTROL | self.id as u64;
+        self.fab.ep.iprobe(m, !0)?;
+        let mut count = [0u8; 8];
+        self.receive_into(m, &mut count).ok()?;
+        Some(u64::from_be_bytes(count))
+    }
+
+    /// Receives the next message matching `match_info` into `buf`; its length.
+    pub(super) fn receive_into(&self, match_info: u64, buf: &mut [u8]) -> Result<usize> {
+        // SAFETY: buf outlives the wait below.
+        let r = unsafe { self.post_receive(match_info, buf.as_mut_ptr(), buf.len()) }?;
+        self.await_receive(r)
+    }
+
+    /// Posts a receive of the next message matching `match_info` into `len` bytes at
+    /// `ptr`.
+    ///
+    /// # Safety
+    /// The memory must stay valid, untouched, until the request completes.
+    pub(super) unsafe fn post_receive(
+        &self,
+        match_info: u64,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<ReqId> {
+        let seg = Segment::memory(ptr, len);
+        // SAFETY: as the caller promises.
+        unsafe { self.fab.ep.irecv(&[seg], match_info, !0, 0) }
+            .map_err(|e| Error::other(e.to_string()))
+    }
+
+    /// Waits for a posted receive; the length it took.
+    pub(super) fn await_receive(&self, r: ReqId) -> Result<usize> {
+        let c = loop {
+            if let Some(c) = self.fab.ep.wait(r, Some(PEER_CHECK)) {
+                break c;
+            }
+            // A pull from a peer whose process died would go on for omx's whole resend
+            // budget (minutes): its kernel socket's reset (or the answer to a probe
+            // after its FIN) tells sooner. The partner's operations then fail, this
+            // receive among them; a live peer's FIN comes only after its data.
+            match self.tcp_state() {
+                TcpState::Failed(_) => self.drop_dead_peer(),
+                TcpState::Eof => self.probe_peer(),
+                TcpState::Data | TcpState::Empty => {}
+            }
+        };
+        // One message fewer waits: the readiness descriptor counts them.
+        fabric::take_one(self.evfd);
+        if c.status.code != StatusCode::Success {
+            return Err(os_err(libc::ECONNRESET));
+        }
+        Ok(c.status.xfer_length as usize)
+    }
+
+    /// The peer's process is gone: forget its omx partner (what is under way with it
+    /// fails; a new connection connects afresh).
+    pub(super) fn drop_dead_peer(&self) {
+        let mut tx = self.tx.lock();
+        if let TxMode::Omx { partner, .. } = tx.mode {
+            self.fab.forget_partner(partner);
+            tx.mode = TxMode::Broken;
+        }
+    }
+
+    pub(super) fn take_data(
+        &self,
+        rx: &mut Rx,
+        out: &mut [u8],
+        peek: bool,
+    ) -> Result<Option<usize>> {
+        if let Some(got) = self.take_ahead(rx) {
+            let n = self.keep_rest(rx, got?, out, peek);
+            self.read_ahead(rx);
+            return Ok(Some(n));
+        }
+        let m = self.id as u64;
+        let Some(status) = self.fab.ep.iprobe(m, !0) else {
+            // Drained: an idle connection holds no spare memory.
+            rx.spare.clear();
+            return Ok(None);
+        };
+        let len = status.msg_length as usize;
+        let n = if !peek && len <= out.len() {
+            let direct = &mut out[..len];
+            // SAFETY: `direct` outlives the wait below.
+            let r = unsafe { self.post_receive(m, direct.as_mut_ptr(), len) }?;
+            self.read_ahead(rx);
+            self.await_receive(r)?
+        } else {
+            let mut whole = rx.buffer(len);
+            // SAFETY: `whole` outlives the wait below.
+            let r = unsafe { self.post_receive(m, whole.as_mut_ptr(), len) }?;
+            self.read_ahead(rx);
+            let got = self.await_receive(r)?;
+            whole.truncate(got);
+            self.keep_rest(rx, whole, out, peek)
+        };
+        self.flag_leftover(rx);
+        Ok(Some(n))
+    }
+
+    /// Copies the head of a received message into `out` and keeps the rest (all of it
+    /// for a peek) for the next reads; the bytes copied.
+    fn keep_rest(&self, rx: &mut Rx, msg: Vec<u8>, out: &mut [u8], peek: bool) -> usize {
+        let n = out.len().min(msg.len());
+        out[..n].copy_from_slice(&msg[..n]);
+        // (Only called once the previous message was read out.)
+        let read_out = std::mem::take(&mut rx.leftover);
+        rx.recycle(read_out);
+        if !peek && n == msg.len() {
+            rx.offset = 0;
+            rx.recycle(msg);
+        } else {
+            rx.offset = if peek { 0 } else { n };
+            rx.leftover = msg;
+        }
+        self.flag_leftover(rx);
+        n
+    }
+
+    /// A message whose arrival was counted (the readiness descriptor) is stored a moment
+    /// later: waits for that moment, so that readiness and the next read agree.
+    pub(super) fn await_stored(&self, rx: &Rx) {
+        if !rx.ahead.is_empty() {
+            return;
+        }
+        let until = Instant::now() + Duration::from_millis(10);
+        while self.fab.ep.iprobe(self.id as u64, !0).is_none() && Instant::now() < until {
+            let mut p = libc::pollfd {
+                fd: self.evfd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, no wait.
+            if unsafe { real::poll(&mut p, 1, 0) } <= 0 {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The readiness descriptor counts the messages that arrived and were not taken
+    /// (the progress thread adds one as each arrives, just before it is stored), plus
+    /// one while a taken message has bytes left to read.
+    pub(super) fn flag_leftover(&self, rx: &mut Rx) {
+        let left = rx.offset < rx.leftover.len();
+        if left != rx.flagged {
+            if left {
+                fabric::signal(self.evfd);
+            } else {
+                fabric::take_one(self.evfd);
+            }
+            rx.flagged = left;
+        }
+    }
+
+    pub(super) fn recv_tcp(&self, out: &mut [u8], flags: i32, block: bool) -> Result<usize> {
+        let flags = flags | if block { 0 } else { libc::MSG_DONTWAIT };
+        // SAFETY: out is a valid slice.
+        let n = unsafe {
+            real::recv(
+                self.sock(),
+                out.as_mut_ptr() as *mut libc::c_void,
+                out.len(),
+                flags,
+            )
+        };
+        byte_count(n)
+    }
+}
