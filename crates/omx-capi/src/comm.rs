@@ -27,7 +27,10 @@ pub(crate) unsafe fn post_send(
     let ctx = context as u64;
     if request.is_null() && ep.default_resends.load(Ordering::Relaxed) == 0 {
         // Nobody takes the completion: forgotten with the post, under one lock.
-        return match ep.ep.isend_forgotten(&segs, partner, match_info, ctx, sync) {
+        return match ep
+            .ep
+            .isend_then(&segs, partner, match_info, ctx, sync, true)
+        {
             Ok(_) => MX_SUCCESS,
             Err(err) => rt_error(ep, err),
         };

@@ -156,24 +156,14 @@ impl Endpoint {
         self.isend_then(segs, dest, match_info, context, sync, false)
     }
 
-    /// [`Endpoint::isend`] whose completion nobody will take (the C API's NULL
-    /// request): forgotten in the same hold of the endpoint lock as the post, where
-    /// an eager send's completion is still the latest (no second lock, no hash).
+    /// [`Endpoint::isend`]; with `forget`, a send whose completion nobody will take
+    /// (the C API's NULL request): forgotten in the same hold of the endpoint lock as
+    /// the post, where an eager send's completion is still the latest (no second lock,
+    /// no hash).
     ///
     /// # Safety
     /// As [`Endpoint::isend`].
-    pub unsafe fn isend_forgotten(
-        &self,
-        segs: &[Segment],
-        dest: PartnerId,
-        match_info: u64,
-        context: u64,
-        sync: bool,
-    ) -> Result<ReqId, Error> {
-        self.isend_then(segs, dest, match_info, context, sync, true)
-    }
-
-    unsafe fn isend_then(
+    pub unsafe fn isend_then(
         &self,
         segs: &[Segment],
         dest: PartnerId,
