@@ -45,8 +45,8 @@ impl Server {
                 let (from, to, flags) = (r.path()?, r.path()?, r.u32()?);
                 // The source's parent's stamps, then the target's (the same directory:
                 // two changes in a row).
-                let ((_, from_before, from_after), to_before, to_after) =
-                    ex.in_dir(to, || ex.in_dir(from, || ex.rename(from, to, flags)))?;
+                let ((), [(from_before, from_after), (to_before, to_after)]) =
+                    ex.in_dirs([from, to], || ex.rename(from, to, flags))?;
                 for st in [from_before, from_after, to_before, to_after] {
                     st.encode(&mut w);
                 }

@@ -1,7 +1,6 @@
-//! `omxfsd`: serves the exports to omx clients. One thread receives request headers
-//! (a pool of posted receives) and serves the quick ones itself, workers run the
-//! others and reply; POSIX locks live in the
-//! server's [`LockTable`]; a client silent for longer than the lease (it pings well
+//! `omxfsd`: serves the exports to omx clients. A pool of threads takes turns to
+//! receive request headers (server/pool.rs), each serving what it received; POSIX
+//! locks live in the server's [`LockTable`]; a client silent for longer than the lease (it pings well
 //! within it) loses its session: open files closed, locks released.
 
 mod attrs;
@@ -9,6 +8,7 @@ mod dirs;
 mod entries;
 mod files;
 mod locking;
+mod pool;
 
 use dirs::Dir;
 use locking::Waiter;
@@ -23,18 +23,22 @@ use std::collections::HashMap;
 use std::fmt;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Receives posted for request headers at once.
 const POSTED: usize = 16;
-const WORKERS: usize = 8;
+/// Threads serving requests unless told (`--threads`): enough for a few slow requests
+/// (creates, fsyncs, large transfers) to leave the others served.
+pub const DEFAULT_THREADS: usize = 8;
 /// How long a worker waits for a write's data or a read's data to be taken.
 const DATA_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Options {
     pub read_only: bool,
     pub lease: Duration,
+    /// Threads serving requests (server/pool.rs).
+    pub threads: usize,
 }
 
 struct OpenFile {
@@ -133,85 +137,6 @@ impl Server {
             backs: Mutex::new(HashMap::new()),
             counters: Counters::default(),
         })
-    }
-
-    /// Serves forever.
-    pub fn run(self: &Arc<Self>) -> ! {
-        let (tx, rx) = mpsc::channel::<Job>();
-        let rx = Arc::new(std::sync::Mutex::new(rx));
-        for _ in 0..WORKERS {
-            let (s, rx) = (self.clone(), rx.clone());
-            std::thread::spawn(move || loop {
-                let job = match rx.lock().expect("job queue").recv() {
-                    Ok(j) => j,
-                    Err(_) => return,
-                };
-                s.handle(job);
-            });
-        }
-        let s = self.clone();
-        std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(500));
-            s.expire_sessions();
-        });
-        let mut bufs: Vec<Vec<u8>> = (0..POSTED).map(|_| vec![0u8; MAX_HEADER]).collect();
-        for (i, b) in bufs.iter_mut().enumerate() {
-            self.post_header_recv(b, i);
-        }
-        loop {
-            let Some(c) = self.ep.wait_any(kind_bits(Kind::Request), KIND_MASK, None) else {
-                continue;
-            };
-            let slot = c.status.context as usize;
-            let st = c.status;
-            let ok = st.code == StatusCode::Success && st.msg_length as usize <= MAX_HEADER;
-            let job = (ok && slot < POSTED).then(|| Job {
-                msg: bufs[slot][..st.xfer_length as usize].to_vec(),
-                source: st.source.expect("sender"),
-            });
-            if slot < POSTED {
-                self.post_header_recv(&mut bufs[slot], slot);
-            }
-            match job {
-                Some(j) if self.runs_inline(&j) => self.handle(j),
-                Some(j) => tx.send(j).expect("workers"),
-                None => {
-                    self.counters.malformed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-    }
-
-    /// Whether the receiving thread serves a request itself: one that cannot wait on
-    /// the network or a slow device (not a large read or write, an open that may be of
-    /// a FIFO, an fsync, a fallocate, or the first request of a peer, which connects
-    /// back), saving the hand-over to a worker, a thread wake-up per request.
-    fn runs_inline(&self, job: &Job) -> bool {
-        let Some(op) = job.msg.get(3).and_then(|&b| Op::from_u8(b)) else {
-            return false;
-        };
-        let small_io = || io_len(&job.msg).is_some_and(|n| n as usize <= INLINE_WRITE);
-        let quick = match op {
-            Op::Hello | Op::Open | Op::Fsync | Op::Fallocate => false,
-            Op::Read | Op::Write => small_io(),
-            _ => true,
-        };
-        quick
-            && self
-                .ep
-                .partner_addr(job.source)
-                .is_some_and(|(nic, ep, _)| self.backs.lock().contains_key(&(nic, ep)))
-    }
-
-    fn post_header_recv(&self, buf: &mut [u8], slot: usize) {
-        let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
-        // SAFETY: the buffer lives in `run` for the server's lifetime and is only read
-        // after this receive completes.
-        unsafe {
-            self.ep
-                .irecv(&[seg], kind_bits(Kind::Request), KIND_MASK, slot as u64)
-                .expect("post a request receive");
-        }
     }
 
     /// The partner replies go to: a connection back to the sender, made once.
