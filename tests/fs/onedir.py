@@ -24,6 +24,7 @@ def worker(d, seed, steps, i, out):
     rng = random.Random(seed)
     names = [f"p{i}-{j}" for j in range(NAMES)]
     have = {}  # name -> contents
+    linked = set()  # names made by or linked to by a link (never rewritten)
     for step in range(steps):
         op = rng.choice(["create", "create", "rename", "unlink", "link", "overwrite"])
         a, b = rng.choice(names), rng.choice(names)
@@ -33,26 +34,30 @@ def worker(d, seed, steps, i, out):
             with open(pa, "xb") as f:
                 f.write(data)
             have[a] = data
-        elif op == "overwrite" and a in have:
+        elif op == "overwrite" and a in have and a not in linked:
+            # Not a file with several links: the client's node of each name keeps its
+            # own attributes (docs/FILES.md: node ids are per path), as sshfs's do.
             data = rng.randbytes(rng.randrange(0, 3000))
             with open(pa, "wb") as f:
                 f.write(data)
             have[a] = data
-            # Hard links share the contents.
-            for n in list(have):
-                if n != a and os.path.samestat(os.stat(pa), os.stat(os.path.join(d, n))):
-                    have[n] = data
         elif op == "rename" and a in have and a != b:
-            if b in have and os.path.samestat(os.stat(pa), os.stat(pb)):
-                continue  # links of one file: rename(2) leaves both
+            if a in linked and b in linked:
+                continue  # perhaps links of one file: rename(2) would leave both
             os.rename(pa, pb)
             have[b] = have.pop(a)
+            linked.discard(b)
+            if a in linked:
+                linked.discard(a)
+                linked.add(b)
         elif op == "unlink" and a in have:
             os.unlink(pa)
             del have[a]
+            linked.discard(a)
         elif op == "link" and a in have and b not in have:
             os.link(pa, pb)
             have[b] = have[a]
+            linked.update((a, b))
         for n in rng.sample(names, 3) + [a, b]:
             p = os.path.join(d, n)
             if n in have:
