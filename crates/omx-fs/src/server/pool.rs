@@ -1,8 +1,10 @@
 //! omxfsd's threads, a leader/follower pool: one thread at a time waits for the next
-//! request header; the one that receives it hands the waiting over to the next idle
-//! thread and serves the request itself. A slow request (a create that scans the
-//! inode table, an fsync, a large transfer, the connection back to a new peer) holds
-//! only its own thread, and no request is handed from one thread to another.
+//! request header. The one that receives a request that may take long (one that
+//! writes to the file system, an open, a large transfer, the connection back to a new
+//! peer) hands the waiting over to the next idle thread and serves it; a quick one it
+//! serves still as the waiter (no thread woken for it). So a slow request (a create
+//! that scans the inode table, an fsync) holds only its own thread, and no request is
+//! handed from one thread to another.
 
 use super::*;
 
@@ -35,12 +37,44 @@ impl Server {
         }
     }
 
-    /// Waits for a request as the leader, then serves it as a follower.
+    /// Waits for requests as the leader, serving the quick ones; the first that may
+    /// take long it serves after handing the waiting over.
     fn serve_next(&self, posted: &Mutex<Posted>) {
-        let job = self.next_request(&mut posted.lock());
-        if let Some(job) = job {
-            self.handle(job);
-        }
+        let job = {
+            let mut posted = posted.lock();
+            loop {
+                match self.next_request(&mut posted) {
+                    Some(job) if self.is_quick(&job) => self.handle(job),
+                    Some(job) => break job,
+                    None => {}
+                }
+            }
+        };
+        self.handle(job);
+    }
+
+    /// Whether a request is served without handing the waiting over: one that adds,
+    /// removes or syncs nothing on the file system and cannot wait on the network (not
+    /// an entry change, a truncate, an fsync, a large read or write, an open, which may
+    /// be of a FIFO, or the first request of a peer, which connects back).
+    fn is_quick(&self, job: &Job) -> bool {
+        let Some(op) = job.msg.get(3).and_then(|&b| Op::from_u8(b)) else {
+            return true;
+        };
+        let small_io = || io_len(&job.msg).is_some_and(|n| n as usize <= INLINE_WRITE);
+        let quick = match op {
+            Op::Read | Op::Write => small_io(),
+            Op::Setattr => !truncates(&job.msg),
+            Op::Hello | Op::Open | Op::Opendir | Op::Fsync | Op::Fallocate => false,
+            Op::Flush | Op::Release | Op::Releasedir => true,
+            Op::Getlk | Op::Setlk | Op::CancelLockWait => true,
+            op => !op.mutates(),
+        };
+        quick
+            && self
+                .ep
+                .partner_addr(job.source)
+                .is_some_and(|(nic, ep, _)| self.backs.lock().contains_key(&(nic, ep)))
     }
 
     /// The next request header (None: nothing usable arrived).
@@ -74,4 +108,15 @@ impl Server {
                 .expect("post a request receive");
         }
     }
+}
+
+/// Whether a SETATTR request sets the size (header, path, fh, then the valid bits).
+fn truncates(msg: &[u8]) -> bool {
+    let mut r = Reader::new(msg);
+    let valid = decode_header(&mut r).and_then(|_| {
+        r.bytes()?;
+        r.u64()?;
+        r.u32()
+    });
+    valid.map_or(true, |v| v & set::SIZE != 0)
 }
