@@ -65,7 +65,7 @@ impl Server {
         let quick = match op {
             Op::Read | Op::Write => small_io(),
             Op::Setattr => !truncates(&job.msg),
-            Op::Hello | Op::Open | Op::Opendir | Op::Fsync | Op::Fallocate => false,
+            Op::Hello | Op::Open | Op::Fsync | Op::Fallocate => false,
             Op::Flush | Op::Release | Op::Releasedir => true,
             Op::Getlk | Op::Setlk | Op::CancelLockWait => true,
             op => !op.mutates(),
