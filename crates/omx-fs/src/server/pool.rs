@@ -1,16 +1,27 @@
-//! omxfsd's threads, a leader/follower pool: one thread at a time waits for the next
-//! request header. The one that receives a request that may take long (one that
-//! writes to the file system, an open, a large transfer, the connection back to a new
-//! peer) hands the waiting over to the next idle thread and serves it; a quick one it
-//! serves still as the waiter (no thread woken for it). So a slow request (a create
-//! that scans the inode table, an fsync) holds only its own thread, and no request is
-//! handed from one thread to another.
+//! omxfsd's threads, a leader/follower pool. The leader waits for the next request
+//! header and serves it itself (no hand-over to another thread), letting go of the
+//! leadership while it serves; one standby thread looks every [`TAKE_OVER`] whether
+//! the leadership is free and takes it. So a request that takes long (a create that
+//! scans the inode table, an fsync, a large transfer, the connection back to a new
+//! peer) holds back the others by at most [`TAKE_OVER`], while quick ones cost no
+//! thread wake-up (letting go and taking the leadership back wakes nobody: no thread
+//! sleeps on it). The other threads sleep until the standby becomes the leader.
 
 use super::*;
+
+/// How often the standby thread looks whether the leader is busy serving.
+const TAKE_OVER: Duration = Duration::from_millis(1);
 
 /// The posted receives for request headers, owned by the thread that waits.
 struct Posted {
     bufs: Vec<Vec<u8>>,
+}
+
+struct Pool {
+    /// Held by the leader while it waits for a request.
+    posted: Mutex<Posted>,
+    /// Held by the standby thread; the other idle threads sleep on it.
+    standby: Mutex<()>,
 }
 
 impl Server {
@@ -25,56 +36,37 @@ impl Server {
         for (i, b) in bufs.iter_mut().enumerate() {
             self.post_header_recv(b, i);
         }
-        let posted = Arc::new(Mutex::new(Posted { bufs }));
+        let pool = Arc::new(Pool {
+            posted: Mutex::new(Posted { bufs }),
+            standby: Mutex::new(()),
+        });
         for _ in 1..self.opts.threads.max(1) {
-            let (s, posted) = (self.clone(), posted.clone());
-            std::thread::spawn(move || loop {
-                s.serve_next(&posted);
-            });
+            let (s, pool) = (self.clone(), pool.clone());
+            std::thread::spawn(move || s.serve(&pool));
         }
+        self.serve(&pool)
+    }
+
+    fn serve(&self, pool: &Pool) -> ! {
         loop {
-            self.serve_next(&posted);
+            let Some(mut posted) = pool.posted.try_lock() else {
+                Self::stand_by(pool);
+                continue;
+            };
+            let job = self.next_request(&mut posted);
+            drop(posted);
+            if let Some(job) = job {
+                self.handle(job);
+            }
         }
     }
 
-    /// Waits for requests as the leader, serving the quick ones; the first that may
-    /// take long it serves after handing the waiting over.
-    fn serve_next(&self, posted: &Mutex<Posted>) {
-        let job = {
-            let mut posted = posted.lock();
-            loop {
-                match self.next_request(&mut posted) {
-                    Some(job) if self.is_quick(&job) => self.handle(job),
-                    Some(job) => break job,
-                    None => {}
-                }
-            }
-        };
-        self.handle(job);
-    }
-
-    /// Whether a request is served without handing the waiting over: one that adds,
-    /// removes or syncs nothing on the file system and cannot wait on the network (not
-    /// an entry change, a truncate, an fsync, a large read or write, an open, which may
-    /// be of a FIFO, or the first request of a peer, which connects back).
-    fn is_quick(&self, job: &Job) -> bool {
-        let Some(op) = job.msg.get(3).and_then(|&b| Op::from_u8(b)) else {
-            return true;
-        };
-        let small_io = || io_len(&job.msg).is_some_and(|n| n as usize <= INLINE_WRITE);
-        let quick = match op {
-            Op::Read | Op::Write => small_io(),
-            Op::Setattr => !truncates(&job.msg),
-            Op::Hello | Op::Open | Op::Fsync | Op::Fallocate => false,
-            Op::Flush | Op::Release | Op::Releasedir => true,
-            Op::Getlk | Op::Setlk | Op::CancelLockWait => true,
-            op => !op.mutates(),
-        };
-        quick
-            && self
-                .ep
-                .partner_addr(job.source)
-                .is_some_and(|(nic, ep, _)| self.backs.lock().contains_key(&(nic, ep)))
+    /// Returns once the leadership looks free (the leader is serving).
+    fn stand_by(pool: &Pool) {
+        let _standby = pool.standby.lock();
+        while pool.posted.is_locked() {
+            std::thread::sleep(TAKE_OVER);
+        }
     }
 
     /// The next request header (None: nothing usable arrived).
@@ -108,15 +100,4 @@ impl Server {
                 .expect("post a request receive");
         }
     }
-}
-
-/// Whether a SETATTR request sets the size (header, path, fh, then the valid bits).
-fn truncates(msg: &[u8]) -> bool {
-    let mut r = Reader::new(msg);
-    let valid = decode_header(&mut r).and_then(|_| {
-        r.bytes()?;
-        r.u64()?;
-        r.u32()
-    });
-    valid.map_or(true, |v| v & set::SIZE != 0)
 }
