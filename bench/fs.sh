@@ -2,7 +2,7 @@
 # File systems between two namespace hosts (root; not a test): omxfs (omxfsd on h0,
 # omxfs on h1) against sshfs (sshd on h0 with a throwaway key, sshfs on h1, Debian's
 # defaults) and the local file system (the upper bound), side by side in one run, plus
-# omx_perf's 1 MiB ping-pong bandwidth at the same MTU. The exported directories and the
+# omx_perf's 1 MiB and 4 MiB ping-pong bandwidth at the same MTU. The exported directories and the
 # local one live on the same disk (/tmp). Prints CSV: fs,test,value,unit and writes it
 # with a markdown table to OUT (default /tmp/omx-fs-bench.{csv,md}); bench/plot_fs.py OUT.csv
 # plots it.
@@ -42,11 +42,13 @@ trap 'exit 130' INT TERM
 "$H" up 2 "$MTU" >/dev/null
 ip0=$(ip netns exec "$OMX_NS_PREFIX-h0" ip -4 -o addr show scope global | awk '{sub("/.*","",$4); print $4; exit}')
 
-# omx_perf at 1 MiB, the size of one omxfs read or write.
+# omx_perf at 1 MiB, the size of one omxfs read or write, and at 4 MiB.
 "$H" exec 0 "$BIN/omx_perf" >/dev/null 2>&1 &
 pp=$!
 sleep 0.5
-perf=$("$H" exec 1 "$BIN/omx_perf" -d h0:0 -S 1048576 -E 1048577 -N 300 -W 30 | awk '$1 == 1048576 {print $3}')
+"$H" exec 1 "$BIN/omx_perf" -d h0:0 -S 1048576 -E 4194305 -N 100 -W 10 >"$tmp/omx_perf.out"
+perf=$(awk '$1 == 1048576 {print $3}' "$tmp/omx_perf.out")
+perf4=$(awk '$1 == 4194304 {print $3}' "$tmp/omx_perf.out")
 wait "$pp" 2>/dev/null || true
 
 # omxfs.
@@ -188,6 +190,7 @@ print(round(j["iops"]), round(j["lat_ns"]["mean"] / 1000, 1))' "$tmp/fio.json")
   on rm -rf "$d/rand" "$d/tree"
 done
 put omx_perf pingpong_1MiB "$perf" MB/s
+put omx_perf pingpong_4MiB "$perf4" MB/s
 
 cp "$csv" "$OUT.csv"
 python3 - "$csv" "$OUT.md" <<'PY'
@@ -204,9 +207,10 @@ for t in tests:
     except (ValueError, ZeroDivisionError):
         ratio = "-"
     out.append(f"| {t} | {unit} | " + " | ".join(cells) + f" | {ratio} |")
-p = v.get(("omx_perf", "pingpong_1MiB"))
-if p:
-    out.append(f"\nomx_perf 1 MiB ping-pong: {p['value']} MB/s")
+for size in ("1MiB", "4MiB"):
+    p = v.get(("omx_perf", f"pingpong_{size}"))
+    if p:
+        out.append(f"\nomx_perf {size} ping-pong: {p['value']} MB/s")
 open(sys.argv[2], "w").write("\n".join(out) + "\n")
 print("\n".join(out))
 PY

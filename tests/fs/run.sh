@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs exerciser-faults tar xattr listing attrs made-dir dir-stamps cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults tar xattr listing attrs made-dir dir-stamps cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -98,6 +98,12 @@ if want exerciser-procs; then
   on "$c1" python3 "$here/exercise.py" "$m/exp" "$tmp/ref/exp" 21 60 4 >"$log/exp" 2>&1
   report exerciser-procs $? "$log/exp"
 fi
+if want one-dir-procs; then
+  # Four processes creating, renaming, linking and unlinking in one directory through
+  # one mount, served at once by the client and the server's threads (tests/fs/onedir.py).
+  on "$c1" python3 "$here/onedir.py" "$m/onedir" "$tmp/export/data/onedir" 41 150 4 >"$log/onedir" 2>&1
+  report one-dir-procs $? "$log/onedir"
+fi
 if want exerciser-faults; then
   mount_on 2 "$tmp/m2" data || true
   # The second client's frames are lost, duplicated and reordered.
@@ -105,7 +111,8 @@ if want exerciser-faults; then
   on "$c1" fusermount3 -u -z "$tmp/m2" 2>/dev/null
   OMX_FAULTS=loss:0.02,dup:0.02,reorder:0.05 mount_on 2 "$tmp/m2" data &&
     on "$client_pid" python3 "$here/exercise.py" "$tmp/m2/exf" "$tmp/ref/exf" 12 120 >"$log/exf" 2>&1 &&
-    on "$client_pid" python3 "$here/exercise.py" "$tmp/m2/exfp" "$tmp/ref/exfp" 31 40 3 >>"$log/exf" 2>&1
+    on "$client_pid" python3 "$here/exercise.py" "$tmp/m2/exfp" "$tmp/ref/exfp" 31 40 3 >>"$log/exf" 2>&1 &&
+    on "$client_pid" python3 "$here/onedir.py" "$tmp/m2/onedirf" "$tmp/export/data/onedirf" 51 60 3 >>"$log/exf" 2>&1
   report exerciser-faults $? "$log/exf" "$log/client2"
 fi
 if want tar; then

@@ -51,6 +51,17 @@ pub struct Export {
     /// The change count of each directory (device, inode) omxfsd changed: the last
     /// value of [`NEXT_COUNT`] it was given.
     counts: Mutex<HashMap<(u64, u64), u64>>,
+    /// Entry changes in one directory are made one at a time, each counted before the
+    /// next starts (a stripe of locks by directory): the count a change returns then
+    /// names the directory's contents, however many threads serve it at once.
+    dir_locks: Vec<Mutex<()>>,
+}
+
+/// Stripes of [`Export::dir_locks`] (directories sharing one just wait for each other).
+const DIR_LOCKS: usize = 64;
+
+fn dir_key(st: &libc::stat) -> (u64, u64) {
+    (st.st_dev, st.st_ino)
 }
 
 /// Change counts are unique across directories and restarts of the table (0 = not
@@ -106,6 +117,7 @@ impl Export {
             // SAFETY: fd was just opened and is owned here.
             root: unsafe { OwnedFd::from_raw_fd(fd) },
             counts: Mutex::default(),
+            dir_locks: (0..DIR_LOCKS).map(|_| Mutex::new(())).collect(),
         })
     }
 
@@ -150,33 +162,75 @@ impl Export {
         (counts.insert(key, new).unwrap_or(0), new)
     }
 
-    /// Runs `change`, an entry change in the parent directory of `rel`, and returns
-    /// its result with the parent's stamps from before and after it.
-    pub fn in_dir<T>(&self, rel: &[u8], change: impl FnOnce() -> R<T>) -> R<(T, Stamp, Stamp)> {
+    fn dir_lock(&self, key: (u64, u64)) -> &Mutex<()> {
+        let h = (key.0.rotate_left(32) ^ key.1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        &self.dir_locks[(h >> 58) as usize % DIR_LOCKS]
+    }
+
+    /// The parent directory of `rel`, opened as a path.
+    fn parent_dir(&self, rel: &[u8]) -> R<OwnedFd> {
         let dir = match rel.iter().rposition(|&c| c == b'/') {
             Some(i) => &rel[..i],
             None => &rel[..0],
         };
-        let fd = self.open_beneath(dir, libc::O_PATH | libc::O_DIRECTORY, 0)?;
-        let before = fstat(fd.as_raw_fd())?;
+        self.open_beneath(dir, libc::O_PATH | libc::O_DIRECTORY, 0)
+    }
+
+    /// Runs `change`, an entry change in the parent directory of `rel`, and returns
+    /// its result with the parent's stamps from before and after it.
+    pub fn in_dir<T>(&self, rel: &[u8], change: impl FnOnce() -> R<T>) -> R<(T, Stamp, Stamp)> {
+        let (v, [(before, after)]) = self.in_dirs([rel], change)?;
+        Ok((v, before, after))
+    }
+
+    /// Runs `change`, an entry change in the parent directories of `rels` (a rename's
+    /// source and target), and returns its result with each parent's stamps from
+    /// before and after it (one directory twice: two changes in a row). The
+    /// directories' locks are taken in one order (by address), so renames between two
+    /// directories in opposite directions never wait for each other forever.
+    pub fn in_dirs<T, const N: usize>(
+        &self,
+        rels: [&[u8]; N],
+        change: impl FnOnce() -> R<T>,
+    ) -> R<(T, [(Stamp, Stamp); N])> {
+        let mut fds = Vec::with_capacity(N);
+        let mut locks = Vec::with_capacity(N);
+        for rel in rels {
+            let fd = self.parent_dir(rel)?;
+            locks.push(self.dir_lock(dir_key(&fstat(fd.as_raw_fd())?)));
+            fds.push(fd);
+        }
+        locks.sort_by_key(|l| *l as *const Mutex<()>);
+        locks.dedup_by_key(|l| *l as *const Mutex<()>);
+        let _held: Vec<_> = locks.iter().map(|l| l.lock()).collect();
+        let mut before = Vec::with_capacity(N);
+        for fd in &fds {
+            before.push(fstat(fd.as_raw_fd())?);
+        }
         let v = change()?;
-        let after = fstat(fd.as_raw_fd())?;
-        let (old, new) = self.count_change((after.st_dev, after.st_ino));
         let stamp = |count, st: &libc::stat| Stamp {
             count,
             mtime_ns: mtime_ns(st),
         };
-        Ok((v, stamp(old, &before), stamp(new, &after)))
+        let mut stamps = [(Stamp::default(), Stamp::default()); N];
+        for (i, fd) in fds.iter().enumerate() {
+            let after = fstat(fd.as_raw_fd())?;
+            let (old, new) = self.count_change(dir_key(&after));
+            stamps[i] = (stamp(old, &before[i]), stamp(new, &after));
+        }
+        Ok((v, stamps))
     }
 
     /// The first stamp of directory `rel` this server just made, unless something
     /// changed in it already (then none).
     pub fn new_dir_stamp(&self, rel: &[u8], attr: &Attr) -> Option<Stamp> {
-        let st = self
+        let fd = self
             .open_beneath(rel, libc::O_PATH | libc::O_DIRECTORY, 0)
-            .ok();
-        let st = fstat(st?.as_raw_fd()).ok()?;
-        let (old, new) = self.count_change((st.st_dev, st.st_ino));
+            .ok()?;
+        let st = fstat(fd.as_raw_fd()).ok()?;
+        let _held = self.dir_lock(dir_key(&st)).lock();
+        let st = fstat(fd.as_raw_fd()).ok()?;
+        let (old, new) = self.count_change(dir_key(&st));
         (old == 0 && st.st_ino == attr.ino && mtime_ns(&st) == attr_mtime_ns(attr)).then_some(
             Stamp {
                 count: new,
@@ -498,6 +552,55 @@ mod tests {
             e.link(b"../secret", b"stolen").map(|_| ()),
             Err(libc::EINVAL)
         );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// Creates made at once by several threads in one directory: the count each
+    /// change returns names the directory's contents (the entries listed right after
+    /// a change are those of the changes counted up to it); renames between two
+    /// directories both ways at once all finish (the directories' locks).
+    #[test]
+    fn a_change_count_names_the_directory_contents() {
+        let base = std::env::temp_dir().join(format!("omxfs-stamps-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        for d in ["a", "b", "c"] {
+            std::fs::create_dir_all(base.join("ex").join(d)).unwrap();
+        }
+        let e = Export::open(base.join("ex").to_str().unwrap()).unwrap();
+        let seen = Mutex::new(Vec::new());
+        std::thread::scope(|sc| {
+            for t in 0..4 {
+                let (e, seen, base) = (&e, &seen, &base);
+                sc.spawn(move || {
+                    for i in 0..40 {
+                        let name = format!("t{t}-{i}");
+                        let rel = format!("a/{name}");
+                        let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY;
+                        let (listed, _, after) = e
+                            .in_dir(rel.as_bytes(), || {
+                                e.open_beneath(rel.as_bytes(), flags, 0o644)?;
+                                let list = std::fs::read_dir(base.join("ex/a")).unwrap();
+                                Ok(list.map(|d| d.unwrap().file_name()).collect::<Vec<_>>())
+                            })
+                            .unwrap();
+                        seen.lock().push((after.count, name, listed));
+                        let (from, to) = (format!("b/r{t}-{i}"), format!("c/r{t}-{i}"));
+                        let (from, to) = if t % 2 == 0 { (from, to) } else { (to, from) };
+                        std::fs::write(base.join("ex").join(&from), b"x").unwrap();
+                        let rename = || e.rename(from.as_bytes(), to.as_bytes(), 0);
+                        e.in_dirs([from.as_bytes(), to.as_bytes()], rename).unwrap();
+                    }
+                });
+            }
+        });
+        let mut seen = seen.into_inner();
+        seen.sort_by_key(|s| s.0);
+        let mut made = std::collections::BTreeSet::new();
+        for (count, name, listed) in seen {
+            made.insert(std::ffi::OsString::from(name));
+            let listed: std::collections::BTreeSet<_> = listed.into_iter().collect();
+            assert_eq!(listed, made, "after the change counted {count}");
+        }
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -5,12 +5,14 @@ use omx_fs::server::{Options, Server};
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: omxfsd [--read-only] [--board N] [--endpoint N] [--lease SECS] DIR...\n\
-Exports each DIR under its base name; clients mount HOST:NAME with omxfs.";
+    "usage: omxfsd [--read-only] [--board N] [--endpoint N] [--lease SECS] [--threads N] DIR...\n\
+Exports each DIR under its base name; clients mount HOST:NAME with omxfs.\n\
+--threads: requests served at once (8 by default).";
 
 fn main() {
     let mut read_only = false;
     let (mut board, mut index, mut lease) = (0u32, omx_fs::proto::SERVER_ENDPOINT, 8u64);
+    let mut threads = omx_fs::server::DEFAULT_THREADS;
     let mut dirs = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -24,6 +26,7 @@ fn main() {
             "--board" => board = num("--board") as u32,
             "--endpoint" => index = num("--endpoint") as u8,
             "--lease" => lease = num("--lease").max(1),
+            "--threads" => threads = num("--threads").clamp(1, 256) as usize,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return;
@@ -60,6 +63,7 @@ fn main() {
     let opts = Options {
         read_only,
         lease: Duration::from_secs(lease),
+        threads,
     };
     let server = Server::new(ep, exports, opts);
     let s = server.clone();

@@ -8,22 +8,22 @@
 mod attrs;
 pub mod conn;
 mod listing;
-mod lock_wait;
+mod locking;
 mod nodes;
 mod shared;
+mod xattrs;
 
 use crate::proto::*;
 use attrs::{dtype, file_attr};
 use conn::{Conn, Reply};
 use fuser::*;
 use listing::{add_page, finish_page, Listing, DIR_PAGE};
-use lock_wait::watch_lock_wait;
+use locking::LockRange;
 use nodes::{join, Nodes, CAPABILITY_XATTR};
 use parking_lot::Mutex;
 use shared::{Handle, Handles, Shared};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -162,6 +162,7 @@ macro_rules! path_or {
         }
     };
 }
+pub(crate) use path_or;
 
 pub(crate) fn req(op: Op) -> Writer {
     Writer::request(op, 0, 0)
@@ -453,16 +454,7 @@ impl Filesystem for OmxFs {
         self.send(w, move |r| {
             match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
                 Ok((server_fh, a)) => {
-                    let fh = sh.add_handle(Handle {
-                        node: ino,
-                        flags,
-                        dir: false,
-                        ino: a.ino,
-                        server_fh,
-                        generation,
-                        locked: false,
-                        listing: Listing::default(),
-                    });
+                    let fh = sh.add_handle(Handle::file(ino, flags, a.ino, server_fh, generation));
                     reply.opened(fh, 0)
                 }
                 Err(e) => reply.error(e),
@@ -504,16 +496,7 @@ impl Filesystem for OmxFs {
                         nodes.set_xattr_absent(ino, CAPABILITY_XATTR, Instant::now() + attr_ttl);
                         ino
                     };
-                    let fh = sh.add_handle(Handle {
-                        node: ino,
-                        flags,
-                        dir: false,
-                        ino: a.ino,
-                        server_fh,
-                        generation,
-                        locked: false,
-                        listing: Listing::default(),
-                    });
+                    let fh = sh.add_handle(Handle::file(ino, flags, a.ino, server_fh, generation));
                     reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
                 }
                 Err(e) => {
@@ -803,18 +786,7 @@ impl Filesystem for OmxFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let path = path_or!(self, ino, reply);
-        self.changed(&[ino]);
-        self.sh.nodes.lock().xattrs_changed(ino);
-        if value.len() > MAX_HEADER - 1024 {
-            return reply.error(libc::E2BIG);
-        }
-        let mut w = req(Op::Setxattr);
-        w.bytes(&path)
-            .bytes(name.as_bytes())
-            .bytes(value)
-            .u32(flags as u32);
-        self.empty(w, reply);
+        self.set_xattr(ino, name, value, flags, reply)
     }
 
     fn getxattr(
@@ -825,38 +797,15 @@ impl Filesystem for OmxFs {
         size: u32,
         reply: ReplyXattr,
     ) {
-        let path = path_or!(self, ino, reply);
-        let name = name.as_bytes().to_vec();
-        if self.sh.nodes.lock().xattr_absent(ino, &name) {
-            return reply.error(libc::ENODATA);
-        }
-        let mut w = req(Op::Getxattr);
-        w.bytes(&path).bytes(&name).u32(size);
-        // An absent attribute is remembered for the attribute timeout.
-        let (sh, ttl) = (self.sh.clone(), self.opts.attr_timeout);
-        self.send(w, move |r| {
-            if matches!(r, Err(libc::ENODATA)) {
-                let until = Instant::now() + ttl;
-                sh.nodes.lock().set_xattr_absent(ino, &name, until);
-            }
-            xattr_answer(r, size, reply)
-        });
+        self.get_xattr(ino, name, size, reply)
     }
 
     fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
-        let path = path_or!(self, ino, reply);
-        let mut w = req(Op::Listxattr);
-        w.bytes(&path).u32(size);
-        self.xattr_reply(w, size, reply);
+        self.list_xattr(ino, size, reply)
     }
 
     fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
-        let path = path_or!(self, ino, reply);
-        self.changed(&[ino]);
-        self.sh.nodes.lock().xattrs_changed(ino);
-        let mut w = req(Op::Removexattr);
-        w.bytes(&path).bytes(name.as_bytes());
-        self.empty(w, reply);
+        self.remove_xattr(ino, name, reply)
     }
 
     fn getlk(
@@ -871,18 +820,8 @@ impl Filesystem for OmxFs {
         pid: u32,
         reply: ReplyLock,
     ) {
-        let build = move |fh| {
-            let mut w = req(Op::Getlk);
-            w.u64(fh).u64(lock_owner).u64(start).u64(end);
-            w.u32(typ as u32).u32(pid).u32(0);
-            w
-        };
-        self.send_fh(fh, build, None, 0, move |r| {
-            match body(r, |_, rd| Ok((rd.u64()?, rd.u64()?, rd.u32()?, rd.u32()?))) {
-                Ok((s, e, t, p)) => reply.locked(s, e, t as i32, p),
-                Err(e) => reply.error(e),
-            }
-        });
+        let range = LockRange::new(lock_owner, start, end, typ, pid);
+        self.get_lock(fh, range, reply)
     }
 
     fn setlk(
@@ -898,39 +837,8 @@ impl Filesystem for OmxFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let server_fh = match self.sh.server_fh(fh) {
-            Ok(f) => f,
-            Err(e) => return reply.error(e),
-        };
-        if let Some(h) = self.sh.handles.lock().map.get_mut(&fh) {
-            h.locked = true;
-        }
-        let mut w = req(Op::Setlk);
-        w.u64(server_fh).u64(lock_owner).u64(start).u64(end);
-        w.u32(typ as u32).u32(pid).u32(sleep as u32);
-        let id = self.sh.conn.new_id();
-        let answered = Arc::new(AtomicBool::new(false));
-        let a2 = answered.clone();
-        // A lock wait may last: the pings, not a request timeout, bound it.
-        self.sh.conn.submit_as(
-            id,
-            w,
-            None,
-            0,
-            !sleep,
-            Box::new(move |r| {
-                a2.store(true, Ordering::Release);
-                match r {
-                    Ok(_) => reply.ok(),
-                    // The server restarted under the wait: no lock.
-                    Err(libc::EBADR) => reply.error(libc::EIO),
-                    Err(e) => reply.error(e),
-                }
-            }),
-        );
-        if sleep {
-            watch_lock_wait(self.sh.conn.clone(), id, req_.pid(), answered);
-        }
+        let range = LockRange::new(lock_owner, start, end, typ, pid);
+        self.set_lock(fh, range, sleep, req_.pid(), reply)
     }
 
     fn fallocate(
@@ -978,19 +886,6 @@ impl OmxFs {
             }
         });
     }
-
-    fn xattr_reply(&self, w: Writer, size: u32, reply: ReplyXattr) {
-        self.send(w, move |r| xattr_answer(r, size, reply));
-    }
-}
-
-/// A getxattr or listxattr reply: the size asked for, or the value.
-fn xattr_answer(r: Result<Reply, i32>, size: u32, reply: ReplyXattr) {
-    match body(r, |_, rd| Ok((rd.u32()?, rd.rest().to_vec()))) {
-        Ok((n, _)) if size == 0 => reply.size(n),
-        Ok((_, v)) => reply.data(&v),
-        Err(e) => reply.error(e),
-    }
 }
 
 /// Answers a CREATE whose file already existed by opening it (blocking).
@@ -1008,16 +903,7 @@ fn open_existing(
     match body(opened, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
         Ok((server_fh, a)) => {
             let ino = sh.nodes.lock().looked_up(path);
-            let fh = sh.add_handle(Handle {
-                node: ino,
-                flags,
-                dir: false,
-                ino: a.ino,
-                server_fh,
-                generation,
-                locked: false,
-                listing: Listing::default(),
-            });
+            let fh = sh.add_handle(Handle::file(ino, flags, a.ino, server_fh, generation));
             reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
         }
         Err(e) => reply.error(e),

@@ -28,6 +28,22 @@ pub struct Handle {
     pub listing: super::listing::Listing,
 }
 
+impl Handle {
+    /// A file just opened (or created) in session `generation`.
+    pub fn file(node: u64, flags: i32, ino: u64, server_fh: u64, generation: u64) -> Handle {
+        Handle {
+            node,
+            flags,
+            dir: false,
+            ino,
+            server_fh,
+            generation,
+            locked: false,
+            listing: Default::default(),
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Handles {
     pub map: HashMap<u64, Handle>,

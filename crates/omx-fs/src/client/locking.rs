@@ -1,0 +1,136 @@
+//! POSIX byte-range locks, kept by the server (`F_GETLK`, `F_SETLK`, `F_SETLKW`); a
+//! blocked `F_SETLKW` is withdrawn when its caller is interrupted.
+
+use super::conn::Conn;
+use super::{body, req, OmxFs};
+use crate::proto::*;
+use fuser::{ReplyEmpty, ReplyLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a blocked F_SETLKW's caller is checked for a signal.
+const LOCK_WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// Withdraws a blocked F_SETLKW on the server once its caller has a signal pending, so
+/// that the kernel gets EINTR (the server answers the wait so) and no grant comes later.
+/// fuser 0.15 answers the kernel's FUSE_INTERRUPT itself with ENOSYS, after which the
+/// kernel sends none and leaves the caller waiting with the signal pending: this thread
+/// looks for that signal in /proc instead.
+fn watch_lock_wait(conn: Arc<Conn>, id: u64, tid: u32, answered: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        while !answered.load(Ordering::Acquire) {
+            std::thread::sleep(LOCK_WAIT_POLL);
+            if signal_pending(tid) && !answered.load(Ordering::Acquire) {
+                let mut w = req(Op::CancelLockWait);
+                w.u64(id);
+                // ENOENT: granted meanwhile, its reply is on the way.
+                conn.submit(w, None, 0, true, Box::new(|_| {}));
+                return;
+            }
+        }
+    });
+}
+
+/// Whether thread `tid` has an unblocked signal pending (or is gone).
+fn signal_pending(tid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    (field("SigPnd:") | field("ShdPnd:")) & !field("SigBlk:") != 0
+}
+
+/// A lock or unlock of a byte range, as the kernel describes it.
+pub(super) struct LockRange {
+    owner: u64,
+    start: u64,
+    end: u64,
+    typ: i32,
+    pid: u32,
+}
+
+impl LockRange {
+    pub fn new(owner: u64, start: u64, end: u64, typ: i32, pid: u32) -> LockRange {
+        LockRange {
+            owner,
+            start,
+            end,
+            typ,
+            pid,
+        }
+    }
+
+    fn encode(&self, w: &mut Writer, server_fh: u64, sleep: bool) {
+        w.u64(server_fh)
+            .u64(self.owner)
+            .u64(self.start)
+            .u64(self.end);
+        w.u32(self.typ as u32).u32(self.pid).u32(sleep as u32);
+    }
+}
+
+impl OmxFs {
+    pub(super) fn get_lock(&self, fh: u64, range: LockRange, reply: ReplyLock) {
+        let build = move |fh| {
+            let mut w = req(Op::Getlk);
+            range.encode(&mut w, fh, false);
+            w
+        };
+        self.send_fh(fh, build, None, 0, move |r| {
+            match body(r, |_, rd| Ok((rd.u64()?, rd.u64()?, rd.u32()?, rd.u32()?))) {
+                Ok((s, e, t, p)) => reply.locked(s, e, t as i32, p),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    /// `tid`: the caller's, watched for a signal while a `F_SETLKW` waits.
+    pub(super) fn set_lock(
+        &self,
+        fh: u64,
+        range: LockRange,
+        sleep: bool,
+        tid: u32,
+        reply: ReplyEmpty,
+    ) {
+        let server_fh = match self.sh.server_fh(fh) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        if let Some(h) = self.sh.handles.lock().map.get_mut(&fh) {
+            h.locked = true;
+        }
+        let mut w = req(Op::Setlk);
+        range.encode(&mut w, server_fh, sleep);
+        let id = self.sh.conn.new_id();
+        let answered = Arc::new(AtomicBool::new(false));
+        let a2 = answered.clone();
+        // A lock wait may last: the pings, not a request timeout, bound it.
+        self.sh.conn.submit_as(
+            id,
+            w,
+            None,
+            0,
+            !sleep,
+            Box::new(move |r| {
+                a2.store(true, Ordering::Release);
+                match r {
+                    Ok(_) => reply.ok(),
+                    // The server restarted under the wait: no lock.
+                    Err(libc::EBADR) => reply.error(libc::EIO),
+                    Err(e) => reply.error(e),
+                }
+            }),
+        );
+        if sleep {
+            watch_lock_wait(self.sh.conn.clone(), id, tid, answered);
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Entry changes (mkdir, mknod, symlink, unlink, rmdir, rename, link): each reply ends
+//! with the parent's stamps before and after the change (`proto::Stamp`).
+
+use super::*;
+
+impl Server {
+    pub(super) fn entry_op(&self, call: Call, r: &mut Reader) -> Result<Writer, Dispatch> {
+        let Call { op, s, .. } = call;
+        let ex = &self.exports[s.export];
+        let mut w = Writer::default();
+        match op {
+            Op::Mkdir => {
+                let path = r.path()?;
+                let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
+                let (a, before, after) = ex.in_dir(path, || ex.mkdir(path, mode, uid, gid))?;
+                a.encode(&mut w);
+                before.encode(&mut w);
+                after.encode(&mut w);
+                if let Some(own) = ex.new_dir_stamp(path, &a) {
+                    own.encode(&mut w);
+                }
+            }
+            Op::Mknod => {
+                let path = r.path()?;
+                let (mode, rdev, uid, gid) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+                let made = ex.in_dir(path, || ex.mknod(path, mode, rdev, uid, gid))?;
+                encode_made(made, &mut w)
+            }
+            Op::Symlink => {
+                let path = r.path()?;
+                let target = r.path()?;
+                let (uid, gid) = (r.u32()?, r.u32()?);
+                let made = ex.in_dir(path, || ex.symlink(path, target, uid, gid))?;
+                encode_made(made, &mut w)
+            }
+            Op::Unlink => {
+                let path = r.path()?;
+                encode_made(ex.in_dir(path, || ex.unlink(path))?, &mut w)
+            }
+            Op::Rmdir => {
+                let path = r.path()?;
+                encode_made(ex.in_dir(path, || ex.rmdir(path))?, &mut w)
+            }
+            Op::Rename => {
+                let (from, to, flags) = (r.path()?, r.path()?, r.u32()?);
+                // The source's parent's stamps, then the target's (the same directory:
+                // two changes in a row).
+                let ((), [(from_before, from_after), (to_before, to_after)]) =
+                    ex.in_dirs([from, to], || ex.rename(from, to, flags))?;
+                for st in [from_before, from_after, to_before, to_after] {
+                    st.encode(&mut w);
+                }
+            }
+            Op::Link => {
+                let (from, to) = (r.path()?, r.path()?);
+                encode_made(ex.in_dir(to, || ex.link(from, to))?, &mut w)
+            }
+            _ => unreachable!("dispatched by family"),
+        }
+        Ok(w)
+    }
+}
+
+/// The reply to an entry change: what it returns (attributes, or nothing), then the
+/// parent's stamps.
+fn encode_made<T: EncodeMade>((v, before, after): (T, Stamp, Stamp), w: &mut Writer) {
+    v.encode_made(w);
+    before.encode(w);
+    after.encode(w);
+}
+
+trait EncodeMade {
+    fn encode_made(&self, w: &mut Writer);
+}
+
+impl EncodeMade for () {
+    fn encode_made(&self, _: &mut Writer) {}
+}
+
+impl EncodeMade for Attr {
+    fn encode_made(&self, w: &mut Writer) {
+        self.encode(w)
+    }
+}

@@ -1,0 +1,196 @@
+//! Open files: open/create, read, write (large ones straight from and into the file
+//! through file-range segments), flush, fsync, release, fallocate.
+
+use super::*;
+
+impl Server {
+    pub(super) fn file_op(&self, call: Call, r: &mut Reader) -> Result<Writer, Dispatch> {
+        let Call { op, h, s, to } = call;
+        let ex = &self.exports[s.export];
+        let mut w = Writer::default();
+        match op {
+            Op::Open | Op::Create => {
+                let path = r.path()?;
+                let flags = r.u32()? as i32;
+                let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
+                // The client's kernel picks write offsets (append included) and handles
+                // O_TRUNC through setattr. O_DIRECT stays on the client (its kernel sends
+                // the I/O uncached): the server's buffers are not aligned for it.
+                let mut flags = flags
+                    & !(libc::O_APPEND
+                        | libc::O_NOCTTY
+                        | libc::O_CREAT
+                        | libc::O_EXCL
+                        | libc::O_DIRECT);
+                if op == Op::Create {
+                    flags |= libc::O_CREAT | libc::O_EXCL;
+                }
+                if op == Op::Open {
+                    let (fh, attr) = self.add_file(s, ex.open_beneath(path, flags, mode)?)?;
+                    w.u64(fh);
+                    attr.encode(&mut w);
+                } else {
+                    let (fd, before, after) =
+                        ex.in_dir(path, || ex.open_beneath(path, flags, mode))?;
+                    // SAFETY: geteuid has no preconditions; fchown on an owned fd.
+                    if unsafe { libc::geteuid() } == 0 {
+                        unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) };
+                    }
+                    let (fh, attr) = self.add_file(s, fd)?;
+                    w.u64(fh);
+                    attr.encode(&mut w);
+                    before.encode(&mut w);
+                    after.encode(&mut w);
+                }
+            }
+            Op::Read => {
+                let (fh, off, size) = (r.u64()?, r.u64()?, r.u32()?);
+                if size > MAX_IO {
+                    return Err(Dispatch::Errno(libc::EINVAL));
+                }
+                let f = self.file(s, fh)?;
+                let data = match_info(Kind::ReadData, 0, h.id);
+                let st = fstat(f.fd.as_raw_fd())?;
+                let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+                if size as usize > INLINE_WRITE && regular {
+                    // Large reads of regular files go straight from the file's pages
+                    // into the frames (a file-range segment): no buffer here.
+                    let n = (st.st_size as u64).saturating_sub(off).min(size as u64) as usize;
+                    w.u32(n as u32);
+                    let seg = if n == 0 {
+                        Segment::memory(std::ptr::null_mut(), 0)
+                    } else {
+                        Segment::file(f.fd.as_raw_fd(), off, n)
+                    };
+                    self.send_lent(to, seg, data, f.clone());
+                } else {
+                    let mut buf = vec![0u8; size as usize];
+                    // SAFETY: buf has `size` bytes.
+                    let n = sized(unsafe {
+                        libc::pread(
+                            f.fd.as_raw_fd(),
+                            buf.as_mut_ptr() as *mut libc::c_void,
+                            buf.len(),
+                            off as i64,
+                        )
+                    })?;
+                    w.u32(n as u32);
+                    buf.truncate(n);
+                    if size as usize <= INLINE_WRITE {
+                        w.0.extend_from_slice(&buf);
+                    } else {
+                        self.send(to, buf, data);
+                    }
+                }
+            }
+            Op::Write => {
+                let (fh, off, len) = (r.u64()?, r.u64()?, r.u32()?);
+                let f = match self.file(s, fh) {
+                    Ok(f) if len <= MAX_IO => f,
+                    Ok(_) => return Err(Dispatch::Errno(libc::EINVAL)),
+                    Err(e) => {
+                        self.discard_write_data(h, len);
+                        return Err(e);
+                    }
+                };
+                if len as usize <= INLINE_WRITE {
+                    let d = r.rest();
+                    if d.len() != len as usize {
+                        return Err(Dispatch::Malformed);
+                    }
+                    // SAFETY: d has d.len() bytes.
+                    let n = sized(unsafe {
+                        libc::pwrite(
+                            f.fd.as_raw_fd(),
+                            d.as_ptr() as *const libc::c_void,
+                            d.len(),
+                            off as i64,
+                        )
+                    })?;
+                    w.u32(n as u32);
+                } else {
+                    self.recv_into_file(h, &f, off, len)?;
+                    w.u32(len);
+                }
+            }
+            Op::Flush => {
+                let (fh, owner) = (r.u64()?, r.u64()?);
+                let f = self.file(s, fh)?;
+                self.locks.lock().release_owner(f.key, (h.word, owner));
+                self.grant_waiters();
+            }
+            Op::Fsync => {
+                let (fh, datasync) = (r.u64()?, r.u32()?);
+                let f = self.file(s, fh)?;
+                let fd = f.fd.as_raw_fd();
+                // SAFETY: plain syscalls on a descriptor.
+                check_fd(unsafe {
+                    if datasync != 0 {
+                        libc::fdatasync(fd)
+                    } else {
+                        libc::fsync(fd)
+                    }
+                })?;
+            }
+            Op::Release => {
+                let (fh, owner, has_owner) = (r.u64()?, r.u64()?, r.u32()?);
+                let f = s.files.lock().remove(&fh).ok_or(libc::EBADF)?;
+                if has_owner != 0 {
+                    self.locks.lock().release_owner(f.key, (h.word, owner));
+                    self.grant_waiters();
+                }
+            }
+            Op::Fallocate => {
+                let (fh, off, len, mode) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
+                let f = self.file(s, fh)?;
+                // SAFETY: plain syscall on a descriptor.
+                check_fd(unsafe {
+                    libc::fallocate(f.fd.as_raw_fd(), mode as i32, off as i64, len as i64)
+                })?;
+            }
+            _ => unreachable!("dispatched by family"),
+        }
+        Ok(w)
+    }
+
+    fn add_file(&self, s: &Session, fd: OwnedFd) -> R<(u64, crate::proto::Attr)> {
+        let st = fstat(fd.as_raw_fd())?;
+        let fh = s.next_fh.fetch_add(1, Ordering::Relaxed);
+        let key = (st.st_dev, st.st_ino);
+        s.files.lock().insert(fh, Arc::new(OpenFile { fd, key }));
+        Ok((fh, crate::proto::Attr::from_stat(&st)))
+    }
+
+    /// The data message of a large write, received straight into the file range it
+    /// writes (a file-range segment: no buffer here).
+    fn recv_into_file(
+        &self,
+        h: Header,
+        f: &Arc<OpenFile>,
+        off: u64,
+        len: u32,
+    ) -> Result<(), Dispatch> {
+        let seg = Segment::file(f.fd.as_raw_fd(), off, len as usize);
+        let m = match_info(Kind::WriteData, h.word, h.id);
+        // SAFETY: the file stays open until the receive completes (its handle is held
+        // here), or forever if the receive is still lent when given up.
+        let req = match unsafe { self.ep.irecv(&[seg], m, u64::MAX, 0) } {
+            Ok(req) => req,
+            // The descriptor is not open for writing (or not seekable).
+            Err(omx_runtime::Error::Segment(_)) => return Err(Dispatch::Errno(libc::EBADF)),
+            Err(_) => return Err(Dispatch::Errno(libc::EIO)),
+        };
+        match self.ep.wait(req, Some(DATA_TIMEOUT)) {
+            Some(c) if c.status.code == StatusCode::Success && c.status.msg_length == len => Ok(()),
+            Some(c) if c.status.code == StatusCode::Success => Err(Dispatch::Malformed),
+            Some(_) => Err(Dispatch::Errno(libc::EIO)),
+            None => {
+                if !matches!(self.ep.cancel(req), Ok(true)) {
+                    std::mem::forget(f.clone());
+                    self.ep.forget(req);
+                }
+                Err(Dispatch::Errno(libc::EIO))
+            }
+        }
+    }
+}
