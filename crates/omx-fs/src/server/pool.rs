@@ -5,12 +5,19 @@
 //! scans the inode table, an fsync, a large transfer, the connection back to a new
 //! peer) holds back the others by at most [`TAKE_OVER`], while quick ones cost no
 //! thread wake-up (letting go and taking the leadership back wakes nobody: no thread
-//! sleeps on it). The other threads sleep until the standby becomes the leader.
+//! sleeps on it). The other threads sleep until the standby becomes the leader. While
+//! no request comes, the standby looks less and less often (up to [`IDLE_LOOK`]), so an
+//! idle server does not wake a thousand times a second.
 
 use super::*;
+use std::sync::atomic::AtomicU64;
 
-/// How often the standby thread looks whether the leader is busy serving.
+/// How often the standby thread looks whether the leader is busy serving, while
+/// requests come.
 const TAKE_OVER: Duration = Duration::from_millis(1);
+/// The longest gap between two looks of the standby on an idle server (the first
+/// slow request after a quiet spell may hold the others back this long).
+const IDLE_LOOK: Duration = Duration::from_millis(64);
 
 /// The posted receives for request headers, owned by the thread that waits.
 struct Posted {
@@ -22,6 +29,8 @@ struct Pool {
     posted: Mutex<Posted>,
     /// Held by the standby thread; the other idle threads sleep on it.
     standby: Mutex<()>,
+    /// Requests taken so far (the standby backs off while it does not move).
+    taken: AtomicU64,
 }
 
 impl Server {
@@ -39,6 +48,7 @@ impl Server {
         let pool = Arc::new(Pool {
             posted: Mutex::new(Posted { bufs }),
             standby: Mutex::new(()),
+            taken: AtomicU64::new(0),
         });
         for _ in 1..self.opts.threads.max(1) {
             let (s, pool) = (self.clone(), pool.clone());
@@ -55,6 +65,7 @@ impl Server {
             };
             let job = self.next_request(&mut posted);
             drop(posted);
+            pool.taken.fetch_add(1, Ordering::Relaxed);
             if let Some(job) = job {
                 self.handle(job);
             }
@@ -64,8 +75,17 @@ impl Server {
     /// Returns once the leadership looks free (the leader is serving).
     fn stand_by(pool: &Pool) {
         let _standby = pool.standby.lock();
+        let mut look = TAKE_OVER;
+        let mut seen = pool.taken.load(Ordering::Relaxed);
         while pool.posted.is_locked() {
-            std::thread::sleep(TAKE_OVER);
+            std::thread::sleep(look);
+            let now = pool.taken.load(Ordering::Relaxed);
+            look = if now == seen {
+                (look * 2).min(IDLE_LOOK)
+            } else {
+                TAKE_OVER
+            };
+            seen = now;
         }
     }
 
