@@ -8,8 +8,7 @@
 use crate::transmit::{Payload, Transmit, MAX_HEADER_LEN};
 use bytes::Bytes;
 use omx_wire::{
-    bundle_push_parts, bundle_start, checksum_of_parts, peek, BUNDLE_HEADER_LEN,
-    BUNDLE_ITEM_OVERHEAD, LATENCY_FLAG,
+    bundle_push_parts, bundle_start, peek, BUNDLE_HEADER_LEN, BUNDLE_ITEM_OVERHEAD, LATENCY_FLAG,
 };
 use std::collections::VecDeque;
 
@@ -74,9 +73,8 @@ fn push_item(out: &mut Vec<u8>, t: &Transmit) {
         Payload::Bytes(b) => b,
         _ => &[],
     };
-    let trailer = t
-        .checksummed()
-        .then(|| checksum_of_parts(&[t.header(), payload]));
-    let trailer: &[u8] = trailer.as_ref().map_or(&[], |c| &c[..]);
+    let mut trailer = [0u8; omx_wire::CONNECT_SEAL_LEN];
+    let trailer = &mut trailer[..t.trailer_len()];
+    omx_wire::write_trailer(&[t.header(), payload], trailer);
     bundle_push_parts(out, &[t.header(), payload, trailer]);
 }

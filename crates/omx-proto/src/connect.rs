@@ -132,9 +132,17 @@ impl Engine {
             }
             let p = self.partner(pid);
             // Adopt the requester's expectation of our stream when it is a new
-            // incarnation to us, or when nothing of ours is in flight to it.
-            if previous != Some(c.src_session_id) || p.unacked.is_empty() {
-                p.next_send = Seq(c.target_recv_seqnum_start);
+            // incarnation to us, or when nothing of ours is in flight to it, unless the
+            // request is older than acks we had since: with nothing in flight, all we
+            // sent was received, so an expectation behind `next_send` in the same
+            // stream (a resent, duplicated or late request) would make our next
+            // messages look like duplicates and be dropped. A partner that reset its
+            // side of our stream bumped its session number.
+            let start = Seq(c.target_recv_seqnum_start);
+            let reset = start.sesnum() != p.next_send.sesnum();
+            let stale = !reset && start.before(p.next_send);
+            if previous != Some(c.src_session_id) || (p.unacked.is_empty() && !stale) {
+                p.next_send = start;
             }
             p.session = Some(c.src_session_id);
             CONNECT_STATUS_SUCCESS

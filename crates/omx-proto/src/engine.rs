@@ -376,12 +376,19 @@ impl Engine {
     /// trailers are required only from senders whose link uses them (a peer without
     /// the extension sends none); frames that carry one are verified whatever the link.
     fn wire_for_frame(&self, frame: &[u8]) -> omx_wire::WireConfig {
-        let sized = frame.get(omx_wire::COMMON_HEADER_LEN).is_some_and(|&t| {
-            let t = omx_wire::type_of(t);
+        let t = frame
+            .get(omx_wire::COMMON_HEADER_LEN)
+            .map(|&t| omx_wire::type_of(t));
+        let sized = t.is_some_and(|t| {
             t == omx_wire::PacketType::Medium as u8 || t == omx_wire::PacketType::Pull as u8
         });
         if !sized && !self.cfg.wire.checksum {
             return self.cfg.wire;
+        }
+        // A connect needs no trailer even from a partner agreed on checksums: the
+        // requester may not know yet (our reply was lost). Its seal protects it.
+        if t == Some(omx_wire::PacketType::Connect as u8) {
+            return self.cfg.wire.with_checksum(false);
         }
         let partner = frame.get(6..12).zip(frame.get(18)).and_then(|(mac, &ep)| {
             let mac: [u8; 6] = mac.try_into().expect("6 bytes");

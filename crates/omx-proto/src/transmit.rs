@@ -4,7 +4,7 @@
 
 use crate::types::MemHandle;
 use bytes::Bytes;
-use omx_wire::{checksum_of, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN, MIN_FRAME_LEN};
+use omx_wire::MIN_FRAME_LEN;
 
 /// Largest header any packet type needs (16-byte common header + 44-byte pull body).
 pub const MAX_HEADER_LEN: usize = 64;
@@ -92,19 +92,9 @@ impl Transmit {
         m
     }
 
-    /// Whether the frame ends with a checksum trailer (the header says so).
-    pub fn checksummed(&self) -> bool {
-        self.header
-            .get(COMMON_HEADER_LEN)
-            .is_some_and(|&t| t & CHECKSUM_FLAG != 0)
-    }
-
-    fn trailer_len(&self) -> usize {
-        if self.checksummed() {
-            CHECKSUM_LEN
-        } else {
-            0
-        }
+    /// Bytes after the payload: checksum trailer or connect seal ([`omx_wire::trailer_len`]).
+    pub fn trailer_len(&self) -> usize {
+        omx_wire::trailer_len(self.header())
     }
 
     /// Header, payload and checksum trailer, without padding.
@@ -136,10 +126,10 @@ impl Transmit {
                 read_user(*handle, *offset, &mut out[at..]);
             }
         }
-        if self.checksummed() {
-            let sum = checksum_of(&out[start..]);
-            out.extend_from_slice(&sum);
-        }
+        let end = out.len();
+        out.resize(end + self.trailer_len(), 0);
+        let (covered, tail) = out[start..].split_at_mut(end - start);
+        omx_wire::write_trailer(&[covered], tail);
         if out.len() - start < MIN_FRAME_LEN {
             out.resize(start + MIN_FRAME_LEN, 0);
         }
@@ -156,13 +146,9 @@ impl Transmit {
             Payload::Bytes(b) => out[h..end].copy_from_slice(b),
             Payload::User { handle, offset, .. } => read_user(*handle, *offset, &mut out[h..end]),
         }
-        let end = if self.checksummed() {
-            let sum = checksum_of(&out[..end]);
-            out[end..end + CHECKSUM_LEN].copy_from_slice(&sum);
-            end + CHECKSUM_LEN
-        } else {
-            end
-        };
-        out[end..].fill(0);
+        let (covered, rest) = out.split_at_mut(end);
+        let (tail, pad) = rest.split_at_mut(self.trailer_len());
+        omx_wire::write_trailer(&[covered], tail);
+        pad.fill(0);
     }
 }

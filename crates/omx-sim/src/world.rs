@@ -762,7 +762,13 @@ impl World {
             .expect("peer known");
         let limit = self.now + 3_600 * 1_000_000_000;
         let status = self.wait(a, ea, req, limit).expect("connect completes");
-        assert_eq!(status.code, StatusCode::Success, "connect failed");
+        assert_eq!(
+            status.code,
+            StatusCode::Success,
+            "connect failed: {status:?}\nrequester {:?}\ntarget {:?}",
+            self.hosts[a].engines[usize::from(ea)].counters,
+            self.hosts[b].engines[usize::from(eb)].counters,
+        );
         status.source.expect("connect names its partner")
     }
 
@@ -781,7 +787,11 @@ impl World {
         .expect("local connect");
         let limit = self.now + 1_000_000_000;
         let status = self.wait(h, ea, req, limit).expect("connect completes");
-        assert_eq!(status.code, StatusCode::Success, "connect failed");
+        assert_eq!(
+            status.code,
+            StatusCode::Success,
+            "connect failed: {status:?}"
+        );
         status.source.expect("connect names its partner")
     }
 

@@ -183,6 +183,15 @@ proptest! {
     }
 }
 
+/// Recomputes the seal of a connect request whose bytes a test changed (a spoofer can:
+/// the seal detects corruption, it does not authenticate).
+fn reseal(f: &mut [u8]) {
+    const END: usize = 48; // common header and connect body, no boards
+    assert_eq!(f[END..END + 4], omx_wire::CONNECT_SEAL_MAGIC);
+    let sum = omx_wire::checksum_of(&f[..END]);
+    f[END + 4..END + 8].copy_from_slice(&sum);
+}
+
 /// Connect requests from many sources (peers the board knows, e.g. from spoofed
 /// announcements) never grow the partner table past `partners_max`: the oldest
 /// partner that only ever sent connect requests gives its slot up (`partner_evicted`);
@@ -214,6 +223,7 @@ fn connect_flood_is_bounded_by_partner_eviction() {
         w.engine(1, 0).peers_mut().add(nic, None);
         let mut f = request.clone();
         f[6..12].copy_from_slice(&omx_proto::mac_from_nic_id(nic));
+        reseal(&mut f);
         let now = w.now;
         w.engine(1, 0).handle_frame(now, Bytes::from(f));
         w.pump();
@@ -239,6 +249,7 @@ fn connect_flood_is_bounded_by_partner_eviction() {
     w.engine(1, 0).peers_mut().add(nic, None);
     let mut f = request.clone();
     f[6..12].copy_from_slice(&omx_proto::mac_from_nic_id(nic));
+    reseal(&mut f);
     let now = w.now;
     w.engine(1, 0).handle_frame(now, Bytes::from(f));
     assert_eq!(w.engine(1, 0).counters.drop_partner_full, 1);

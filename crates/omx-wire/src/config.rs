@@ -77,6 +77,54 @@ pub fn checksum_of_parts(parts: &[&[u8]]) -> [u8; CHECKSUM_LEN] {
         .to_be_bytes()
 }
 
+/// Native mode: the seal an omx CONNECT without [`CHECKSUM_FLAG`] (the handshake, before
+/// both ends agreed on checksums) carries after its payload, in what the original treats
+/// as padding: this magic, then the checksum of every byte before it. The handshake
+/// decides sessions and sequence numbers, so a corrupted one must not be believed. Only
+/// connects that advertise extensions carry it (an Open-MX peer's never do); a receiver
+/// verifies every connect with the magic in place and drops it on a mismatch.
+pub const CONNECT_SEAL_MAGIC: [u8; 4] = *b"OMXs";
+/// Bytes of the connect seal: magic and checksum.
+pub const CONNECT_SEAL_LEN: usize = 4 + CHECKSUM_LEN;
+
+/// Bytes that follow the payload of the frame whose encoded header is `header`, before
+/// any padding: the checksum trailer when it has [`CHECKSUM_FLAG`], the connect seal
+/// ([`CONNECT_SEAL_MAGIC`]) for a CONNECT without it that advertises extensions, else
+/// none. The one rule for every sender; [`write_trailer`] writes it.
+pub fn trailer_len(header: &[u8]) -> usize {
+    let Some(&t) = header.get(COMMON_HEADER_LEN) else {
+        return 0;
+    };
+    if t & CHECKSUM_FLAG != 0 {
+        CHECKSUM_LEN
+    } else if sealed_connect(t, header) {
+        CONNECT_SEAL_LEN
+    } else {
+        0
+    }
+}
+
+/// Writes the trailer of [`trailer_len`] into `out` (exactly that long), `covered`
+/// being the frame's bytes before it in pieces (header, then payload).
+pub fn write_trailer(covered: &[&[u8]], out: &mut [u8]) {
+    let sum = checksum_of_parts(covered);
+    match out.len() {
+        CHECKSUM_LEN => out.copy_from_slice(&sum),
+        CONNECT_SEAL_LEN => {
+            out[..4].copy_from_slice(&CONNECT_SEAL_MAGIC);
+            out[4..].copy_from_slice(&sum);
+        }
+        _ => debug_assert!(out.is_empty(), "not a trailer length"),
+    }
+}
+
+/// Whether a frame with type byte `t` (no flags) and these header bytes is a CONNECT
+/// that advertises extensions (the marker at body byte 12, see the encoder).
+fn sealed_connect(t: u8, header: &[u8]) -> bool {
+    t == crate::packet::PacketType::Connect as u8
+        && header.get(COMMON_HEADER_LEN + 12) == Some(&CONNECT_EXT_MARKER)
+}
+
 /// Whether a frame carries [`LATENCY_FLAG`].
 pub fn is_marked(frame: &[u8]) -> bool {
     frame

@@ -19,8 +19,8 @@ use crate::bytes::Reader;
 use crate::config::{
     checksum_of, type_of, unstriped_type, Extensions, WireConfig, WireMode, CHECKSUM_FLAG,
     CHECKSUM_LEN, COMMON_HEADER_LEN, COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN, CONNECT_EXT_MARKER,
-    CONNECT_MTU_MARKER, HOSTNAME_MAX, RNDV_DATA_LEN, SMALL_MAX, STRIPE_BOARDS_MAX, TINY_MAX,
-    TRUC_DATA_LEN, TRUC_TYPE_ACK,
+    CONNECT_MTU_MARKER, CONNECT_SEAL_LEN, CONNECT_SEAL_MAGIC, HOSTNAME_MAX, RNDV_DATA_LEN,
+    SMALL_MAX, STRIPE_BOARDS_MAX, TINY_MAX, TRUC_DATA_LEN, TRUC_TYPE_ACK,
 };
 use crate::error::DecodeError;
 use crate::packet::{
@@ -154,6 +154,8 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
         verify_checksum(frame, &packet, payload, cfg)?;
     } else if cfg.checksums(type_byte) {
         return Err(DecodeError::BadChecksum);
+    } else if let Packet::Connect(_) = packet {
+        verify_connect_seal(frame, &packet, payload, cfg)?;
     }
     Ok(Decoded {
         header,
@@ -269,6 +271,27 @@ fn verify_checksum(
         return Err(DecodeError::BadChecksum);
     }
     Ok(())
+}
+
+/// Checks the seal of an unflagged CONNECT when its magic follows the payload
+/// ([`CONNECT_SEAL_MAGIC`]); a connect without one (an Open-MX peer's) passes.
+fn verify_connect_seal(
+    frame: &[u8],
+    packet: &Packet,
+    payload: &[u8],
+    cfg: &WireConfig,
+) -> Result<(), DecodeError> {
+    let end = packet.header_len(cfg).saturating_add(payload.len());
+    let seal = frame.get(end..end.saturating_add(CONNECT_SEAL_LEN));
+    match (frame.get(..end), seal.and_then(|s| s.split_first_chunk::<4>())) {
+        (Some(covered), Some((magic, sum))) if *magic == CONNECT_SEAL_MAGIC => {
+            if checksum_of(covered) != sum {
+                return Err(DecodeError::BadChecksum);
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The first `N` body bytes (type byte included), or `TooShort`.

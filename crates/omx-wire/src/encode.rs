@@ -8,7 +8,7 @@
 
 use crate::bytes::Writer;
 use crate::config::{
-    checksum_of, Extensions, WireConfig, WireMode, CHECKSUM_FLAG, CHECKSUM_LEN, COMMON_HEADER_LEN,
+    trailer_len, write_trailer, Extensions, WireConfig, WireMode, CHECKSUM_FLAG, COMMON_HEADER_LEN,
     CONNECT_EXT_MARKER, CONNECT_MTU_MARKER, MIN_FRAME_LEN,
 };
 use crate::error::EncodeError;
@@ -103,23 +103,19 @@ pub fn encode(
     }
     let start = out.len();
     let header_len = packet.header_len(cfg);
-    let trailer = if cfg.checksums(packet.packet_type() as u8) {
-        CHECKSUM_LEN
-    } else {
-        0
-    };
-    let frame_len = (header_len + payload.len() + trailer).max(MIN_FRAME_LEN);
-    out.reserve(frame_len);
     out.resize(start + header_len, 0);
     if let Err(e) = encode_header(header, packet, cfg, &mut out[start..]) {
         out.truncate(start);
         return Err(e);
     }
+    let trailer = trailer_len(&out[start..]);
+    let frame_len = (header_len + payload.len() + trailer).max(MIN_FRAME_LEN);
+    out.reserve(frame_len - header_len);
     out.extend_from_slice(payload);
-    if trailer > 0 {
-        let sum = checksum_of(&out[start..]);
-        out.extend_from_slice(&sum);
-    }
+    let end = out.len();
+    out.resize(end + trailer, 0);
+    let (covered, tail) = out[start..].split_at_mut(end - start);
+    write_trailer(&[covered], tail);
     out.resize(start + frame_len, 0);
     Ok(())
 }

@@ -625,13 +625,28 @@ fn connect_with_advertised_mtu() {
         expected[14..16].copy_from_slice(&PEER_INDEX_NONE.to_be_bytes());
         expected[45..48].copy_from_slice(&[omx_wire::CONNECT_MTU_MARKER, 0x23, 0x28]);
         expected[28..30].copy_from_slice(&[omx_wire::CONNECT_EXT_MARKER, 0x1F]);
+        // The seal in the padding: magic, then the checksum of the 48 bytes before it.
+        let sum = omx_wire::checksum_of(&expected[..48]);
+        expected[48..52].copy_from_slice(&omx_wire::CONNECT_SEAL_MAGIC);
+        expected[52..56].copy_from_slice(&sum);
         assert_eq!(f, expected);
         let d = decode(&f, &cfg).unwrap();
         assert_eq!(d.packet, Packet::Connect(advertised));
-        // Without the markers the bytes are an Open-MX sender's garbage, not a size or
-        // extensions.
+        // Any bit flipped before the seal's checksum fails it, but one in its magic
+        // (the rest is then intact, and read as an unsealed connect).
+        for i in 0..56 {
+            let mut g = f.clone();
+            g[i] ^= 0x10;
+            match decode(&g, &cfg) {
+                Ok(d) if (48..52).contains(&i) => assert_eq!(d.packet, Packet::Connect(advertised)),
+                r => assert!(r.is_err(), "byte {i} flipped: {r:?}"),
+            }
+        }
+        // Without the markers and the seal the bytes are an Open-MX sender's garbage,
+        // not a size or extensions.
         f[45] = 0;
         f[28] = 0;
+        f[48..56].fill(0);
         assert_eq!(
             decode(&f, &cfg).unwrap().packet,
             Packet::Connect(Connect {

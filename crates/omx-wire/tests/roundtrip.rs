@@ -10,15 +10,19 @@ fn roundtrip(cfg: &WireConfig, h: Header, p: Packet, payload: &[u8]) -> Result<(
     let mut out = Vec::new();
     encode(&h, &p, payload, cfg, &mut out).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert!(out.len() >= MIN_FRAME_LEN);
-    let trailer = if cfg.checksums(p.packet_type() as u8) {
-        CHECKSUM_LEN
-    } else {
-        0
+    let checksummed = cfg.checksums(p.packet_type() as u8);
+    // A connect advertising extensions without a checksum trailer carries a seal.
+    let sealed =
+        !checksummed && matches!(p, Packet::Connect(c) if c.extensions != Extensions::NONE);
+    let trailer = match (checksummed, sealed) {
+        (true, _) => CHECKSUM_LEN,
+        (false, true) => CONNECT_SEAL_LEN,
+        _ => 0,
     };
     let covered = p.header_len(cfg) + payload.len();
     prop_assert_eq!(out.len(), (covered + trailer).max(MIN_FRAME_LEN));
     let d = decode(&out, cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    prop_assert_eq!(d.checksummed, trailer > 0);
+    prop_assert_eq!(d.checksummed, checksummed);
     prop_assert_eq!(d.header, h);
     prop_assert_eq!(d.packet, p);
     if p == Packet::Raw {
@@ -33,10 +37,9 @@ fn roundtrip(cfg: &WireConfig, h: Header, p: Packet, payload: &[u8]) -> Result<(
     let mut buf = vec![0u8; out.len()];
     let n = encode_header(&h, &p, cfg, &mut buf).map_err(|e| TestCaseError::fail(e.to_string()))?;
     buf[n..n + payload.len()].copy_from_slice(payload);
-    if trailer > 0 {
-        let sum = checksum_of_parts(&[&buf[..n], payload]);
-        buf[covered..covered + CHECKSUM_LEN].copy_from_slice(&sum);
-    }
+    prop_assert_eq!(trailer_len(&buf[..n]), trailer);
+    let (head, tail) = buf.split_at_mut(covered);
+    write_trailer(&[&head[..n], payload], &mut tail[..trailer]);
     prop_assert_eq!(buf, out);
     Ok(())
 }

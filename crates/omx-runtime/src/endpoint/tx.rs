@@ -35,11 +35,7 @@ fn queue_transmit(sock: &mut PacketSocket, mem: &MemRegistry, t: &Transmit) {
                         .get(i)
                         .map_or((std::ptr::null(), 0), |p| (p.as_ptr(), p.len()))
                 });
-            let tail = if t.checksummed() {
-                omx_wire::CHECKSUM_LEN
-            } else {
-                0
-            };
+            let tail = t.trailer_len();
             // SAFETY: the pieces lie in memory a send request lent to the engine, which
             // it holds until that request completes; completions reach the application
             // only after `drain` returns, and `drain` flushes every frame that reads
@@ -51,7 +47,7 @@ fn queue_transmit(sock: &mut PacketSocket, mem: &MemRegistry, t: &Transmit) {
                         let mut covered = [&[][..]; omx_transport::MAX_GATHER + 1];
                         covered[0] = t.header();
                         covered[1..=n].copy_from_slice(parts);
-                        trailer.copy_from_slice(&omx_wire::checksum_of_parts(&covered[..=n]));
+                        omx_wire::write_trailer(&covered[..=n], trailer);
                     }
                 })
             };
