@@ -283,7 +283,10 @@ fn verify_connect_seal(
 ) -> Result<(), DecodeError> {
     let end = packet.header_len(cfg).saturating_add(payload.len());
     let seal = frame.get(end..end.saturating_add(CONNECT_SEAL_LEN));
-    match (frame.get(..end), seal.and_then(|s| s.split_first_chunk::<4>())) {
+    match (
+        frame.get(..end),
+        seal.and_then(|s| s.split_first_chunk::<4>()),
+    ) {
         (Some(covered), Some((magic, sum))) if *magic == CONNECT_SEAL_MAGIC => {
             if checksum_of(covered) != sum {
                 return Err(DecodeError::BadChecksum);
