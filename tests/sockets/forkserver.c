@@ -6,7 +6,11 @@
  * and exec").
  *
  *   forkserver server PORT        (serves ROUNDS connections, then exits)
- *   forkserver client IP PORT
+ *   forkserver orphan PORT close|keep
+ *       (one connection; the parent reads the head and greets, forks, closes its copy
+ *        or keeps it, and exits at once; the child waits until the parent is gone, then
+ *        reads the rest and answers)
+ *   forkserver client IP PORT [ROUNDS]
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -87,13 +91,46 @@ static void child(int fd, uint64_t already, int round) {
   exit(0);
 }
 
-static int server(int port) {
+static int listening(int port) {
   int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
   setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
   if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 4)) die("bind/listen");
   printf("listening\n");
   fflush(stdout);
+  return l;
+}
+
+/* The parent leaves before its child first uses the connection: the child must still
+ * read every byte the client wrote, in order, and its answer must reach the client. */
+static int orphan(int port, int keep_copy) {
+  int l = listening(port);
+  int fd = accept(l, NULL, NULL);
+  if (fd < 0) die("accept");
+  check_request(fd, 0, HEAD, 0);
+  write_all(fd, GREETING, strlen(GREETING));
+  /* The child learns that the parent is gone when the pipe's only writer closes. */
+  int gone[2];
+  if (pipe(gone)) die("pipe");
+  pid_t pid = fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) {
+    close(l);
+    close(gone[1]);
+    char c;
+    if (read(gone[0], &c, 1) != 0) die("wait for the parent's exit");
+    close(gone[0]);
+    child(fd, HEAD, 0);
+  }
+  close(gone[0]);
+  if (!keep_copy) close(fd);
+  printf("parent exits (%s its copy)\n", keep_copy ? "keeping" : "after closing");
+  fflush(stdout);
+  exit(0);
+}
+
+static int server(int port) {
+  int l = listening(port);
   for (int round = 0; round < ROUNDS; round++) {
     int fd = accept(l, NULL, NULL);
     if (fd < 0) die("accept");
@@ -118,8 +155,8 @@ static int server(int port) {
   return 0;
 }
 
-static int client(const char *ip, int port) {
-  for (int round = 0; round < ROUNDS; round++) {
+static int client(const char *ip, int port, int rounds) {
+  for (int round = 0; round < rounds; round++) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
     inet_pton(AF_INET, ip, &a.sin_addr);
@@ -157,7 +194,12 @@ static int client(const char *ip, int port) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "server")) return server(atoi(argv[2]));
-  if (argc == 4 && !strcmp(argv[1], "client")) return client(argv[2], atoi(argv[3]));
-  fprintf(stderr, "usage: forkserver server PORT | client IP PORT\n");
+  if (argc == 4 && !strcmp(argv[1], "orphan") &&
+      (!strcmp(argv[3], "close") || !strcmp(argv[3], "keep")))
+    return orphan(atoi(argv[2]), !strcmp(argv[3], "keep"));
+  if ((argc == 4 || argc == 5) && !strcmp(argv[1], "client"))
+    return client(argv[2], atoi(argv[3]), argc == 5 ? atoi(argv[4]) : ROUNDS);
+  fprintf(stderr,
+          "usage: forkserver server PORT | orphan PORT close|keep | client IP PORT [ROUNDS]\n");
   return 2;
 }

@@ -23,7 +23,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx exec-kernel exec-omx forkexec-kernel forkexec-omx twochildren-kernel twochildren-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx twochildren-kernel twochildren-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -122,9 +122,42 @@ if cc -Wall -Werror -O2 -o "$tmp/bin/forkserver" "$here/forkserver.c" 2>"$log/cc
       [ "$(grep -c "peer's process went back to TCP" "$log/fork-omx.client")" -eq 2 ]
     report fork-omx $? "$log/fork-omx.client" "$log/fork-omx.server"
   fi
+fi
+# orphan NAME PRELOAD close|keep: forkserver.c's parent exits before its child first
+# uses the connection (after closing its copy, or holding it); one client round.
+orphan() {
+  local name=$1 pre=() p0
+  [ "$2" = yes ] && pre=("$launch")
+  in_host 0 "${pre[@]}" "$tmp/bin/forkserver" orphan 5566 "$3" >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5566 "$p0" &&
+    in_host 1 "${pre[@]}" "$tmp/bin/forkserver" client "$(host_ip 0)" 5566 1 \
+      >"$log/$name.client" 2>&1 &&
+    wait "$p0"
+}
+# orphan_omx NAME close|keep: carried while the parent reads, handed back to TCP by the
+# parent (at its close, or at its exit) before the child's first use.
+orphan_omx() {
+  OMX_SOCKETS_HELLO_WAIT_MS=120000 orphan "$1" yes "$2" &&
+    grep -q 'accepted on omx' "$log/$1.server" &&
+    [ "$(grep -c 'back on TCP for a forked child or exec' "$log/$1.server")" -eq 1 ] &&
+    [ "$(grep -c "peer's process went back to TCP" "$log/$1.client")" -eq 1 ]
+}
+if [ -x "$tmp/bin/forkserver" ]; then
+  if want orphan-kernel; then
+    orphan orphan-kernel-close no close && orphan orphan-kernel-keep no keep
+    report orphan-kernel $? "$log"/orphan-kernel-*.client "$log"/orphan-kernel-*.server
+  fi
+  if want orphan-omx; then
+    orphan_omx orphan-omx-close close && orphan_omx orphan-omx-keep keep
+    report orphan-omx $? "$log"/orphan-omx-*.client "$log"/orphan-omx-*.server
+  fi
 else
   report fork-kernel 1 "$log/cc-fork"
   report fork-omx 1 "$log/cc-fork"
+  report orphan-kernel 1 "$log/cc-fork"
+  report orphan-omx 1 "$log/cc-fork"
 fi
 # execserver NAME PRELOADED exec|forkexec|twochildren [TRAILER]: a connection read by
 # one process image and finished by the image it exec()s (itself, or a forked child's),
@@ -306,13 +339,15 @@ if want faults; then
       >"$log/faults-many.client" 2>&1 &&
     wait "$p0" &&
     forkserver faults-fork yes &&
+    orphan_omx faults-orphan close &&
     carried "$log/faults-stream.client" "$log/faults-many.client" "$log/faults-fork.client" &&
     grep -q "peer's process went back to TCP" "$log/faults-fork.client" &&
     grep -h 'faults injected' "$log"/faults-* | grep -vq ': 0 dropped, 0 duplicated, 0 reordered'
   status=$?
   unset OMX_FAULTS OMX_SOCKETS_HELLO_WAIT_MS
   report faults $status "$log/faults-stream.client" "$log/faults-stream.server" \
-    "$log/faults-many.client" "$log/faults-fork.client" "$log/faults-fork.server"
+    "$log/faults-many.client" "$log/faults-fork.client" "$log/faults-fork.server" \
+    "$log/faults-orphan.client" "$log/faults-orphan.server"
 fi
 # peer_death NAME SERVER_MODE CLIENT_ROLE: the server dies mid-stream (tests/sockets/peerdeath.py);
 # the client's stream must end with a reset, a broken pipe or end of file, never hang.

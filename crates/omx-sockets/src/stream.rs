@@ -116,6 +116,9 @@ pub struct Conn {
     /// The connection went back to TCP (see `handover`): the program's calls go to the
     /// kernel socket.
     pub(crate) fell_back: AtomicBool,
+    /// Closed by the program after a fork, it is on its way back to TCP (`release`):
+    /// closing ends once the peer took what we hold.
+    handing_back: AtomicBool,
     /// When a byte was last sent over TCP to learn whether the peer is still there.
     probed: Mutex<Option<Instant>>,
     /// Writes that found the window full: edge-triggered `EPOLLOUT` reports the room
@@ -175,6 +178,7 @@ impl Conn {
             nonblock: AtomicU64::new(u64::MAX),
             writes: AtomicU64::new(0),
             fell_back: AtomicBool::new(false),
+            handing_back: AtomicBool::new(false),
             evfd,
             id,
             fab,

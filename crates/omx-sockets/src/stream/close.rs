@@ -16,6 +16,13 @@ pub(super) fn flush_closing(deadline: Option<Instant>) {
     }
 }
 
+/// Makes the closing thread look at its connections now.
+pub(super) fn wake_closer() {
+    if let Some(Some(added)) = CLOSER.get() {
+        fabric::signal(*added);
+    }
+}
+
 /// Starts the closing thread; its eventfd.
 fn start_closer() -> Option<i32> {
     let evfd = new_evfd()?;
@@ -107,16 +114,36 @@ impl Drop for Conn {
 }
 
 /// Delivers what every connection wrote before the process exits (as the kernel
-/// would after it), waiting `EXIT_LINGER` at most.
+/// would after it), waiting `EXIT_LINGER` at most. A connection that a child forked
+/// since may still use goes back to TCP first, as for an `exec` (the child finds a
+/// plain TCP socket with every byte in order), including those the program closed
+/// that are still on their way back (`release`).
 pub fn flush_all() {
     if fabric::in_forked_child() {
         return;
     }
-    let deadline = Some(Instant::now() + EXIT_LINGER);
+    let deadline = Instant::now() + EXIT_LINGER;
+    let mut sent_back = false;
     for c in fds::all() {
-        c.flush_until(deadline);
+        if c.maybe_shared() && handover::start_take_back(&c) {
+            c.send_back(Some(deadline));
+            sent_back = true;
+        } else {
+            c.flush_until(Some(deadline));
+        }
     }
-    flush_closing(deadline);
+    let closing: Vec<(Arc<Conn>, bool)> = CLOSING.lock().clone();
+    for (c, _) in closing {
+        if c.handing_back.load(Ordering::Acquire) {
+            c.send_back(Some(deadline));
+            sent_back = true;
+        } else {
+            c.flush_until(Some(deadline));
+        }
+    }
+    if sent_back {
+        handover::linger();
+    }
 }
 
 impl Conn {
@@ -161,7 +188,10 @@ impl Conn {
         let Some(mut tx) = self.tx.try_lock() else {
             return false;
         };
-        if self.reap(&mut tx).is_err() || tx.pending.is_empty() {
+        // On its way back to TCP: done once sent back (`handover`), or the peer is gone.
+        let handing_back =
+            self.handing_back.load(Ordering::Acquire) && matches!(tx.mode, TxMode::Omx { .. });
+        if self.reap(&mut tx).is_err() || (tx.pending.is_empty() && !handing_back) {
             return true;
         }
         // As a waiting write watches the peer (`complete_oldest`).
@@ -192,18 +222,30 @@ impl Conn {
     /// what was written is still delivered: the closing thread waits for it (or for the
     /// peer's end), then the kernel socket closes, so its FIN follows the data. A forked
     /// child has no endpoint to deliver with. A child forked since the connection was
-    /// made may still use it: what arrives for it is then kept (the child may hand the
-    /// connection back to TCP, see `handover`), but not the kernel socket, so that the
-    /// child's close ends the stream.
+    /// made may still use it: the connection goes back to TCP now, as a child's first
+    /// use would take it (`handover`): our marker, the peer's `FALLBACK`, what we hold
+    /// sent back; the closing thread then closes our kernel socket, so that the child's
+    /// close ends the stream, and this process may exit before the child uses it (the
+    /// exit waits for a hand-back under way, `flush_all`). A connection that cannot go
+    /// back (not settled on omx) is kept without its kernel socket, as before: a child
+    /// that takes it later is answered while this process lives.
     pub fn release(self: Arc<Self>) {
         if fabric::in_forked_child() {
             return;
         }
-        let kept_for_child =
-            fabric::forks() != self.forks_at_creation && !self.fell_back.load(Ordering::Acquire);
+        let kept_for_child = self.maybe_shared() && !self.fell_back.load(Ordering::Acquire);
         if !kept_for_child {
             fabric::unregister_waker(self.id);
             handover::unregister(self.id);
+        }
+        if kept_for_child && handover::start_take_back(&self) {
+            self.handing_back.store(true, Ordering::Release);
+            CLOSING.lock().push((self, true));
+            match *CLOSER.get_or_init(start_closer) {
+                Some(added) => fabric::signal(added),
+                None => flush_closing(None),
+            }
+            return;
         }
         // Sends whose completion already came (a reply carried the peer's ack) need
         // no closing thread.

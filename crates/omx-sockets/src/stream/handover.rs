@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use std::io::{Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Written on TCP by a child taking a connection back to TCP. Its first byte is not a
 /// zero, so a peer tells it from probe bytes.
@@ -66,6 +67,8 @@ pub fn leave_in_child(conn: &Conn) -> bool {
     // lock a parent thread held at the fork, sending back for that child, stays held
     // in this copy).
     if claims::is_claimed(conn.id) {
+        // Our bytes on the kernel socket must follow the claimant's marker.
+        claims::wait_marked(conn.id);
         conn.fell_back.store(true, Ordering::Release);
         fds::forget(conn);
         return true;
@@ -79,10 +82,16 @@ pub fn leave_in_child(conn: &Conn) -> bool {
     if !settled {
         return false;
     }
-    // Another child (or an exec) took it back already: the peer is on TCP, where this
-    // one now shares the socket as the kernel's processes would.
-    if claims::claim(conn.id) && write_all(conn.sock(), MAGIC).is_err() {
-        return false;
+    // Another child (or an exec, or the parent's close) took it back already: the peer
+    // is on TCP, where this one now shares the socket as the kernel's processes would.
+    if claims::claim(conn.id) {
+        let written = write_all(conn.sock(), MAGIC);
+        claims::mark_written(conn.id);
+        if written.is_err() {
+            return false;
+        }
+    } else {
+        claims::wait_marked(conn.id);
     }
     conn.fell_back.store(true, Ordering::Release);
     fds::forget(conn);
@@ -91,41 +100,60 @@ pub fn leave_in_child(conn: &Conn) -> bool {
     true
 }
 
-/// How long an `exec` in the process owning the endpoint waits for a peer to take
-/// a connection back to TCP (the peer answers as soon as it reads, writes or polls).
-const EXEC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long an `exec` or the exit of the process owning the endpoint waits for the
+/// peers to take its connections back to TCP (a peer answers as soon as it reads,
+/// writes or polls).
+pub(super) const HAND_BACK_WAIT: Duration = Duration::from_secs(10);
+
+/// In the process that owns the endpoint: claims a carried connection and writes
+/// `MAGIC`, so that the peer moves to TCP and asks us (`FALLBACK`) for what we hold
+/// (`Conn::send_back`). False when the connection is not carried in a settled state
+/// (then nothing was written) or another process took it back first.
+pub(super) fn start_take_back(conn: &Conn) -> bool {
+    if conn.fell_back.load(Ordering::Acquire)
+        || !matches!(conn.tx.lock().mode, TxMode::Omx { .. })
+        || conn
+            .rx
+            .try_lock()
+            .is_some_and(|rx| !matches!(rx.mode, RxMode::Omx | RxMode::TcpFirst { .. }))
+        || !claims::claim(conn.id)
+    {
+        return false;
+    }
+    let written = write_all(conn.sock(), MAGIC).is_ok();
+    claims::mark_written(conn.id);
+    written
+}
 
 /// Before `exec` replaces this image: each carried connection the new image inherits
 /// goes back to TCP, as in a forked child (whose parent sends back what it holds). In
 /// the process that owns the endpoint, whose memory and endpoint the new image
 /// replaces, the exec sends back what it holds itself, after the peer's `FALLBACK`
-/// (up to `EXEC_WAIT`; past it the peer's connection is reset), and its endpoint
+/// (up to `HAND_BACK_WAIT`; past it the peer's connection is reset), and its endpoint
 /// lingers until the peers acknowledged everything (`Endpoint::linger`).
 pub fn before_exec() {
     let forked = fabric::in_forked_child();
+    let deadline = Instant::now() + HAND_BACK_WAIT;
     let mut sent_back = false;
     for conn in fds::inherited_by_exec() {
         if forked {
             let _ = leave_in_child(&conn);
             continue;
         }
-        if conn.fell_back.load(Ordering::Acquire)
-            || !matches!(conn.tx.lock().mode, TxMode::Omx { .. })
-            || conn
-                .rx
-                .try_lock()
-                .is_some_and(|rx| !matches!(rx.mode, RxMode::Omx | RxMode::TcpFirst { .. }))
-            || !claims::claim(conn.id)
-            || write_all(conn.sock(), MAGIC).is_err()
-        {
-            continue;
+        if start_take_back(&conn) {
+            conn.send_back(Some(deadline));
+            sent_back = true;
         }
-        conn.send_back(Some(EXEC_WAIT));
-        sent_back = true;
     }
-    // The endpoint dies with this image: its last acknowledgements (of the peers'
-    // FALLBACK requests among them) must leave first.
-    if let (true, Some(fab)) = (sent_back, fabric::fabric()) {
+    if sent_back {
+        linger();
+    }
+}
+
+/// The endpoint dies with this process image: its last acknowledgements (of the
+/// peers' `FALLBACK` requests among them) must leave first.
+pub(super) fn linger() {
+    if let Some(fab) = fabric::fabric() {
         fab.ep.linger();
     }
 }
@@ -159,6 +187,9 @@ pub fn on_fallback_request(id: u32) {
         .spawn(move || {
             if let Some(conn) = by_id(id) {
                 conn.send_back(None);
+                // A connection the program closed is on the closing thread's list,
+                // which closes its kernel socket now (`Conn::release`).
+                super::close::wake_closer();
             }
         });
 }
@@ -346,14 +377,20 @@ impl Conn {
     }
 
     /// Parent side of a `FALLBACK`: end our omx writes, send back what the peer wrote
-    /// and nobody read, then the connection is plain TCP here too. `limit` bounds the
-    /// wait for the `FALLBACK` itself (an exec's; past it nothing is sent back).
-    fn send_back(&self, limit: Option<std::time::Duration>) {
+    /// and nobody read, then the connection is plain TCP here too. `deadline` bounds
+    /// every wait (an exec's or an exit's: past it what is left is not sent back and the
+    /// peer's connection is reset); without one the `FALLBACK` has arrived already.
+    pub(super) fn send_back(&self, deadline: Option<Instant>) {
         // A reader of ours blocked on this connection goes to the kernel socket.
         self.fell_back.store(true, Ordering::Release);
         fabric::signal(self.evfd);
-        let mut rx = self.rx.lock();
-        let mut tx = self.tx.lock();
+        let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let (Some(mut rx), Some(mut tx)) = (match deadline {
+            None => (Some(self.rx.lock()), Some(self.tx.lock())),
+            Some(d) => (self.rx.try_lock_until(d), self.tx.try_lock_until(d)),
+        }) else {
+            return;
+        };
         let TxMode::Omx { peer_conn, .. } = tx.mode else {
             return;
         };
@@ -361,7 +398,7 @@ impl Conn {
         let none = Segment::memory(std::ptr::NonNull::<u8>::dangling().as_ptr(), 0);
         // SAFETY: a zero-length receive of the request itself.
         if let Ok(r) = unsafe { ep.irecv(&[none], FALLBACK | self.id as u64, !0, 0) } {
-            if ep.wait(r, limit).is_none() {
+            if ep.wait(r, left()).is_none() {
                 let _ = ep.cancel(r);
                 tx.mode = TxMode::Broken;
                 if fabric::verbose() {
@@ -410,7 +447,7 @@ impl Conn {
         posted = posted.and_then(|()| self.post(&mut tx, Vec::new(), BOUNCE | peer));
         drop(rx);
         while let Some(&(r, _)) = tx.pending.front() {
-            match ep.wait(r, None) {
+            match ep.wait(r, left()) {
                 Some(c) => {
                     let _ = self.completed(&mut tx, c);
                 }
