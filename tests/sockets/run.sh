@@ -7,7 +7,8 @@
 #
 # A C conformance suite (tests/sockets/conformance.c) runs over the kernel and over omx
 # with the same assertions. Real programs, unchanged and preloaded on both ends: nc (256 MiB, SHA-256 compared),
-# curl against python3 -m http.server (64 MiB compared), iperf3 (client and server).
+# curl against python3 -m http.server (64 MiB compared), iperf3 (client and server),
+# sockperf (ping-pong and throughput, messages on each side of the eager/rendezvous size).
 # Prints "PASS name" / "FAIL name" per check, then "N passed, M failed, K skipped".
 # Environment: OMX_NS_PREFIX (namespaces, default omxsock), TEST_TIMEOUT (120 s per step).
 set -uo pipefail
@@ -23,7 +24,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx twochildren-kernel twochildren-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 ssh-scp many-1000 faults peer-death)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx twochildren-kernel twochildren-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -61,6 +62,26 @@ kill_tree() {
   local c
   for c in $(pgrep -P "$1"); do kill_tree "$c"; done
   kill "$1" 2>/dev/null || true
+}
+
+# interrupt NAME PID: SIGINT to the process called NAME among PID's descendants (the
+# program itself, not the wrappers in_host puts around it).
+interrupt() {
+  local c
+  for c in $(pgrep -P "$2"); do
+    if [ "$(cat "/proc/$c/comm" 2>/dev/null)" = "$1" ]; then kill -INT "$c"; else interrupt "$1" "$c"; fi
+  done
+}
+
+# wait_unconnected I PORT PID: returns once host I has no TCP connection on local PORT
+# (each server end closed); non-zero if PID ends first or TEST_TIMEOUT passes.
+wait_unconnected() {
+  local ns="$OMX_NS_PREFIX-h$1" deadline=$((SECONDS + TEST_TIMEOUT))
+  while ip netns exec "$ns" ss -Htn state connected "sport = :$2" | grep -q .; do
+    kill -0 "$3" 2>/dev/null || return 1
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.05
+  done
 }
 
 # carried LOG...: each log shows a connection moved onto omx.
@@ -274,6 +295,51 @@ if want iperf3 && command -v iperf3 >/dev/null; then
     [ "$(grep -c 'accepted on omx' "$log/iperf3.server")" -ge 2 ]
   report iperf3 $? "$log/iperf3.server" "$log/iperf3.client"
 fi
+# sockperf_run NAME MODE PORT: a sockperf server in h0 and sockperf MODE (ping-pong or
+# throughput) clients in h1, both preloaded, TCP, 1 s at 16 B, 4 KiB and 65000 B (eager
+# and rendezvous omx messages; sockperf takes no more than about 65000 B). Each client
+# exits 0 with every run carried; ping-pong reports no dropped, duplicated or reordered
+# reply; the server, once every connection ended, received every message the clients
+# sent (its total, printed when interrupted).
+sockperf_run() {
+  local name=$1 mode=$2 port=$3 p0 size sent=0 n got
+  in_host 0 "$launch" sockperf sr --tcp -i "$(host_ip 0)" -p "$port" >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 "$port" "$p0" || return 1
+  for size in 16 4096 65000; do
+    in_host 1 "$launch" sockperf "$mode" --tcp -i "$(host_ip 0)" -p "$port" -m "$size" -t 1 \
+      >"$log/$name-$size.client" 2>&1 || return 1
+    carried "$log/$name-$size.client" || return 1
+    if [ "$mode" = ping-pong ]; then
+      grep -q '# dropped messages = 0; # duplicated messages = 0; # out-of-order messages = 0' \
+        "$log/$name-$size.client" || return 1
+      n=$(sed -n 's/.*\[Total Run\].*SentMessages=\([0-9]*\).*/\1/p' "$log/$name-$size.client")
+    else
+      n=$(sed -n 's/.*Total of \([0-9]*\) messages sent.*/\1/p' "$log/$name-$size.client")
+    fi
+    [ -n "$n" ] && [ "$n" -gt 0 ] || return 1
+    sent=$((sent + n))
+  done
+  # The server read each stream to its end (then closed it) before it is asked its total.
+  wait_unconnected 0 "$port" "$p0" && interrupt sockperf "$p0" && wait "$p0" &&
+    [ "$(grep -c 'accepted on omx' "$log/$name.server")" -eq 3 ] || return 1
+  got=$(sed -n 's/.*Total \([0-9]*\) messages received and handled.*/\1/p' "$log/$name.server")
+  echo "sent $sent, server received ${got:-none}" >>"$log/$name.server"
+  [ "$got" = "$sent" ]
+}
+# sockperf_case NAME MODE PORT: sockperf_run, or a counted skip without sockperf.
+sockperf_case() {
+  want "$1" || return 0
+  command -v sockperf >/dev/null || {
+    skip "$1" "sockperf not installed"
+    return 0
+  }
+  OMX_SOCKETS_HELLO_WAIT_MS=120000 sockperf_run "$@"
+  report "$1" $? "$log/$1.server" "$log/$1"-*.client
+}
+sockperf_case sockperf-pingpong ping-pong 5567
+sockperf_case sockperf-throughput throughput 5568
 if want ssh-scp; then
   for p in /usr/sbin/sshd ssh scp ssh-keygen; do
     command -v "$p" >/dev/null || { skip ssh-scp "$p not installed"; break; }

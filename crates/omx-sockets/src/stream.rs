@@ -32,6 +32,11 @@ const CHUNK: usize = 512 * 1024;
 /// Bytes a connection may have posted and not yet completed: a write waits (or a
 /// non-blocking one stops short, `EAGAIN`) beyond it.
 const WINDOW: usize = 4 * 1024 * 1024;
+/// Messages a connection may have posted and not yet completed, whatever their size:
+/// each costs the reader a receive, so 4 MiB of 16-byte writes (262,144 messages) took
+/// the reader longer than the exit's `EXIT_LINGER` to drain, and the rest was lost
+/// (sockperf throughput). As many as the window holds of 4 KiB writes.
+const WINDOW_MESSAGES: usize = WINDOW / 4096;
 /// How often a write or close waiting for the peer looks at the kernel socket (a dead
 /// peer's reset ends the wait).
 const PEER_CHECK: Duration = Duration::from_millis(50);

@@ -3,6 +3,16 @@
 
 use super::*;
 
+impl Tx {
+    /// Bytes a write may post now: none once the window is full, in bytes or messages.
+    fn room(&self) -> usize {
+        if self.pending.len() >= WINDOW_MESSAGES {
+            return 0;
+        }
+        WINDOW.saturating_sub(self.pending_bytes)
+    }
+}
+
 impl Conn {
     pub(super) fn post(&self, tx: &mut Tx, data: Vec<u8>, match_info: u64) -> Result<()> {
         let TxMode::Omx { partner, .. } = tx.mode else {
@@ -91,7 +101,7 @@ impl Conn {
             return true;
         }
         let _ = self.reap(&mut tx);
-        tx.pending_bytes < WINDOW
+        tx.room() > 0
     }
 
     pub fn send(&self, buf: &[u8], flags: i32) -> Result<usize> {
@@ -146,7 +156,7 @@ impl Conn {
                 let mut sent = 0;
                 while sent < buf.len() {
                     self.reap(&mut tx)?;
-                    let room = WINDOW.saturating_sub(tx.pending_bytes);
+                    let room = tx.room();
                     if room == 0 {
                         self.full_hits.fetch_add(1, Ordering::AcqRel);
                         if dontwait {
