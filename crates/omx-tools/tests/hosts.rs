@@ -1038,7 +1038,7 @@ fn flood_value(p: &Proc, key: &str) -> u64 {
 /// Floods against one receiver (h0 endpoint 0) that posts nothing for 3 s: a peer (h1)
 /// sends it small, medium and rendezvous messages as fast as a 512-deep window allows,
 /// while a raw socket (also on h1) sends 5000 discovery announcements and 5000 connect
-/// requests from made-up boards (spoofed source MACs). The receiver stays within its
+/// requests from made-up boards (spoofed source MACs), the first 256 of them again in rounds. The receiver stays within its
 /// configured bounds (unexpected bytes, partners, pulls) and its peak memory within a
 /// ceiling derived from them; the flooder is slowed (refused messages are resent) but
 /// loses nothing: once the receiver receives, every message arrives once, intact. A
@@ -1098,11 +1098,15 @@ fn floods_stay_within_bounds_and_lose_nothing() {
         &[("OMX_RESEND_DELAY_MS", "50")],
     );
     // Spoofed boards: announcements (the peer table learns up to its bound), then
-    // connect requests from the same MACs to the flooded endpoint.
+    // connect requests from the same MACs to the flooded endpoint. A loaded receiver
+    // misses some of these frames (its rings overrun, or a connect overtakes the
+    // announcement its board service has not merged yet), so the first boards are
+    // announced again and their connects sent in several rounds: a repeated
+    // announcement or connect (same session) changes nothing, and enough of them
+    // arrive to fill the partner table past its bound whatever the load.
     let (mac0, key) = (h.mac(0), 0x0f1d);
     let spoofed = |i: u64| [0x02, 0x5b, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8];
-    let mut frames: Vec<Vec<u8>> = Vec::new();
-    for i in 0..5000u64 {
+    let announcement = |i: u64| {
         let mut f = vec![0u8; 64];
         f[..6].copy_from_slice(&[0xff; 6]);
         f[6..12].copy_from_slice(&spoofed(i));
@@ -1110,10 +1114,10 @@ fn floods_stay_within_bounds_and_lose_nothing() {
         f[16] = 1; // RAW announcement: nic id at 32..40, serial at 40..44
         f[34..40].copy_from_slice(&spoofed(i));
         f[40..44].copy_from_slice(&1u32.to_be_bytes());
-        frames.push(f);
-    }
+        f
+    };
     let wire = omx_wire::WireConfig::native_9000();
-    for i in 0..5000u64 {
+    let connect = |i: u64| {
         let header = omx_wire::Header {
             dst_mac: mac0,
             src_mac: spoofed(i),
@@ -1130,16 +1134,24 @@ fn floods_stay_within_bounds_and_lose_nothing() {
         });
         let mut f = Vec::new();
         omx_wire::encode(&header, &connect, &[], &wire, &mut f).expect("encode connect");
-        frames.push(f);
+        f
+    };
+    let mut frames: Vec<Vec<u8>> = (0..5000u64).map(announcement).collect();
+    frames.extend((0..5000u64).map(connect));
+    const ROUNDS: u64 = 4;
+    const REPEATED: u64 = 4 * PARTNERS_MAX;
+    for _ in 0..ROUNDS {
+        frames.extend((0..REPEATED).map(announcement));
+        frames.extend((0..REPEATED).map(connect));
     }
     let stats = netns::run_in(&h.ns(1), move || {
         let iface = omx_transport::interface_by_name("omx0")?;
         let mut s = PacketSocket::open(&iface, OMX_ETHERTYPE, &SocketOptions::default())?;
         for (k, f) in frames.iter().enumerate() {
             s.send(f)?;
-            if k % 500 == 499 {
+            if k % 250 == 249 {
                 // Spread over a few seconds so the receive rings are not simply overrun.
-                std::thread::sleep(Duration::from_millis(40));
+                std::thread::sleep(Duration::from_millis(20));
             }
         }
         s.stats()
