@@ -67,7 +67,13 @@ pub struct Conn {
     reconnecting: Mutex<Option<Instant>>,
     /// A ping's reconnect thread is under way.
     ping_reconnecting: AtomicBool,
+    /// Large reads' receive buffers, given back once their data is in FUSE's reply:
+    /// a fresh 1 MiB buffer costs 256 page faults and its zeroing at every read.
+    read_bufs: Mutex<Vec<Vec<u8>>>,
 }
+
+/// Read buffers kept for reuse: the reads the kernel keeps in flight at once.
+const READ_BUFS_KEPT: usize = 16;
 
 impl Conn {
     pub fn new(
@@ -95,6 +101,7 @@ impl Conn {
             connected: (Mutex::new(None), Condvar::new()),
             reconnecting: Mutex::new(None),
             ping_reconnecting: AtomicBool::new(false),
+            read_bufs: Mutex::new(Vec::new()),
         })
     }
 
@@ -223,6 +230,22 @@ impl Conn {
     }
 
     /// A fresh request id, for [`Conn::submit_as`] (a request referred to later).
+    /// A buffer of `len` bytes to receive a read's data into (its contents are
+    /// whatever an earlier read left: only the received part is used).
+    fn read_buf(&self, len: usize) -> Vec<u8> {
+        let mut buf = self.read_bufs.lock().pop().unwrap_or_default();
+        buf.resize(len, 0);
+        buf
+    }
+
+    /// Gives a read's data buffer back for the next read.
+    pub fn recycle_read_buf(&self, buf: Vec<u8>) {
+        let mut bufs = self.read_bufs.lock();
+        if bufs.len() < READ_BUFS_KEPT && buf.capacity() > INLINE_WRITE {
+            bufs.push(buf);
+        }
+    }
+
     pub fn new_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed) & ID_MASK
     }
@@ -274,7 +297,7 @@ impl Conn {
         };
         p.header_req = r;
         if read as usize > INLINE_WRITE {
-            let mut buf = vec![0u8; read as usize];
+            let mut buf = self.read_buf(read as usize);
             let seg = Segment::memory(buf.as_mut_ptr(), buf.len());
             // SAFETY: as above.
             if let Ok(r) = unsafe {

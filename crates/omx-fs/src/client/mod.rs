@@ -535,6 +535,7 @@ impl Filesystem for OmxFs {
             w
         };
         let inline = size as usize <= INLINE_WRITE;
+        let conn = self.sh.conn.clone();
         self.send_fh(fh, build, None, size, move |r| {
             // From the received buffer straight into the reply: the body is the
             // length, then the data when it came inline.
@@ -549,7 +550,10 @@ impl Filesystem for OmxFs {
             });
             match checked {
                 Ok(rep) if inline => reply.data(&rep.body[4..]),
-                Ok(rep) => reply.data(&rep.data),
+                Ok(rep) => {
+                    reply.data(&rep.data);
+                    conn.recycle_read_buf(rep.data);
+                }
                 Err(e) => reply.error(e),
             }
         });

@@ -55,6 +55,9 @@ impl Server {
                 if size as usize > INLINE_WRITE && regular {
                     // Large reads of regular files go straight from the file's pages
                     // into the frames (a file-range segment): no buffer here.
+                    // The reply goes right behind the data, not once the client has
+                    // pulled it: the client finishes the read when both are in (one
+                    // wake-up and one way across less per read).
                     let n = (st.st_size as u64).saturating_sub(off).min(size as u64) as usize;
                     w.u32(n as u32);
                     let seg = if n == 0 {
@@ -62,7 +65,10 @@ impl Server {
                     } else {
                         Segment::file(f.fd.as_raw_fd(), off, n)
                     };
-                    self.send_lent(to, seg, data, f.clone());
+                    let sent = self.post_lent(to, seg, data).ok_or(libc::EIO)?;
+                    self.reply(to, h.op, h.id, Ok(w));
+                    self.finish_lent(sent, f.clone());
+                    return Err(Dispatch::Deferred);
                 } else {
                     let mut buf = vec![0u8; size as usize];
                     // SAFETY: buf has `size` bytes.

@@ -16,7 +16,7 @@ use locking::Waiter;
 use crate::export::{check_fd, fstat, sized, Errno, Export, R};
 use crate::locks::{self, Lock, LockTable};
 use crate::proto::*;
-use omx_proto::{PartnerId, StatusCode};
+use omx_proto::{PartnerId, ReqId, StatusCode};
 use omx_runtime::{Endpoint, Segment};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -110,6 +110,7 @@ pub struct Server {
     /// The partner to reply to, by the sender's (nic, endpoint).
     backs: Mutex<HashMap<(u64, u8), PartnerId>>,
     pub counters: Counters,
+    pool: pool::Pool,
 }
 
 struct Job {
@@ -136,6 +137,7 @@ impl Server {
             waiters: Mutex::new(Vec::new()),
             backs: Mutex::new(HashMap::new()),
             counters: Counters::default(),
+            pool: pool::Pool::default(),
         })
     }
 
@@ -162,14 +164,23 @@ impl Server {
     /// range), and waits. A client gone mid-send leaves the engine holding the
     /// segment: `keep` is then leaked so nothing it names is freed or reused.
     fn send_lent<K>(&self, to: PartnerId, seg: Segment, match_info: u64, keep: K) {
+        if let Some(r) = self.post_lent(to, seg, match_info) {
+            self.finish_lent(r, keep);
+        }
+    }
+
+    /// Posts the send of [`Server::send_lent`]; [`Server::finish_lent`] must follow
+    /// with what backs `seg`.
+    fn post_lent(&self, to: PartnerId, seg: Segment, match_info: u64) -> Option<ReqId> {
         // SAFETY: what `seg` names stays alive until the send completes (waited for
-        // below) or forever (leaked).
-        let r = unsafe { self.ep.isend(&[seg], to, match_info, 0, false) };
-        if let Ok(r) = r {
-            if self.ep.wait(r, Some(DATA_TIMEOUT)).is_none() {
-                std::mem::forget(keep);
-                self.ep.forget(r);
-            }
+        // in finish_lent) or forever (leaked there).
+        unsafe { self.ep.isend(&[seg], to, match_info, 0, false) }.ok()
+    }
+
+    fn finish_lent<K>(&self, r: ReqId, keep: K) {
+        if self.ep.wait(r, Some(DATA_TIMEOUT)).is_none() {
+            std::mem::forget(keep);
+            self.ep.forget(r);
         }
     }
 

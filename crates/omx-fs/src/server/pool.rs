@@ -1,16 +1,20 @@
 //! omxfsd's threads, a leader/follower pool. The leader waits for the next request
 //! header and serves it itself (no hand-over to another thread), letting go of the
 //! leadership while it serves; one standby thread looks every [`TAKE_OVER`] whether
-//! the leadership is free and takes it. So a request that takes long (a create that
-//! scans the inode table, an fsync, a large transfer, the connection back to a new
-//! peer) holds back the others by at most [`TAKE_OVER`], while quick ones cost no
-//! thread wake-up (letting go and taking the leadership back wakes nobody: no thread
-//! sleeps on it). The other threads sleep until the standby becomes the leader. While
-//! no request comes, the standby looks less and less often (up to [`IDLE_LOOK`]), so an
-//! idle server does not wake a thousand times a second.
+//! the leadership is free. It takes the leadership only when it is needed: nobody
+//! serves (the place is vacant), the same request has been served for a whole look
+//! (a create that scans the inode table, an fsync, a large transfer, a blocked FIFO
+//! open); a request already waiting meanwhile it serves itself. So a sequential client's
+//! quick requests cost no thread wake-up and no second thread spinning for the next
+//! request on the server's cores, and a slow request holds the others back by at
+//! most about two looks. The other threads sleep until the standby leaves its place.
+//! While no request comes, the standby looks less and less often (up to
+//! [`IDLE_LOOK`]), so an idle server does not wake a thousand times a second.
 
 use super::*;
-use std::sync::atomic::AtomicU64;
+use omx_proto::Completion;
+use parking_lot::MutexGuard;
+use std::sync::atomic::AtomicUsize;
 
 /// How often the standby thread looks whether the leader is busy serving, while
 /// requests come.
@@ -20,17 +24,28 @@ const TAKE_OVER: Duration = Duration::from_millis(1);
 const IDLE_LOOK: Duration = Duration::from_millis(64);
 
 /// The posted receives for request headers, owned by the thread that waits.
-struct Posted {
+#[derive(Default)]
+pub(super) struct Posted {
     bufs: Vec<Vec<u8>>,
 }
 
-struct Pool {
+#[derive(Default)]
+pub(super) struct Pool {
     /// Held by the leader while it waits for a request.
     posted: Mutex<Posted>,
     /// Held by the standby thread; the other idle threads sleep on it.
     standby: Mutex<()>,
+    /// Threads serving a request (counted before the leadership is let go).
+    serving: AtomicUsize,
     /// Requests taken so far (the standby backs off while it does not move).
     taken: AtomicU64,
+}
+
+/// What a thread does next.
+enum Turn<'a> {
+    Lead(MutexGuard<'a, Posted>),
+    /// A request the standby found waiting while the others served.
+    Serve(Job),
 }
 
 impl Server {
@@ -41,43 +56,82 @@ impl Server {
             std::thread::sleep(Duration::from_millis(500));
             s.expire_sessions();
         });
-        let mut bufs: Vec<Vec<u8>> = (0..POSTED).map(|_| vec![0u8; MAX_HEADER]).collect();
-        for (i, b) in bufs.iter_mut().enumerate() {
-            self.post_header_recv(b, i);
+        {
+            let mut posted = self.pool.posted.lock();
+            posted.bufs = (0..POSTED).map(|_| vec![0u8; MAX_HEADER]).collect();
+            for (i, b) in posted.bufs.iter_mut().enumerate() {
+                self.post_header_recv(b, i);
+            }
         }
-        let pool = Arc::new(Pool {
-            posted: Mutex::new(Posted { bufs }),
-            standby: Mutex::new(()),
-            taken: AtomicU64::new(0),
-        });
         for _ in 1..self.opts.threads.max(1) {
-            let (s, pool) = (self.clone(), pool.clone());
-            std::thread::spawn(move || s.serve(&pool));
+            let s = self.clone();
+            std::thread::spawn(move || s.serve());
         }
-        self.serve(&pool)
+        self.serve()
     }
 
-    fn serve(&self, pool: &Pool) -> ! {
+    fn serve(&self) -> ! {
+        let pool = &self.pool;
         loop {
-            let Some(mut posted) = pool.posted.try_lock() else {
-                Self::stand_by(pool);
-                continue;
+            let turn = match pool.posted.try_lock() {
+                Some(posted) => Turn::Lead(posted),
+                None => self.stand_by(),
             };
-            let job = self.next_request(&mut posted);
-            drop(posted);
-            pool.taken.fetch_add(1, Ordering::Relaxed);
+            let job = match turn {
+                Turn::Lead(mut posted) => {
+                    let c = self.ep.wait_any(kind_bits(Kind::Request), KIND_MASK, None);
+                    let job = c.and_then(|c| self.take_request(&mut posted, c));
+                    // Counted before the leadership is let go: a standby that finds it
+                    // free and nobody serving must lead.
+                    pool.serving.fetch_add(1, Ordering::SeqCst);
+                    pool.taken.fetch_add(1, Ordering::Relaxed);
+                    drop(posted);
+                    job
+                }
+                Turn::Serve(job) => Some(job),
+            };
             if let Some(job) = job {
                 self.handle(job);
             }
+            pool.serving.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
-    /// Returns once the leadership looks free (the leader is serving).
-    fn stand_by(pool: &Pool) {
+    /// Waits in the standby's place until this thread must lead or serve.
+    fn stand_by(&self) -> Turn<'_> {
+        let pool = &self.pool;
         let _standby = pool.standby.lock();
         let mut look = TAKE_OVER;
         let mut seen = pool.taken.load(Ordering::Relaxed);
-        while pool.posted.is_locked() {
+        // `taken` when a serve was last seen under way.
+        let mut serve_seen = None;
+        loop {
+            if let Some(mut posted) = pool.posted.try_lock() {
+                let taken = pool.taken.load(Ordering::Relaxed);
+                if pool.serving.load(Ordering::SeqCst) == 0 || serve_seen == Some(taken) {
+                    return Turn::Lead(posted);
+                }
+                if let Some(c) = self.ep.test_any(kind_bits(Kind::Request), KIND_MASK) {
+                    pool.serving.fetch_add(1, Ordering::SeqCst);
+                    pool.taken.fetch_add(1, Ordering::Relaxed);
+                    match self.take_request(&mut posted, c) {
+                        Some(job) => return Turn::Serve(job),
+                        None => {
+                            pool.serving.fetch_sub(1, Ordering::SeqCst);
+                            continue;
+                        }
+                    }
+                }
+                drop(posted);
+                // A server that finished while we held the place found it taken and
+                // went to wait for ours: lead at once.
+                if pool.serving.load(Ordering::SeqCst) == 0 {
+                    continue;
+                }
+                serve_seen = Some(taken);
+            } else {
+                serve_seen = None;
+            }
             std::thread::sleep(look);
             let now = pool.taken.load(Ordering::Relaxed);
             look = if now == seen {
@@ -89,11 +143,9 @@ impl Server {
         }
     }
 
-    /// The next request header (None: nothing usable arrived).
-    fn next_request(&self, posted: &mut Posted) -> Option<Job> {
-        let c = self
-            .ep
-            .wait_any(kind_bits(Kind::Request), KIND_MASK, None)?;
+    /// The request a completed header receive brought (None: nothing usable), its
+    /// receive posted again.
+    fn take_request(&self, posted: &mut Posted, c: Completion) -> Option<Job> {
         let slot = c.status.context as usize;
         let st = c.status;
         let ok = st.code == StatusCode::Success && st.msg_length as usize <= MAX_HEADER;
