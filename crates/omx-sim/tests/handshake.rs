@@ -5,7 +5,7 @@
 mod common;
 use bytes::Bytes;
 use common::*;
-use omx_proto::{StatusCode, NS_PER_MS};
+use omx_proto::{PartnerId, StatusCode, NS_PER_MS};
 use omx_sim::{LinkConfig, World};
 use omx_wire::{PacketType, WireConfig};
 use std::cell::RefCell;
@@ -39,7 +39,7 @@ fn tap(
 }
 
 /// Sends `n` messages from host `from` to the other host, each received intact.
-fn exchange(w: &mut World, from: usize, to: omx_proto::PartnerId, tag: u64, n: u64) {
+fn exchange(w: &mut World, from: usize, to: PartnerId, tag: u64, n: u64) {
     for i in 0..n {
         let (r, h) = w.recv(1 - from, 0, tag + i, u64::MAX, 64, &[]);
         w.send(from, 0, to, tag + i, pattern(64, tag + i), false);
@@ -49,6 +49,23 @@ fn exchange(w: &mut World, from: usize, to: omx_proto::PartnerId, tag: u64, n: u
         assert_eq!(s.code, StatusCode::Success);
         assert_eq!(w.hosts[1 - from].mem.get(h).to_vec(), pattern(64, tag + i));
     }
+}
+
+/// Host 0 connected to host 1 and back; also returns host 0's connect request as sent,
+/// host 0's partner for host 1 and host 1's for host 0.
+fn connected_both_ways(wire: WireConfig, seed: u64) -> (World, Vec<u8>, PartnerId, PartnerId) {
+    let mut w = world(wire, LinkConfig::default(), seed);
+    let log = tap(&mut w, |_, _| false);
+    let to_1 = w.connect(0, 0, 1, 0);
+    w.filter = None;
+    let request = log
+        .borrow()
+        .iter()
+        .find(|f| is_connect(f, false))
+        .expect("host 0's request")
+        .clone();
+    let to_0 = w.connect(1, 0, 0, 0);
+    (w, request, to_1, to_0)
 }
 
 /// With checksums on, the receiver of a connect request agrees on them at once; the
@@ -79,16 +96,7 @@ fn lost_connect_reply_with_checksums_still_connects() {
 #[test]
 fn late_connect_request_does_not_rewind_the_stream() {
     for wire in wires() {
-        let mut w = world(wire, LinkConfig::default(), 2);
-        let log = tap(&mut w, |_, _| false);
-        let to_1 = w.connect(0, 0, 1, 0);
-        let request = log
-            .borrow()
-            .iter()
-            .find(|f| is_connect(f, false))
-            .expect("host 0's request")
-            .clone();
-        let to_0 = w.connect(1, 0, 0, 0);
+        let (mut w, request, to_1, to_0) = connected_both_ways(wire, 2);
         exchange(&mut w, 1, to_0, 0x200, 3);
         w.run_idle(w.now + 100 * NS_PER_MS);
         assert_eq!(w.engine(1, 0).stats().unacked, 0, "{wire:?}");
@@ -103,16 +111,7 @@ fn late_connect_request_does_not_rewind_the_stream() {
 /// a changed session would reset the partner, a changed sequence number desynchronize it.
 #[test]
 fn corrupted_connect_request_is_dropped_on_its_seal() {
-    let mut w = world(WireConfig::native_9000(), LinkConfig::default(), 3);
-    let log = tap(&mut w, |_, _| false);
-    let to_1 = w.connect(0, 0, 1, 0);
-    let request = log
-        .borrow()
-        .iter()
-        .find(|f| is_connect(f, false))
-        .expect("host 0's request")
-        .clone();
-    let to_0 = w.connect(1, 0, 0, 0);
+    let (mut w, request, to_1, to_0) = connected_both_ways(WireConfig::native_9000(), 3);
     exchange(&mut w, 1, to_0, 0x500, 2);
     // Session id, sequence start, connect seqnum: each would matter if believed.
     for (byte, bit) in [

@@ -19,8 +19,8 @@ use crate::bytes::Reader;
 use crate::config::{
     checksum_of, type_of, unstriped_type, Extensions, WireConfig, WireMode, CHECKSUM_FLAG,
     CHECKSUM_LEN, COMMON_HEADER_LEN, COMPAT_FRAG_PIPELINE, CONNECT_DATA_LEN, CONNECT_EXT_MARKER,
-    CONNECT_MTU_MARKER, CONNECT_SEAL_LEN, CONNECT_SEAL_MAGIC, HOSTNAME_MAX, RNDV_DATA_LEN,
-    SMALL_MAX, STRIPE_BOARDS_MAX, TINY_MAX, TRUC_DATA_LEN, TRUC_TYPE_ACK,
+    CONNECT_MTU_MARKER, CONNECT_SEAL_MAGIC, HOSTNAME_MAX, RNDV_DATA_LEN, SMALL_MAX,
+    STRIPE_BOARDS_MAX, TINY_MAX, TRUC_DATA_LEN, TRUC_TYPE_ACK,
 };
 use crate::error::DecodeError;
 use crate::packet::{
@@ -151,11 +151,11 @@ pub fn decode<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Decoded<'a>, Deco
     // that clears the flag would let another one in the payload through.
     let checksummed = type_byte & CHECKSUM_FLAG != 0;
     if checksummed {
-        verify_checksum(frame, &packet, payload, cfg)?;
+        verify_trailer(frame, &packet, payload, cfg, true)?;
     } else if cfg.checksums(type_byte) {
         return Err(DecodeError::BadChecksum);
     } else if let Packet::Connect(_) = packet {
-        verify_connect_seal(frame, &packet, payload, cfg)?;
+        verify_trailer(frame, &packet, payload, cfg, false)?;
     }
     Ok(Decoded {
         header,
@@ -252,48 +252,31 @@ fn pull_reply(b: Reader<'_, 16>, cfg: &WireConfig) -> Result<PullReply, DecodeEr
     Ok(p)
 }
 
-/// Checks the trailer that follows the payload (or the body header, for types without
-/// payload) against the frame's bytes before it.
-fn verify_checksum(
+/// Checks what follows the payload (or the body header, for types without payload):
+/// the checksum trailer of a frame with [`CHECKSUM_FLAG`] (`flagged`: required), else
+/// the seal of a CONNECT when its magic is there ([`CONNECT_SEAL_MAGIC`]; a connect
+/// without one, an Open-MX peer's, passes).
+fn verify_trailer(
     frame: &[u8],
     packet: &Packet,
     payload: &[u8],
     cfg: &WireConfig,
+    flagged: bool,
 ) -> Result<(), DecodeError> {
     let end = packet.header_len(cfg).saturating_add(payload.len());
-    let (Some(covered), Some(trailer)) = (
-        frame.get(..end),
-        frame.get(end..end.saturating_add(CHECKSUM_LEN)),
-    ) else {
-        return Err(DecodeError::BadChecksum);
-    };
-    if checksum_of(covered) != trailer {
-        return Err(DecodeError::BadChecksum);
-    }
-    Ok(())
-}
-
-/// Checks the seal of an unflagged CONNECT when its magic follows the payload
-/// ([`CONNECT_SEAL_MAGIC`]); a connect without one (an Open-MX peer's) passes.
-fn verify_connect_seal(
-    frame: &[u8],
-    packet: &Packet,
-    payload: &[u8],
-    cfg: &WireConfig,
-) -> Result<(), DecodeError> {
-    let end = packet.header_len(cfg).saturating_add(payload.len());
-    let seal = frame.get(end..end.saturating_add(CONNECT_SEAL_LEN));
-    match (
-        frame.get(..end),
-        seal.and_then(|s| s.split_first_chunk::<4>()),
-    ) {
-        (Some(covered), Some((magic, sum))) if *magic == CONNECT_SEAL_MAGIC => {
-            if checksum_of(covered) != sum {
-                return Err(DecodeError::BadChecksum);
-            }
-            Ok(())
+    let covered = frame.get(..end).ok_or(DecodeError::BadChecksum)?;
+    let tail = frame.get(end..).unwrap_or_default();
+    let sum = if flagged {
+        tail.get(..CHECKSUM_LEN)
+    } else {
+        match tail.split_first_chunk::<4>() {
+            Some((magic, rest)) if *magic == CONNECT_SEAL_MAGIC => rest.get(..CHECKSUM_LEN),
+            _ => return Ok(()),
         }
-        _ => Ok(()),
+    };
+    match sum {
+        Some(sum) if checksum_of(covered) == sum => Ok(()),
+        _ => Err(DecodeError::BadChecksum),
     }
 }
 
