@@ -3,6 +3,7 @@
 //! with their output captured, killed by a guard.
 #![allow(dead_code)]
 
+pub mod traffic;
 pub mod users;
 
 use std::io::{BufRead, BufReader, Read};
