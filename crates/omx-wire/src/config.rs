@@ -107,12 +107,12 @@ pub fn trailer_len(header: &[u8]) -> usize {
 /// Writes the trailer of [`trailer_len`] into `out` (exactly that long), `covered`
 /// being the frame's bytes before it in pieces (header, then payload).
 pub fn write_trailer(covered: &[&[u8]], out: &mut [u8]) {
-    let sum = checksum_of_parts(covered);
+    // Most frames have none: no checksum is computed for them.
     match out.len() {
-        CHECKSUM_LEN => out.copy_from_slice(&sum),
+        CHECKSUM_LEN => out.copy_from_slice(&checksum_of_parts(covered)),
         CONNECT_SEAL_LEN => {
             out[..4].copy_from_slice(&CONNECT_SEAL_MAGIC);
-            out[4..].copy_from_slice(&sum);
+            out[4..].copy_from_slice(&checksum_of_parts(covered));
         }
         _ => debug_assert!(out.is_empty(), "not a trailer length"),
     }
