@@ -7,7 +7,14 @@ use crate::seqnum::{Seq, MAX_IN_FLIGHT};
 use crate::slab::Key;
 use crate::transmit::Payload;
 use crate::types::*;
+use bytes::Bytes;
 use omx_wire::{Medium, Msg, Notify, Packet, Rndv, Truc, SMALL_MAX, TINY_MAX, TRUC_TYPE_ACK};
+
+/// What a send's first frame carries: its eager data, or the region a rendezvous offers.
+enum Body {
+    Eager(Bytes),
+    Region(MemHandle, u32),
+}
 
 impl Engine {
     /// Posts a send. Eager data (up to the rendezvous threshold) must be passed as
@@ -158,14 +165,22 @@ impl Engine {
         }
         let (pid, match_info, len, resends_max) =
             (s.partner, s.match_info, s.data.len(), s.resends_max);
-        let data = s.data.clone();
+        // An eager send completes here unless too many already wait for their ack
+        // (MX's zombie sends); its data then lives on in the unacked record alone.
+        let eager = matches!(s.data, SendData::Eager(_));
+        let zombie = eager && self.zombies < self.cfg.zombie_max;
+        let done = zombie.then(|| self.send_status(k, StatusCode::Success, len));
         let session = self.partners[pid].session.unwrap_or(0);
         let dst_endpoint = self.partners[pid].endpoint;
+        let src_endpoint = self.me.endpoint;
+        let Some(Request::Send(s)) = self.requests.get_mut(k) else {
+            return;
+        };
         let (flags, base) = (s.flags, s.base);
         let msg = Msg {
             flags,
             dst_endpoint,
-            src_endpoint: self.me.endpoint,
+            src_endpoint,
             length: 0,
             checksum: 0,
             lib_seqnum: 0,
@@ -173,25 +188,32 @@ impl Engine {
             match_info,
             session,
         };
-        let packet = match &data {
-            SendData::Eager(bytes) if len as usize <= TINY_MAX => SentPacket::Tiny(
+        // The record takes one reference to the payload (each count is an atomic
+        // operation); a send completing now hands over its own.
+        let body = match &mut s.data {
+            SendData::Eager(bytes) if zombie => Body::Eager(std::mem::take(bytes)),
+            SendData::Eager(bytes) => Body::Eager(bytes.clone()),
+            SendData::Region { handle, len } => Body::Region(*handle, *len),
+        };
+        let packet = match body {
+            Body::Eager(bytes) if len as usize <= TINY_MAX => SentPacket::Tiny(
                 Msg {
                     length: len as u16,
                     ..msg
                 },
-                bytes.clone(),
+                bytes,
             ),
-            SendData::Eager(bytes) if len as usize <= SMALL_MAX => SentPacket::Small(
+            Body::Eager(bytes) if len as usize <= SMALL_MAX => SentPacket::Small(
                 Msg {
                     length: len as u16,
                     ..msg
                 },
-                bytes.clone(),
+                bytes,
             ),
-            SendData::Eager(bytes) => SentPacket::Medium(
+            Body::Eager(bytes) => SentPacket::Medium(
                 Medium {
                     dst_endpoint,
-                    src_endpoint: self.me.endpoint,
+                    src_endpoint,
                     length: len,
                     lib_seqnum: 0,
                     lib_piggyack: 0,
@@ -202,29 +224,27 @@ impl Engine {
                     frag_pipeline: 0,
                     checksum: 0,
                 },
-                bytes.clone(),
+                bytes,
             ),
-            SendData::Region { handle, len } => {
-                let Some((id, use_seq)) = self.claim_region(k, *handle, *len, base) else {
+            Body::Region(handle, len) => {
+                let Some((id, use_seq)) = self.claim_region(k, handle, len, base) else {
                     return;
                 };
                 SentPacket::Rndv(Rndv {
                     msg: Msg { length: 8, ..msg },
-                    msg_length: *len,
+                    msg_length: len,
                     pulled_rdma_id: id,
                     pulled_rdma_seqnum: use_seq,
                     pulled_rdma_offset: 0,
                 })
             }
         };
-        let eager = !matches!(packet, SentPacket::Rndv(_));
         if let SentPacket::Rndv(r) = &packet {
             let seq = self.partners[pid].next_send;
             if let Some(Request::Send(s)) = self.requests.get_mut(k) {
                 s.rndv = Some((seq, *r));
             }
         }
-        let zombie = eager && self.zombies < self.cfg.zombie_max;
         let p = &mut self.partners[pid];
         let delay = p.rto(&self.cfg);
         let seq = p.next_send;
@@ -243,10 +263,9 @@ impl Engine {
         self.hint_deadline(now + delay);
         let idx = self.partners[pid].unacked.len() - 1;
         self.transmit_record(pid, idx);
-        if zombie {
+        if let Some(status) = done {
             // MX completes eager sends at once; the record keeps the data for resends.
             self.zombies += 1;
-            let status = self.send_status(k, StatusCode::Success, len);
             self.complete_send(k, status);
         }
     }
