@@ -378,8 +378,7 @@ impl Engine {
             // A gap in the stream (every packet past it, resent ones included, shows
             // it): tell the sender at once with a duplicate ack, so it resends the
             // missing packet now rather than at its timeout.
-            self.counters.send_dup_ack += 1;
-            self.send_ack(pid);
+            self.send_gap_ack(pid);
             return;
         }
         self.counters.drop_obsolete += 1;
@@ -547,8 +546,7 @@ impl Engine {
         if !done && last_frag && part.seq == next_frag && part.hole_before(m.frag_seqnum) {
             // The last fragment came and an earlier one did not (they are sent in
             // order): one duplicate ack per transmission gets the message resent now.
-            self.counters.send_dup_ack += 1;
-            self.send_ack(pid);
+            self.send_gap_ack(pid);
         }
         match target {
             PartialTarget::Recv(k) => self.deliver_chunk(k, offset, payload),
@@ -740,9 +738,15 @@ impl Engine {
         p.acknum_seen = t.acknum;
         let upto = Seq(t.lib_seqnum);
         let advances = p.unacked.front().is_some_and(|r| r.seq.before(upto));
+        // A repeated ack is a loss signal only if it reports a gap: a partner that
+        // flags those also repeats its ack for a packet it got twice (ours was late),
+        // which taken as a loss would resend the next packet, get that one twice, and
+        // so on for as long as the stream lasts.
+        let reports_gap =
+            !p.wire.uses(omx_wire::Extensions::GAP_ACKS) || t.resent == omx_wire::TRUC_RESENT_GAP;
         if advances {
             self.apply_ack(now, pid, upto);
-        } else {
+        } else if reports_gap {
             self.on_duplicate_ack(now, pid, upto);
         }
     }

@@ -8,7 +8,10 @@ use crate::slab::Key;
 use crate::transmit::Payload;
 use crate::types::*;
 use bytes::Bytes;
-use omx_wire::{Medium, Msg, Notify, Packet, Rndv, Truc, SMALL_MAX, TINY_MAX, TRUC_TYPE_ACK};
+use omx_wire::{
+    Extensions, Medium, Msg, Notify, Packet, Rndv, Truc, SMALL_MAX, TINY_MAX, TRUC_RESENT_GAP,
+    TRUC_TYPE_ACK,
+};
 
 /// What a send's first frame carries: its eager data, or the region a rendezvous offers.
 enum Body {
@@ -598,6 +601,17 @@ impl Engine {
 
     /// Sends an explicit ack (TRUC) covering everything completely received.
     pub(crate) fn send_ack(&mut self, pid: PartnerId) {
+        self.send_ack_reporting(pid, false);
+    }
+
+    /// An explicit ack that reports a gap in the stream: the one ack that may start a
+    /// fast retransmit (flagged toward a partner with `GAP_ACKS`).
+    pub(crate) fn send_gap_ack(&mut self, pid: PartnerId) {
+        self.counters.send_dup_ack += 1;
+        self.send_ack_reporting(pid, true);
+    }
+
+    fn send_ack_reporting(&mut self, pid: PartnerId, gap: bool) {
         let header = self.header_to(pid);
         let me = self.me.endpoint;
         let p = self.partner(pid);
@@ -615,7 +629,11 @@ impl Engine {
             session_id: session,
             acknum: p.acknum_sent,
             send_seq: p.next_frag.0,
-            resent: 0,
+            resent: if gap && p.wire.uses(Extensions::GAP_ACKS) {
+                TRUC_RESENT_GAP
+            } else {
+                0
+            },
         };
         let wire = p.wire;
         self.counters.send_liback += 1;

@@ -164,3 +164,25 @@ fn loss_with_reordering_and_duplication() {
         check(wire, messy, 12.0, "1% loss, dup, reorder");
     }
 }
+
+#[test]
+fn duplicated_packets_start_no_retransmission() {
+    // A packet that arrives twice makes the receiver repeat its ack (the sender may
+    // have missed it). Taken as a loss signal, that repeat resent the next packet,
+    // which arrived twice in turn, for as long as the stream lasted. With the gap-acks
+    // extension only acks reporting a gap count: nothing is lost here, nothing resent.
+    let dup_only = LinkConfig {
+        duplicate: 0.05,
+        ..link()
+    };
+    for wire in [WireConfig::native_9000(), WireConfig::native_1500()] {
+        for (size, count) in [(8, 4000), (20_000, 600)] {
+            let o = stream(wire, dup_only.clone(), 3, size, count);
+            assert_eq!(
+                (o.resends, o.fast),
+                (0, 0),
+                "{size} B over a duplicating link: resends (fast)"
+            );
+        }
+    }
+}

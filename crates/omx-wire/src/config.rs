@@ -146,6 +146,10 @@ pub const fn stripe_magic(endpoint: u8, session: u32) -> u32 {
 pub const HOST_QUERY_MAGIC_INIT: u32 = 0x1305_2008;
 /// The only defined TRUC type: an explicit library ack ("liback").
 pub const TRUC_TYPE_ACK: u8 = 0x55;
+/// In a liback's `resent` byte toward a peer with [`Extensions::GAP_ACKS`]: the ack
+/// reports a gap (the receiver holds later packets, or the last fragment of a medium
+/// whose earlier one is missing). Zero otherwise, as the original sends it.
+pub const TRUC_RESENT_GAP: u8 = 1;
 /// Largest TINY payload.
 pub const TINY_MAX: usize = 32;
 /// Largest SMALL payload.
@@ -244,22 +248,27 @@ impl Extensions {
     /// One-sided operations (flags in body byte 3 of messages, unset in the original).
     pub const ONE_SIDED: Extensions = Extensions(16);
     /// Every extension offered by default (all but [`Extensions::STRIPE`]).
-    pub const ALL: Extensions = Extensions(31);
+    pub const ALL: Extensions = Extensions(31 | 64);
     /// Large messages striped over several links (`OMX_STRIPE`): the advertiser lists
     /// its other boards in its CONNECT ([`crate::Connect::stripe_boards`]) and takes
     /// [`crate::STRIPE_PULL_TYPE`] and [`crate::STRIPE_PULL_REPLY_TYPE`] on them.
     /// Offered only by an endpoint with striping on and several boards.
     pub const STRIPE: Extensions = Extensions(32);
+    /// Acks that report a gap in the stream say so ([`TRUC_RESENT_GAP`]), so that only
+    /// they start a fast retransmit: the ack a receiver repeats when a packet arrives
+    /// twice (its earlier ack was late or lost) is then no loss signal.
+    pub const GAP_ACKS: Extensions = Extensions(64);
     /// Every extension this version knows.
-    pub const KNOWN: Extensions = Extensions(63);
+    pub const KNOWN: Extensions = Extensions(127);
     /// Names for settings and tools, in bit order.
-    pub const NAMES: [(&'static str, Extensions); 6] = [
+    pub const NAMES: [(&'static str, Extensions); 7] = [
         ("latency", Self::LATENCY_FLAG),
         ("checksum", Self::CHECKSUM),
         ("checksum-wanted", Self::CHECKSUM_WANTED),
         ("bundle", Self::BUNDLE),
         ("one-sided", Self::ONE_SIDED),
         ("stripe", Self::STRIPE),
+        ("gap-acks", Self::GAP_ACKS),
     ];
 
     pub const fn bits(self) -> u8 {

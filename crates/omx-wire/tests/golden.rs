@@ -624,7 +624,7 @@ fn connect_with_advertised_mtu() {
         let mut expected = golden.to_vec();
         expected[14..16].copy_from_slice(&PEER_INDEX_NONE.to_be_bytes());
         expected[45..48].copy_from_slice(&[omx_wire::CONNECT_MTU_MARKER, 0x23, 0x28]);
-        expected[28..30].copy_from_slice(&[omx_wire::CONNECT_EXT_MARKER, 0x1F]);
+        expected[28..30].copy_from_slice(&[omx_wire::CONNECT_EXT_MARKER, 0x5F]);
         // The seal in the padding: magic, then the checksum of the 48 bytes before it.
         let sum = omx_wire::checksum_of(&expected[..48]);
         expected[48..52].copy_from_slice(&omx_wire::CONNECT_SEAL_MAGIC);

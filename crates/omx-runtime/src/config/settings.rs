@@ -67,7 +67,7 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_ETHERTYPE", "0x86df", "EtherType of native frames (hex)"),
     s("OMX_CHECKSUM", "0", "1: a CRC32C trailer on every native endpoint frame"),
     s("OMX_BUNDLE", "1", "native mode: pack small frames for one endpoint into one Ethernet frame"),
-    s("OMX_WIRE_EXTENSIONS", "all", "omx extensions offered to peers (all, none, or a list of latency,checksum,bundle,one-sided); each is used only with peers that offer it"),
+    s("OMX_WIRE_EXTENSIONS", "all", "omx extensions offered to peers (all, none, or a list of latency,checksum,bundle,one-sided,gap-acks); each is used only with peers that offer it"),
     // Protocol.
     s("OMX_RNDV_THRESHOLD", "32768", "eager/rendezvous switch (bytes)"),
     mx("OMX_RESENDS_MAX", "MX_MAX_RETRIES", "1000", "resend budget, in resend delays"),
