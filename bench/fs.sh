@@ -2,7 +2,8 @@
 # File systems between two namespace hosts (root; not a test): omxfs (omxfsd on h0,
 # omxfs on h1) against sshfs (sshd on h0 with a throwaway key, sshfs on h1, Debian's
 # defaults) and the local file system (the upper bound), side by side in one run, plus
-# omx_perf's 1 MiB and 4 MiB ping-pong bandwidth at the same MTU. The exported directories and the
+# omx_perf's 1 MiB and 4 MiB ping-pong bandwidth at the same MTU (before the file systems and again
+# after them: one run alone swings widely on a shared machine). The exported directories and the
 # local one live on the same disk (/tmp). Prints CSV: fs,test,value,unit and writes it
 # with a markdown table to OUT (default /tmp/omx-fs-bench.{csv,md}); bench/plot_fs.py OUT.csv
 # plots it.
