@@ -2,7 +2,8 @@
 # File systems between two namespace hosts (root; not a test): omxfs (omxfsd on h0,
 # omxfs on h1) against sshfs (sshd on h0 with a throwaway key, sshfs on h1, Debian's
 # defaults) and the local file system (the upper bound), side by side in one run, plus
-# omx_perf's 1 MiB and 4 MiB ping-pong bandwidth at the same MTU. The exported directories and the
+# omx_perf's 1 MiB and 4 MiB ping-pong bandwidth at the same MTU (before the file systems and again
+# after them: one run alone swings widely on a shared machine). The exported directories and the
 # local one live on the same disk (/tmp). Prints CSV: fs,test,value,unit and writes it
 # with a markdown table to OUT (default /tmp/omx-fs-bench.{csv,md}); bench/plot_fs.py OUT.csv
 # plots it.
@@ -42,14 +43,18 @@ trap 'exit 130' INT TERM
 "$H" up 2 "$MTU" >/dev/null
 ip0=$(ip netns exec "$OMX_NS_PREFIX-h0" ip -4 -o addr show scope global | awk '{sub("/.*","",$4); print $4; exit}')
 
-# omx_perf at 1 MiB, the size of one omxfs read or write, and at 4 MiB.
-"$H" exec 0 "$BIN/omx_perf" >/dev/null 2>&1 &
-pp=$!
-sleep 0.5
-"$H" exec 1 "$BIN/omx_perf" -d h0:0 -S 1048576 -E 4194305 -N 100 -W 10 >"$tmp/omx_perf.out"
-perf=$(awk '$1 == 1048576 {print $3}' "$tmp/omx_perf.out")
-perf4=$(awk '$1 == 4194304 {print $3}' "$tmp/omx_perf.out")
-wait "$pp" 2>/dev/null || true
+# omx_perf at 1 MiB, the size of one omxfs read or write, and at 4 MiB: once before the
+# file systems and once after them (one run alone swings 5-15x on a shared machine: the
+# two bracket the sequential reads). Endpoint 5, apart from omxfsd's.
+pingpong() {
+  "$H" exec 0 "$BIN/omx_perf" -e 5 >/dev/null 2>&1 &
+  local pp=$!
+  sleep 0.5
+  "$H" exec 1 "$BIN/omx_perf" -d h0:0 -r 5 -S 1048576 -E 4194305 -N 100 -W 10 >"$tmp/omx_perf.out"
+  wait "$pp" 2>/dev/null || true
+  echo "$(awk '$1 == 1048576 {print $3}' "$tmp/omx_perf.out") $(awk '$1 == 4194304 {print $3}' "$tmp/omx_perf.out")"
+}
+read -r perf perf4 < <(pingpong)
 
 # omxfs.
 "$H" exec 0 "$BIN/omxfsd" "$tmp/export/data" >"$tmp/omxfsd.log" 2>&1 &
@@ -189,8 +194,11 @@ print(round(j["iops"]), round(j["lat_ns"]["mean"] / 1000, 1))' "$tmp/fio.json")
   done
   on rm -rf "$d/rand" "$d/tree"
 done
+read -r perf_after perf4_after < <(pingpong)
 put omx_perf pingpong_1MiB "$perf" MB/s
 put omx_perf pingpong_4MiB "$perf4" MB/s
+put omx_perf pingpong_1MiB_after "$perf_after" MB/s
+put omx_perf pingpong_4MiB_after "$perf4_after" MB/s
 
 cp "$csv" "$OUT.csv"
 python3 - "$csv" "$OUT.md" <<'PY'
@@ -207,10 +215,16 @@ for t in tests:
     except (ValueError, ZeroDivisionError):
         ratio = "-"
     out.append(f"| {t} | {unit} | " + " | ".join(cells) + f" | {ratio} |")
+warm = v.get(("omxfs", "seq_read_warm"), {}).get("value")
 for size in ("1MiB", "4MiB"):
-    p = v.get(("omx_perf", f"pingpong_{size}"))
-    if p:
-        out.append(f"\nomx_perf {size} ping-pong: {p['value']} MB/s")
+    runs = [v[k]["value"] for k in (("omx_perf", f"pingpong_{size}"), ("omx_perf", f"pingpong_{size}_after")) if k in v]
+    if runs:
+        line = f"\nomx_perf {size} ping-pong, before and after the file systems: {', '.join(runs)} MB/s"
+        try:
+            line += "; omxfs warm read / it: " + ", ".join(f"{float(warm) / float(r):.2f}x" for r in runs)
+        except (TypeError, ValueError, ZeroDivisionError):
+            pass
+        out.append(line)
 open(sys.argv[2], "w").write("\n".join(out) + "\n")
 print("\n".join(out))
 PY
