@@ -244,13 +244,21 @@ impl Readiness {
     /// One more for a read (a message arrived, a taken one has bytes left, a reader must
     /// look again).
     pub fn add(&self) {
+        if in_forked_child() {
+            return;
+        }
         let mut st = self.state.lock();
         st.pending += 1;
-        // (After the thread's locals are gone, at exit: rings, as if another looked.)
-        let mine = WATCHING
-            .try_with(|w| w.borrow().contains(&self.id))
-            .unwrap_or(false) as u32;
-        if st.watchers > mine {
+        // Only a sole watcher may be this thread (after the thread's locals are gone,
+        // at exit, it rings as if another looked).
+        let ring = match st.watchers {
+            0 => false,
+            1 => !WATCHING
+                .try_with(|w| w.borrow().contains(&self.id))
+                .unwrap_or(false),
+            _ => true,
+        };
+        if ring {
             signal(self.evfd);
             st.in_fd += 1;
         }
@@ -258,6 +266,9 @@ impl Readiness {
 
     /// One fewer for a read.
     pub fn take(&self) {
+        if in_forked_child() {
+            return;
+        }
         let mut st = self.state.lock();
         st.pending = st.pending.saturating_sub(1);
         if st.in_fd > st.pending {
@@ -266,13 +277,18 @@ impl Readiness {
         }
     }
 
-    /// True while a read has something to take (or to look at).
+    /// True while a read has something to take (or to look at). (A forked child never
+    /// takes the lock: a thread of the parent may have held it at the fork; the
+    /// child's messages go to the parent anyway.)
     pub fn pending(&self) -> bool {
-        self.state.lock().pending > 0
+        !in_forked_child() && self.state.lock().pending > 0
     }
 
     /// Someone may look at the eventfd from now on: it gets the whole count.
     pub fn watch(&self) {
+        if in_forked_child() {
+            return;
+        }
         let mut st = self.state.lock();
         st.watchers += 1;
         if st.in_fd < st.pending {
@@ -284,6 +300,9 @@ impl Readiness {
     }
 
     pub fn unwatch(&self) {
+        if in_forked_child() {
+            return;
+        }
         let mut st = self.state.lock();
         st.watchers = st.watchers.saturating_sub(1);
     }
