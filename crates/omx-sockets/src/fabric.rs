@@ -396,3 +396,81 @@ impl Fabric {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eventfd() -> i32 {
+        // SAFETY: plain system call.
+        let fd = unsafe {
+            libc::eventfd(
+                0,
+                libc::EFD_NONBLOCK | libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE,
+            )
+        };
+        assert!(fd >= 0);
+        fd
+    }
+
+    /// What the eventfd holds, read without taking it (`/proc/self/fdinfo`).
+    fn held(fd: i32) -> u64 {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+        let hex = info
+            .lines()
+            .find_map(|l| l.strip_prefix("eventfd-count:"))
+            .unwrap()
+            .trim();
+        u64::from_str_radix(hex, 16).unwrap()
+    }
+
+    #[test]
+    fn the_eventfd_holds_the_count_while_watched_and_never_more() {
+        let r = Readiness::new(0x7e57_0001, eventfd());
+        r.add();
+        r.add();
+        assert!(r.pending());
+        assert_eq!(held(r.evfd), 0, "nobody watches: no system call");
+        r.watch();
+        assert_eq!(held(r.evfd), 2, "watching starts with the whole count");
+        r.take();
+        assert_eq!(held(r.evfd), 1);
+        r.add();
+        assert_eq!(held(r.evfd), 2, "an arrival while watched rings");
+        r.unwatch();
+        r.take();
+        assert_eq!(held(r.evfd), 1, "never more than the count");
+        r.add();
+        assert_eq!(held(r.evfd), 1, "unwatched: not rung");
+        r.take();
+        r.take();
+        assert!(!r.pending());
+        assert_eq!(held(r.evfd), 0);
+    }
+
+    #[test]
+    fn a_thread_does_not_ring_for_itself_but_for_another_watcher() {
+        let r = Readiness::new(0x7e57_0002, eventfd());
+        watching(&[&r], || {
+            r.add();
+            assert_eq!(held(r.evfd), 0, "the watching thread looks at the count");
+        });
+        assert!(r.pending());
+        // An epoll set (or another thread) watches too: it must see the message.
+        r.watch();
+        assert_eq!(held(r.evfd), 1);
+        watching(&[&r], || r.add());
+        assert_eq!(held(r.evfd), 2);
+        r.take();
+        r.take();
+        r.unwatch();
+        assert_eq!(held(r.evfd), 0);
+        // Another thread's arrival rings for this thread's wait.
+        watching(&[&r], || {
+            std::thread::scope(|s| {
+                s.spawn(|| r.add());
+            });
+            assert_eq!(held(r.evfd), 1);
+        });
+    }
+}
