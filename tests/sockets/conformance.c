@@ -409,6 +409,57 @@ static void t_readiness_mix(void)
     printf("ok %s\n", name);
 }
 
+/* Readiness asked for after the data arrived (nobody was looking then): an epoll set
+ * joined later, a poll, a select and a thread waiting in poll all see it at once, and
+ * nothing once it is read. */
+static void *poll_waiter(void *arg)
+{
+    struct pollfd p = {.fd = *(int *)arg, .events = POLLIN};
+    *(int *)arg = poll(&p, 1, -1) == 1 && p.revents == POLLIN;
+    return NULL;
+}
+
+static void t_readiness_late(void)
+{
+    const char *name = "readiness-late-watch";
+    int s = dial(C_ECHO, 0), ep = epoll_create1(EPOLL_CLOEXEC), waiter;
+    struct epoll_event ev = {.events = EPOLLIN}, out[2];
+    struct pollfd p = {.events = POLLIN};
+    struct timeval zero = {0, 0};
+    fd_set r;
+    pthread_t t;
+    char c[2];
+    CHECK(name, s >= 0 && ep >= 0);
+    p.fd = ev.data.fd = s;
+    /* A blocking peek waits for the echo without taking it. */
+    CHECK(name, write(s, "a", 1) == 1 && recv(s, c, 1, MSG_PEEK) == 1 && c[0] == 'a');
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    CHECK(name, epoll_wait(ep, out, 2, 0) == 1 && out[0].events == EPOLLIN);
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL) == 0);
+    CHECK(name, poll(&p, 1, 0) == 1 && p.revents == POLLIN);
+    FD_ZERO(&r);
+    FD_SET(s, &r);
+    CHECK(name, select(s + 1, &r, NULL, NULL, &zero) == 1 && FD_ISSET(s, &r));
+    CHECK(name, read(s, c, 1) == 1 && c[0] == 'a');
+    CHECK(name, poll(&p, 1, 0) == 0);
+    /* The rest of a message read in part (or its second byte, on TCP). */
+    CHECK(name, write(s, "bc", 2) == 2 && read(s, c, 1) == 1 && c[0] == 'b');
+    CHECK(name, poll(&p, 1, -1) == 1 && p.revents == POLLIN);
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    CHECK(name, epoll_wait(ep, out, 2, 0) == 1 && read(s, c, 1) == 1 && c[0] == 'c');
+    CHECK(name, epoll_wait(ep, out, 2, 0) == 0 && poll(&p, 1, 0) == 0);
+    /* Another thread waits in poll while this one only writes. */
+    waiter = s;
+    CHECK(name, pthread_create(&t, NULL, poll_waiter, &waiter) == 0);
+    CHECK(name, write(s, "d", 1) == 1);
+    CHECK(name, pthread_join(t, NULL) == 0 && waiter == 1);
+    CHECK(name, epoll_wait(ep, out, 2, -1) == 1 && read(s, c, 1) == 1 && c[0] == 'd');
+    CHECK(name, epoll_wait(ep, out, 2, 0) == 0 && poll(&p, 1, 0) == 0);
+    close(ep);
+    close(s);
+    printf("ok %s\n", name);
+}
+
 /* EPOLLONESHOT: one event, then nothing (readable or writable) until EPOLL_CTL_MOD. */
 static void t_epoll_oneshot(void)
 {
@@ -543,6 +594,7 @@ int main(int argc, char **argv)
     t_epipe();
     t_nonblocking_writes();
     t_readiness_mix();
+    t_readiness_late();
     t_epoll_oneshot();
     t_sendfile();
     t_full_duplex();

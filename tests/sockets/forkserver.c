@@ -10,7 +10,11 @@
  *       (one connection; the parent reads the head and greets, forks, closes its copy
  *        or keeps it, and exits at once; the child waits until the parent is gone, then
  *        reads the rest and answers)
+ *   forkserver execl PORT execl|execlp|execle
+ *       (one connection; the server reads the head and greets, then replaces itself
+ *        by the list form of exec named: the new image reads the rest and answers)
  *   forkserver client IP PORT [ROUNDS]
+ *   (forkserver rest FD HOW 7th 8th  the exec'd image; internal)
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -129,6 +133,46 @@ static int orphan(int port, int keep_copy) {
   exit(0);
 }
 
+#define EXECLE_ENV "FORKSERVER_EXECLE=passed"
+
+/* The image an `execl*` started: the connection is the inherited descriptor FD; it
+ * reads the rest of the request and answers, as a forked child does. */
+static int rest(int fd, const char *how) {
+  const char *env = getenv("FORKSERVER_EXECLE");
+  if (!strcmp(how, "execle") && (!env || strcmp(env, "passed"))) {
+    fprintf(stderr, "execle's environment did not reach the new image\n");
+    return 1;
+  }
+  printf("%s'd image reads the rest\n", how);
+  fflush(stdout);
+  child(fd, HEAD, 0);
+  return 0;
+}
+
+/* The process that carried the connection replaces itself through a list form of exec
+ * (eight arguments: the last ones, the NULL and execle's envp are passed on the
+ * stack). */
+static int exec_list(int port, const char *how, const char *self) {
+  int l = listening(port);
+  int fd = accept(l, NULL, NULL);
+  if (fd < 0) die("accept");
+  close(l);
+  check_request(fd, 0, HEAD, 0);
+  write_all(fd, GREETING, strlen(GREETING));
+  char fds[16];
+  snprintf(fds, sizeof fds, "%d", fd);
+  if (!strcmp(how, "execl")) {
+    execl(self, self, "rest", fds, how, "7th", "8th", (char *)NULL);
+  } else if (!strcmp(how, "execlp")) {
+    execlp(self, self, "rest", fds, how, "7th", "8th", (char *)NULL);
+  } else {
+    char *const envp[] = {EXECLE_ENV, NULL};
+    execle(self, self, "rest", fds, how, "7th", "8th", (char *)NULL, envp);
+  }
+  die(how);
+  return 1;
+}
+
 static int server(int port) {
   int l = listening(port);
   for (int round = 0; round < ROUNDS; round++) {
@@ -197,9 +241,15 @@ int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "orphan") &&
       (!strcmp(argv[3], "close") || !strcmp(argv[3], "keep")))
     return orphan(atoi(argv[2]), !strcmp(argv[3], "keep"));
+  if (argc == 4 && !strcmp(argv[1], "execl") &&
+      (!strcmp(argv[3], "execl") || !strcmp(argv[3], "execlp") || !strcmp(argv[3], "execle")))
+    return exec_list(atoi(argv[2]), argv[3], argv[0]);
+  if (argc == 6 && !strcmp(argv[1], "rest") && !strcmp(argv[4], "7th") && !strcmp(argv[5], "8th"))
+    return rest(atoi(argv[2]), argv[3]);
   if ((argc == 4 || argc == 5) && !strcmp(argv[1], "client"))
     return client(argv[2], atoi(argv[3]), argc == 5 ? atoi(argv[4]) : ROUNDS);
   fprintf(stderr,
-          "usage: forkserver server PORT | orphan PORT close|keep | client IP PORT [ROUNDS]\n");
+          "usage: forkserver server PORT | orphan PORT close|keep | execl PORT "
+          "execl|execlp|execle | client IP PORT [ROUNDS]\n");
   return 2;
 }

@@ -24,7 +24,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx twochildren-kernel twochildren-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp many-1000 faults peer-death)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx execl-kernel execl-omx twochildren-kernel twochildren-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -174,11 +174,44 @@ if [ -x "$tmp/bin/forkserver" ]; then
     orphan_omx orphan-omx-close close && orphan_omx orphan-omx-keep keep
     report orphan-omx $? "$log"/orphan-omx-*.client "$log"/orphan-omx-*.server
   fi
+  # execl NAME PRELOAD execl|execlp|execle: the carrying process replaces itself
+  # through a list form of exec; the new image (execle's without the preload)
+  # continues the stream both ways.
+  execl() {
+    local name=$1 pre=() p0
+    [ "$2" = yes ] && pre=("$launch")
+    in_host 0 "${pre[@]}" "$tmp/bin/forkserver" execl 5569 "$3" >"$log/$name.server" 2>&1 &
+    p0=$!
+    bgpids+=("$p0")
+    wait_listening 0 5569 "$p0" &&
+      in_host 1 "${pre[@]}" "$tmp/bin/forkserver" client "$(host_ip 0)" 5569 1 \
+        >"$log/$name.client" 2>&1 &&
+      wait "$p0" &&
+      grep -q "$3'd image reads the rest" "$log/$name.server"
+  }
+  if want execl-kernel; then
+    execl execl-kernel-execl no execl && execl execl-kernel-execlp no execlp &&
+      execl execl-kernel-execle no execle
+    report execl-kernel $? "$log"/execl-kernel-*.client "$log"/execl-kernel-*.server
+  fi
+  if want execl-omx; then
+    # Carried while the first image reads, back on TCP for the new one.
+    ok=0
+    for how in execl execlp execle; do
+      OMX_SOCKETS_HELLO_WAIT_MS=120000 execl "execl-omx-$how" yes "$how" &&
+        grep -q 'accepted on omx' "$log/execl-omx-$how.server" &&
+        grep -q 'back on TCP for a forked child or exec' "$log/execl-omx-$how.server" &&
+        grep -q "peer's process went back to TCP" "$log/execl-omx-$how.client" || ok=1
+    done
+    report execl-omx $ok "$log"/execl-omx-*.client "$log"/execl-omx-*.server
+  fi
 else
   report fork-kernel 1 "$log/cc-fork"
   report fork-omx 1 "$log/cc-fork"
   report orphan-kernel 1 "$log/cc-fork"
   report orphan-omx 1 "$log/cc-fork"
+  report execl-kernel 1 "$log/cc-fork"
+  report execl-omx 1 "$log/cc-fork"
 fi
 # execserver NAME PRELOADED exec|forkexec|twochildren [TRAILER]: a connection read by
 # one process image and finished by the image it exec()s (itself, or a forked child's),

@@ -68,8 +68,10 @@ pub fn changed(
     let mut sets = SETS.lock();
     let map = sets.get_or_insert_with(HashMap::new);
     let members = map.entry(epfd).or_default();
-    members.retain(|m| m.fd != fd);
+    leave(members, |m| m.fd == fd);
     if let (Some(ev), true) = (ev, op != libc::EPOLL_CTL_DEL) {
+        // A member's readiness descriptor holds its count (`fabric::Readiness`).
+        conn.ready.watch();
         members.push(Member {
             fd,
             conn: Arc::downgrade(conn),
@@ -94,12 +96,27 @@ pub fn closed(fd: i32) {
     }
     let mut sets = SETS.lock();
     let Some(map) = sets.as_mut() else { return };
-    map.remove(&fd);
+    if let Some(mut gone) = map.remove(&fd) {
+        leave(&mut gone, |_| true);
+    }
     for members in map.values_mut() {
-        members.retain(|m| m.fd != fd);
+        leave(members, |m| m.fd == fd);
     }
     map.retain(|_, m| !m.is_empty());
     COUNT.store(map.len(), Ordering::Release);
+}
+
+/// Removes the members `which` picks; their connections are watched once less.
+fn leave(members: &mut Vec<Member>, which: impl Fn(&Member) -> bool) {
+    members.retain(|m| {
+        if !which(m) {
+            return true;
+        }
+        if let Some(c) = m.conn.upgrade() {
+            c.ready.unwatch();
+        }
+        false
+    });
 }
 
 /// True when `epfd` has carried members.

@@ -6,9 +6,10 @@ use crate::real;
 use omx_proto::{NicId, PartnerId, UnexpectedInfo};
 use omx_runtime::{Endpoint, Runtime, WatchEnd};
 use parking_lot::Mutex;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Application key of every sockets endpoint.
@@ -38,8 +39,8 @@ pub struct Fabric {
     next_conn: AtomicU32,
 }
 
-/// Readiness descriptor (eventfd) of each carried connection, by connection id.
-static WAKERS: Mutex<Option<HashMap<u32, i32>>> = Mutex::new(None);
+/// Readiness of each carried connection, by connection id.
+static WAKERS: Mutex<Option<HashMap<u32, Arc<Readiness>>>> = Mutex::new(None);
 static FABRIC: OnceLock<Option<Fabric>> = OnceLock::new();
 /// Set in a child forked after the endpoint opened: the endpoint's threads stayed in the
 /// parent, so the child has no omx (its connections stay on TCP).
@@ -150,13 +151,13 @@ pub fn arrivals() -> u64 {
 fn wake_receiver(info: &UnexpectedInfo) -> bool {
     let id = info.match_info as u32;
     let wakers = WAKERS.lock();
-    let Some(&evfd) = wakers.as_ref().and_then(|w| w.get(&id)) else {
+    let Some(ready) = wakers.as_ref().and_then(|w| w.get(&id)) else {
         // No such connection (closed, or a stray message): drop it.
         return true;
     };
     match info.match_info & KIND_MASK {
-        // What a read takes: counted on the readiness descriptor.
-        0 | CONTROL => signal(evfd),
+        // What a read takes: counted in its readiness.
+        0 | CONTROL => ready.add(),
         // Taken by a thread of its own (it may wait on the network).
         FALLBACK => crate::stream::handover::on_fallback_request(id),
         // Taken by the thread that asked for it.
@@ -199,6 +200,137 @@ pub fn block(
     }
 }
 
+/// What a connection has for a read (messages arrived and not taken, plus one while a
+/// taken message has bytes left), and its readiness descriptor: a semaphore eventfd
+/// that `poll`/`select` watch beside the socket and `epoll` sets hold in its place.
+/// The descriptor holds the count only while someone may look at it (a member of an
+/// epoll set, a `poll`/`select` under way, a read blocked on the connection): a
+/// ping-pong whose reader takes each message itself then makes no system call for it
+/// (the descriptor's write at each arrival and read at each take were two per
+/// message). Kept exact: the descriptor never counts more than `pending`, and while
+/// watched it counts `pending` exactly, except for a thread's own arrivals while it
+/// watches (it takes the frame itself and looks at `pending` before it waits again).
+pub struct Readiness {
+    pub evfd: i32,
+    id: u32,
+    state: Mutex<ReadyState>,
+}
+
+#[derive(Default)]
+struct ReadyState {
+    /// What a read takes, as counted.
+    pending: u64,
+    /// What the eventfd holds (never more than `pending`).
+    in_fd: u64,
+    /// Epoll set memberships plus `poll`/`select` calls and blocked reads under way.
+    watchers: u32,
+}
+
+thread_local! {
+    /// Connections the calling thread waits on (a `poll`, `select` or blocked read):
+    /// arrivals it takes itself need not ring the eventfd it would wake from.
+    static WATCHING: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Readiness {
+    fn new(id: u32, evfd: i32) -> Arc<Readiness> {
+        Arc::new(Readiness {
+            evfd,
+            id,
+            state: Mutex::new(ReadyState::default()),
+        })
+    }
+
+    /// One more for a read (a message arrived, a taken one has bytes left, a reader must
+    /// look again).
+    pub fn add(&self) {
+        if in_forked_child() {
+            return;
+        }
+        let mut st = self.state.lock();
+        st.pending += 1;
+        // Only a sole watcher may be this thread (after the thread's locals are gone,
+        // at exit, it rings as if another looked).
+        let ring = match st.watchers {
+            0 => false,
+            1 => !WATCHING
+                .try_with(|w| w.borrow().contains(&self.id))
+                .unwrap_or(false),
+            _ => true,
+        };
+        if ring {
+            signal(self.evfd);
+            st.in_fd += 1;
+        }
+    }
+
+    /// One fewer for a read.
+    pub fn take(&self) {
+        if in_forked_child() {
+            return;
+        }
+        let mut st = self.state.lock();
+        st.pending = st.pending.saturating_sub(1);
+        if st.in_fd > st.pending {
+            take_one(self.evfd);
+            st.in_fd -= 1;
+        }
+    }
+
+    /// True while a read has something to take (or to look at). (A forked child never
+    /// takes the lock: a thread of the parent may have held it at the fork; the
+    /// child's messages go to the parent anyway.)
+    pub fn pending(&self) -> bool {
+        !in_forked_child() && self.state.lock().pending > 0
+    }
+
+    /// Someone may look at the eventfd from now on: it gets the whole count.
+    pub fn watch(&self) {
+        if in_forked_child() {
+            return;
+        }
+        let mut st = self.state.lock();
+        st.watchers += 1;
+        if st.in_fd < st.pending {
+            let more = st.pending - st.in_fd;
+            // SAFETY: writes 8 bytes from a local to an eventfd.
+            unsafe { real::write(self.evfd, &more as *const u64 as *const libc::c_void, 8) };
+            st.in_fd = st.pending;
+        }
+    }
+
+    pub fn unwatch(&self) {
+        if in_forked_child() {
+            return;
+        }
+        let mut st = self.state.lock();
+        st.watchers = st.watchers.saturating_sub(1);
+    }
+}
+
+/// Runs `f` with the calling thread watching `ready` (see [`Readiness`]).
+pub fn watching<R>(ready: &[&Readiness], f: impl FnOnce() -> R) -> R {
+    for r in ready {
+        r.watch();
+    }
+    // (`try_with`: the thread's locals are gone during `exit`, whose handlers may
+    // wait; its arrivals then ring the descriptors.)
+    let _ = WATCHING.try_with(|w| w.borrow_mut().extend(ready.iter().map(|r| r.id)));
+    let out = f();
+    let _ = WATCHING.try_with(|w| {
+        let mut w = w.borrow_mut();
+        for r in ready {
+            if let Some(i) = w.iter().rposition(|&id| id == r.id) {
+                w.swap_remove(i);
+            }
+        }
+    });
+    for r in ready {
+        r.unwatch();
+    }
+    out
+}
+
 pub fn signal(evfd: i32) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a local to an eventfd.
@@ -212,11 +344,19 @@ pub fn take_one(evfd: i32) {
     unsafe { real::read(evfd, &mut v as *mut u64 as *mut libc::c_void, 8) };
 }
 
-pub fn register_waker(id: u32, evfd: i32) {
-    WAKERS
-        .lock()
-        .get_or_insert_with(HashMap::new)
-        .insert(id, evfd);
+/// Connection `id`'s readiness, with `evfd` as its descriptor (the one registered
+/// already for `id` if it has that descriptor).
+pub fn register_waker(id: u32, evfd: i32) -> Arc<Readiness> {
+    let mut wakers = WAKERS.lock();
+    let map = wakers.get_or_insert_with(HashMap::new);
+    match map.get(&id) {
+        Some(r) if r.evfd == evfd => r.clone(),
+        _ => {
+            let r = Readiness::new(id, evfd);
+            map.insert(id, r.clone());
+            r
+        }
+    }
 }
 
 pub fn unregister_waker(id: u32) {
@@ -254,5 +394,83 @@ impl Fabric {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eventfd() -> i32 {
+        // SAFETY: plain system call.
+        let fd = unsafe {
+            libc::eventfd(
+                0,
+                libc::EFD_NONBLOCK | libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE,
+            )
+        };
+        assert!(fd >= 0);
+        fd
+    }
+
+    /// What the eventfd holds, read without taking it (`/proc/self/fdinfo`).
+    fn held(fd: i32) -> u64 {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+        let hex = info
+            .lines()
+            .find_map(|l| l.strip_prefix("eventfd-count:"))
+            .unwrap()
+            .trim();
+        u64::from_str_radix(hex, 16).unwrap()
+    }
+
+    #[test]
+    fn the_eventfd_holds_the_count_while_watched_and_never_more() {
+        let r = Readiness::new(0x7e57_0001, eventfd());
+        r.add();
+        r.add();
+        assert!(r.pending());
+        assert_eq!(held(r.evfd), 0, "nobody watches: no system call");
+        r.watch();
+        assert_eq!(held(r.evfd), 2, "watching starts with the whole count");
+        r.take();
+        assert_eq!(held(r.evfd), 1);
+        r.add();
+        assert_eq!(held(r.evfd), 2, "an arrival while watched rings");
+        r.unwatch();
+        r.take();
+        assert_eq!(held(r.evfd), 1, "never more than the count");
+        r.add();
+        assert_eq!(held(r.evfd), 1, "unwatched: not rung");
+        r.take();
+        r.take();
+        assert!(!r.pending());
+        assert_eq!(held(r.evfd), 0);
+    }
+
+    #[test]
+    fn a_thread_does_not_ring_for_itself_but_for_another_watcher() {
+        let r = Readiness::new(0x7e57_0002, eventfd());
+        watching(&[&r], || {
+            r.add();
+            assert_eq!(held(r.evfd), 0, "the watching thread looks at the count");
+        });
+        assert!(r.pending());
+        // An epoll set (or another thread) watches too: it must see the message.
+        r.watch();
+        assert_eq!(held(r.evfd), 1);
+        watching(&[&r], || r.add());
+        assert_eq!(held(r.evfd), 2);
+        r.take();
+        r.take();
+        r.unwatch();
+        assert_eq!(held(r.evfd), 0);
+        // Another thread's arrival rings for this thread's wait.
+        watching(&[&r], || {
+            std::thread::scope(|s| {
+                s.spawn(|| r.add());
+            });
+            assert_eq!(held(r.evfd), 1);
+        });
     }
 }

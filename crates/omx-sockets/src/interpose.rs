@@ -635,11 +635,27 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
         return real::poll(fds, n, timeout);
     }
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    // The readers' readiness descriptors hold their counts while the call looks.
+    let readers: Vec<&crate::fabric::Readiness> = carried
+        .iter()
+        .filter(|(i, _)| set[*i].events & libc::POLLIN != 0)
+        .map(|(_, c)| &*c.ready)
+        .collect();
+    crate::fabric::watching(&readers, || poll_carried(set, &carried, deadline))
+}
+
+/// `poll` of a set with carried connections (`carried`: their places and connections).
+unsafe fn poll_carried(
+    set: &mut [pollfd],
+    carried: &[(usize, Arc<stream::Conn>)],
+    deadline: Option<Instant>,
+) -> c_int {
+    let n = set.len();
     loop {
         let seen = crate::fabric::arrivals();
         let mut all: Vec<pollfd> = set.to_vec();
         let mut full = Vec::new();
-        for (i, c) in &carried {
+        for (i, c) in carried {
             if set[*i].events & libc::POLLOUT != 0 && !c.writable() {
                 all[*i].events &= !libc::POLLOUT;
                 full.push((*i, c));
@@ -656,7 +672,7 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
             });
         }
         let first_reader = all.len();
-        let readers: Vec<usize> = carried
+        let readers: Vec<(usize, &stream::Conn)> = carried
             .iter()
             .filter(|(i, _)| set[*i].events & libc::POLLIN != 0)
             .map(|(i, c)| {
@@ -665,20 +681,22 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
                     events: libc::POLLIN,
                     revents: 0,
                 });
-                *i
+                (*i, &**c)
             })
             .collect();
         let r = real::poll(all.as_mut_ptr(), all.len() as nfds_t, 0);
         if r < 0 {
             return r;
         }
-        for (k, &i) in readers.iter().enumerate() {
-            if all[first_reader + k].revents & libc::POLLIN != 0 {
+        // Readable: its descriptor says so, or (a message this thread took in from the
+        // network itself, see `fabric::Readiness`) its count does.
+        for (k, &(i, c)) in readers.iter().enumerate() {
+            if all[first_reader + k].revents & libc::POLLIN != 0 || c.ready.pending() {
                 all[i].revents |= libc::POLLIN;
             }
         }
         // Bytes only the library reads (probes, a hand-back to TCP) make no POLLIN.
-        for (i, c) in &carried {
+        for (i, c) in carried {
             if all[*i].revents & libc::POLLIN != 0 && !c.poll_in() {
                 all[*i].revents &= !libc::POLLIN;
             }
@@ -688,7 +706,7 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
                 all[*i].revents |= libc::POLLOUT;
             }
         }
-        let ready = all[..n as usize].iter().filter(|a| a.revents != 0).count();
+        let ready = all[..n].iter().filter(|a| a.revents != 0).count();
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if ready > 0 || left.is_some_and(|l| l.is_zero()) {
             for (p, a) in set.iter_mut().zip(&all) {

@@ -40,6 +40,8 @@ const WINDOW_MESSAGES: usize = WINDOW / 4096;
 /// How often a write or close waiting for the peer looks at the kernel socket (a dead
 /// peer's reset ends the wait).
 const PEER_CHECK: Duration = Duration::from_millis(50);
+/// A blocking read's first wait, before it reads `SO_RCVTIMEO` (see `recv_some`).
+const FIRST_WAIT: Duration = Duration::from_millis(1);
 /// `tcpi_state` of a closed socket (include/net/tcp_states.h).
 const TCP_CLOSE: u8 = 7;
 /// How often a peer that ended its side is probed while a write waits for it.
@@ -106,6 +108,8 @@ pub struct Conn {
     fd: AtomicI32,
     /// Readable while omx data waits for this connection (poll/select/epoll see it).
     pub evfd: i32,
+    /// What a read takes now, and when `evfd` holds it (`fabric::Readiness`).
+    pub ready: Arc<fabric::Readiness>,
     id: u32,
     fab: &'static Fabric,
     /// The program's descriptors naming this connection.
@@ -177,6 +181,7 @@ impl Conn {
             unsafe { real::close(sock) };
             return None;
         };
+        let ready = fabric::register_waker(id, evfd);
         let conn = Arc::new(Conn {
             fd: AtomicI32::new(sock),
             forks_at_creation: fabric::forks(),
@@ -185,6 +190,7 @@ impl Conn {
             fell_back: AtomicBool::new(false),
             handing_back: AtomicBool::new(false),
             evfd,
+            ready,
             id,
             fab,
             users: AtomicUsize::new(0),
@@ -194,7 +200,6 @@ impl Conn {
             tx: Mutex::new(Tx::new(tx)),
             rx: Mutex::new(Rx::new(rx)),
         });
-        fabric::register_waker(id, evfd);
         handover::register(id, &conn);
         Some(conn)
     }

@@ -383,7 +383,7 @@ impl Conn {
     pub(super) fn send_back(&self, deadline: Option<Instant>) {
         // A reader of ours blocked on this connection goes to the kernel socket.
         self.fell_back.store(true, Ordering::Release);
-        fabric::signal(self.evfd);
+        self.ready.add();
         let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let (Some(mut rx), Some(mut tx)) = (match deadline {
             None => (Some(self.rx.lock()), Some(self.tx.lock())),

@@ -29,6 +29,8 @@ impl Conn {
     pub(super) fn recv_some(&self, out: &mut [u8], peek: bool, block: bool) -> Result<usize> {
         let mut rx = self.rx.lock();
         let mut deadline: Option<Option<Instant>> = None;
+        // When the read first waited (see `FIRST_WAIT`).
+        let mut waited: Option<Instant> = None;
         loop {
             if self.fell_back.load(Ordering::Acquire) {
                 drop(rx);
@@ -107,7 +109,16 @@ impl Conn {
                     if let Some(n) = self.take_data(&mut rx, out, peek)? {
                         return Ok(n);
                     }
-                    match self.tcp_state() {
+                    // A read about to wait for the first time watches the kernel
+                    // socket in that wait (its FIN, reset or bytes end the wait, at
+                    // the spin's first look): the look before it, one system call per
+                    // message of a ping-pong, is left to the wait.
+                    let wait_looks = block && waited.is_none() && !self.maybe_shared();
+                    match if wait_looks {
+                        TcpState::Empty
+                    } else {
+                        self.tcp_state()
+                    } {
                         TcpState::Eof => {
                             // Everything sent before the FIN has arrived: one last look.
                             return match self.take_data(&mut rx, out, peek)? {
@@ -158,16 +169,25 @@ impl Conn {
                     revents: 0,
                 },
             ];
-            let deadline = *deadline.get_or_insert_with(|| self.receive_deadline());
-            let left = match deadline {
-                None => None,
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        // SO_RCVTIMEO passed, as TCP says it.
-                        return Err(os_err(libc::EAGAIN));
+            // SO_RCVTIMEO is read once a first wait of `FIRST_WAIT` found nothing (a
+            // system call per message of a ping-pong otherwise): a timeout shorter
+            // than that ends up to `FIRST_WAIT` late, within the kernel's own
+            // granularity for it (a jiffy).
+            let started = *waited.get_or_insert_with(Instant::now);
+            let since = started.elapsed();
+            let left = if since < FIRST_WAIT {
+                Some(FIRST_WAIT - since)
+            } else {
+                match *deadline.get_or_insert_with(|| self.receive_deadline().map(|d| d - since)) {
+                    None => None,
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            // SO_RCVTIMEO passed, as TCP says it.
+                            return Err(os_err(libc::EAGAIN));
+                        }
+                        Some(left)
                     }
-                    Some(left)
                 }
             };
             // The kernel socket unwatched: its end is looked at every PEER_CHECK.
@@ -176,7 +196,7 @@ impl Conn {
             } else {
                 left
             };
-            if fabric::block(&watch, left, seen).is_err() {
+            if fabric::watching(&[&self.ready], || fabric::block(&watch, left, seen)).is_err() {
                 // As the kernel's read interrupted by a signal handler.
                 return Err(os_err(libc::EINTR));
             }
@@ -287,8 +307,8 @@ impl Conn {
                 TcpState::Data | TcpState::Empty => {}
             }
         };
-        // One message fewer waits: the readiness descriptor counts them.
-        fabric::take_one(self.evfd);
+        // One message fewer waits: the readiness counts them.
+        self.ready.take();
         if c.status.code != StatusCode::Success {
             return Err(os_err(libc::ECONNRESET));
         }
@@ -369,13 +389,7 @@ impl Conn {
         }
         let until = Instant::now() + Duration::from_millis(10);
         while self.fab.ep.iprobe(self.id as u64, !0).is_none() && Instant::now() < until {
-            let mut p = libc::pollfd {
-                fd: self.evfd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd, no wait.
-            if unsafe { real::poll(&mut p, 1, 0) } <= 0 {
+            if !self.ready.pending() {
                 return;
             }
             std::thread::yield_now();
@@ -389,9 +403,9 @@ impl Conn {
         let left = rx.offset < rx.leftover.len();
         if left != rx.flagged {
             if left {
-                fabric::signal(self.evfd);
+                self.ready.add();
             } else {
-                fabric::take_one(self.evfd);
+                self.ready.take();
             }
             rx.flagged = left;
         }

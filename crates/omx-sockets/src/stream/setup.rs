@@ -10,7 +10,7 @@ use super::*;
 pub fn reserve_client(fab: &'static Fabric) -> Option<(u32, i32)> {
     let id = fab.new_conn_id();
     let evfd = new_evfd()?;
-    fabric::register_waker(id, evfd);
+    let _ = fabric::register_waker(id, evfd);
     Some((id, evfd))
 }
 
