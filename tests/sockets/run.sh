@@ -144,18 +144,23 @@ if cc -Wall -Werror -O2 -o "$tmp/bin/forkserver" "$here/forkserver.c" 2>"$log/cc
     report fork-omx $? "$log/fork-omx.client" "$log/fork-omx.server"
   fi
 fi
+# serve_once NAME PRELOAD MODE PORT ARG: forkserver.c MODE in h0 on PORT, one client
+# round from h1, the server's own end awaited.
+serve_once() {
+  local name=$1 pre=() p0
+  [ "$2" = yes ] && pre=("$launch")
+  in_host 0 "${pre[@]}" "$tmp/bin/forkserver" "$3" "$4" "$5" >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 "$4" "$p0" &&
+    in_host 1 "${pre[@]}" "$tmp/bin/forkserver" client "$(host_ip 0)" "$4" 1 \
+      >"$log/$name.client" 2>&1 &&
+    wait "$p0"
+}
 # orphan NAME PRELOAD close|keep: forkserver.c's parent exits before its child first
 # uses the connection (after closing its copy, or holding it); one client round.
 orphan() {
-  local name=$1 pre=() p0
-  [ "$2" = yes ] && pre=("$launch")
-  in_host 0 "${pre[@]}" "$tmp/bin/forkserver" orphan 5566 "$3" >"$log/$name.server" 2>&1 &
-  p0=$!
-  bgpids+=("$p0")
-  wait_listening 0 5566 "$p0" &&
-    in_host 1 "${pre[@]}" "$tmp/bin/forkserver" client "$(host_ip 0)" 5566 1 \
-      >"$log/$name.client" 2>&1 &&
-    wait "$p0"
+  serve_once "$1" "$2" orphan 5566 "$3"
 }
 # orphan_omx NAME close|keep: carried while the parent reads, handed back to TCP by the
 # parent (at its close, or at its exit) before the child's first use.
@@ -178,16 +183,8 @@ if [ -x "$tmp/bin/forkserver" ]; then
   # through a list form of exec; the new image (execle's without the preload)
   # continues the stream both ways.
   execl() {
-    local name=$1 pre=() p0
-    [ "$2" = yes ] && pre=("$launch")
-    in_host 0 "${pre[@]}" "$tmp/bin/forkserver" execl 5569 "$3" >"$log/$name.server" 2>&1 &
-    p0=$!
-    bgpids+=("$p0")
-    wait_listening 0 5569 "$p0" &&
-      in_host 1 "${pre[@]}" "$tmp/bin/forkserver" client "$(host_ip 0)" 5569 1 \
-        >"$log/$name.client" 2>&1 &&
-      wait "$p0" &&
-      grep -q "$3'd image reads the rest" "$log/$name.server"
+    serve_once "$1" "$2" execl 5569 "$3" &&
+      grep -q "$3'd image reads the rest" "$log/$1.server"
   }
   if want execl-kernel; then
     execl execl-kernel-execl no execl && execl execl-kernel-execlp no execlp &&
