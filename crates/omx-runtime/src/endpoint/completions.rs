@@ -158,16 +158,27 @@ pub struct RequestInfo {
 }
 
 /// Completed requests waiting for test/wait, in completion order. The latest one is
-/// kept out of the map and out of the order queue: a request tested right after it
-/// completed (a send written straight into a ring) comes and goes without hashing or
-/// queueing.
+/// kept apart (a request tested right after it completed comes and goes without
+/// queueing); older ones sit in a table indexed by the request's engine slot (ids are
+/// slab keys: slot index in the high half), checked against the whole id, so finding
+/// one costs no hashing. A slot whose earlier tenant's completion is still waiting
+/// spills the newer one to a map (rare: the engine reuses a slot only after its request
+/// completed).
 #[derive(Default)]
 struct DoneTable {
-    map: HashMap<ReqId, Completion>,
-    /// Completion order of the entries of `map` (all older than `latest`). Cleaned
-    /// lazily: ids taken by id are skipped, and popped once they reach the front.
+    by_slot: Vec<Option<Completion>>,
+    spill: HashMap<ReqId, Completion>,
+    /// Completion order of the older entries. Cleaned lazily: ids taken by id are
+    /// skipped, and popped once they reach the front.
     order: VecDeque<ReqId>,
     latest: Option<Completion>,
+}
+
+/// Slots beyond this index go to the spill map (bounds the table for odd ids).
+const SLOTS_MAX: usize = 1 << 16;
+
+fn slot_of(req: ReqId) -> usize {
+    (req.0 >> 32) as usize
 }
 
 impl DoneTable {
@@ -175,18 +186,52 @@ impl DoneTable {
     fn insert(&mut self, c: Completion) {
         if let Some(old) = self.latest.replace(c) {
             self.order.push_back(old.req);
-            self.map.insert(old.req, old);
+            self.file_older(old);
         }
     }
 
+    fn file_older(&mut self, c: Completion) {
+        let slot = slot_of(c.req);
+        if slot < SLOTS_MAX {
+            if self.by_slot.len() <= slot {
+                self.by_slot.resize_with(slot + 1, || None);
+            }
+            if self.by_slot[slot].is_none() {
+                self.by_slot[slot] = Some(c);
+                return;
+            }
+        }
+        self.spill.insert(c.req, c);
+    }
+
+    fn older(&self, req: ReqId) -> Option<&Completion> {
+        match self.by_slot.get(slot_of(req)) {
+            Some(Some(c)) if c.req == req => Some(c),
+            _ if self.spill.is_empty() => None,
+            _ => self.spill.get(&req),
+        }
+    }
+
+    fn remove_older(&mut self, req: ReqId) -> Option<Completion> {
+        if let Some(entry) = self.by_slot.get_mut(slot_of(req)) {
+            if entry.as_ref().is_some_and(|c| c.req == req) {
+                return entry.take();
+            }
+        }
+        if self.spill.is_empty() {
+            return None;
+        }
+        self.spill.remove(&req)
+    }
+
     fn contains(&self, req: ReqId) -> bool {
-        self.latest.as_ref().is_some_and(|c| c.req == req) || self.map.contains_key(&req)
+        self.get(req).is_some()
     }
 
     fn get(&self, req: ReqId) -> Option<&Completion> {
         match &self.latest {
             Some(c) if c.req == req => Some(c),
-            _ => self.map.get(&req),
+            _ => self.older(req),
         }
     }
 
@@ -195,23 +240,22 @@ impl DoneTable {
         if self.latest.as_ref().is_some_and(|c| c.req == req) {
             return self.latest.take();
         }
-        if self.map.is_empty() {
+        if self.order.is_empty() {
             return None;
         }
         self.take_older(req)
     }
 
-    #[cold]
     fn take_older(&mut self, req: ReqId) -> Option<Completion> {
-        let c = self.map.remove(&req)?;
+        let c = self.remove_older(req)?;
         self.prune();
         Some(c)
     }
 
     /// Pops ids already taken off the front.
     fn prune(&mut self) {
-        while let Some(r) = self.order.front() {
-            if self.map.contains_key(r) {
+        while let Some(&r) = self.order.front() {
+            if self.older(r).is_some() {
                 break;
             }
             self.order.pop_front();
@@ -232,10 +276,10 @@ impl DoneTable {
         if let Some(pos) = self
             .order
             .iter()
-            .position(|r| self.map.get(r).is_some_and(hit))
+            .position(|&r| self.older(r).is_some_and(hit))
         {
             let r = self.order.remove(pos)?;
-            let c = self.map.remove(&r);
+            let c = self.remove_older(r);
             self.prune();
             return c;
         }
@@ -296,5 +340,33 @@ mod tests {
         assert_eq!(d.oldest(), Some(ReqId(6)));
         assert_eq!(d.take_any(0, 0).map(|c| c.req), Some(ReqId(6)));
         assert_eq!(d.oldest(), Some(ReqId(8)));
+    }
+
+    #[test]
+    fn done_table_tells_a_slot_s_tenants_apart() {
+        let id = |slot: u64, generation: u64| (slot << 32) | generation;
+        let mut d = DoneTable::default();
+        // Two completions of slot 3 (the engine reused it) and others around them.
+        for r in [id(3, 1), id(1, 1), id(3, 2), id(70_000, 1), id(2, 5)] {
+            d.insert(completion(r, r));
+        }
+        assert!(d.contains(ReqId(id(3, 1))) && d.contains(ReqId(id(3, 2))));
+        assert!(!d.contains(ReqId(id(3, 3))) && !d.contains(ReqId(id(1, 2))));
+        assert_eq!(
+            d.take(ReqId(id(3, 2))).map(|c| c.req),
+            Some(ReqId(id(3, 2)))
+        );
+        assert!(d.take(ReqId(id(3, 2))).is_none());
+        assert_eq!(d.oldest(), Some(ReqId(id(3, 1))));
+        assert_eq!(
+            d.take(ReqId(id(3, 1))).map(|c| c.req),
+            Some(ReqId(id(3, 1)))
+        );
+        assert_eq!(d.oldest(), Some(ReqId(id(1, 1))));
+        let m = id(70_000, 1);
+        assert_eq!(d.take_any(m, u64::MAX).map(|c| c.req), Some(ReqId(m)));
+        assert_eq!(d.take_any(0, 0).map(|c| c.req), Some(ReqId(id(1, 1))));
+        assert_eq!(d.take_any(0, 0).map(|c| c.req), Some(ReqId(id(2, 5))));
+        assert_eq!(d.oldest(), None);
     }
 }
