@@ -416,9 +416,9 @@ dissect_frame = function(tvb, pinfo, tree, base, rest, head, inner)
     seen[id] = true
     verdicts[key] = verdict
   end
-  if tname == "truc" and v.resent ~= 0 then
-    verdicts[key] = "retransmission"
-  end
+  -- An omx ack toward a peer with the gap-acks extension sets its resent byte (zero
+  -- in the original) when it reports a gap in the stream.
+  if tname == "truc" and v.resent == 1 then info = info .. " [gap]" end
   local verdict = verdicts[key]
   if verdict == "retransmission" then
     t:add(pf.retransmission, true):add_proto_expert_info(ef.retransmission)
