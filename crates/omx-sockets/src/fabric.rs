@@ -239,7 +239,7 @@ fn yielding_spin(
             return true;
         }
         pass += 1;
-        if pass % YIELDING_LOOK_EVERY == 0 && !looked.is_empty() {
+        if pass.is_multiple_of(YIELDING_LOOK_EVERY) && !looked.is_empty() {
             // SAFETY: valid pollfds, no wait.
             if unsafe { real::poll(looked.as_mut_ptr(), looked.len() as libc::nfds_t, 0) } > 0 {
                 return true;
