@@ -87,13 +87,16 @@ def summary(folder, med):
                 "",
             ]
         bw = [(t, get(med, "bandwidth", mtu, t, s, "bandwidth_MBps"), s)
-              for t, s in (("omx", 131072), ("tcp", 131072), ("omx_raw", 4194304))]
+              for t, s in (("omx", 131072), ("tcp", 131072), ("omx_raw", 4194304),
+                           ("raw", mtu + 14))]
         if any(v is not None for _, v, _ in bw):
             lines += [f"## MTU {mtu}: single stream (MB/s)", "",
-                      "| omx sockets (iperf3) | kernel TCP (iperf3) | omx_perf 4 MiB | omx/TCP "
-                      "| CPU ns/B omx | CPU ns/B TCP |", "|---|---|---|---|---|---|"]
-            o, t, p = (v for _, v, _ in bw)
-            lines += [f"| {fmt(o, 0)} | {fmt(t, 0)} | {fmt(p, 0)} | {fmt(ratio(o, t), 2)} | "
+                      "| omx sockets (iperf3) | kernel TCP (iperf3) | omx_perf 4 MiB "
+                      "| raw frames | omx/TCP | CPU ns/B omx | CPU ns/B TCP |",
+                      "|---|---|---|---|---|---|---|"]
+            o, t, p, r = (v for _, v, _ in bw)
+            lines += [f"| {fmt(o, 0)} | {fmt(t, 0)} | {fmt(p, 0)} | {fmt(r, 0)} | "
+                      f"{fmt(ratio(o, t), 2)} | "
                       f"{fmt(get(med, 'bandwidth', mtu, 'omx', 131072, 'cpu_ns_per_byte'), 3)} | "
                       f"{fmt(get(med, 'bandwidth', mtu, 'tcp', 131072, 'cpu_ns_per_byte'), 3)} |", ""]
         o = get(med, "connrate", mtu, "omx", 1, "msgs_per_s")

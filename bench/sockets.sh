@@ -4,7 +4,8 @@
 #   latency    sockperf ping-pong, median one-way latency per size, omx (both ends
 #              preloaded) vs kernel TCP, and omx_perf (sleeping waits, -w) of the same
 #              size as the floor of the omx path
-#   bandwidth  iperf3 single stream, omx vs TCP, and omx_perf 4 MiB as the raw floor
+#   bandwidth  iperf3 single stream, omx vs TCP, omx_perf 4 MiB (the omx floor) and
+#              raw full-MTU frames one way (raw_stream: the link's floor, no protocol)
 #   connrate   connect/accept/close per second (bench/sockets_connrate.c), omx vs TCP
 # and the CPU time both processes used (from /proc), per message and per byte.
 #
@@ -44,6 +45,7 @@ done
 if [ -z "${NO_BUILD:-}" ]; then
   say "building omx-sockets and omx_perf (release)"
   cargo build --release -q -p omx-sockets -p omx-tools
+  cargo build --release -q -p omx-transport --example raw_stream
 fi
 mkdir -p "$OUT/logs" "$OUT/bin"
 cc -Wall -Werror -O2 -o "$OUT/bin/connrate" bench/sockets_connrate.c
@@ -200,6 +202,21 @@ omx_perf_bw() { # MTU RUN
   [ -n "$mbs" ] && row "bandwidth,$mtu,$run,omx_perf,omx_raw,4194304,,$mbs,,,,"
 }
 
+raw_floor() { # MTU RUN: raw full-MTU frames one way, no protocol (what the receiver saw)
+  local mtu=$1 run=$2 tag="raw-bw-$1-$2" frames gbs
+  progress "$tag (raw frames)"
+  frames=$((2000000000 / mtu)) # about 2 GB
+  $H exec 0 "$BIN/examples/raw_stream" recv omx0 $((mtu + 14)) "$frames" >"$OUT/logs/$tag.recv" 2>&1 &
+  server_pid=$!
+  sleep 0.4
+  timeout 60 $H exec 1 "$BIN/examples/raw_stream" send omx0 $((mtu + 14)) "$frames" \
+    >"$OUT/logs/$tag.send" 2>&1 || say "$tag FAILED"
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+  gbs=$(sed -n 's/.*frames, \([0-9.]*\) GB\/s.*/\1/p' "$OUT/logs/$tag.recv")
+  [ -n "$gbs" ] && row "bandwidth,$mtu,$run,raw_stream,raw,$((mtu + 14)),,$(awk -v g="$gbs" 'BEGIN {printf "%.1f", g * 1000}'),,,,"
+}
+
 connrate() { # MTU RUN PRELOAD PORT
   local mtu=$1 run=$2 pre=$3 port=$4 tag ccpu scpu0 scpu line
   tag="connrate-$mtu-$(transport_of "$pre")-$run"
@@ -236,7 +253,7 @@ fi
 variants=$((${#omx_pre[@]} + 1))
 steps=0
 has latency && steps=$((steps + $(wc -w <<<"$SIZES") * variants + 1))
-has bandwidth && steps=$((steps + variants + 1))
+has bandwidth && steps=$((steps + variants + 2))
 has connrate && steps=$((steps + variants))
 progress_start sockets $((steps * RUNS * $(wc -w <<<"$MTUS")))
 port=7100
@@ -262,6 +279,7 @@ for mtu in $MTUS; do
         iperf "$mtu" "$run" "$pre" $((port++))
       done
       omx_perf_bw "$mtu" "$run"
+      raw_floor "$mtu" "$run"
     fi
     if has connrate; then
       for pre in "${omx_pre[@]}" no; do
