@@ -299,6 +299,7 @@ impl Filesystem for OmxFs {
         };
         let ttl = self.opts.attr_timeout;
         let epoch = self.changed(&[ino]);
+        self.sh.nodes.lock().data_changed(ino);
         let (sh, asked) = (self.sh.clone(), Instant::now());
         let done = move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
@@ -448,14 +449,18 @@ impl Filesystem for OmxFs {
         let path = path_or!(self, ino, reply);
         let mut w = req(Op::Open);
         w.bytes(&path).u32(flags as u32).u32(0).u32(0).u32(0);
-        // No FOPEN_KEEP_CACHE: the kernel drops cached pages at every open, which is
-        // close-to-open consistency.
+        // Close-to-open as NFS: the kernel keeps the file's cached pages
+        // (FOPEN_KEEP_CACHE) only when the file is as it was when they were cached
+        // (inode, size, mtime, ctime) and nothing changed it through this client since;
+        // otherwise it drops them.
         let (sh, generation) = (self.sh.clone(), self.sh.conn.generation());
+        let data_epoch = sh.nodes.lock().data_epoch(ino);
         self.send(w, move |r| {
             match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
                 Ok((server_fh, a)) => {
+                    let keep = sh.nodes.lock().opened(ino, data_epoch, &a);
                     let fh = sh.add_handle(Handle::file(ino, flags, a.ino, server_fh, generation));
-                    reply.opened(fh, 0)
+                    reply.opened(fh, if keep { consts::FOPEN_KEEP_CACHE } else { 0 })
                 }
                 Err(e) => reply.error(e),
             }
@@ -572,6 +577,7 @@ impl Filesystem for OmxFs {
         reply: ReplyWrite,
     ) {
         self.changed(&[ino]);
+        self.sh.nodes.lock().data_changed(ino);
         let (inline, separate) = if data.len() <= INLINE_WRITE {
             (data.to_vec(), None)
         } else {
@@ -856,6 +862,7 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         self.changed(&[ino]);
+        self.sh.nodes.lock().data_changed(ino);
         let build = move |fh| {
             let mut w = req(Op::Fallocate);
             w.u64(fh)
