@@ -596,8 +596,8 @@ impl Filesystem for OmxFs {
             w
         };
         // Behind (answered now) unless the program asked for each write to be done
-        // when it returns or the file is appended to (the server's O_APPEND would
-        // order writes in flight as its threads serve them).
+        // when it returns, or appends (a log other clients may append to as well:
+        // each append on the server when it returns, as before).
         let synchronous = libc::O_SYNC | libc::O_DSYNC | libc::O_APPEND | libc::O_DIRECT;
         let behind = self
             .sh
