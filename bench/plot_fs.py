@@ -10,7 +10,7 @@ import sys
 
 FSES = [("local", "local", "#999999"), ("omxfs", "omxfs", "#1f77b4"), ("sshfs", "sshfs", "#ff7f0e")]
 PANELS = [
-    ("Sequential, 1 MiB requests (MB/s)", ["seq_write", "seq_read_cold", "seq_read_warm"]),
+    ("Sequential, 1 MiB requests (MB/s)", ["seq_write", "seq_read_cold", "seq_read_reread", "seq_read_warm"]),
     ("Small files (operations/s)", ["untar", "stat_all", "create_delete"]),
     ("4 KiB random reads, O_DIRECT (IOPS)", ["randread_qd1_iops", "randread_qd16_iops"]),
     ("CPU per GiB moved (s, lower is better)", [

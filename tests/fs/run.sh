@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs one-dir-procs exerciser-faults tar xattr listing attrs made-dir dir-stamps cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults tar xattr listing attrs made-dir dir-stamps keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -256,6 +256,31 @@ print(i, "creates")' "$m/stamped" >"$log/dir-stamps" 2>&1 &&
     on "$c1" sh -c "touch $m/stamped/mine && cat $m/stamped/x" >>"$log/dir-stamps" 2>&1 &&
     [ "$(tail -n 1 "$log/dir-stamps")" = theirs ]
   report dir-stamps $? "$log/dir-stamps"
+fi
+if want keep-cache; then
+  # Close-to-open with kept pages: a re-read of a file unchanged since its pages were
+  # cached is served by the client's kernel (no READ reaches the server); a file
+  # changed on the server (same size: only the mtime says so) or by another client
+  # (appended to) is read anew at the next open.
+  f=$tmp/export/data/kc
+  head -c 300000 /dev/urandom >"$f" && touch -d 2001-01-01 "$f" &&
+    sum() { on "$1" sha256sum "$2" | cut -d' ' -f1; } &&
+    [ "$(sum "$c1" "$m/kc")" = "$(sha256sum <"$f" | cut -d' ' -f1)" ] &&
+    r0=$(server_counter Read) && s1=$(sum "$c1" "$m/kc") && r1=$(server_counter Read) &&
+    echo "reads asked by the re-read: $((r1 - r0))" >"$log/keep-cache" &&
+    [ "$r1" -eq "$r0" ] && [ "$s1" = "$(sha256sum <"$f" | cut -d' ' -f1)" ] &&
+    python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(1000); f.write(b"changed on the server")' "$f" &&
+    [ "$(sum "$c1" "$m/kc")" = "$(sha256sum <"$f" | cut -d' ' -f1)" ] &&
+    r2=$(server_counter Read) && [ "$r2" -gt "$r1" ] &&
+    mkdir -p "$tmp/m5" && mount_on 2 "$tmp/m5" data && c5=$client_pid &&
+    on "$c5" sh -c "echo appended by another client >> $tmp/m5/kc" &&
+    want_sum=$(sha256sum <"$f" | cut -d' ' -f1) && deadline=$((SECONDS + 30)) &&
+    # The kernel learns the new size when its attributes expire (attr_timeout).
+    until [ "$(sum "$c1" "$m/kc")" = "$want_sum" ]; do [ $SECONDS -lt $deadline ] || break; sleep 0.1; done &&
+    [ "$(on "$c1" tail -c 27 "$m/kc")" = 'appended by another client' ] &&
+    on "$c5" python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(5); f.write(b"XYZ")' "$tmp/m5/kc" &&
+    [ "$(on "$c1" head -c 8 "$m/kc" | tail -c 3)" = XYZ ]
+  report keep-cache $? "$log/keep-cache"
 fi
 if want cp-rsync; then
   on "$c1" cp -a "$root/crates/omx-fs" "$m/cpa" &&

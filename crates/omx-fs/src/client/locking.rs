@@ -100,6 +100,8 @@ impl OmxFs {
         tid: u32,
         reply: ReplyEmpty,
     ) {
+        // A lock released after writes lets another client read them.
+        self.sh.drain();
         let server_fh = match self.sh.server_fh(fh) {
             Ok(f) => f,
             Err(e) => return reply.error(e),

@@ -54,6 +54,8 @@ impl OmxFs {
                 conn,
                 nodes: Mutex::new(Nodes::new()),
                 handles: Mutex::new(Handles::default()),
+                behind: Default::default(),
+                behind_done: Default::default(),
             }),
             opts,
         }
@@ -299,6 +301,7 @@ impl Filesystem for OmxFs {
         };
         let ttl = self.opts.attr_timeout;
         let epoch = self.changed(&[ino]);
+        self.sh.nodes.lock().data_changed(ino);
         let (sh, asked) = (self.sh.clone(), Instant::now());
         let done = move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
@@ -448,14 +451,18 @@ impl Filesystem for OmxFs {
         let path = path_or!(self, ino, reply);
         let mut w = req(Op::Open);
         w.bytes(&path).u32(flags as u32).u32(0).u32(0).u32(0);
-        // No FOPEN_KEEP_CACHE: the kernel drops cached pages at every open, which is
-        // close-to-open consistency.
+        // Close-to-open as NFS: the kernel keeps the file's cached pages
+        // (FOPEN_KEEP_CACHE) only when the file is as it was when they were cached
+        // (inode, size, mtime, ctime) and nothing changed it through this client since;
+        // otherwise it drops them.
         let (sh, generation) = (self.sh.clone(), self.sh.conn.generation());
+        let data_epoch = sh.nodes.lock().data_epoch(ino);
         self.send(w, move |r| {
             match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
                 Ok((server_fh, a)) => {
+                    let keep = sh.nodes.lock().opened(ino, data_epoch, &a);
                     let fh = sh.add_handle(Handle::file(ino, flags, a.ino, server_fh, generation));
-                    reply.opened(fh, 0)
+                    reply.opened(fh, if keep { consts::FOPEN_KEEP_CACHE } else { 0 })
                 }
                 Err(e) => reply.error(e),
             }
@@ -572,6 +579,10 @@ impl Filesystem for OmxFs {
         reply: ReplyWrite,
     ) {
         self.changed(&[ino]);
+        self.sh.nodes.lock().data_changed(ino);
+        if let Some(e) = self.sh.behind_error(ino) {
+            return reply.error(e);
+        }
         let (inline, separate) = if data.len() <= INLINE_WRITE {
             (data.to_vec(), None)
         } else {
@@ -584,22 +595,52 @@ impl Filesystem for OmxFs {
             w.0.extend_from_slice(&inline);
             w
         };
-        self.send_fh(fh, build, separate, 0, move |r| {
-            match body(r, |_, rd| rd.u32()) {
-                Ok(n) => reply.written(n),
-                Err(e) => reply.error(e),
-            }
-        });
+        // Behind (answered now) unless the program asked for each write to be done
+        // when it returns, or appends (a log other clients may append to as well:
+        // each append on the server when it returns, as before).
+        let synchronous = libc::O_SYNC | libc::O_DSYNC | libc::O_APPEND | libc::O_DIRECT;
+        let behind = self
+            .sh
+            .handles
+            .lock()
+            .map
+            .get(&fh)
+            .is_some_and(|h| h.flags & synchronous == 0);
+        if !behind {
+            return self.send_fh(fh, build, separate, 0, move |r| {
+                match body(r, |_, rd| rd.u32()) {
+                    Ok(n) => reply.written(n),
+                    Err(e) => reply.error(e),
+                }
+            });
+        }
+        let start = offset as u64;
+        let id = self.sh.behind_start(ino, start, start + len as u64);
+        let sh = self.sh.clone();
+        let done = move |r| {
+            let error = match body(r, |_, rd| rd.u32()) {
+                Ok(n) if n == len => None,
+                Ok(_) => Some(libc::EIO),
+                Err(e) => Some(e),
+            };
+            sh.behind_end(id, ino, error);
+        };
+        self.sh.request_now(
+            Box::new(move |sh| Ok(build(sh.server_fh(fh)?))),
+            separate,
+            0,
+            Box::new(done),
+            true,
+        );
+        reply.written(len);
     }
 
-    fn flush(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        lock_owner: u64,
-        reply: ReplyEmpty,
-    ) {
+    fn flush(&mut self, _req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
+        // The writes behind are on the server first; their error is the close's.
+        self.sh.drain();
+        if let Some(e) = self.sh.behind_error(ino) {
+            return reply.error(e);
+        }
         // A flush only releases the closing owner's locks (writes are already on the
         // server): answered here for a file this mount never locked (or locked in a
         // session that is gone, with its locks).
@@ -639,7 +680,11 @@ impl Filesystem for OmxFs {
         self.empty(w, reply);
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&mut self, _req: &Request<'_>, ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+        self.sh.drain();
+        if let Some(e) = self.sh.behind_error(ino) {
+            return reply.error(e);
+        }
         let build = move |fh| {
             let mut w = req(Op::Fsync);
             w.u64(fh).u32(datasync as u32);
@@ -856,6 +901,7 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         self.changed(&[ino]);
+        self.sh.nodes.lock().data_changed(ino);
         let build = move |fh| {
             let mut w = req(Op::Fallocate);
             w.u64(fh)

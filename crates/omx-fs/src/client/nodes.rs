@@ -24,6 +24,33 @@ pub struct Node {
     /// Bumped whenever the node may have changed: a reply to a request sent before
     /// brings attributes that may be older, and is not kept.
     epoch: u64,
+    /// What the server's file was (inode, size, mtime, ctime) when the kernel's cached
+    /// pages of it were last known to match it: at an open that finds it so, the pages
+    /// are kept (close-to-open as NFS). None after a change through this client.
+    pages: Option<PagesBasis>,
+    /// Bumped at every change of the file's data through this client (write, setattr,
+    /// fallocate): an open sent before one does not vouch for the pages.
+    data_epoch: u64,
+}
+
+/// The attributes that say a file's data is unchanged.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct PagesBasis {
+    ino: u64,
+    size: u64,
+    mtime: (i64, u32),
+    ctime: (i64, u32),
+}
+
+impl PagesBasis {
+    fn of(a: &Attr) -> PagesBasis {
+        PagesBasis {
+            ino: a.ino,
+            size: a.size,
+            mtime: a.mtime,
+            ctime: a.ctime,
+        }
+    }
 }
 
 impl Node {
@@ -34,6 +61,8 @@ impl Node {
             absent_xattrs: Vec::new(),
             attr: None,
             epoch: 0,
+            pages: None,
+            data_epoch: 0,
         }
     }
 }
@@ -130,6 +159,39 @@ impl Nodes {
             n.attr = None;
             n.epoch += 1;
         }
+    }
+
+    /// The file's data may change through this client (a write, truncate,
+    /// fallocate): its cached pages are no longer vouched for by any attributes.
+    pub fn data_changed(&mut self, ino: u64) {
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            n.pages = None;
+            n.data_epoch += 1;
+        }
+    }
+
+    /// The node's data epoch, taken when an open is sent.
+    pub fn data_epoch(&self, ino: u64) -> u64 {
+        self.by_id.get(&ino).map_or(0, |n| n.data_epoch)
+    }
+
+    /// An open sent at `data_epoch` found the file as `attr`: whether the kernel may
+    /// keep its cached pages (they were cached while the file had these very
+    /// attributes and nothing changed it through this client since). From now on the
+    /// pages are those of `attr` (the kernel drops them otherwise), unless the data
+    /// changed through this client while the open was in flight.
+    pub fn opened(&mut self, ino: u64, data_epoch: u64, attr: &Attr) -> bool {
+        let Some(n) = self.by_id.get_mut(&ino) else {
+            return false;
+        };
+        if n.data_epoch != data_epoch {
+            n.pages = None;
+            return false;
+        }
+        let now = PagesBasis::of(attr);
+        let keep = n.pages == Some(now);
+        n.pages = Some(now);
+        keep
     }
 
     /// [`Nodes::changed`] for the node of `path`, if any.
@@ -293,6 +355,55 @@ mod tests {
     use super::*;
 
     const TTL: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn pages_are_kept_only_for_an_unchanged_file() {
+        let mut n = Nodes::new();
+        let f = n.looked_up(b"f".to_vec());
+        let a = Attr {
+            ino: 7,
+            size: 10,
+            mtime: (100, 1),
+            ctime: (100, 1),
+            ..Default::default()
+        };
+        let e = n.data_epoch(f);
+        assert!(!n.opened(f, e, &a), "nothing cached yet");
+        assert!(n.opened(f, e, &a), "unchanged");
+        let atime = Attr {
+            atime: (200, 0),
+            ..a
+        };
+        assert!(n.opened(f, e, &atime), "a read elsewhere changes nothing");
+        for changed in [
+            Attr {
+                mtime: (100, 2),
+                ..a
+            },
+            Attr {
+                ctime: (101, 1),
+                ..a
+            },
+            Attr { size: 11, ..a },
+            Attr { ino: 8, ..a },
+        ] {
+            n.opened(f, e, &a);
+            assert!(n.opened(f, e, &a));
+            assert!(!n.opened(f, e, &changed), "{changed:?}");
+        }
+        assert!(n.opened(f, e, &Attr { ino: 8, ..a }), "the new basis");
+        n.data_changed(f);
+        assert!(
+            !n.opened(f, n.data_epoch(f), &a),
+            "written through this client"
+        );
+        assert!(n.opened(f, n.data_epoch(f), &a));
+        // An open sent before a write through this client vouches for nothing.
+        let before = n.data_epoch(f);
+        n.data_changed(f);
+        assert!(!n.opened(f, before, &a));
+        assert!(!n.opened(f, n.data_epoch(f), &a), "no basis was recorded");
+    }
 
     #[test]
     fn a_made_directory_knows_its_names() {

@@ -5,7 +5,7 @@ use super::conn::{Conn, Done};
 use super::nodes::Nodes;
 use super::req;
 use crate::proto::*;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -55,6 +55,28 @@ pub struct Shared {
     pub conn: Arc<Conn>,
     pub nodes: Mutex<Nodes>,
     pub handles: Mutex<Handles>,
+    pub behind: Mutex<Behind>,
+    /// Signalled whenever a write behind is answered.
+    pub behind_done: Condvar,
+}
+
+/// Bytes of writes behind (answered to the kernel before the server) in flight at most.
+pub const BEHIND_MAX: usize = 8 << 20;
+
+/// Writes behind: answered to the kernel as soon as they are sent, so that a
+/// sequential writer has several in flight (the kernel sends one `WRITE` per `write`
+/// call and waits for it). Every other request waits until none is in flight (so it
+/// sees them all on the server, whatever order the server's threads serve them in), a
+/// write waits for those it overlaps, and an error is kept for the node's next
+/// write, flush or fsync (as NFS reports one at close).
+#[derive(Default)]
+pub struct Behind {
+    /// (id, node, start, end) of each write in flight.
+    in_flight: Vec<(u64, u64, u64, u64)>,
+    bytes: usize,
+    next: u64,
+    /// The first error of a node's writes behind, until reported.
+    errors: HashMap<u64, i32>,
 }
 
 /// Builds a request (again for a retry: it maps handles to the current session's).
@@ -65,6 +87,19 @@ impl Shared {
     /// (it restarted) is made again in a new session, once. Never called on the
     /// completion thread (building may reconnect or reopen, which wait for replies).
     pub fn request(
+        self: &Arc<Self>,
+        build: Build,
+        write: Option<Arc<Vec<u8>>>,
+        read: u32,
+        done: Done,
+        retry: bool,
+    ) {
+        self.drain();
+        self.request_now(build, write, read, done, retry)
+    }
+
+    /// [`Shared::request`] without waiting for the writes behind (one of them).
+    pub fn request_now(
         self: &Arc<Self>,
         build: Build,
         write: Option<Arc<Vec<u8>>>,
@@ -91,7 +126,7 @@ impl Shared {
             Box::new(move |r| match r {
                 Err(libc::EBADR) if retry => {
                     std::thread::spawn(move || match sh.conn.reconnect(generation, true) {
-                        Ok(()) => sh.request(build, write, read, done, false),
+                        Ok(()) => sh.request_now(build, write, read, done, false),
                         Err(_) => done(Err(libc::EIO)),
                     });
                 }
@@ -99,6 +134,56 @@ impl Shared {
                 r => done(r),
             }),
         );
+    }
+
+    /// Waits until no write behind is in flight (never on the completion thread).
+    pub fn drain(&self) {
+        let mut b = self.behind.lock();
+        while !b.in_flight.is_empty() {
+            self.behind_done.wait(&mut b);
+        }
+    }
+
+    /// Waits until `node`'s range `start..end` overlaps no write behind in flight and
+    /// `len` more bytes fit; then counts it in flight. Its id, for [`Shared::behind_end`].
+    pub fn behind_start(&self, node: u64, start: u64, end: u64) -> u64 {
+        let len = (end - start) as usize;
+        let mut b = self.behind.lock();
+        loop {
+            let overlaps = b
+                .in_flight
+                .iter()
+                .any(|&(_, n, s, e)| n == node && s < end && start < e);
+            let full = !b.in_flight.is_empty() && b.bytes + len > BEHIND_MAX;
+            if !overlaps && !full {
+                break;
+            }
+            self.behind_done.wait(&mut b);
+        }
+        b.next += 1;
+        let id = b.next;
+        b.in_flight.push((id, node, start, end));
+        b.bytes += len;
+        id
+    }
+
+    /// Write behind `id` of `node` was answered (`error`: how it failed).
+    pub fn behind_end(&self, id: u64, node: u64, error: Option<i32>) {
+        let mut b = self.behind.lock();
+        if let Some(i) = b.in_flight.iter().position(|w| w.0 == id) {
+            let (_, _, s, e) = b.in_flight.swap_remove(i);
+            b.bytes -= (e - s) as usize;
+        }
+        if let Some(e) = error {
+            b.errors.entry(node).or_insert(e);
+        }
+        drop(b);
+        self.behind_done.notify_all();
+    }
+
+    /// The error of a write behind of `node` not reported yet (reported now).
+    pub fn behind_error(&self, node: u64) -> Option<i32> {
+        self.behind.lock().errors.remove(&node)
     }
 
     /// A new client handle for the server's `server_fh` opened in session `generation`.
