@@ -67,6 +67,13 @@ pub struct EngineConfig {
     /// are striped to partners that list theirs (`OMX_STRIPE`); empty: no striping.
     /// [`crate::Engine::new`] offers [`omx_wire::Extensions::STRIPE`] when set.
     pub stripe_boards: Vec<crate::types::NicId>,
+    /// Copies into receives of messages up to this length are made by the caller as it
+    /// takes them, before it acts on any later output, and are not reported
+    /// ([`crate::CopyOp::report`] false): a small receive then completes in the pass
+    /// that delivered it, without a `copy_done` round. 0: every copy is reported (a
+    /// caller that may hand copies to a copy engine sets the largest message it never
+    /// hands over).
+    pub inline_copy_msg_max: u32,
 }
 
 impl EngineConfig {
@@ -95,6 +102,7 @@ impl EngineConfig {
             partners_max: 4096,
             send_bundles: true,
             stripe_boards: Vec::new(),
+            inline_copy_msg_max: 0,
         }
     }
 

@@ -500,12 +500,23 @@ impl Engine {
             .unwrap_or(0)
     }
 
-    pub(crate) fn new_copy(&mut self, req: Key, src: Bytes, dst: MemHandle, dst_offset: u64) {
+    /// Queues a copy for receive `req`; true if it is reported (`copy_done`), false if
+    /// the caller makes it as it takes it (a message up to `inline_copy_msg_max`).
+    pub(crate) fn new_copy(
+        &mut self,
+        req: Key,
+        src: Bytes,
+        dst: MemHandle,
+        dst_offset: u64,
+    ) -> bool {
         let msg_length = match self.requests.get(req) {
             Some(Request::Recv(r)) => r.active.as_ref().map_or(0, |a| a.msg_length),
             _ => 0,
         };
-        self.outputs.copy(req, src, dst, dst_offset, msg_length);
+        let report = msg_length > self.cfg.inline_copy_msg_max;
+        self.outputs
+            .copy(req, src, dst, dst_offset, msg_length, report);
+        report
     }
 
     /// A posted request not completed yet: its kind, its context, and for a send

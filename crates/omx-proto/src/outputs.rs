@@ -31,15 +31,28 @@ impl Outputs {
         self.completions.push_back(c);
     }
 
-    /// Queues a copy of `src` to `dst` at `dst_offset` for receive `req`.
-    pub fn copy(&mut self, req: Key, src: Bytes, dst: MemHandle, dst_offset: u64, msg_length: u32) {
-        let id = CopyId(self.copies_in_flight.insert(req).0);
+    /// Queues a copy of `src` to `dst` at `dst_offset` for receive `req`, reported
+    /// with `copy_done` unless `report` is false (the caller copies as it takes it).
+    pub fn copy(
+        &mut self,
+        req: Key,
+        src: Bytes,
+        dst: MemHandle,
+        dst_offset: u64,
+        msg_length: u32,
+        report: bool,
+    ) {
+        let id = match report {
+            true => CopyId(self.copies_in_flight.insert(req).0),
+            false => CopyId(u64::MAX),
+        };
         self.copies.push_back(CopyOp {
             id,
             src,
             dst,
             dst_offset,
             msg_length,
+            report,
         });
     }
 

@@ -137,6 +137,10 @@ pub struct CopyOp {
     pub dst_offset: u64,
     /// Length of the whole message the copy belongs to (offload thresholds).
     pub msg_length: u32,
+    /// False for a copy the caller makes as it takes it, before acting on any later
+    /// output, and does not report (its receive counts it done: see
+    /// [`crate::EngineConfig::inline_copy_msg_max`]).
+    pub report: bool,
 }
 
 /// Errors returned synchronously by engine calls (bad arguments, not network events).

@@ -493,6 +493,7 @@ impl World {
                 Output::LocalPull(p) => self.run_local_pull(h, e, p),
                 Output::Local(s) => self.send_local(h, e, s),
                 Output::Copy(op) => match self.copy_mode {
+                    _ if !op.report => self.run_copy(h, e as u8, op),
                     CopyMode::Immediate => self.run_copy(h, e as u8, op),
                     CopyMode::Deferred { max_delay } => {
                         let at = self.now + self.rng.below(max_delay + 1);
@@ -540,8 +541,10 @@ impl World {
             .mem
             .get_mut(op.dst)
             .write_at(op.dst_offset as usize, &op.src);
-        let now = self.now;
-        self.hosts[h].engines[ep as usize].copy_done(now, op.id);
+        if op.report {
+            let now = self.now;
+            self.hosts[h].engines[ep as usize].copy_done(now, op.id);
+        }
     }
 
     fn send_frame(&mut self, from: usize, link: usize, frame: &[u8]) {

@@ -91,6 +91,34 @@ fn deferred_copies_in_random_order() {
     assert_clean(&r);
 }
 
+/// Copies made as they are taken, unreported (`inline_copy_msg_max`, as the runtime
+/// sets it for messages the copy engine never takes), mixed with deferred reported
+/// ones for larger messages, on a faulty link: every message exactly once, intact,
+/// nothing left behind.
+#[test]
+fn inline_copies_beside_deferred_ones() {
+    for (seed, wire, inline_max) in [
+        (11, WireConfig::native_9000(), 65_535),
+        (12, WireConfig::native_1500(), u32::MAX),
+        (13, WireConfig::mx_compat(), 4_096),
+    ] {
+        let mut engine = EngineConfig::new(wire);
+        engine.inline_copy_msg_max = inline_max;
+        let r = run(&SoakConfig {
+            seed,
+            hosts: 2,
+            messages: 600,
+            max_size: 1 << 20,
+            window: 32,
+            link: LinkConfig::faulty(0.03, 0.02, 0.05),
+            engine,
+            copy_mode: CopyMode::Deferred { max_delay: 200_000 },
+            time_limit: 3_600 * SEC,
+        });
+        assert_clean(&r);
+    }
+}
+
 /// Pull replies received as the runtime's direct socket does (seeds 2 mod 4), one
 /// placement in 200 cut short after writing half its payload: duplicates and
 /// unknown replies take the ordinary path, cut frames are pulled again, and every

@@ -331,6 +331,13 @@ impl Endpoint {
         };
         ecfg.stripe_boards = stripes.iter().map(|(nic, _)| *nic).collect();
         let stripes: Vec<PacketSocket> = stripes.into_iter().map(|(_, s)| s).collect();
+        let copier = Copier::new(rt.cfg.copy.clone());
+        // Receives of messages the copy engine never takes complete in the pass that
+        // delivered them (their copies are made as they are taken, unreported).
+        ecfg.inline_copy_msg_max = match copier.backend() {
+            Some(_) => copier.limits.min_msg.saturating_sub(1),
+            None => u32::MAX,
+        };
         let engine = Engine::new(ecfg, params, peers);
         let discovery = board_lock
             .as_ref()
@@ -378,7 +385,7 @@ impl Endpoint {
             stripes,
             direct_rx,
             mem: MemRegistry::default(),
-            copier: Copier::new(rt.cfg.copy.clone()),
+            copier,
             local,
             faults: rt.cfg.faults.clone().map(|mut c| {
                 // A distinct stream per endpoint and process.

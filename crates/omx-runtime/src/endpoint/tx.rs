@@ -168,8 +168,7 @@ impl EndpointInner {
                     }
                     Output::Copy(op) => {
                         // Only into memory: file and process segments are written here.
-                        let dst = copier
-                            .offloads(op.src.len(), op.msg_length)
+                        let dst = (op.report && copier.offloads(op.src.len(), op.msg_length))
                             .then(|| mem.ranges(op.dst, op.dst_offset as usize, op.src.len()))
                             .flatten();
                         if let Some(dst) = dst {
@@ -183,7 +182,9 @@ impl EndpointInner {
                             continue;
                         }
                         mem.write(op.dst, op.dst_offset as usize, &op.src);
-                        engine.copy_done(now, op.id);
+                        if op.report {
+                            engine.copy_done(now, op.id);
+                        }
                     }
                     Output::Atomic(job) => {
                         let old = mem.apply_atomic(&job);
