@@ -283,6 +283,18 @@ impl Nodes {
         (!left.is_zero() && !c.names.contains(name)).then_some(left)
     }
 
+    /// The server no longer has `ino`'s path (someone else removed it): its kept
+    /// attributes are dropped, and what its parent holds is no longer known.
+    pub fn gone(&mut self, ino: u64) {
+        self.changed(ino);
+        let Some(path) = self.by_id.get(&ino).map(|n| n.path.clone()) else {
+            return;
+        };
+        if let Some(&dir) = self.by_path.get(split(&path).0) {
+            self.complete.remove(&dir);
+        }
+    }
+
     /// What directory `dir` holds is no longer known (an error said otherwise).
     pub fn dir_unknown(&mut self, dir: u64) {
         self.complete.remove(&dir);
