@@ -369,6 +369,32 @@ mod tests {
     const TTL: Duration = Duration::from_secs(60);
 
     #[test]
+    fn a_gone_node_forgets_its_attributes_and_its_parents_contents() {
+        let mut n = Nodes::new();
+        let d = n.looked_up(b"d".to_vec());
+        n.made_dir(d, Instant::now(), None);
+        let f = n.looked_up(b"d/f".to_vec());
+        n.keep_attr(f, n.epoch(f), Attr::default(), Instant::now());
+        assert!(n.fresh_attr(f, TTL).is_some());
+        assert!(n.known_absent(d, b"g", TTL).is_some());
+        n.gone(f);
+        assert!(
+            n.fresh_attr(f, TTL).is_none(),
+            "attributes of a gone file kept"
+        );
+        assert!(
+            n.known_absent(d, b"g", TTL).is_none(),
+            "its directory still known"
+        );
+        assert_eq!(
+            n.path(f).as_deref(),
+            Some(&b"d/f"[..]),
+            "the kernel still holds it"
+        );
+        n.gone(12345);
+    }
+
+    #[test]
     fn pages_are_kept_only_for_an_unchanged_file() {
         let mut n = Nodes::new();
         let f = n.looked_up(b"f".to_vec());
