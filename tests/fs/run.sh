@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs one-dir-procs exerciser-faults tar xattr listing attrs made-dir dir-stamps keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults tar xattr listing attrs made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -43,10 +43,11 @@ start_server() {
   bgpids+=("$server_pid")
 }
 
-# mount I MOUNTPOINT EXPORT: omxfs in the foreground on host I; sets client_pid once mounted.
+# mount I MOUNTPOINT EXPORT [OPTIONS]: omxfs in the foreground on host I; sets client_pid
+# once mounted. OPTIONS are added to its -o.
 mount_on() {
-  local i=$1 mnt=$2 ex=$3 deadline=$((SECONDS + 60))
-  "$hosts" exec "$i" "$bin/omxfs" "h0:$ex" "$mnt" -f -o timeout=5 >>"$log/client$i" 2>&1 &
+  local i=$1 mnt=$2 ex=$3 opts=${4:+,$4} deadline=$((SECONDS + 60))
+  "$hosts" exec "$i" "$bin/omxfs" "h0:$ex" "$mnt" -f -o "timeout=5$opts" >>"$log/client$i" 2>&1 &
   client_pid=$!
   bgpids+=("$client_pid")
   mounts+=("$client_pid:$mnt")
@@ -256,6 +257,58 @@ print(i, "creates")' "$m/stamped" >"$log/dir-stamps" 2>&1 &&
     on "$c1" sh -c "touch $m/stamped/mine && cat $m/stamped/x" >>"$log/dir-stamps" 2>&1 &&
     [ "$(tail -n 1 "$log/dir-stamps")" = theirs ]
   report dir-stamps $? "$log/dir-stamps"
+fi
+if want stale-name; then
+  # A name deleted on the server while this client's kernel still holds it (a mount with
+  # a 600 s entry timeout: the kernel keeps the name whatever the machine's speed): an
+  # operation on the gone node gets ESTALE from the client, so the kernel looks the name
+  # up again. open(O_CREAT) then creates a new file the server sees; open(), stat(),
+  # truncate() and chmod() fail with ENOENT; a file another writer put in its place is
+  # the one opened.
+  mkdir -p "$tmp/m6" && mount_on 2 "$tmp/m6" data entry_timeout=600,attr_timeout=0 &&
+    on "$client_pid" python3 - "$tmp/m6/stale" "$tmp/export/data/stale" >"$log/stale-name" 2>&1 <<'PY'
+import errno, os, sys
+m, srv = sys.argv[1:]
+os.mkdir(m)
+def made(name):  # created through the mount, its name cached, deleted on the server
+    with open(f"{m}/{name}", "w") as f:
+        f.write("old contents\n")
+    os.stat(f"{m}/{name}")
+    os.unlink(f"{srv}/{name}")
+def enoent(what, call):
+    try:
+        call()
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise AssertionError(f"{what}: {e}, not ENOENT")
+    raise AssertionError(f"{what} of a name deleted on the server succeeded")
+made("c")
+fd = os.open(f"{m}/c", os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"new\n")
+os.close(fd)
+with open(f"{srv}/c", "rb") as f:
+    got = f.read()
+assert got == b"new\n", f"the server has {got!r}"
+assert os.stat(f"{m}/c").st_size == 4
+made("o")
+enoent("open", lambda: os.close(os.open(f"{m}/o", os.O_RDONLY)))
+assert not os.path.exists(f"{srv}/o"), "a plain open created the file"
+made("s")
+enoent("stat", lambda: os.stat(f"{m}/s"))
+made("t")
+enoent("truncate", lambda: os.truncate(f"{m}/t", 0))
+made("h")
+enoent("chmod", lambda: os.chmod(f"{m}/h", 0o600))
+made("r")
+with open(f"{srv}/r", "w") as f:
+    f.write("theirs\n")
+with open(f"{m}/r") as f:
+    got = f.read()
+assert got == "theirs\n", f"read {got!r}"
+print("ok")
+PY
+  report stale-name $? "$log/stale-name" "$log/client2"
 fi
 if want keep-cache; then
   # Close-to-open with kept pages: a re-read of a file unchanged since its pages were

@@ -141,6 +141,15 @@ impl OmxFs {
         });
     }
 
+    /// A request naming node `ino` by its path, answered with nothing.
+    fn empty_node(&self, w: Writer, ino: u64, reply: ReplyEmpty) {
+        let sh = self.sh.clone();
+        self.send(w, move |r| match r {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(stale(&sh, ino, e)),
+        });
+    }
+
     fn empty(&self, w: Writer, reply: ReplyEmpty) {
         self.send(w, move |r| match r {
             Ok(_) => reply.ok(),
@@ -154,6 +163,20 @@ impl OmxFs {
             Err(e) => reply.error(e),
         });
     }
+}
+
+/// The error of a request that names node `ino` by its path. A path the server no
+/// longer has (`ENOENT`; `ENOTDIR`: a directory on it is something else now) means the
+/// kernel's node is stale, its name removed by someone else: `ESTALE` has the kernel
+/// look the name up again and make the call once more (`retry_estale`, as for NFS),
+/// so an `open(O_CREAT)` creates the file anew and the others get `ENOENT` from the
+/// new lookup, never the error of a node that is gone.
+pub(crate) fn stale(sh: &Shared, ino: u64, e: i32) -> i32 {
+    if e != libc::ENOENT && e != libc::ENOTDIR {
+        return e;
+    }
+    sh.nodes.lock().gone(ino);
+    libc::ESTALE
 }
 
 macro_rules! path_or {
@@ -236,7 +259,7 @@ impl Filesystem for OmxFs {
                 sh.nodes.lock().keep_attr(ino, epoch, a, asked);
                 reply.attr(&ttl, &file_attr(ino, &a))
             }
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(stale(&sh, ino, e)),
         });
     }
 
@@ -308,7 +331,7 @@ impl Filesystem for OmxFs {
                 sh.nodes.lock().keep_attr(ino, epoch, a, asked);
                 reply.attr(&ttl, &file_attr(ino, &a))
             }
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(stale(&sh, ino, e)),
         };
         self.sh
             .request(Box::new(build), None, 0, Box::new(done), true);
@@ -318,10 +341,11 @@ impl Filesystem for OmxFs {
         let path = path_or!(self, ino, reply);
         let mut w = req(Op::Readlink);
         w.bytes(&path);
+        let sh = self.sh.clone();
         self.send(w, move |r| {
             match body(r, |_, rd| rd.bytes().map(<[u8]>::to_vec)) {
                 Ok(t) => reply.data(&t),
-                Err(e) => reply.error(e),
+                Err(e) => reply.error(stale(&sh, ino, e)),
             }
         });
     }
@@ -459,12 +483,21 @@ impl Filesystem for OmxFs {
         let data_epoch = sh.nodes.lock().data_epoch(ino);
         self.send(w, move |r| {
             match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
+                Ok((server_fh, a)) if a.mode & libc::S_IFMT == libc::S_IFDIR => {
+                    // The kernel opens a file, the path names a directory now: the
+                    // file is gone.
+                    let mut w = req(Op::Release);
+                    w.u64(server_fh).u64(0).u32(0);
+                    let release = Box::new(move |_: &Arc<Shared>| Ok(Writer(w.0.clone())));
+                    sh.request_now(release, None, 0, Box::new(|_| {}), false);
+                    reply.error(stale(&sh, ino, libc::ENOENT))
+                }
                 Ok((server_fh, a)) => {
                     let keep = sh.nodes.lock().opened(ino, data_epoch, &a);
                     let fh = sh.add_handle(Handle::file(ino, flags, a.ino, server_fh, generation));
                     reply.opened(fh, if keep { consts::FOPEN_KEEP_CACHE } else { 0 })
                 }
-                Err(e) => reply.error(e),
+                Err(e) => reply.error(stale(&sh, ino, e)),
             }
         });
     }
@@ -717,7 +750,7 @@ impl Filesystem for OmxFs {
                     });
                     reply.opened(fh, 0)
                 }
-                Err(e) => reply.error(e),
+                Err(e) => reply.error(stale(&sh, ino, e)),
             }
         });
     }

@@ -283,6 +283,18 @@ impl Nodes {
         (!left.is_zero() && !c.names.contains(name)).then_some(left)
     }
 
+    /// The server no longer has `ino`'s path (someone else removed it): its kept
+    /// attributes are dropped, and what its parent holds is no longer known.
+    pub fn gone(&mut self, ino: u64) {
+        self.changed(ino);
+        let Some(path) = self.by_id.get(&ino).map(|n| n.path.clone()) else {
+            return;
+        };
+        if let Some(&dir) = self.by_path.get(split(&path).0) {
+            self.complete.remove(&dir);
+        }
+    }
+
     /// What directory `dir` holds is no longer known (an error said otherwise).
     pub fn dir_unknown(&mut self, dir: u64) {
         self.complete.remove(&dir);
@@ -355,6 +367,32 @@ mod tests {
     use super::*;
 
     const TTL: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_gone_node_forgets_its_attributes_and_its_parents_contents() {
+        let mut n = Nodes::new();
+        let d = n.looked_up(b"d".to_vec());
+        n.made_dir(d, Instant::now(), None);
+        let f = n.looked_up(b"d/f".to_vec());
+        n.keep_attr(f, n.epoch(f), Attr::default(), Instant::now());
+        assert!(n.fresh_attr(f, TTL).is_some());
+        assert!(n.known_absent(d, b"g", TTL).is_some());
+        n.gone(f);
+        assert!(
+            n.fresh_attr(f, TTL).is_none(),
+            "attributes of a gone file kept"
+        );
+        assert!(
+            n.known_absent(d, b"g", TTL).is_none(),
+            "its directory still known"
+        );
+        assert_eq!(
+            n.path(f).as_deref(),
+            Some(&b"d/f"[..]),
+            "the kernel still holds it"
+        );
+        n.gone(12345);
+    }
 
     #[test]
     fn pages_are_kept_only_for_an_unchanged_file() {

@@ -2,7 +2,7 @@
 //! (the kernel asks for `security.capability` before every write and chown).
 
 use super::conn::Reply;
-use super::{body, path_or, req, OmxFs};
+use super::{body, path_or, req, stale, OmxFs};
 use crate::proto::*;
 use fuser::{ReplyEmpty, ReplyXattr};
 use std::ffi::OsStr;
@@ -29,7 +29,7 @@ impl OmxFs {
             .bytes(name.as_bytes())
             .bytes(value)
             .u32(flags as u32);
-        self.empty(w, reply);
+        self.empty_node(w, ino, reply);
     }
 
     pub(super) fn get_xattr(&self, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -47,7 +47,7 @@ impl OmxFs {
                 let until = Instant::now() + ttl;
                 sh.nodes.lock().set_xattr_absent(ino, &name, until);
             }
-            xattr_answer(r, size, reply)
+            xattr_answer(r.map_err(|e| stale(&sh, ino, e)), size, reply)
         });
     }
 
@@ -55,7 +55,10 @@ impl OmxFs {
         let path = path_or!(self, ino, reply);
         let mut w = req(Op::Listxattr);
         w.bytes(&path).u32(size);
-        self.xattr_reply(w, size, reply);
+        let sh = self.sh.clone();
+        self.send(w, move |r| {
+            xattr_answer(r.map_err(|e| stale(&sh, ino, e)), size, reply)
+        });
     }
 
     pub(super) fn remove_xattr(&self, ino: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -64,11 +67,7 @@ impl OmxFs {
         self.sh.nodes.lock().xattrs_changed(ino);
         let mut w = req(Op::Removexattr);
         w.bytes(&path).bytes(name.as_bytes());
-        self.empty(w, reply);
-    }
-
-    fn xattr_reply(&self, w: Writer, size: u32, reply: ReplyXattr) {
-        self.send(w, move |r| xattr_answer(r, size, reply));
+        self.empty_node(w, ino, reply);
     }
 }
 
