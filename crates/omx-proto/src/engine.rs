@@ -119,6 +119,10 @@ pub struct Engine {
     pub(crate) zombies: usize,
     pub(crate) one_sided: OneSided,
     pub(crate) local: LocalState,
+    /// While a bundle is taken apart: partners owed an ack by the count rule, acked
+    /// once at its end (each ack covers all before it: one for the bundle, not one
+    /// per `not_acked_max` of its messages).
+    pub(crate) acks_after_bundle: Option<Vec<PartnerId>>,
     pub counters: Counters,
 }
 
@@ -144,6 +148,7 @@ impl Engine {
             zombies: 0,
             one_sided: OneSided::default(),
             local: LocalState::default(),
+            acks_after_bundle: None,
             counters: Counters::default(),
         }
     }
@@ -599,6 +604,7 @@ impl Engine {
             return;
         };
         self.counters.recv_bundle += 1;
+        let outer = self.acks_after_bundle.replace(Vec::new());
         for r in items {
             let inner = frame.slice(r);
             let ours = inner.get(6..12) == frame.get(6..12)
@@ -609,6 +615,17 @@ impl Engine {
                 continue;
             }
             self.handle_frame(now, inner);
+        }
+        let owed = std::mem::replace(&mut self.acks_after_bundle, outer).unwrap_or_default();
+        for pid in owed {
+            // Unless something sent since (a piggybacked ack) covered it.
+            let owes = self
+                .partners
+                .get(pid)
+                .is_some_and(|p| p.next_frag != p.last_acked);
+            if owes {
+                self.send_ack(pid);
+            }
         }
     }
 

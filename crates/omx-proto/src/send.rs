@@ -645,7 +645,11 @@ impl Engine {
         let (max, delay) = (self.cfg.not_acked_max, self.cfg.ack_delay);
         let p = self.partner(pid);
         if p.next_frag.since(p.last_acked) >= max {
-            self.send_ack(pid);
+            match self.acks_after_bundle.as_mut() {
+                Some(owed) if !owed.contains(&pid) => owed.push(pid),
+                Some(_) => {}
+                None => self.send_ack(pid),
+            }
         } else if p.next_frag != p.last_acked && p.ack_deadline.is_none() {
             p.ack_deadline = Some(now + delay);
             self.hint_deadline(now + delay);

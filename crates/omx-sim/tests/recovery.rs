@@ -186,3 +186,43 @@ fn duplicated_packets_start_no_retransmission() {
         }
     }
 }
+
+#[test]
+fn a_bundle_is_acked_once() {
+    // The count rule (an ack every `not_acked_max` messages) applied inside a bundle
+    // sent one ack per few of its messages, each superseding the one before: now one
+    // at the bundle's end. 256 8 B messages posted back to back travel in bundles.
+    let mut w = World::new(
+        2,
+        1,
+        EngineConfig::new(WireConfig::native_9000()),
+        link(),
+        1,
+    );
+    let to = w.connect(0, 0, 1, 0);
+    let n = 256;
+    let recvs: Vec<_> = (0..n)
+        .map(|i| w.recv(1, 0, i, u64::MAX, 8, &[]).0)
+        .collect();
+    for i in 0..n {
+        w.send(0, 0, to, i, pattern(8, i), false);
+    }
+    let limit = w.now + SEC;
+    for r in recvs {
+        assert!(w
+            .wait(1, 0, r, limit)
+            .is_some_and(|s| s.code == StatusCode::Success));
+    }
+    let c = &w.hosts[1].engines[0].counters;
+    assert!(
+        c.recv_bundle > 0 && c.recv_bundle < n / 4,
+        "bundles: {}",
+        c.recv_bundle
+    );
+    assert!(
+        c.send_liback <= c.recv_bundle + 2,
+        "{} acks for {} bundles",
+        c.send_liback,
+        c.recv_bundle
+    );
+}
