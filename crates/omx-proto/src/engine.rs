@@ -505,23 +505,21 @@ impl Engine {
             .unwrap_or(0)
     }
 
-    /// Queues a copy for receive `req`; true if it is reported (`copy_done`), false if
-    /// the caller makes it as it takes it (a message up to `inline_copy_msg_max`).
-    pub(crate) fn new_copy(
-        &mut self,
-        req: Key,
-        src: Bytes,
-        dst: MemHandle,
-        dst_offset: u64,
-    ) -> bool {
-        let msg_length = match self.requests.get(req) {
-            Some(Request::Recv(r)) => r.active.as_ref().map_or(0, |a| a.msg_length),
-            _ => 0,
-        };
-        let report = msg_length > self.cfg.inline_copy_msg_max;
+    /// Queues a copy for receive `req`, counted among the receive's pending copies
+    /// unless the caller makes it as it takes it (a message up to
+    /// `inline_copy_msg_max`: not reported).
+    pub(crate) fn new_copy(&mut self, req: Key, src: Bytes, dst: MemHandle, dst_offset: u64) {
+        let mut msg_length = 0;
+        let mut report = true;
+        if let Some(Request::Recv(r)) = self.requests.get_mut(req) {
+            if let Some(a) = r.active.as_mut() {
+                msg_length = a.msg_length;
+                report = msg_length > self.cfg.inline_copy_msg_max;
+                a.copies_pending += u32::from(report);
+            }
+        }
         self.outputs
             .copy(req, src, dst, dst_offset, msg_length, report);
-        report
     }
 
     /// A posted request not completed yet: its kind, its context, and for a send

@@ -186,12 +186,8 @@ impl Engine {
             a.data_done = true;
         }
         let keep = a.xfer.saturating_sub(offset).min(data.len() as u32) as usize;
-        if keep > 0 && self.new_copy(k, data.slice(..keep), handle, base + offset as u64) {
-            if let Some(Request::Recv(r)) = self.requests.get_mut(k) {
-                if let Some(a) = r.active.as_mut() {
-                    a.copies_pending += 1;
-                }
-            }
+        if keep > 0 {
+            self.new_copy(k, data.slice(..keep), handle, base + offset as u64);
         }
     }
 

@@ -19,13 +19,7 @@ impl Engine {
         let Some(a) = self.accept_pull_reply(now, &r, payload.len(), path) else {
             return;
         };
-        if self.new_copy(a.req, payload, a.dst, a.dst_offset) {
-            if let Some(Request::Recv(rr)) = self.requests.get_mut(a.req) {
-                if let Some(act) = rr.active.as_mut() {
-                    act.copies_pending += 1;
-                }
-            }
-        }
+        self.new_copy(a.req, payload, a.dst, a.dst_offset);
         self.after_pull_reply(now, a);
     }
 
