@@ -648,15 +648,17 @@ impl Engine {
             self.try_finish_recv(now, k);
             return true;
         }
+        let len = data.len() as u32;
+        let mut data = Some(data);
         let body = || crate::unexpected::UnexpBody::Eager {
-            chunks: vec![(0, data.clone())],
+            chunks: smallvec::smallvec![(0, data.take().expect("taken once"))],
             complete: true,
         };
-        match self.place(pid, match_info, data.len() as u32, body) {
+        match self.place(pid, match_info, len, body) {
             None => false,
             Some(crate::recv::Placed::Unexpected(_)) => true,
             Some(crate::recv::Placed::Recv(k)) => {
-                self.deliver_chunk(k, 0, data);
+                self.deliver_chunk(k, 0, data.take().expect("not stored"));
                 self.try_finish_recv(now, k);
                 true
             }

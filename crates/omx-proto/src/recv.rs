@@ -7,7 +7,7 @@ use crate::seqnum::Seq;
 use crate::slab::Key;
 use crate::transmit::Payload;
 use crate::types::*;
-use crate::unexpected::{UnexpBody, Unexpected, UnexpectedInfo};
+use crate::unexpected::{Chunks, UnexpBody, Unexpected, UnexpectedInfo};
 use bytes::Bytes;
 use omx_wire::{
     Header, Medium, Msg, NackLib, NackType, Notify, Packet, Rndv, Truc, WireMode, PEER_INDEX_NONE,
@@ -470,15 +470,17 @@ impl Engine {
         if m.flags != 0 && self.cfg.wire.mode == WireMode::Native {
             return self.take_one_sided_eager(now, pid, m, payload);
         }
+        // Moved into whichever takes it: a posted receive or the unexpected queue.
+        let mut payload = Some(payload);
         let body = || UnexpBody::Eager {
-            chunks: vec![(0, payload.clone())],
+            chunks: smallvec::smallvec![(0, payload.take().expect("taken once"))],
             complete: true,
         };
         match self.place(pid, m.match_info, m.length as u32, body) {
             None => false,
             Some(Placed::Unexpected(_)) => true,
             Some(Placed::Recv(k)) => {
-                self.deliver_chunk(k, 0, payload);
+                self.deliver_chunk(k, 0, payload.take().expect("not stored"));
                 self.try_finish_recv(now, k);
                 true
             }
@@ -513,7 +515,7 @@ impl Engine {
                     return false;
                 }
                 let body = || UnexpBody::Eager {
-                    chunks: Vec::new(),
+                    chunks: Chunks::new(),
                     complete: false,
                 };
                 let target = match self.place(pid, m.match_info, m.length, body) {

@@ -10,9 +10,13 @@ use std::collections::VecDeque;
 /// Bytes charged to the unexpected budget for a rendezvous announcement.
 const RNDV_CHARGE: usize = 64;
 
+/// Payload pieces of an eager message by byte offset; a single-frame message keeps its
+/// one piece inline (no allocation per unexpected message).
+pub(crate) type Chunks = smallvec::SmallVec<[(u32, Bytes); 1]>;
+
 pub(crate) enum UnexpBody {
     Eager {
-        chunks: Vec<(u32, Bytes)>,
+        chunks: Chunks,
         complete: bool,
     },
     Rndv {
