@@ -2,6 +2,7 @@
 //! host, runs their protocol engines with a background progress thread, performs the
 //! engines' copies, and discovers peers.
 
+pub mod clock;
 pub mod config;
 pub mod copy;
 pub mod copy_service;

@@ -1,5 +1,6 @@
 //! Process-wide state: configuration, attached boards and their peer tables.
 
+use crate::clock::Clock;
 use crate::config::RuntimeConfig;
 use crate::registry::{parse_peers, BoardDir};
 use omx_proto::{nic_id_from_mac, NicId, PeerTable};
@@ -12,31 +13,6 @@ use std::time::{Duration, Instant};
 pub const MAX_PEERS: usize = 1024;
 /// Endpoints per board (the original's default).
 pub const MAX_ENDPOINTS: u8 = 32;
-
-/// A clock's resolution in ns (4 ms for the coarse clock at HZ=250), at least 1 ms
-/// when it cannot be read (the safe side: more precise reads, never late timers).
-fn clock_res_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_getres writes one timespec.
-    let rc = unsafe { libc::clock_getres(clock, &mut ts) };
-    if rc != 0 {
-        return 1_000_000;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 pub struct PeerState {
     pub table: PeerTable,
@@ -122,8 +98,8 @@ pub struct Runtime {
     pub cfg: RuntimeConfig,
     pub boards: Vec<Arc<Board>>,
     pub warnings: Vec<String>,
-    /// CLOCK_MONOTONIC at start, in ns: the epoch of the engines' clock.
-    start_ns: u64,
+    /// The engines' clock (CLOCK_MONOTONIC since the start).
+    clock: Clock,
     /// How far [`Runtime::coarse_now`] may lag the precise clock (the coarse clock's
     /// resolution: the kernel tick, 1-4 ms).
     pub coarse_lag: u64,
@@ -182,26 +158,34 @@ impl Runtime {
             board.merge_peers(&[(nic_id, Some(board.name.clone()))]);
             boards.push(Arc::new(board));
         }
+        let clock = Clock::new(cfg.counter_clock);
         Ok(Runtime {
             cfg,
             boards,
             warnings,
-            start_ns: clock_ns(libc::CLOCK_MONOTONIC),
-            coarse_lag: clock_res_ns(libc::CLOCK_MONOTONIC_COARSE),
+            coarse_lag: clock.coarse_lag,
+            clock,
             xdp_held_by_daemon: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// Monotonic nanoseconds since the runtime started (the engines' clock).
+    #[inline]
     pub fn now(&self) -> u64 {
-        clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(self.start_ns)
+        self.clock.now()
     }
 
     /// The same clock read coarsely (a few ns instead of tens, up to `coarse_lag`
     /// late): enough to tell that no timer is due yet while the next deadline is more
     /// than a tick away (see `EndpointInner::before_deadline`).
+    #[inline]
     pub fn coarse_now(&self) -> u64 {
-        clock_ns(libc::CLOCK_MONOTONIC_COARSE).saturating_sub(self.start_ns)
+        self.clock.coarse_now()
+    }
+
+    /// Whether the clock scales the CPU's time-stamp counter (`OMX_CLOCK`).
+    pub fn clock_uses_counter(&self) -> bool {
+        self.clock.uses_counter()
     }
 
     fn find_name(&self, name: &str) -> Option<NicId> {

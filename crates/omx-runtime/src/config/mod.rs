@@ -102,6 +102,9 @@ pub struct RuntimeConfig {
     /// Blocking waits spin longer, up to this, when recent waits ended within it
     /// (`OMX_WAITSPIN_MAX_US`; at or below `wait_spin_for`: a fixed budget).
     pub wait_spin_max: Duration,
+    /// `OMX_CLOCK`: the engines' clock scales the CPU's time-stamp counter where the
+    /// kernel's clocksource is it (crate::clock), else reads `clock_gettime` each time.
+    pub counter_clock: bool,
     pub verbose: bool,
     pub disable_self: bool,
     pub disable_shared: bool,
@@ -318,6 +321,14 @@ impl RuntimeConfig {
             debug_signal_num: num("OMX_DEBUG_SIGNAL_NUM") as i32,
             wait_spin_for: Duration::from_micros(spin_us),
             wait_spin_max: Duration::from_micros(num("OMX_WAITSPIN_MAX_US").max(0) as u64),
+            counter_clock: match text("OMX_CLOCK").as_deref().map(str::trim) {
+                Some("kernel") => false,
+                Some("auto") | None => true,
+                Some(v) => {
+                    crate::say!("OMX_CLOCK={v} ignored: not 'auto' or 'kernel'");
+                    true
+                }
+            },
             verbose: flag("OMX_VERBOSE"),
             disable_self: flag("OMX_DISABLE_SELF"),
             disable_shared: flag("OMX_DISABLE_SHARED"),

@@ -89,6 +89,7 @@ pub const SETTINGS: &[Setting] = &[
     s("OMX_WAITINTR", "0", "1: a signal that interrupts a blocking call's sleep ends the call as its timeout would (mx_wait returns with result 0); 0: the call goes back to sleep"),
     s("OMX_WAITSPIN_US", "50", "blocking waits busy-poll this long before sleeping"),
     s("OMX_WAITSPIN_MAX_US", "500", "blocking waits spin longer, up to this, while the application's recent waits ended within it (pauses between messages); at or below OMX_WAITSPIN_US: a fixed budget"),
+    s("OMX_CLOCK", "auto", "the engines' clock: auto (the CPU's time-stamp counter scaled between 1 ms anchors where the kernel's clocksource is tsc, else clock_gettime), kernel (clock_gettime at every read)"),
     s("OMX_PROGRESS_THREAD", "1", "0: no background progress thread"),
     s("OMX_COALESCING", "stream", "wake-up policy: off, timer, marked, stream"),
     s("OMX_COALESCING_US", "50", "the wake-up policies' timer"),
