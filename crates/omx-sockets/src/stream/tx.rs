@@ -228,11 +228,7 @@ impl Conn {
                 // `copy_tail()` bytes are copied, so that the peer has them to take
                 // while this write returns and the program makes its next one (see
                 // `direct_split`).
-                let direct_end = if dontwait {
-                    0
-                } else {
-                    direct_split(buf.len())
-                };
+                let direct_end = if dontwait { 0 } else { direct_split(buf.len()) };
                 let mut last_direct = None;
                 let mut sent = 0;
                 while sent < buf.len() {
