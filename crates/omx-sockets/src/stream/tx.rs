@@ -377,3 +377,18 @@ impl Conn {
         self.fab.ep.arm_notify().then_some(fd)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::direct_split;
+
+    #[test]
+    fn direct_split_copies_the_tail_of_large_writes_only() {
+        // Defaults: from 128 KiB on, all but the last 64 KiB go from the program's memory.
+        assert_eq!(direct_split(0), 0);
+        assert_eq!(direct_split(64 * 1024), 0);
+        assert_eq!(direct_split(128 * 1024 - 1), 0);
+        assert_eq!(direct_split(128 * 1024), 64 * 1024);
+        assert_eq!(direct_split(1 << 20), (1 << 20) - 64 * 1024);
+    }
+}
