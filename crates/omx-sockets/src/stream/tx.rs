@@ -214,7 +214,7 @@ impl Conn {
             }
             TxMode::Broken => Err(os_err(libc::EPIPE)),
             TxMode::FellBack => self.send_tcp(buf, flags),
-            TxMode::Omx { peer_conn, .. } => {
+            TxMode::Omx { peer_conn, partner } => {
                 // The kernel socket is looked at every `TCP_LOOK_EVERY` writes only (a
                 // system call each): a peer's reset, FIN or hand-back is still seen
                 // within a few writes, and a full window looks at it every time.
@@ -257,7 +257,7 @@ impl Conn {
                 let mut sent = 0;
                 while sent < buf.len() {
                     if let Err(e) = self.reap(&mut tx) {
-                        return self.end_write(tx, last_direct, sent, e);
+                        return self.end_write(tx, (partner, last_direct), sent, e);
                     }
                     let room = tx.room();
                     if room == 0 {
@@ -282,10 +282,12 @@ impl Conn {
                                         };
                                     }
                                     Ok(false) => {}
-                                    Err(e) => return self.end_write(tx, last_direct, sent, e),
+                                    Err(e) => {
+                                        return self.end_write(tx, (partner, last_direct), sent, e)
+                                    }
                                 }
                             }
-                            Err(e) => return self.end_write(tx, last_direct, sent, e),
+                            Err(e) => return self.end_write(tx, (partner, last_direct), sent, e),
                             Ok(()) => {}
                         }
                         continue;
@@ -299,7 +301,7 @@ impl Conn {
                             self.post_direct(&mut tx, part.as_ptr(), n, peer_conn as u64)
                         } {
                             Ok(r) => last_direct = Some(r),
-                            Err(e) => return self.end_write(tx, last_direct, sent, e),
+                            Err(e) => return self.end_write(tx, (partner, last_direct), sent, e),
                         }
                         sent += n;
                         continue;
@@ -310,14 +312,14 @@ impl Conn {
                     data.clear();
                     data.extend_from_slice(&buf[sent..sent + n]);
                     if let Err(e) = self.post(&mut tx, data, peer_conn as u64) {
-                        return self.end_write(tx, last_direct, sent, e);
+                        return self.end_write(tx, (partner, last_direct), sent, e);
                     }
                     sent += n;
                 }
                 if sent == 0 && !buf.is_empty() {
                     return Err(os_err(libc::EAGAIN));
                 }
-                self.end_write(tx, last_direct, sent, os_err(0))
+                self.end_write(tx, (partner, last_direct), sent, os_err(0))
             }
         }
     }
@@ -330,23 +332,18 @@ impl Conn {
     fn end_write<'a>(
         &'a self,
         mut tx: parking_lot::MutexGuard<'a, Tx>,
-        last_direct: Option<ReqId>,
+        (partner, last_direct): (PartnerId, Option<ReqId>),
         sent: usize,
         err: Error,
     ) -> Result<usize> {
         let mut err = (err.raw_os_error() != Some(0)).then_some(err);
         if let Some(last) = last_direct {
-            let partner = match tx.mode {
-                TxMode::Omx { partner, .. } => Some(partner),
-                _ => None,
-            };
             let mut forgot = false;
             // Sends complete in order (`pending` is FIFO): `last` gone, all are.
             while tx.pending.iter().any(|&(r, ..)| r == last) {
                 if err.is_some() && !forgot {
-                    if let Some(p) = partner {
-                        self.fab.forget_partner(p);
-                    }
+                    // The partner the sends went to, even once the mode says broken.
+                    self.fab.forget_partner(partner);
                     tx.mode = TxMode::Broken;
                     forgot = true;
                 }
