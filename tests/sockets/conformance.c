@@ -29,9 +29,13 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_QUIT };
 
 #define BIG (8 << 20)
+/* Write sizes of large-writes: each side of the direct-write threshold (128 KiB),
+ * across the 512 KiB message size, odd ones. */
+static const size_t large_sizes[] = {131072, 1048579, 131071, 200000, 3 << 20, 65536 + 5};
+#define LARGE_MAX (3 << 20)
 static int failures;
 
 static void fail(const char *name, const char *why)
@@ -131,7 +135,11 @@ static void serve(int c, int kind)
     case C_EPIPE:
         break; /* close at once */
     case C_SILENT:
-        /* Reads nothing until the client's second connection says so. */
+        /* Reads nothing until the client's second connection says so. The client
+         * writes only once this byte came: over omx a read that finds large messages
+         * behind the one it takes reads them ahead (their sends then complete), so the
+         * kind byte must be read before the first of them is announced. */
+        write_full(c, "k", 1);
         close(accept(listener, NULL, NULL));
         n = drain(c, &sum);
         write_full(c, &n, sizeof n);
@@ -139,6 +147,34 @@ static void serve(int c, int kind)
     case C_SINK:
         drain(c, &sum);
         break;
+    case C_LARGE_WRITES: {
+        /* Large blocking writes (over omx sent from this memory, no copy): each is
+         * overwritten as soon as its write returns, so a write that returned before
+         * the peer had its bytes shows as corrupt data. Then it reads the client's. */
+        unsigned char *big = malloc(LARGE_MAX);
+        size_t off = 0;
+        for (size_t k = 0; k < sizeof large_sizes / sizeof large_sizes[0]; k++) {
+            size_t n = large_sizes[k], done = 0;
+            for (size_t i = 0; i < n; i++)
+                big[i] = pattern(off + i);
+            while (done < n) {
+                ssize_t w = write(c, big + done, n - done);
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0)
+                    break;
+                done += (size_t)w;
+            }
+            memset(big, 0xee, n);
+            off += n;
+        }
+        free(big);
+        n = drain(c, &sum);
+        reply[0] = n;
+        reply[1] = sum;
+        write_full(c, reply, sizeof reply);
+        break;
+    }
     }
 }
 
@@ -285,6 +321,55 @@ static void t_half_close_dup(void)
     printf("ok %s\n", name);
 }
 
+/* The peer's large blocking writes, read in small odd pieces with MSG_PEEK between
+ * (every byte checked, the peek equal to the read after it); then large writes of our
+ * own, each overwritten once its write returned, counted and summed by the peer. */
+static void t_large_writes(void)
+{
+    const char *name = "large-writes";
+    int s = dial(C_LARGE_WRITES, 0);
+    size_t total = 0, off = 0, piece = 1000;
+    unsigned char *in = malloc(LARGE_MAX), *pk = malloc(LARGE_MAX), *out = malloc(LARGE_MAX);
+    uint64_t reply[2], sum = 0, bytes = 0;
+    int bad = 0;
+    CHECK(name, s >= 0 && in && pk && out);
+    for (size_t k = 0; k < sizeof large_sizes / sizeof large_sizes[0]; k++)
+        total += large_sizes[k];
+    while (off < total && !bad) {
+        size_t want = piece < total - off ? piece : total - off;
+        ssize_t p = recv(s, pk, want, MSG_PEEK);
+        ssize_t r = recv(s, in, want, 0);
+        if (p <= 0 || r < p || memcmp(pk, in, (size_t)p)) {
+            bad = 1;
+            break;
+        }
+        for (ssize_t i = 0; i < r; i++)
+            if (in[i] != pattern(off + (size_t)i))
+                bad = 1;
+        off += (size_t)r;
+        piece = piece * 3 % 200003 + 1; /* 1 B to 200 KB, odd sizes */
+    }
+    CHECK(name, !bad && off == total);
+    for (size_t k = 0; k < sizeof large_sizes / sizeof large_sizes[0]; k++) {
+        size_t n = large_sizes[k];
+        for (size_t i = 0; i < n; i++)
+            sum += out[i] = pattern(bytes + i);
+        CHECK(name, write_full(s, out, n) == 0);
+        memset(out, 0xee, n);
+        bytes += n;
+    }
+    CHECK(name, shutdown(s, SHUT_WR) == 0);
+    CHECK(name, read_full(s, reply, sizeof reply) == 0);
+    CHECK(name, reply[0] == bytes && reply[1] == sum);
+    char c;
+    CHECK(name, read(s, &c, 1) == 0);
+    free(in);
+    free(pk);
+    free(out);
+    close(s);
+    printf("ok %s\n", name);
+}
+
 static void t_close_delivers(void)
 {
     const char *name = "close-delivers";
@@ -337,6 +422,9 @@ static void t_nonblocking_writes(void)
     int lt = epoll_create1(EPOLL_CLOEXEC), et = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLOUT, .data.fd = s}, got_ev[2];
     CHECK(name, s >= 0 && lt >= 0 && et >= 0);
+    struct pollfd in = {.fd = s, .events = POLLIN};
+    char k = 0;
+    CHECK(name, poll(&in, 1, -1) == 1 && read(s, &k, 1) == 1 && k == 'k');
     CHECK(name, epoll_ctl(lt, EPOLL_CTL_ADD, s, &ev) == 0);
     ev.events = EPOLLOUT | EPOLLET;
     CHECK(name, epoll_ctl(et, EPOLL_CTL_ADD, s, &ev) == 0);
@@ -591,6 +679,7 @@ int main(int argc, char **argv)
     t_waitall();
     t_half_close_dup();
     t_close_delivers();
+    t_large_writes();
     t_epipe();
     t_nonblocking_writes();
     t_readiness_mix();

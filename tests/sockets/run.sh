@@ -109,7 +109,10 @@ if cc -Wall -Werror -O2 -o "$tmp/bin/conformance" "$here/conformance.c" 2>"$log/
     report conformance-kernel $? "$log/conformance-kernel.client" "$log/conformance-kernel.server"
   fi
   if want conformance-omx; then
-    OMX_SOCKETS_HELLO_WAIT_MS=120000 conformance conformance-omx yes &&
+    # Direct writes (from the program's memory) are on by default with jumbo pull
+    # replies only: turned on here at MTU 9000 so that large-writes goes through them.
+    OMX_SOCKETS_HELLO_WAIT_MS=120000 OMX_SOCKETS_DIRECT_MIN=131072 \
+      conformance conformance-omx yes &&
       carried "$log/conformance-omx.client" "$log/conformance-omx.server"
     report conformance-omx $? "$log/conformance-omx.client" "$log/conformance-omx.server"
   fi

@@ -82,7 +82,9 @@ enum RxMode {
 
 struct Tx {
     mode: TxMode,
-    pending: VecDeque<(ReqId, Vec<u8>)>,
+    /// Posted sends, oldest first: the request, the library's copy of its bytes (empty
+    /// for a direct send from the program's memory, see `tx`), its length.
+    pending: VecDeque<(ReqId, Vec<u8>, usize)>,
     pending_bytes: usize,
     shut: bool,
     /// Buffers of completed sends, reused for the next writes.

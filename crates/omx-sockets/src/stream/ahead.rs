@@ -88,6 +88,13 @@ impl Conn {
         }))
     }
 
+    /// Whether the next message posted ahead arrived whole (a read takes it at once).
+    pub(super) fn ahead_done(&self, rx: &Rx) -> bool {
+        rx.ahead
+            .front()
+            .is_some_and(|a| self.fab.ep.peek_done(a.req))
+    }
+
     /// Every message posted ahead, in order, once arrived (for a hand-back to TCP).
     pub(super) fn drain_ahead(&self, rx: &mut Rx) -> Vec<Vec<u8>> {
         let mut out = Vec::new();

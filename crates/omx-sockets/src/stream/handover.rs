@@ -329,7 +329,7 @@ impl Conn {
             ep.wait(ask, None);
         }
         // The parent received all of ours before answering: our sends are complete.
-        while let Some(&(r, _)) = tx.pending.front() {
+        while let Some(&(r, ..)) = tx.pending.front() {
             if let Some(c) = ep.wait(r, None) {
                 let _ = self.completed(&mut tx, c);
             }
@@ -446,7 +446,7 @@ impl Conn {
         }
         posted = posted.and_then(|()| self.post(&mut tx, Vec::new(), BOUNCE | peer));
         drop(rx);
-        while let Some(&(r, _)) = tx.pending.front() {
+        while let Some(&(r, ..)) = tx.pending.front() {
             match ep.wait(r, left()) {
                 Some(c) => {
                     let _ = self.completed(&mut tx, c);

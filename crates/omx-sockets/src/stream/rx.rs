@@ -332,7 +332,17 @@ impl Conn {
         peek: bool,
     ) -> Result<Option<usize>> {
         if let Some(got) = self.take_ahead(rx) {
-            let n = self.keep_rest(rx, got?, out, peek);
+            let mut n = self.keep_rest(rx, got?, out, peek);
+            // As TCP's read takes every byte queued that fits: the next messages read
+            // ahead that arrived whole follow in the same read (a write cut into a
+            // direct part and a copied tail is two messages, read as one).
+            while !peek && n < out.len() && rx.offset >= rx.leftover.len() && self.ahead_done(rx) {
+                match self.take_ahead(rx) {
+                    Some(Ok(msg)) => n += self.keep_rest(rx, msg, &mut out[n..], false),
+                    // The next read finds the connection's end (its reset).
+                    Some(Err(_)) | None => break,
+                }
+            }
             self.read_ahead(rx);
             return Ok(Some(n));
         }

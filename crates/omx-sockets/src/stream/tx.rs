@@ -3,6 +3,62 @@
 
 use super::*;
 
+/// Writes from this size on are sent from the program's memory (`send`):
+/// `OMX_SOCKETS_DIRECT_MIN` bytes; by default 128 KiB on a board whose pull replies
+/// carry `DIRECT_REPLY_MIN` bytes or more (jumbo frames), none otherwise (`None`:
+/// not set).
+fn direct_min_set() -> Option<usize> {
+    static V: OnceLock<Option<usize>> = OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("OMX_SOCKETS_DIRECT_MIN")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// Default threshold of direct writes on boards with large pull replies.
+const DIRECT_MIN: usize = 128 * 1024;
+/// Pull replies from this size on (MTU 65535): a write that waits for its pull costs
+/// a round trip per write, which pays for the copy saved with a few frames per write
+/// only. At MTU 9000 (8 KiB replies) iperf3 moved 0.77-0.86x the copying build's
+/// rate, pinned; at 65535 1.04-1.95x.
+const DIRECT_REPLY_MIN: u32 = 32 * 1024;
+
+/// Bytes at the end of such a write that are copied all the same:
+/// `OMX_SOCKETS_COPY_TAIL`, 64 KiB by default (one message the peer takes while the
+/// program comes back with its next write; as large as the write: no direct send).
+fn copy_tail() -> usize {
+    static V: OnceLock<usize> = OnceLock::new();
+    *V.get_or_init(|| env_bytes("OMX_SOCKETS_COPY_TAIL", 64 * 1024))
+}
+
+fn env_bytes(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// Where the direct part of a blocking write of `len` bytes ends (0: all copied), on
+/// a board whose pull replies carry `reply_max` bytes. The direct part is at least a
+/// rendezvous message (pulled by the peer).
+fn direct_split(len: usize, reply_max: u32) -> usize {
+    let min = direct_min_set().unwrap_or(if reply_max >= DIRECT_REPLY_MIN {
+        DIRECT_MIN
+    } else {
+        usize::MAX
+    });
+    if len < min {
+        return 0;
+    }
+    let end = len.saturating_sub(copy_tail());
+    if end < ahead::READ_AHEAD_MIN {
+        0
+    } else {
+        end
+    }
+}
+
 impl Tx {
     /// Bytes a write may post now: none once the window is full, in bytes or messages.
     fn room(&self) -> usize {
@@ -15,21 +71,55 @@ impl Tx {
 
 impl Conn {
     pub(super) fn post(&self, tx: &mut Tx, data: Vec<u8>, match_info: u64) -> Result<()> {
+        // SAFETY: the buffer is kept in `pending` (its heap block stays put) until its
+        // request completes.
+        let r = unsafe { self.post_from(tx, data.as_ptr(), data.len(), match_info) }?;
+        let len = data.len();
+        tx.pending.push_back((r, data, len));
+        Ok(())
+    }
+
+    /// Posts a send of `len` bytes of the program's memory at `ptr` (no copy); the
+    /// caller waits for its completion before the write returns (`send`).
+    ///
+    /// # Safety
+    /// The memory must stay valid, untouched, until the request completes.
+    unsafe fn post_direct(
+        &self,
+        tx: &mut Tx,
+        ptr: *const u8,
+        len: usize,
+        match_info: u64,
+    ) -> Result<ReqId> {
+        // SAFETY: as the caller promises.
+        let r = unsafe { self.post_from(tx, ptr, len, match_info) }?;
+        tx.pending.push_back((r, Vec::new(), len));
+        Ok(r)
+    }
+
+    /// # Safety
+    /// `len` bytes at `ptr` stay valid, untouched, until the request completes.
+    unsafe fn post_from(
+        &self,
+        tx: &mut Tx,
+        ptr: *const u8,
+        len: usize,
+        match_info: u64,
+    ) -> Result<ReqId> {
         let TxMode::Omx { partner, .. } = tx.mode else {
             return Err(os_err(libc::EPIPE));
         };
-        let seg = Segment::memory(data.as_ptr() as *mut u8, data.len());
-        // SAFETY: the buffer is kept in `pending` until its request completes.
+        let seg = Segment::memory(ptr as *mut u8, len);
+        // SAFETY: as the caller promises.
         let r = unsafe { self.fab.ep.isend(&[seg], partner, match_info, 0, false) }
             .map_err(|e| Error::other(e.to_string()))?;
-        tx.pending_bytes += data.len();
-        tx.pending.push_back((r, data));
-        Ok(())
+        tx.pending_bytes += len;
+        Ok(r)
     }
 
     /// Completes the sends that already finished.
     pub(super) fn reap(&self, tx: &mut Tx) -> Result<()> {
-        while let Some(&(r, _)) = tx.pending.front() {
+        while let Some(&(r, ..)) = tx.pending.front() {
             let Some(c) = self.fab.ep.test(r) else { break };
             self.completed(tx, c)?;
         }
@@ -37,8 +127,8 @@ impl Conn {
     }
 
     pub(super) fn completed(&self, tx: &mut Tx, c: omx_proto::Completion) -> Result<()> {
-        let (_, data) = tx.pending.pop_front().expect("a pending send");
-        tx.pending_bytes -= data.len();
+        let (_, data, len) = tx.pending.pop_front().expect("a pending send");
+        tx.pending_bytes -= len;
         // Kept while a stream runs; an idle connection holds no spare memory.
         if tx.pending.is_empty() {
             tx.spare.clear();
@@ -56,7 +146,7 @@ impl Conn {
     /// Waits for the oldest posted send. The peer's end is watched meanwhile: its reset
     /// ends the wait (a dead peer's kernel answers the probe byte with one).
     pub(super) fn complete_oldest(&self, tx: &mut Tx, deadline: Option<Instant>) -> Result<()> {
-        let Some(&(r, _)) = tx.pending.front() else {
+        let Some(&(r, ..)) = tx.pending.front() else {
             return Ok(());
         };
         loop {
@@ -124,7 +214,7 @@ impl Conn {
             }
             TxMode::Broken => Err(os_err(libc::EPIPE)),
             TxMode::FellBack => self.send_tcp(buf, flags),
-            TxMode::Omx { peer_conn, .. } => {
+            TxMode::Omx { peer_conn, partner } => {
                 // The kernel socket is looked at every `TCP_LOOK_EVERY` writes only (a
                 // system call each): a peer's reset, FIN or hand-back is still seen
                 // within a few writes, and a full window looks at it every time.
@@ -153,9 +243,22 @@ impl Conn {
                     TcpState::Empty => {}
                 }
                 let dontwait = flags & libc::MSG_DONTWAIT != 0 || self.nonblocking();
+                // A large blocking write is sent from the program's memory, without a
+                // copy, and returns once the peer's endpoint has it; only its last
+                // `copy_tail()` bytes are copied, so that the peer has them to take
+                // while this write returns and the program makes its next one (see
+                // `direct_split`).
+                let direct_end = if dontwait {
+                    0
+                } else {
+                    direct_split(buf.len(), self.fab.ep.board().wire.pull_reply_max)
+                };
+                let mut last_direct = None;
                 let mut sent = 0;
                 while sent < buf.len() {
-                    self.reap(&mut tx)?;
+                    if let Err(e) = self.reap(&mut tx) {
+                        return self.end_write(tx, (partner, last_direct), sent, e);
+                    }
                     let room = tx.room();
                     if room == 0 {
                         self.full_hits.fetch_add(1, Ordering::AcqRel);
@@ -165,17 +268,42 @@ impl Conn {
                         match self.complete_oldest(&mut tx, None) {
                             Err(e) if e.raw_os_error() == Some(PEER_MOVED) => {
                                 drop(tx);
-                                if self.follow_peer_to_tcp()? {
-                                    return match self.send(&buf[sent..], flags) {
-                                        Ok(n) => Ok(sent + n),
-                                        Err(_) if sent > 0 => Ok(sent),
-                                        Err(e) => Err(e),
-                                    };
-                                }
+                                let moved = self.follow_peer_to_tcp();
                                 tx = self.tx.lock();
+                                match moved {
+                                    // Every send completed (`fall_back`): the program's
+                                    // memory is free again.
+                                    Ok(true) => {
+                                        drop(tx);
+                                        return match self.send(&buf[sent..], flags) {
+                                            Ok(n) => Ok(sent + n),
+                                            Err(_) if sent > 0 => Ok(sent),
+                                            Err(e) => Err(e),
+                                        };
+                                    }
+                                    Ok(false) => {}
+                                    Err(e) => {
+                                        return self.end_write(tx, (partner, last_direct), sent, e)
+                                    }
+                                }
                             }
-                            r => r?,
+                            Err(e) => return self.end_write(tx, (partner, last_direct), sent, e),
+                            Ok(()) => {}
                         }
+                        continue;
+                    }
+                    if sent < direct_end {
+                        let n = (direct_end - sent).min(CHUNK).min(room);
+                        let part = &buf[sent..sent + n];
+                        // SAFETY: this write returns only once the request completed
+                        // (`end_write`), so `buf` outlives it untouched.
+                        match unsafe {
+                            self.post_direct(&mut tx, part.as_ptr(), n, peer_conn as u64)
+                        } {
+                            Ok(r) => last_direct = Some(r),
+                            Err(e) => return self.end_write(tx, (partner, last_direct), sent, e),
+                        }
+                        sent += n;
                         continue;
                     }
                     let n = (buf.len() - sent).min(CHUNK).min(room);
@@ -183,17 +311,73 @@ impl Conn {
                     let mut data = tx.spare.pop().unwrap_or_default();
                     data.clear();
                     data.extend_from_slice(&buf[sent..sent + n]);
-                    self.post(&mut tx, data, peer_conn as u64)?;
+                    if let Err(e) = self.post(&mut tx, data, peer_conn as u64) {
+                        return self.end_write(tx, (partner, last_direct), sent, e);
+                    }
                     sent += n;
                 }
                 if sent == 0 && !buf.is_empty() {
                     return Err(os_err(libc::EAGAIN));
                 }
-                Ok(sent)
+                self.end_write(tx, (partner, last_direct), sent, os_err(0))
             }
         }
     }
 
+    /// Ends a write whose sends from the program's memory up to `last_direct` may still
+    /// be posted: waits until they completed (the program may reuse its buffer once the
+    /// write returns), then answers `sent` bytes, or `err` when none was sent (`err` of
+    /// 0: no error happened). A failure while waiting forgets the peer (its operations
+    /// fail at once, as `drop_dead_peer` does) so the wait ends.
+    fn end_write<'a>(
+        &'a self,
+        mut tx: parking_lot::MutexGuard<'a, Tx>,
+        (partner, last_direct): (PartnerId, Option<ReqId>),
+        sent: usize,
+        err: Error,
+    ) -> Result<usize> {
+        let mut err = (err.raw_os_error() != Some(0)).then_some(err);
+        if let Some(last) = last_direct {
+            let mut forgot = false;
+            // Sends complete in order (`pending` is FIFO): `last` gone, all are.
+            while tx.pending.iter().any(|&(r, ..)| r == last) {
+                if err.is_some() && !forgot {
+                    // The partner the sends went to, even once the mode says broken.
+                    self.fab.forget_partner(partner);
+                    tx.mode = TxMode::Broken;
+                    forgot = true;
+                }
+                let front = tx.pending.front().expect("a pending send").0;
+                if forgot {
+                    if let Some(c) = self.fab.ep.wait(front, None) {
+                        let _ = self.completed(&mut tx, c);
+                    }
+                    continue;
+                }
+                match self.complete_oldest(&mut tx, None) {
+                    Ok(()) => {}
+                    // Bytes on TCP while the peer is carried: the peer's probes or its
+                    // process handing the connection back. A hand-back completes every
+                    // send before it answers (`fall_back`).
+                    Err(e) if e.raw_os_error() == Some(PEER_MOVED) => {
+                        drop(tx);
+                        let moved = self.follow_peer_to_tcp();
+                        tx = self.tx.lock();
+                        if let Err(e) = moved {
+                            err = Some(e);
+                        }
+                    }
+                    Err(e) => err = Some(e),
+                }
+            }
+        }
+        match err {
+            Some(e) if sent == 0 => Err(e),
+            // The bytes posted before the failure may have reached the peer: counted,
+            // as TCP counts what it queued.
+            Some(_) | None => Ok(sent),
+        }
+    }
     pub(super) fn send_tcp(&self, buf: &[u8], flags: i32) -> Result<usize> {
         // SAFETY: buf is a valid slice.
         let n = unsafe {
@@ -212,5 +396,23 @@ impl Conn {
     pub fn completion_notifier(&self) -> Option<i32> {
         let fd = self.fab.ep.notify_fd().ok()?;
         self.fab.ep.arm_notify().then_some(fd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::direct_split;
+
+    #[test]
+    fn direct_split_copies_the_tail_of_large_writes_only() {
+        // Defaults: from 128 KiB on, all but the last 64 KiB go from the program's memory,
+        // with jumbo pull replies only.
+        let jumbo = 64 * 1024;
+        assert_eq!(direct_split(0, jumbo), 0);
+        assert_eq!(direct_split(64 * 1024, jumbo), 0);
+        assert_eq!(direct_split(128 * 1024 - 1, jumbo), 0);
+        assert_eq!(direct_split(128 * 1024, jumbo), 64 * 1024);
+        assert_eq!(direct_split(1 << 20, jumbo), (1 << 20) - 64 * 1024);
+        assert_eq!(direct_split(1 << 20, 8 * 1024), 0);
     }
 }
