@@ -24,7 +24,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx execl-kernel execl-omx twochildren-kernel twochildren-omx carried-both-ways ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp many-1000 faults peer-death)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx execl-kernel execl-omx twochildren-kernel twochildren-omx carried-both-ways tcp-first-exchange ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -261,6 +261,27 @@ if want carried-both-ways; then
     grep -q 'accepted on omx' "$log/carried-both-ways.server" &&
     grep -q 'carried on omx .* 0 bytes before' "$log/carried-both-ways.client"
   report carried-both-ways $? "$log/carried-both-ways.server" "$log/carried-both-ways.client"
+fi
+if want tcp-first-exchange; then
+  # The client's first 64 KiB go over TCP before the server's hello can exist (the
+  # server touches its connection only once they are sent, told through a FIFO); then
+  # both ends write 256 KiB before reading. The server's waiting writes once took those
+  # TCP bytes for the client's probes and dropped them (ECONNRESET at its read).
+  fifo="$tmp/tcpfirst.fifo"
+  rm -f "$fifo" && mkfifo "$fifo"
+  in_host 0 "$launch" python3 "$here/tcpfirst.py" server 5570 "$fifo" \
+    >"$log/tcp-first-exchange.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5570 "$p0" &&
+    OMX_SOCKETS_HELLO_WAIT_MS=0 in_host 1 "$launch" python3 "$here/tcpfirst.py" client \
+      "$(host_ip 0)" 5570 "$fifo" >"$log/tcp-first-exchange.client" 2>&1 &&
+    wait "$p0" &&
+    grep -q 'accepted on omx' "$log/tcp-first-exchange.server" &&
+    grep -q 'carried on omx .* [1-9][0-9]* bytes before' "$log/tcp-first-exchange.client" &&
+    grep -q 'server ok' "$log/tcp-first-exchange.server" &&
+    grep -q 'client ok' "$log/tcp-first-exchange.client"
+  report tcp-first-exchange $? "$log/tcp-first-exchange.server" "$log/tcp-first-exchange.client"
 fi
 if want ipv6; then
   # A real IPv6 destination (not IPv4-mapped): the client's SYN carries its offer in

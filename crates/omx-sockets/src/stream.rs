@@ -127,6 +127,11 @@ pub struct Conn {
     /// The connection went back to TCP (see `handover`): the program's calls go to the
     /// kernel socket.
     pub(crate) fell_back: AtomicBool,
+    /// Bytes on the kernel socket are the peer's stream, not a sign that it left omx:
+    /// those it wrote before it saw our hello (`RxMode::TcpFirst`), until they are
+    /// read. The write side reads this flag (it cannot take `rx`, which a blocked
+    /// reader holds) before it takes such bytes for the peer's probes or `MAGIC`.
+    tcp_bytes_ours: AtomicBool,
     /// Closed by the program after a fork, it is on its way back to TCP (`release`):
     /// closing ends once the peer took what we hold.
     handing_back: AtomicBool,
@@ -184,12 +189,14 @@ impl Conn {
             return None;
         };
         let ready = fabric::register_waker(id, evfd);
+        let tcp_first = matches!(rx, RxMode::TcpFirst { .. });
         let conn = Arc::new(Conn {
             fd: AtomicI32::new(sock),
             forks_at_creation: fabric::forks(),
             nonblock: AtomicU64::new(u64::MAX),
             writes: AtomicU64::new(0),
             fell_back: AtomicBool::new(false),
+            tcp_bytes_ours: AtomicBool::new(tcp_first),
             handing_back: AtomicBool::new(false),
             evfd,
             ready,

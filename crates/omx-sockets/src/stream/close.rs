@@ -204,6 +204,7 @@ impl Conn {
                 self.probe_peer();
                 false
             }
+            TcpState::Data if self.tcp_bytes_ours.load(Ordering::Acquire) => false,
             TcpState::Data => {
                 drop(tx);
                 self.follow_peer_to_tcp().unwrap_or(true)

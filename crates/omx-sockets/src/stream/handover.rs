@@ -369,6 +369,11 @@ impl Conn {
     /// True when the connection is now on TCP.
     pub(super) fn follow_peer_to_tcp(&self) -> Result<bool> {
         let mut rx = self.rx.lock();
+        // Only a settled stream's TCP bytes are probes or `MAGIC`: before (the peer's
+        // bytes ahead of our hello) and after (behind its omx writes) they are data.
+        if !matches!(rx.mode, RxMode::Omx) {
+            return Ok(false);
+        }
         if self.peer_left_omx() {
             self.fall_back(&mut rx)?;
             return Ok(true);

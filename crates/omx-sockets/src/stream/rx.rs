@@ -70,6 +70,7 @@ impl Conn {
                     };
                     if expected == Some(delivered) {
                         rx.mode = RxMode::Omx;
+                        self.tcp_bytes_ours.store(false, Ordering::Release);
                         continue;
                     }
                     let want = match expected {

@@ -162,6 +162,8 @@ impl Conn {
                     return Err(os_err(libc::ECONNRESET));
                 }
                 TcpState::Eof => self.probe_peer(),
+                // The peer's own bytes, sent before it saw our hello: for the reader.
+                TcpState::Data if self.tcp_bytes_ours.load(Ordering::Acquire) => {}
                 TcpState::Data => return Err(os_err(PEER_MOVED)),
                 TcpState::Empty => {}
             }
