@@ -116,15 +116,18 @@ impl OmxFs {
     /// A request that makes entry `path` in directory `parent` (a directory: `dir`).
     fn entry(&self, w: Writer, parent: u64, path: Vec<u8>, dir: bool, reply: ReplyEntry) {
         let (sh, ttl, asked) = (self.sh.clone(), self.opts.entry_timeout, Instant::now());
+        let epoch = self.sh.nodes.lock().change_sent(parent);
         let made = |_: &Reply, rd: &mut Reader| {
             let a = Attr::decode(rd)?;
             let change = Stamp::decode_change(rd);
-            Ok((a, change, Stamp::decode(rd).ok()))
+            let parent_attr = Attr::decode(rd).ok();
+            Ok((a, change, parent_attr, Stamp::decode(rd).ok()))
         };
         self.send(w, move |r| match body(r, made) {
-            Ok((a, change, own)) => {
+            Ok((a, change, parent_attr, own)) => {
                 let mut nodes = sh.nodes.lock();
                 let ino = nodes.looked_up(path);
+                nodes.change_done(parent, epoch, parent_attr, asked);
                 nodes.dir_changed(parent, change, asked);
                 // Without its own stamp from a server that sends stamps, someone
                 // changed the new directory already.
@@ -135,7 +138,10 @@ impl OmxFs {
                 reply.entry(&ttl, &file_attr(ino, &a), 0)
             }
             Err(e) => {
-                sh.nodes.lock().dir_unknown(parent);
+                let mut nodes = sh.nodes.lock();
+                nodes.change_done(parent, epoch, None, asked);
+                nodes.dir_unknown(parent);
+                drop(nodes);
                 reply.error(e)
             }
         });
@@ -361,7 +367,6 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
-        self.changed(&[parent]);
         let mut w = req(Op::Mknod);
         w.bytes(&path)
             .u32(mode)
@@ -381,7 +386,6 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
-        self.changed(&[parent]);
         let mut w = req(Op::Mkdir);
         w.bytes(&path).u32(mode).u32(req_.uid()).u32(req_.gid());
         self.entry(w, parent, path, true, reply);
@@ -404,7 +408,6 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), link_name);
-        self.changed(&[parent]);
         let mut w = req(Op::Symlink);
         w.bytes(&path).bytes(target.as_os_str().as_bytes());
         w.u32(req_.uid()).u32(req_.gid());
@@ -423,7 +426,12 @@ impl Filesystem for OmxFs {
     ) {
         let from = join(&path_or!(self, parent, reply), name);
         let to = join(&path_or!(self, newparent, reply), newname);
-        self.changed(&[parent, newparent]);
+        let epochs = {
+            let mut n = self.sh.nodes.lock();
+            n.change_sent(parent);
+            n.change_sent(newparent);
+            [n.epoch(parent), n.epoch(newparent)]
+        };
         self.paths_changed(&[&from, &to]);
         let mut w = req(Op::Rename);
         w.bytes(&from).bytes(&to).u32(flags);
@@ -434,6 +442,9 @@ impl Filesystem for OmxFs {
                 let mut rd = Reader::new(&r.body);
                 let (from_change, to_change) =
                     (Stamp::decode_change(&mut rd), Stamp::decode_change(&mut rd));
+                let (from_attr, to_attr) = (Attr::decode(&mut rd).ok(), Attr::decode(&mut rd).ok());
+                n.change_done(parent, epochs[0], from_attr, asked);
+                n.change_done(newparent, epochs[1], to_attr, asked);
                 n.dir_changed(parent, from_change, asked);
                 n.dir_changed(newparent, to_change, asked);
                 if flags & libc::RENAME_EXCHANGE != 0 {
@@ -448,6 +459,8 @@ impl Filesystem for OmxFs {
             }
             Err(e) => {
                 let mut n = sh.nodes.lock();
+                n.change_done(parent, epochs[0], None, asked);
+                n.change_done(newparent, epochs[1], None, asked);
                 n.dir_unknown(parent);
                 n.dir_unknown(newparent);
                 reply.error(e)
@@ -465,7 +478,7 @@ impl Filesystem for OmxFs {
     ) {
         let from = path_or!(self, ino, reply);
         let to = join(&path_or!(self, newparent, reply), newname);
-        self.changed(&[ino, newparent]);
+        self.changed(&[ino]);
         let mut w = req(Op::Link);
         w.bytes(&from).bytes(&to);
         self.entry(w, newparent, to, false, reply);
@@ -513,7 +526,7 @@ impl Filesystem for OmxFs {
         reply: ReplyCreate,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
-        self.changed(&[parent]);
+        let epoch = self.sh.nodes.lock().change_sent(parent);
         let mut w = req(Op::Create);
         w.bytes(&path).u32(flags as u32).u32(mode);
         w.u32(req_.uid()).u32(req_.gid());
@@ -522,16 +535,18 @@ impl Filesystem for OmxFs {
         let generation = self.sh.conn.generation();
         let asked = Instant::now();
         let created = |_: &Reply, rd: &mut Reader| {
-            Ok((rd.u64()?, Attr::decode(rd)?, Stamp::decode_change(rd)))
+            let (fh, a, change) = (rd.u64()?, Attr::decode(rd)?, Stamp::decode_change(rd));
+            Ok((fh, a, change, Attr::decode(rd).ok()))
         };
         self.send(w, move |r| {
             match body(r, created) {
-                Ok((server_fh, a, change)) => {
+                Ok((server_fh, a, change, parent_attr)) => {
                     // A new file (the server creates with O_EXCL): no capability to
                     // drop at its writes.
                     let ino = {
                         let mut nodes = sh.nodes.lock();
                         let ino = nodes.looked_up(path);
+                        nodes.change_done(parent, epoch, parent_attr, asked);
                         nodes.dir_changed(parent, change, asked);
                         nodes.set_xattr_absent(ino, CAPABILITY_XATTR, Instant::now() + attr_ttl);
                         ino
@@ -540,7 +555,11 @@ impl Filesystem for OmxFs {
                     reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
                 }
                 Err(e) => {
-                    sh.nodes.lock().dir_unknown(parent);
+                    {
+                        let mut nodes = sh.nodes.lock();
+                        nodes.change_done(parent, epoch, None, asked);
+                        nodes.dir_unknown(parent);
+                    }
                     if e == libc::EEXIST && flags & libc::O_EXCL == 0 {
                         // Made meanwhile by someone else (the kernel believed the name
                         // absent): opened as it is, as a local O_CREAT would. Off the
@@ -950,7 +969,7 @@ impl Filesystem for OmxFs {
 impl OmxFs {
     fn remove(&mut self, op: Op, parent: u64, name: &OsStr, reply: ReplyEmpty) {
         let path = join(&path_or!(self, parent, reply), name);
-        self.changed(&[parent]);
+        let epoch = self.sh.nodes.lock().change_sent(parent);
         self.paths_changed(&[&path]);
         let mut w = req(op);
         w.bytes(&path);
@@ -959,12 +978,17 @@ impl OmxFs {
             Ok(r) => {
                 let mut nodes = sh.nodes.lock();
                 nodes.removed(&path);
-                let change = Stamp::decode_change(&mut Reader::new(&r.body));
+                let mut rd = Reader::new(&r.body);
+                let change = Stamp::decode_change(&mut rd);
+                nodes.change_done(parent, epoch, Attr::decode(&mut rd).ok(), asked);
                 nodes.dir_changed(parent, change, asked);
                 reply.ok()
             }
             Err(e) => {
-                sh.nodes.lock().dir_unknown(parent);
+                let mut nodes = sh.nodes.lock();
+                nodes.change_done(parent, epoch, None, asked);
+                nodes.dir_unknown(parent);
+                drop(nodes);
                 reply.error(e)
             }
         });

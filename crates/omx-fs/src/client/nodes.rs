@@ -24,6 +24,9 @@ pub struct Node {
     /// Bumped whenever the node may have changed: a reply to a request sent before
     /// brings attributes that may be older, and is not kept.
     epoch: u64,
+    /// Entry changes in this directory sent and not answered yet: while one is in
+    /// flight, no reply's attributes are kept (the server may serve it either side).
+    changing: u32,
     /// What the server's file was (inode, size, mtime, ctime) when the kernel's cached
     /// pages of it were last known to match it: at an open that finds it so, the pages
     /// are kept (close-to-open as NFS). None after a change through this client.
@@ -61,6 +64,7 @@ impl Node {
             absent_xattrs: Vec::new(),
             attr: None,
             epoch: 0,
+            changing: 0,
             pages: None,
             data_epoch: 0,
         }
@@ -139,9 +143,39 @@ impl Nodes {
     }
 
     /// Keeps attributes asked for at `asked` unless the node changed since `epoch`.
+    /// Keeps attributes asked for at `asked` unless the node changed since `epoch`
+    /// or an entry change in it is in flight.
     pub fn keep_attr(&mut self, ino: u64, epoch: u64, attr: Attr, asked: Instant) {
-        if let Some(n) = self.by_id.get_mut(&ino).filter(|n| n.epoch == epoch) {
+        if let Some(n) = self
+            .by_id
+            .get_mut(&ino)
+            .filter(|n| n.epoch == epoch && n.changing == 0)
+        {
             n.attr = Some((attr, asked));
+        }
+    }
+
+    /// An entry change in directory `ino` is being sent: as [`Nodes::changed`], and
+    /// counted in flight until [`Nodes::change_done`]. The epoch to give that.
+    pub fn change_sent(&mut self, ino: u64) -> u64 {
+        self.changed(ino);
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            n.changing += 1;
+        }
+        self.epoch(ino)
+    }
+
+    /// The reply to an entry change in directory `ino` sent at `epoch` (every one,
+    /// failed or not): the directory's attributes right after the change, if the
+    /// reply brought them, are kept as a `GETATTR` reply's would be (the kernel asks
+    /// for them after every change), unless another change of it through this
+    /// client is in flight or was sent since.
+    pub fn change_done(&mut self, ino: u64, epoch: u64, attr: Option<Attr>, asked: Instant) {
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            n.changing = n.changing.saturating_sub(1);
+        }
+        if let Some(a) = attr {
+            self.keep_attr(ino, epoch, a, asked);
         }
     }
 

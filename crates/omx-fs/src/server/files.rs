@@ -35,8 +35,8 @@ impl Server {
                     w.u64(fh);
                     attr.encode(&mut w);
                 } else {
-                    let (fd, before, after) =
-                        ex.in_dir(path, || ex.open_beneath(path, flags, mode))?;
+                    let (fd, before, after, parent) =
+                        ex.in_dir_attr(path, || ex.open_beneath(path, flags, mode))?;
                     // SAFETY: geteuid has no preconditions; fchown on an owned fd.
                     if unsafe { libc::geteuid() } == 0 {
                         unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) };
@@ -46,6 +46,7 @@ impl Server {
                     attr.encode(&mut w);
                     before.encode(&mut w);
                     after.encode(&mut w);
+                    parent.encode(&mut w);
                 }
             }
             Op::Read => {
