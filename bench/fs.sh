@@ -11,6 +11,11 @@
 #   SIZE_MIB=1024   the sequential file; FIO_MIB=256 the random-read file, FIO_SECS=10
 #   MTU=9000        link MTU; OUT=/tmp/omx-fs-bench
 #   BIN=target/release  where omxfs, omxfsd and omx_perf are (an older build, to compare)
+#   TMPFS=1         the exports and the local directory on tmpfs mounts instead of /tmp's
+#                   disk: on this machine's journal-less ext4 every create scans past the
+#                   inodes freed in the last minutes (recently_deleted(), 0.5-1.5 ms of
+#                   server CPU per create, whoever freed them: the previous test, other
+#                   users of /tmp), which swamps the file-system protocols being compared
 #   TESTS="seq tree cd fio"  which parts run: seq the sequential file (and omx_perf's
 #                   ping-pong), tree untar and the stat walk, cd the 10,000 creates/deletes,
 #                   fio the random reads (TESTS=cd: only the creates/deletes)
@@ -35,12 +40,18 @@ for c in sshfs fio nsenter ssh-keygen; do command -v $c >/dev/null || { echo "fs
 [ -x "$BIN/omxfs" ] && [ -x "$BIN/omx_perf" ] || { echo "fs.sh: build omx-fs and omx-tools --release" >&2; exit 1; }
 tmp=$(mktemp -d /tmp/omx-fs-bench.XXXXXX)
 export OMX_STATE_DIR=$tmp/state
-mkdir -p "$OMX_STATE_DIR" "$tmp/export/data" "$tmp/sftp" "$tmp/local" "$tmp/m_omx" "$tmp/m_ssh"
+mkdir -p "$OMX_STATE_DIR" "$tmp/export" "$tmp/sftp" "$tmp/local" "$tmp/m_omx" "$tmp/m_ssh"
+tmpfs=()
+if [ "${TMPFS:-0}" = 1 ]; then
+  for d in "$tmp/export" "$tmp/sftp" "$tmp/local"; do mount -t tmpfs -o size=4g omxfsbench "$d" && tmpfs+=("$d"); done
+fi
+mkdir -p "$tmp/export/data"
 pids=()
 cleanup() {
   [ -n "${cpid:-}" ] && nsenter -t "$cpid" -m sh -c "fusermount3 -u -z $tmp/m_ssh; fusermount3 -u -z $tmp/m_omx" 2>/dev/null
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   "$H" down >/dev/null 2>&1 || true
+  for d in "${tmpfs[@]}"; do umount -l "$d" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -184,14 +195,6 @@ print(n, time.perf_counter() - t)' "$d/tree")
   put $fs stat_all "$(python3 -c "print(f'{$n / $secs:.1f}')")" files/s
   fi
   if want cd; then
-  # The exports and the local directory share one ext4 file system: a create there
-  # skips every inode freed in the last 5 s, or in the last 305 s while its inode-table
-  # block is not yet written back (ext4's recently_deleted(), scanning the table at
-  # 0.5-1.5 ms of server CPU per create), so the previous test's 10,000 deletes would
-  # slow this one's creates whatever the file system. Written back and 6 s later, none
-  # is skipped: each file system's creates pay only for themselves.
-  sync
-  sleep 6
   c0=$(cpu "${cl[@]}") s0=$(cpu "${sv[@]}")
   secs=$(on python3 -c 'import os, sys, time
 t = time.perf_counter()
