@@ -49,16 +49,18 @@ fn body<T>(
 
 impl OmxFs {
     pub fn new(conn: Arc<Conn>, opts: Options) -> OmxFs {
-        OmxFs {
-            sh: Arc::new(Shared {
-                conn,
-                nodes: Mutex::new(Nodes::new()),
-                handles: Mutex::new(Handles::default()),
-                behind: Default::default(),
-                behind_done: Default::default(),
-            }),
-            opts,
-        }
+        let sh = Arc::new(Shared {
+            conn,
+            nodes: Mutex::new(Nodes::new()),
+            handles: Mutex::new(Handles::default()),
+            behind: Default::default(),
+            behind_done: Default::default(),
+            releases: Default::default(),
+            releases_queued: Default::default(),
+        });
+        let s = sh.clone();
+        std::thread::spawn(move || s.run_releases());
+        OmxFs { sh, opts }
     }
 
     fn path(&self, ino: u64) -> Option<Vec<u8>> {
@@ -722,9 +724,17 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         // A handle of a session that is gone has nothing left on the server.
-        let Some((server_fh, _)) = self.sh.take_handle(fh) else {
+        let generation = self.sh.conn.generation();
+        let Some((server_fh, locked)) = self.sh.take_handle(fh) else {
             return reply.ok();
         };
+        // Nothing to unlock: the server's close tells no one anything, so it goes
+        // later with others (the kernel does not wait for a RELEASE anyway, but each
+        // one was a request served and answered on both sides).
+        if !locked && lock_owner.is_none() {
+            self.sh.release_later(server_fh, generation);
+            return reply.ok();
+        }
         let mut w = req(Op::Release);
         w.u64(server_fh)
             .u64(lock_owner.unwrap_or(0))
