@@ -542,6 +542,49 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_keeps_the_attributes_of_its_last_change_only() {
+        let mut n = Nodes::new();
+        let d = n.looked_up(b"d".to_vec());
+        let at = |size| Attr {
+            size,
+            ..Attr::default()
+        };
+        // One change: its reply's attributes are kept.
+        let e = n.change_sent(d);
+        n.change_done(d, e, Some(at(1)), Instant::now());
+        assert_eq!(n.fresh_attr(d, TTL).map(|(a, _)| a.size), Some(1));
+        // Two in flight, answered in order: the first's not kept (the second was sent
+        // since), the second's kept.
+        let (e1, e2) = (n.change_sent(d), n.change_sent(d));
+        assert!(n.fresh_attr(d, TTL).is_none(), "dropped at the send");
+        n.change_done(d, e1, Some(at(2)), Instant::now());
+        assert!(n.fresh_attr(d, TTL).is_none());
+        n.change_done(d, e2, Some(at(3)), Instant::now());
+        assert_eq!(n.fresh_attr(d, TTL).map(|(a, _)| a.size), Some(3));
+        // Answered in the other order: the later-sent one's reply comes while the
+        // first is in flight (the server may have served it first): not kept.
+        let (e1, e2) = (n.change_sent(d), n.change_sent(d));
+        n.change_done(d, e2, Some(at(4)), Instant::now());
+        assert!(
+            n.fresh_attr(d, TTL).is_none(),
+            "kept with a change in flight"
+        );
+        n.change_done(d, e1, Some(at(5)), Instant::now());
+        assert!(n.fresh_attr(d, TTL).is_none(), "an older send's reply kept");
+        // A getattr answered while a change is in flight is not kept either.
+        let g = n.epoch(d);
+        let e = n.change_sent(d);
+        n.keep_attr(d, n.epoch(d), at(6), Instant::now());
+        assert!(n.fresh_attr(d, TTL).is_none());
+        n.change_done(d, e, None, Instant::now());
+        n.keep_attr(d, g, at(7), Instant::now());
+        assert!(
+            n.fresh_attr(d, TTL).is_none(),
+            "a getattr sent before the change"
+        );
+    }
+
+    #[test]
     fn kept_attributes_never_older_than_a_change() {
         let mut n = Nodes::new();
         let f = n.looked_up(b"f".to_vec());
