@@ -129,7 +129,7 @@ impl OmxFs {
             Ok((a, change, parent_attr, own)) => {
                 let mut nodes = sh.nodes.lock();
                 let ino = nodes.looked_up(path);
-                nodes.change_done(parent, epoch, parent_attr, asked);
+                nodes.change_done(parent, epoch, with_count(parent_attr, change), asked);
                 nodes.dir_changed(parent, change, asked);
                 // Without its own stamp from a server that sends stamps, someone
                 // changed the new directory already.
@@ -445,8 +445,8 @@ impl Filesystem for OmxFs {
                 let (from_change, to_change) =
                     (Stamp::decode_change(&mut rd), Stamp::decode_change(&mut rd));
                 let (from_attr, to_attr) = (Attr::decode(&mut rd).ok(), Attr::decode(&mut rd).ok());
-                n.change_done(parent, epochs[0], from_attr, asked);
-                n.change_done(newparent, epochs[1], to_attr, asked);
+                n.change_done(parent, epochs[0], with_count(from_attr, from_change), asked);
+                n.change_done(newparent, epochs[1], with_count(to_attr, to_change), asked);
                 n.dir_changed(parent, from_change, asked);
                 n.dir_changed(newparent, to_change, asked);
                 if flags & libc::RENAME_EXCHANGE != 0 {
@@ -548,7 +548,7 @@ impl Filesystem for OmxFs {
                     let ino = {
                         let mut nodes = sh.nodes.lock();
                         let ino = nodes.looked_up(path);
-                        nodes.change_done(parent, epoch, parent_attr, asked);
+                        nodes.change_done(parent, epoch, with_count(parent_attr, change), asked);
                         nodes.dir_changed(parent, change, asked);
                         nodes.set_xattr_absent(ino, CAPABILITY_XATTR, Instant::now() + attr_ttl);
                         ino
@@ -990,7 +990,8 @@ impl OmxFs {
                 nodes.removed(&path);
                 let mut rd = Reader::new(&r.body);
                 let change = Stamp::decode_change(&mut rd);
-                nodes.change_done(parent, epoch, Attr::decode(&mut rd).ok(), asked);
+                let parent_attr = Attr::decode(&mut rd).ok();
+                nodes.change_done(parent, epoch, with_count(parent_attr, change), asked);
                 nodes.dir_changed(parent, change, asked);
                 reply.ok()
             }
@@ -1003,6 +1004,12 @@ impl OmxFs {
             }
         });
     }
+}
+
+/// A directory's attributes after an entry change, with the change's count (the
+/// server's stamp after it): none without both.
+fn with_count(attr: Option<Attr>, change: Option<(Stamp, Stamp)>) -> Option<(Attr, u64)> {
+    Some((attr?, change?.1.count))
 }
 
 /// Answers a CREATE whose file already existed by opening it (blocking).
