@@ -222,6 +222,12 @@ impl Filesystem for OmxFs {
         Ok(())
     }
 
+    /// At unmount: the server closes the handles still waiting to be released (it
+    /// would only at the session's expiry otherwise).
+    fn destroy(&mut self) {
+        self.sh.release_all_now();
+    }
+
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let path = join(&path_or!(self, parent, reply), name);
         // A name that does not exist is cached as such (a negative entry, node 0) for

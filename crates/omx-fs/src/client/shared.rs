@@ -197,6 +197,24 @@ impl Shared {
         );
     }
 
+    /// Sends the queued releases and waits for the answer (at unmount: the process
+    /// ends right after).
+    pub fn release_all_now(&self) {
+        let (fhs, generation) = {
+            let mut r = self.releases.lock();
+            r.since = None;
+            (std::mem::take(&mut r.fhs), r.generation)
+        };
+        if fhs.is_empty() || generation != self.conn.generation() {
+            return;
+        }
+        let mut w = req(Op::Release);
+        for fh in fhs {
+            w.u64(fh).u64(0).u32(0);
+        }
+        let _ = self.conn.call(w, None, 0);
+    }
+
     /// Sends queued releases [`RELEASE_DELAY`] after the first (a thread of its own).
     pub fn run_releases(self: Arc<Self>) {
         let mut r = self.releases.lock();
