@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs one-dir-procs exerciser-faults tar xattr listing attrs made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -209,6 +209,56 @@ for i in range(20):
 print("ok")
 PY
   report attrs $? "$log/attrs"
+fi
+if want dir-attrs; then
+  # Entry changes bring the directory's attributes after them, which the client keeps
+  # for the kernel's GETATTR that follows (no round trip): a stat of the directory
+  # between creates, unlinks, renames and mkdirs, done one after another and several at
+  # once, always shows the server's (mtime, ctime, nlink, size).
+  on "$c1" python3 - "$m/da" "$tmp/export/data/da" >"$log/dir-attrs" 2>&1 <<'PY'
+import os, sys, threading
+m, ref = sys.argv[1:]
+os.mkdir(m)
+def same(step):
+    a, b = os.stat(m), os.stat(ref)
+    for f in ("st_mtime_ns", "st_ctime_ns", "st_nlink", "st_size", "st_mode"):
+        assert getattr(a, f) == getattr(b, f), f"after {step}: {f} {getattr(a, f)} != {getattr(b, f)}"
+for i in range(30):
+    os.close(os.open(f"{m}/f{i}", os.O_CREAT | os.O_WRONLY, 0o644)); same(f"create f{i}")
+    if i % 3 == 0:
+        os.mkdir(f"{m}/d{i}"); same(f"mkdir d{i}")
+    if i % 2 == 0:
+        os.rename(f"{m}/f{i}", f"{m}/r{i}"); same(f"rename f{i}")
+        os.unlink(f"{m}/r{i}"); same(f"unlink r{i}")
+def churn(t):
+    for i in range(40):
+        os.close(os.open(f"{m}/t{t}-{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+        os.unlink(f"{m}/t{t}-{i}")
+ts = [threading.Thread(target=churn, args=(t,)) for t in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+same("concurrent creates and unlinks")
+print("ok")
+PY
+  report dir-attrs $? "$log/dir-attrs"
+fi
+if want release-batch; then
+  # Closes of files never locked are answered at once and released on the server in
+  # batches: 200 creates and closes cost far fewer RELEASE requests, and every handle
+  # is closed on the server soon after (its descriptors back to what they were).
+  fds() { find "/proc/$server_pid/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+  fd0=$(fds) && r0=$(server_counter Release) &&
+    on "$c1" python3 -c '
+import os, sys
+os.mkdir(sys.argv[1])
+for i in range(200):
+    os.close(os.open(f"{sys.argv[1]}/f{i}", os.O_CREAT | os.O_WRONLY, 0o644))' "$m/rb" >"$log/release-batch" 2>&1 &&
+    deadline=$((SECONDS + 30)) &&
+    until [ "$(fds)" -le "$fd0" ]; do [ "$SECONDS" -lt "$deadline" ] || break; sleep 0.05; done &&
+    r1=$(server_counter Release) &&
+    echo "server descriptors $fd0 -> $(fds); RELEASE requests for 200 closes: $((r1 - r0))" >>"$log/release-batch" &&
+    [ "$(fds)" -le "$fd0" ] && [ $((r1 - r0)) -ge 1 ] && [ $((r1 - r0)) -le 50 ]
+  report release-batch $? "$log/release-batch"
 fi
 if want made-dir; then
   # In a directory the client made itself, names it did not make are answered absent

@@ -179,8 +179,29 @@ impl Export {
     /// Runs `change`, an entry change in the parent directory of `rel`, and returns
     /// its result with the parent's stamps from before and after it.
     pub fn in_dir<T>(&self, rel: &[u8], change: impl FnOnce() -> R<T>) -> R<(T, Stamp, Stamp)> {
-        let (v, [(before, after)]) = self.in_dirs([rel], change)?;
+        let (v, before, after, _) = self.in_dir_attr(rel, change)?;
         Ok((v, before, after))
+    }
+
+    /// [`Export::in_dir`], with the parent's attributes right after the change (from
+    /// the `fstat` that made the stamp after: no extra call).
+    pub fn in_dir_attr<T>(
+        &self,
+        rel: &[u8],
+        change: impl FnOnce() -> R<T>,
+    ) -> R<(T, Stamp, Stamp, Attr)> {
+        let (v, [(before, after)], [parent]) = self.in_dirs_attrs([rel], change)?;
+        Ok((v, before, after, parent))
+    }
+
+    /// [`Export::in_dirs_attrs`] without the attributes.
+    pub fn in_dirs<T, const N: usize>(
+        &self,
+        rels: [&[u8]; N],
+        change: impl FnOnce() -> R<T>,
+    ) -> R<(T, [(Stamp, Stamp); N])> {
+        let (v, stamps, _) = self.in_dirs_attrs(rels, change)?;
+        Ok((v, stamps))
     }
 
     /// Runs `change`, an entry change in the parent directories of `rels` (a rename's
@@ -188,11 +209,13 @@ impl Export {
     /// before and after it (one directory twice: two changes in a row). The
     /// directories' locks are taken in one order (by address), so renames between two
     /// directories in opposite directions never wait for each other forever.
-    pub fn in_dirs<T, const N: usize>(
+    /// The parents' attributes after the change come third.
+    #[allow(clippy::type_complexity)]
+    pub fn in_dirs_attrs<T, const N: usize>(
         &self,
         rels: [&[u8]; N],
         change: impl FnOnce() -> R<T>,
-    ) -> R<(T, [(Stamp, Stamp); N])> {
+    ) -> R<(T, [(Stamp, Stamp); N], [Attr; N])> {
         let mut fds = Vec::with_capacity(N);
         let mut locks = Vec::with_capacity(N);
         for rel in rels {
@@ -213,12 +236,14 @@ impl Export {
             mtime_ns: mtime_ns(st),
         };
         let mut stamps = [(Stamp::default(), Stamp::default()); N];
+        let mut attrs = [Attr::default(); N];
         for (i, fd) in fds.iter().enumerate() {
             let after = fstat(fd.as_raw_fd())?;
             let (old, new) = self.count_change(dir_key(&after));
             stamps[i] = (stamp(old, &before[i]), stamp(new, &after));
+            attrs[i] = Attr::from_stat(&after);
         }
-        Ok((v, stamps))
+        Ok((v, stamps, attrs))
     }
 
     /// The first stamp of directory `rel` this server just made, unless something

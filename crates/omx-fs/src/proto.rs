@@ -161,6 +161,10 @@ impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
+    /// Whether everything was read.
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
     fn take(&mut self, n: usize) -> Result<&'a [u8], Malformed> {
         let end = self
             .pos

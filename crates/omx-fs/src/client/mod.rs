@@ -49,16 +49,18 @@ fn body<T>(
 
 impl OmxFs {
     pub fn new(conn: Arc<Conn>, opts: Options) -> OmxFs {
-        OmxFs {
-            sh: Arc::new(Shared {
-                conn,
-                nodes: Mutex::new(Nodes::new()),
-                handles: Mutex::new(Handles::default()),
-                behind: Default::default(),
-                behind_done: Default::default(),
-            }),
-            opts,
-        }
+        let sh = Arc::new(Shared {
+            conn,
+            nodes: Mutex::new(Nodes::new()),
+            handles: Mutex::new(Handles::default()),
+            behind: Default::default(),
+            behind_done: Default::default(),
+            releases: Default::default(),
+            releases_queued: Default::default(),
+        });
+        let s = sh.clone();
+        std::thread::spawn(move || s.run_releases());
+        OmxFs { sh, opts }
     }
 
     fn path(&self, ino: u64) -> Option<Vec<u8>> {
@@ -116,15 +118,18 @@ impl OmxFs {
     /// A request that makes entry `path` in directory `parent` (a directory: `dir`).
     fn entry(&self, w: Writer, parent: u64, path: Vec<u8>, dir: bool, reply: ReplyEntry) {
         let (sh, ttl, asked) = (self.sh.clone(), self.opts.entry_timeout, Instant::now());
+        let epoch = self.sh.nodes.lock().change_sent(parent);
         let made = |_: &Reply, rd: &mut Reader| {
             let a = Attr::decode(rd)?;
             let change = Stamp::decode_change(rd);
-            Ok((a, change, Stamp::decode(rd).ok()))
+            let parent_attr = Attr::decode(rd).ok();
+            Ok((a, change, parent_attr, Stamp::decode(rd).ok()))
         };
         self.send(w, move |r| match body(r, made) {
-            Ok((a, change, own)) => {
+            Ok((a, change, parent_attr, own)) => {
                 let mut nodes = sh.nodes.lock();
                 let ino = nodes.looked_up(path);
+                nodes.change_done(parent, epoch, with_count(parent_attr, change), asked);
                 nodes.dir_changed(parent, change, asked);
                 // Without its own stamp from a server that sends stamps, someone
                 // changed the new directory already.
@@ -135,7 +140,10 @@ impl OmxFs {
                 reply.entry(&ttl, &file_attr(ino, &a), 0)
             }
             Err(e) => {
-                sh.nodes.lock().dir_unknown(parent);
+                let mut nodes = sh.nodes.lock();
+                nodes.change_done(parent, epoch, None, asked);
+                nodes.dir_unknown(parent);
+                drop(nodes);
                 reply.error(e)
             }
         });
@@ -212,6 +220,12 @@ impl Filesystem for OmxFs {
         let _ = config.set_max_readahead(MAX_IO);
         let _ = config.set_max_background(64);
         Ok(())
+    }
+
+    /// At unmount: the server closes the handles still waiting to be released (it
+    /// would only at the session's expiry otherwise).
+    fn destroy(&mut self) {
+        self.sh.release_all_now();
     }
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
@@ -361,7 +375,6 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
-        self.changed(&[parent]);
         let mut w = req(Op::Mknod);
         w.bytes(&path)
             .u32(mode)
@@ -381,7 +394,6 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
-        self.changed(&[parent]);
         let mut w = req(Op::Mkdir);
         w.bytes(&path).u32(mode).u32(req_.uid()).u32(req_.gid());
         self.entry(w, parent, path, true, reply);
@@ -404,7 +416,6 @@ impl Filesystem for OmxFs {
         reply: ReplyEntry,
     ) {
         let path = join(&path_or!(self, parent, reply), link_name);
-        self.changed(&[parent]);
         let mut w = req(Op::Symlink);
         w.bytes(&path).bytes(target.as_os_str().as_bytes());
         w.u32(req_.uid()).u32(req_.gid());
@@ -423,7 +434,12 @@ impl Filesystem for OmxFs {
     ) {
         let from = join(&path_or!(self, parent, reply), name);
         let to = join(&path_or!(self, newparent, reply), newname);
-        self.changed(&[parent, newparent]);
+        let epochs = {
+            let mut n = self.sh.nodes.lock();
+            n.change_sent(parent);
+            n.change_sent(newparent);
+            [n.epoch(parent), n.epoch(newparent)]
+        };
         self.paths_changed(&[&from, &to]);
         let mut w = req(Op::Rename);
         w.bytes(&from).bytes(&to).u32(flags);
@@ -434,6 +450,9 @@ impl Filesystem for OmxFs {
                 let mut rd = Reader::new(&r.body);
                 let (from_change, to_change) =
                     (Stamp::decode_change(&mut rd), Stamp::decode_change(&mut rd));
+                let (from_attr, to_attr) = (Attr::decode(&mut rd).ok(), Attr::decode(&mut rd).ok());
+                n.change_done(parent, epochs[0], with_count(from_attr, from_change), asked);
+                n.change_done(newparent, epochs[1], with_count(to_attr, to_change), asked);
                 n.dir_changed(parent, from_change, asked);
                 n.dir_changed(newparent, to_change, asked);
                 if flags & libc::RENAME_EXCHANGE != 0 {
@@ -448,6 +467,8 @@ impl Filesystem for OmxFs {
             }
             Err(e) => {
                 let mut n = sh.nodes.lock();
+                n.change_done(parent, epochs[0], None, asked);
+                n.change_done(newparent, epochs[1], None, asked);
                 n.dir_unknown(parent);
                 n.dir_unknown(newparent);
                 reply.error(e)
@@ -465,7 +486,7 @@ impl Filesystem for OmxFs {
     ) {
         let from = path_or!(self, ino, reply);
         let to = join(&path_or!(self, newparent, reply), newname);
-        self.changed(&[ino, newparent]);
+        self.changed(&[ino]);
         let mut w = req(Op::Link);
         w.bytes(&from).bytes(&to);
         self.entry(w, newparent, to, false, reply);
@@ -513,7 +534,7 @@ impl Filesystem for OmxFs {
         reply: ReplyCreate,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
-        self.changed(&[parent]);
+        let epoch = self.sh.nodes.lock().change_sent(parent);
         let mut w = req(Op::Create);
         w.bytes(&path).u32(flags as u32).u32(mode);
         w.u32(req_.uid()).u32(req_.gid());
@@ -522,16 +543,18 @@ impl Filesystem for OmxFs {
         let generation = self.sh.conn.generation();
         let asked = Instant::now();
         let created = |_: &Reply, rd: &mut Reader| {
-            Ok((rd.u64()?, Attr::decode(rd)?, Stamp::decode_change(rd)))
+            let (fh, a, change) = (rd.u64()?, Attr::decode(rd)?, Stamp::decode_change(rd));
+            Ok((fh, a, change, Attr::decode(rd).ok()))
         };
         self.send(w, move |r| {
             match body(r, created) {
-                Ok((server_fh, a, change)) => {
+                Ok((server_fh, a, change, parent_attr)) => {
                     // A new file (the server creates with O_EXCL): no capability to
                     // drop at its writes.
                     let ino = {
                         let mut nodes = sh.nodes.lock();
                         let ino = nodes.looked_up(path);
+                        nodes.change_done(parent, epoch, with_count(parent_attr, change), asked);
                         nodes.dir_changed(parent, change, asked);
                         nodes.set_xattr_absent(ino, CAPABILITY_XATTR, Instant::now() + attr_ttl);
                         ino
@@ -540,7 +563,11 @@ impl Filesystem for OmxFs {
                     reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
                 }
                 Err(e) => {
-                    sh.nodes.lock().dir_unknown(parent);
+                    {
+                        let mut nodes = sh.nodes.lock();
+                        nodes.change_done(parent, epoch, None, asked);
+                        nodes.dir_unknown(parent);
+                    }
                     if e == libc::EEXIST && flags & libc::O_EXCL == 0 {
                         // Made meanwhile by someone else (the kernel believed the name
                         // absent): opened as it is, as a local O_CREAT would. Off the
@@ -703,9 +730,17 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         // A handle of a session that is gone has nothing left on the server.
-        let Some((server_fh, _)) = self.sh.take_handle(fh) else {
+        let generation = self.sh.conn.generation();
+        let Some((server_fh, locked)) = self.sh.take_handle(fh) else {
             return reply.ok();
         };
+        // Nothing to unlock: the server's close tells no one anything, so it goes
+        // later with others (the kernel does not wait for a RELEASE anyway, but each
+        // one was a request served and answered on both sides).
+        if !locked && lock_owner.is_none() {
+            self.sh.release_later(server_fh, generation);
+            return reply.ok();
+        }
         let mut w = req(Op::Release);
         w.u64(server_fh)
             .u64(lock_owner.unwrap_or(0))
@@ -950,7 +985,7 @@ impl Filesystem for OmxFs {
 impl OmxFs {
     fn remove(&mut self, op: Op, parent: u64, name: &OsStr, reply: ReplyEmpty) {
         let path = join(&path_or!(self, parent, reply), name);
-        self.changed(&[parent]);
+        let epoch = self.sh.nodes.lock().change_sent(parent);
         self.paths_changed(&[&path]);
         let mut w = req(op);
         w.bytes(&path);
@@ -959,16 +994,28 @@ impl OmxFs {
             Ok(r) => {
                 let mut nodes = sh.nodes.lock();
                 nodes.removed(&path);
-                let change = Stamp::decode_change(&mut Reader::new(&r.body));
+                let mut rd = Reader::new(&r.body);
+                let change = Stamp::decode_change(&mut rd);
+                let parent_attr = Attr::decode(&mut rd).ok();
+                nodes.change_done(parent, epoch, with_count(parent_attr, change), asked);
                 nodes.dir_changed(parent, change, asked);
                 reply.ok()
             }
             Err(e) => {
-                sh.nodes.lock().dir_unknown(parent);
+                let mut nodes = sh.nodes.lock();
+                nodes.change_done(parent, epoch, None, asked);
+                nodes.dir_unknown(parent);
+                drop(nodes);
                 reply.error(e)
             }
         });
     }
+}
+
+/// A directory's attributes after an entry change, with the change's count (the
+/// server's stamp after it): none without both.
+fn with_count(attr: Option<Attr>, change: Option<(Stamp, Stamp)>) -> Option<(Attr, u64)> {
+    Some((attr?, change?.1.count))
 }
 
 /// Answers a CREATE whose file already existed by opening it (blocking).

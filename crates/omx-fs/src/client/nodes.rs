@@ -24,6 +24,14 @@ pub struct Node {
     /// Bumped whenever the node may have changed: a reply to a request sent before
     /// brings attributes that may be older, and is not kept.
     epoch: u64,
+    /// Entry changes in this directory sent and not answered yet: while one is in
+    /// flight, no reply's attributes are kept (the server may serve it either side).
+    changing: u32,
+    /// The highest change count (the server's stamp after a change) among the change
+    /// replies since none was in flight: only the reply with it brings the newest
+    /// attributes (the server's threads may send replies in another order than they
+    /// made the changes).
+    busy_max: u64,
     /// What the server's file was (inode, size, mtime, ctime) when the kernel's cached
     /// pages of it were last known to match it: at an open that finds it so, the pages
     /// are kept (close-to-open as NFS). None after a change through this client.
@@ -61,6 +69,8 @@ impl Node {
             absent_xattrs: Vec::new(),
             attr: None,
             epoch: 0,
+            changing: 0,
+            busy_max: 0,
             pages: None,
             data_epoch: 0,
         }
@@ -139,9 +149,47 @@ impl Nodes {
     }
 
     /// Keeps attributes asked for at `asked` unless the node changed since `epoch`.
+    /// Keeps attributes asked for at `asked` unless the node changed since `epoch`
+    /// or an entry change in it is in flight.
     pub fn keep_attr(&mut self, ino: u64, epoch: u64, attr: Attr, asked: Instant) {
-        if let Some(n) = self.by_id.get_mut(&ino).filter(|n| n.epoch == epoch) {
+        if let Some(n) = self
+            .by_id
+            .get_mut(&ino)
+            .filter(|n| n.epoch == epoch && n.changing == 0)
+        {
             n.attr = Some((attr, asked));
+        }
+    }
+
+    /// An entry change in directory `ino` is being sent: as [`Nodes::changed`], and
+    /// counted in flight until [`Nodes::change_done`]. The epoch to give that.
+    pub fn change_sent(&mut self, ino: u64) -> u64 {
+        self.changed(ino);
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            n.changing += 1;
+        }
+        self.epoch(ino)
+    }
+
+    /// The reply to an entry change in directory `ino` sent at `epoch` (every one,
+    /// failed or not): the directory's attributes right after the change with the
+    /// change's count (the stamp after it), if the reply brought them, are kept as a
+    /// `GETATTR` reply's would be (the kernel asks for them after every change),
+    /// unless another change of it through this client is in flight or was sent
+    /// since, or one answered meanwhile was made later on the server.
+    pub fn change_done(&mut self, ino: u64, epoch: u64, attr: Option<(Attr, u64)>, asked: Instant) {
+        let Some(n) = self.by_id.get_mut(&ino) else {
+            return;
+        };
+        n.changing = n.changing.saturating_sub(1);
+        let count = attr.map_or(0, |(_, c)| c);
+        n.busy_max = n.busy_max.max(count);
+        let newest = n.busy_max == count;
+        if n.changing == 0 {
+            n.busy_max = 0;
+        }
+        if let Some((a, _)) = attr.filter(|_| newest) {
+            self.keep_attr(ino, epoch, a, asked);
         }
     }
 
@@ -504,6 +552,55 @@ mod tests {
         assert!(
             n.known_absent(d, b"x", TTL).is_some(),
             "no stamps from the mkdir: the timeout alone bounds it"
+        );
+    }
+
+    #[test]
+    fn a_directory_keeps_the_attributes_of_its_last_change_only() {
+        let mut n = Nodes::new();
+        let d = n.looked_up(b"d".to_vec());
+        let at = |size| Attr {
+            size,
+            ..Attr::default()
+        };
+        // One change: its reply's attributes are kept.
+        let e = n.change_sent(d);
+        n.change_done(d, e, Some((at(1), 1)), Instant::now());
+        assert_eq!(n.fresh_attr(d, TTL).map(|(a, _)| a.size), Some(1));
+        // Two in flight, answered in order: the first's not kept (the second was sent
+        // since), the second's kept.
+        let (e1, e2) = (n.change_sent(d), n.change_sent(d));
+        assert!(n.fresh_attr(d, TTL).is_none(), "dropped at the send");
+        n.change_done(d, e1, Some((at(2), 2)), Instant::now());
+        assert!(n.fresh_attr(d, TTL).is_none());
+        n.change_done(d, e2, Some((at(3), 3)), Instant::now());
+        assert_eq!(n.fresh_attr(d, TTL).map(|(a, _)| a.size), Some(3));
+        // Sent in order, made in the other order on the server, answered in the
+        // order sent: the last reply brings the older attributes (count 4, not 5).
+        let (e1, e2) = (n.change_sent(d), n.change_sent(d));
+        n.change_done(d, e1, Some((at(5), 5)), Instant::now());
+        n.change_done(d, e2, Some((at(4), 4)), Instant::now());
+        assert!(n.fresh_attr(d, TTL).is_none(), "older attributes kept");
+        // Answered in the other order: the later-sent one's reply comes while the
+        // first is in flight (the server may have served it first): not kept.
+        let (e1, e2) = (n.change_sent(d), n.change_sent(d));
+        n.change_done(d, e2, Some((at(4), 7)), Instant::now());
+        assert!(
+            n.fresh_attr(d, TTL).is_none(),
+            "kept with a change in flight"
+        );
+        n.change_done(d, e1, Some((at(5), 6)), Instant::now());
+        assert!(n.fresh_attr(d, TTL).is_none(), "an older send's reply kept");
+        // A getattr answered while a change is in flight is not kept either.
+        let g = n.epoch(d);
+        let e = n.change_sent(d);
+        n.keep_attr(d, n.epoch(d), at(6), Instant::now());
+        assert!(n.fresh_attr(d, TTL).is_none());
+        n.change_done(d, e, None, Instant::now());
+        n.keep_attr(d, g, at(7), Instant::now());
+        assert!(
+            n.fresh_attr(d, TTL).is_none(),
+            "a getattr sent before the change"
         );
     }
 

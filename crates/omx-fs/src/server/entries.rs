@@ -1,5 +1,7 @@
 //! Entry changes (mkdir, mknod, symlink, unlink, rmdir, rename, link): each reply ends
-//! with the parent's stamps before and after the change (`proto::Stamp`).
+//! with the parent's stamps before and after the change (`proto::Stamp`), then the
+//! parent's attributes right after it (a rename: both parents'), which the client
+//! keeps for the kernel's `GETATTR` of the directory that follows every change.
 
 use super::*;
 
@@ -12,10 +14,12 @@ impl Server {
             Op::Mkdir => {
                 let path = r.path()?;
                 let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
-                let (a, before, after) = ex.in_dir(path, || ex.mkdir(path, mode, uid, gid))?;
+                let (a, before, after, parent) =
+                    ex.in_dir_attr(path, || ex.mkdir(path, mode, uid, gid))?;
                 a.encode(&mut w);
                 before.encode(&mut w);
                 after.encode(&mut w);
+                parent.encode(&mut w);
                 if let Some(own) = ex.new_dir_stamp(path, &a) {
                     own.encode(&mut w);
                 }
@@ -23,37 +27,40 @@ impl Server {
             Op::Mknod => {
                 let path = r.path()?;
                 let (mode, rdev, uid, gid) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
-                let made = ex.in_dir(path, || ex.mknod(path, mode, rdev, uid, gid))?;
+                let made = ex.in_dir_attr(path, || ex.mknod(path, mode, rdev, uid, gid))?;
                 encode_made(made, &mut w)
             }
             Op::Symlink => {
                 let path = r.path()?;
                 let target = r.path()?;
                 let (uid, gid) = (r.u32()?, r.u32()?);
-                let made = ex.in_dir(path, || ex.symlink(path, target, uid, gid))?;
+                let made = ex.in_dir_attr(path, || ex.symlink(path, target, uid, gid))?;
                 encode_made(made, &mut w)
             }
             Op::Unlink => {
                 let path = r.path()?;
-                encode_made(ex.in_dir(path, || ex.unlink(path))?, &mut w)
+                encode_made(ex.in_dir_attr(path, || ex.unlink(path))?, &mut w)
             }
             Op::Rmdir => {
                 let path = r.path()?;
-                encode_made(ex.in_dir(path, || ex.rmdir(path))?, &mut w)
+                encode_made(ex.in_dir_attr(path, || ex.rmdir(path))?, &mut w)
             }
             Op::Rename => {
                 let (from, to, flags) = (r.path()?, r.path()?, r.u32()?);
                 // The source's parent's stamps, then the target's (the same directory:
                 // two changes in a row).
-                let ((), [(from_before, from_after), (to_before, to_after)]) =
-                    ex.in_dirs([from, to], || ex.rename(from, to, flags))?;
+                let ((), [(from_before, from_after), (to_before, to_after)], parents) =
+                    ex.in_dirs_attrs([from, to], || ex.rename(from, to, flags))?;
                 for st in [from_before, from_after, to_before, to_after] {
                     st.encode(&mut w);
+                }
+                for a in parents {
+                    a.encode(&mut w);
                 }
             }
             Op::Link => {
                 let (from, to) = (r.path()?, r.path()?);
-                encode_made(ex.in_dir(to, || ex.link(from, to))?, &mut w)
+                encode_made(ex.in_dir_attr(to, || ex.link(from, to))?, &mut w)
             }
             _ => unreachable!("dispatched by family"),
         }
@@ -62,11 +69,12 @@ impl Server {
 }
 
 /// The reply to an entry change: what it returns (attributes, or nothing), then the
-/// parent's stamps.
-fn encode_made<T: EncodeMade>((v, before, after): (T, Stamp, Stamp), w: &mut Writer) {
+/// parent's stamps and attributes.
+fn encode_made<T: EncodeMade>((v, before, after, parent): (T, Stamp, Stamp, Attr), w: &mut Writer) {
     v.encode_made(w);
     before.encode(w);
     after.encode(w);
+    parent.encode(w);
 }
 
 trait EncodeMade {

@@ -35,8 +35,8 @@ impl Server {
                     w.u64(fh);
                     attr.encode(&mut w);
                 } else {
-                    let (fd, before, after) =
-                        ex.in_dir(path, || ex.open_beneath(path, flags, mode))?;
+                    let (fd, before, after, parent) =
+                        ex.in_dir_attr(path, || ex.open_beneath(path, flags, mode))?;
                     // SAFETY: geteuid has no preconditions; fchown on an owned fd.
                     if unsafe { libc::geteuid() } == 0 {
                         unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) };
@@ -46,6 +46,7 @@ impl Server {
                     attr.encode(&mut w);
                     before.encode(&mut w);
                     after.encode(&mut w);
+                    parent.encode(&mut w);
                 }
             }
             Op::Read => {
@@ -144,11 +145,28 @@ impl Server {
                 })?;
             }
             Op::Release => {
-                let (fh, owner, has_owner) = (r.u64()?, r.u64()?, r.u32()?);
-                let f = s.files.lock().remove(&fh).ok_or(libc::EBADF)?;
-                if has_owner != 0 {
-                    self.locks.lock().release_owner(f.key, (h.word, owner));
-                    self.grant_waiters();
+                // One handle, or a client's batch of handles it closed (each released
+                // even if another is unknown: EBADF then).
+                let mut unknown = false;
+                loop {
+                    let (fh, owner, has_owner) = (r.u64()?, r.u64()?, r.u32()?);
+                    let Some(f) = s.files.lock().remove(&fh) else {
+                        unknown = true;
+                        if r.at_end() {
+                            break;
+                        }
+                        continue;
+                    };
+                    if has_owner != 0 {
+                        self.locks.lock().release_owner(f.key, (h.word, owner));
+                        self.grant_waiters();
+                    }
+                    if r.at_end() {
+                        break;
+                    }
+                }
+                if unknown {
+                    return Err(Dispatch::Errno(libc::EBADF));
                 }
             }
             Op::Fallocate => {
