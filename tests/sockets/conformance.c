@@ -29,7 +29,10 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_QUIT };
+
+/* Bytes each end of both-shut-first writes before it shuts down and reads. */
+#define BOTH_SHUT (256 << 10)
 
 #define BIG (8 << 20)
 /* Write sizes of large-writes: each side of the direct-write threshold (128 KiB),
@@ -147,6 +150,19 @@ static void serve(int c, int kind)
     case C_SINK:
         drain(c, &sum);
         break;
+    case C_BOTH_SHUT: {
+        /* As the client: write, shut down, then read to the end (see t_both_shut). */
+        unsigned char *out = malloc(BOTH_SHUT);
+        for (size_t i = 0; i < BOTH_SHUT; i++)
+            out[i] = pattern(i + 3);
+        if (write_full(c, out, BOTH_SHUT) == 0 && shutdown(c, SHUT_WR) == 0) {
+            n = drain(c, &sum);
+            if (n != BOTH_SHUT)
+                fprintf(stderr, "both-shut-first: the server read %llu bytes\n", (unsigned long long)n);
+        }
+        free(out);
+        break;
+    }
     case C_LARGE_WRITES: {
         /* Large blocking writes (over omx sent from this memory, no copy): each is
          * overwritten as soon as its write returns, so a write that returned before
@@ -647,6 +663,30 @@ static void t_full_duplex(void)
     printf("ok %s\n", name);
 }
 
+/* Both ends write more than one eager message, shut their writing side down, and
+ * only then read to the end: TCP's shutdown returns at once, its FIN queued behind the
+ * data. Over omx shutdown once waited for the peer to take every byte, and the two
+ * ends waited for each other for ever. */
+static void t_both_shut(void)
+{
+    const char *name = "both-shut-first";
+    unsigned char *out = malloc(BOTH_SHUT);
+    uint64_t sum = 0, want = 0;
+    for (size_t i = 0; i < BOTH_SHUT; i++) {
+        out[i] = pattern(i + 5);
+        want += pattern(i + 3);
+    }
+    int s = dial(C_BOTH_SHUT, 0);
+    CHECK(name, s >= 0 && out);
+    CHECK(name, write_full(s, out, BOTH_SHUT) == 0);
+    CHECK(name, shutdown(s, SHUT_WR) == 0);
+    CHECK(name, send(s, "x", 1, MSG_NOSIGNAL) == -1 && errno == EPIPE);
+    CHECK(name, drain(s, &sum) == BOTH_SHUT && sum == want);
+    close(s);
+    free(out);
+    printf("ok %s\n", name);
+}
+
 static void t_connect_errors(void)
 {
     const char *name = "connect-nonblocking-refused";
@@ -687,6 +727,7 @@ int main(int argc, char **argv)
     t_epoll_oneshot();
     t_sendfile();
     t_full_duplex();
+    t_both_shut();
     t_connect_errors();
     int q = dial(C_QUIT, 0);
     close(q);
