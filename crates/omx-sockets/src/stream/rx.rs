@@ -206,6 +206,16 @@ impl Conn {
 
     /// When a blocking receive gives up: `SO_RCVTIMEO` from now, or never.
     pub(super) fn receive_deadline(&self) -> Option<Instant> {
+        self.timeout_deadline(libc::SO_RCVTIMEO)
+    }
+
+    /// When a blocking write gives up: `SO_SNDTIMEO` from now, or never.
+    pub(super) fn send_deadline(&self) -> Option<Instant> {
+        self.timeout_deadline(libc::SO_SNDTIMEO)
+    }
+
+    /// `SO_RCVTIMEO` or `SO_SNDTIMEO` (`opt`) of the kernel socket from now, or never.
+    fn timeout_deadline(&self, opt: libc::c_int) -> Option<Instant> {
         let mut tv = libc::timeval {
             tv_sec: 0,
             tv_usec: 0,
@@ -216,7 +226,7 @@ impl Conn {
             libc::getsockopt(
                 self.sock(),
                 libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
+                opt,
                 &mut tv as *mut libc::timeval as *mut libc::c_void,
                 &mut len,
             )

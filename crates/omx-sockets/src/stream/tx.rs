@@ -257,6 +257,9 @@ impl Conn {
                 };
                 let mut last_direct = None;
                 let mut sent = 0;
+                // SO_SNDTIMEO, read once the window is first found full (a system call
+                // per write otherwise).
+                let mut give_up: Option<Option<Instant>> = None;
                 while sent < buf.len() {
                     if let Err(e) = self.reap(&mut tx) {
                         return self.end_write(tx, (partner, last_direct), sent, e);
@@ -267,7 +270,11 @@ impl Conn {
                         if dontwait {
                             break;
                         }
-                        match self.complete_oldest(&mut tx, None) {
+                        let deadline = *give_up.get_or_insert_with(|| self.send_deadline());
+                        match self.complete_oldest(&mut tx, deadline) {
+                            // SO_SNDTIMEO passed: what was written so far, else EAGAIN,
+                            // as TCP's.
+                            Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => break,
                             Err(e) if e.raw_os_error() == Some(PEER_MOVED) => {
                                 drop(tx);
                                 let moved = self.follow_peer_to_tcp();
