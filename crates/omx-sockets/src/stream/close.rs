@@ -24,7 +24,9 @@ pub(super) fn flush_closing(deadline: Option<Instant>) {
     for (c, then) in closing {
         if c.flush_until(deadline) && then == Then::ShutWr {
             c.send_fin();
-            CLOSING.lock().retain(|(d, t)| !(Arc::ptr_eq(d, &c) && *t == then));
+            CLOSING
+                .lock()
+                .retain(|(d, t)| !(Arc::ptr_eq(d, &c) && *t == then));
         }
     }
 }
@@ -302,6 +304,37 @@ impl Conn {
             self.handing_back.store(true, Ordering::Release);
             add_closing(self, Then::Close { close_sock: true });
             return;
+        }
+        // Closed with bytes it had not read: TCP answers with a reset (the peer's
+        // reads and writes then fail with ECONNRESET or EPIPE), not a FIN behind the
+        // data. Over omx those bytes are not in the kernel socket, so the kernel would
+        // send a FIN: the reset is asked for (SO_LINGER {1, 0}). It goes when the kernel
+        // socket closes: at once, or once the peer took what this end wrote (the
+        // closing thread), so that the peer never finds the reset while it still pulls
+        // our messages (it would take our process for dead, `drop_dead_peer`).
+        let abort = !kept_for_child && self.readable_bytes() > 0;
+        if abort {
+            let lg = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: a linger struct from a local, on the library's descriptor.
+            unsafe {
+                libc::setsockopt(
+                    self.sock(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    &lg as *const libc::linger as *const libc::c_void,
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                )
+            };
+            self.tx.lock().shut = true;
+            if fabric::verbose() {
+                eprintln!(
+                    "omx_sockets: conn {:#x} closed with unread data: reset",
+                    self.id
+                );
+            }
         }
         // Sends whose completion already came (a reply carried the peer's ack) need
         // no closing thread.

@@ -130,7 +130,15 @@ impl Conn {
                         TcpState::Failed(e) => {
                             return match self.take_data(&mut rx, out, peek)? {
                                 Some(n) => Ok(n),
-                                None => Err(e),
+                                None => {
+                                    // As TCP's: once a read reported the reset, writes
+                                    // fail with EPIPE (not one in `TCP_LOOK_EVERY`).
+                                    let mut tx = self.tx.lock();
+                                    if matches!(tx.mode, TxMode::Omx { .. }) {
+                                        tx.mode = TxMode::Broken;
+                                    }
+                                    Err(e)
+                                }
                             };
                         }
                         // Once carried, bytes on TCP are the peer's probes or its
