@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_QUIT };
 
 /* Bytes each end of both-shut-first writes before it shuts down and reads. */
 #define BOTH_SHUT (256 << 10)
@@ -160,6 +160,26 @@ static void serve(int c, int kind)
     case C_SINK:
         drain(c, &sum);
         break;
+    case C_BOTH_WRITE: {
+        /* As the client: one write of BOTH_SHUT bytes, then read the client's, then
+         * answer their sum (see t_both_write). Neither end reads on the connection
+         * once the other's large write may be under way: the client writes once it
+         * read the 'k' and sent its go (a second connection), the server once the go
+         * came. */
+        unsigned char *io = malloc(BOTH_SHUT);
+        write_full(c, "k", 1);
+        close(accept(listener, NULL, NULL));
+        for (size_t i = 0; i < BOTH_SHUT; i++)
+            io[i] = pattern(i + 3);
+        sum = 0;
+        if (write_full(c, io, BOTH_SHUT) == 0 && read_full(c, io, BOTH_SHUT) == 0) {
+            for (size_t i = 0; i < BOTH_SHUT; i++)
+                sum += io[i];
+            write_full(c, &sum, sizeof sum);
+        }
+        free(io);
+        break;
+    }
     case C_UNREAD:
         read(c, buf, 1); /* one byte of the client's 1000, then close: a reset */
         break;
@@ -724,6 +744,34 @@ static void t_both_shut(void)
     printf("ok %s\n", name);
 }
 
+/* Both ends make one blocking write of 256 KiB, then read the other's: TCP's buffers
+ * take both writes. Over omx a blocking write from 128 KiB on (this run's direct
+ * size) returns once the peer pulled it, and the peer pulled only for a read: the two
+ * writes waited for each other for ever. */
+static void t_both_write(void)
+{
+    const char *name = "both-write-first";
+    unsigned char *io = malloc(BOTH_SHUT);
+    uint64_t sum = 0, want = 0, got = 0;
+    char k = 0;
+    int s = dial(C_BOTH_WRITE, 0);
+    CHECK(name, s >= 0 && io && read(s, &k, 1) == 1 && k == 'k');
+    close(dial(0, 0)); /* go */
+    for (size_t i = 0; i < BOTH_SHUT; i++) {
+        io[i] = pattern(i + 5);
+        want += pattern(i + 5);
+    }
+    CHECK(name, write_full(s, io, BOTH_SHUT) == 0);
+    CHECK(name, read_full(s, io, BOTH_SHUT) == 0);
+    for (size_t i = 0; i < BOTH_SHUT; i++)
+        sum += io[i] == pattern(i + 3);
+    CHECK(name, sum == BOTH_SHUT);
+    CHECK(name, read_full(s, &got, sizeof got) == 0 && got == want);
+    close(s);
+    free(io);
+    printf("ok %s\n", name);
+}
+
 /* The server reads one byte of the 1000 the client wrote (in one write: when the
  * first has arrived, all have), then closes: TCP answers the unread bytes with a
  * reset, so the client's read fails with ECONNRESET (not end of file) and its next
@@ -786,6 +834,7 @@ int main(int argc, char **argv)
     t_sendfile();
     t_full_duplex();
     t_both_shut();
+    t_both_write();
     t_close_unread();
     t_connect_errors();
     int q = dial(C_QUIT, 0);

@@ -156,6 +156,7 @@ impl Conn {
             if let Some(c) = self.fab.ep.wait(r, Some(step)) {
                 return self.completed(tx, c);
             }
+            self.pull_while_writing();
             match self.tcp_state() {
                 TcpState::Failed(_) => {
                     tx.mode = TxMode::Broken;
@@ -170,6 +171,24 @@ impl Conn {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(os_err(libc::ETIMEDOUT));
             }
+        }
+    }
+
+    /// A write waiting for the peer to take its messages reads ahead the peer's large
+    /// messages already announced (into the library's buffers, as a read would). Both
+    /// ends of a connection may write before either reads (TCP's buffers take both
+    /// writes): a blocking write sent from the program's memory returns only once the
+    /// peer pulled it, and the peer's large messages are pulled only once a receive is
+    /// posted for them, so two such writes waited for each other for ever. Looked at
+    /// after each `PEER_CHECK` of a wait; only while the program holds the connection
+    /// (a closed one is not read).
+    fn pull_while_writing(&self) {
+        if self.users.load(Ordering::Acquire) == 0 || fabric::in_forked_child() {
+            return;
+        }
+        // Never waits for the reading side (its lock is taken before this one's).
+        if let Some(mut rx) = self.rx.try_lock() {
+            self.read_ahead(&mut rx);
         }
     }
 
