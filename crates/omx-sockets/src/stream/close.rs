@@ -118,6 +118,21 @@ impl Drop for Conn {
         let mut rx = std::mem::replace(self.rx.get_mut(), Rx::new(RxMode::Omx));
         self.abandon_ahead(&mut rx);
         let fd = self.sock();
+        // A client closed before it looked for the server's hello (its bytes went over
+        // TCP): the hello is the library's, not unread data of the program; left
+        // unread, the kernel would answer the close with a reset where TCP sends a FIN.
+        if fd >= 0 && matches!(rx.mode, RxMode::AwaitHello) && !self.maybe_shared() {
+            let mut buf = [0u8; crate::handshake::HELLO_LEN];
+            let n = self
+                .recv_tcp(&mut buf, libc::MSG_PEEK | libc::MSG_DONTWAIT, false)
+                .unwrap_or(0);
+            if matches!(
+                crate::handshake::check_hello(&buf[..n]),
+                crate::handshake::HelloCheck::Hello(_)
+            ) {
+                let _ = self.recv_tcp(&mut buf, libc::MSG_DONTWAIT, false);
+            }
+        }
         // Probe bytes left unread would make the kernel answer our close with a reset
         // instead of a FIN (unless the bytes may be a child's, or the stream's own).
         if fd >= 0 && !self.fell_back.load(Ordering::Acquire) && !self.maybe_shared() {
@@ -312,7 +327,11 @@ impl Conn {
         // socket closes: at once, or once the peer took what this end wrote (the
         // closing thread), so that the peer never finds the reset while it still pulls
         // our messages (it would take our process for dead, `drop_dead_peer`).
-        let abort = !kept_for_child && self.readable_bytes() > 0;
+        // (Only bytes that came on omx: the kernel resets for its own, and a hello
+        // not yet looked for is the library's.)
+        let abort = !kept_for_child
+            && matches!(self.rx.lock().mode, RxMode::Omx)
+            && self.readable_bytes() > 0;
         if abort {
             let lg = libc::linger {
                 l_onoff: 1,
