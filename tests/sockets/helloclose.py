@@ -1,4 +1,7 @@
-"""A client that connects and closes without reading or writing: the server's read
+"""A client whose first call after connect is ioctl(FIONREAD), once the server's
+first bytes ("abc") arrived: 3, as over TCP (over omx it once counted the server's
+unread hello, 21 bytes). Then a client that connects and closes without reading or
+writing: the server's read
 must see end of file, as over TCP (no reset). Over omx the server's hello waits unread
 in the client's kernel socket; left there, the client's close sent a reset. A first
 connection (one byte each way) sets up the two processes' omx partners, so that the
@@ -35,6 +38,11 @@ def main():
             raise SystemExit("server: no warm-up byte")
         warm.sendall(b"r")
         warm.close()
+        first, _ = ls.accept()
+        first.sendall(b"abc")
+        if first.recv(1) != b"k":
+            raise SystemExit("server: the FIONREAD client failed")
+        first.close()
         s, _ = ls.accept()
         p = select.poll()
         p.register(s, select.POLLIN)
@@ -57,6 +65,17 @@ def main():
         if warm.recv(1) != b"r":
             raise SystemExit("client: no warm-up reply")
         warm.close()
+        first = socket.create_connection((host, port))
+        p = select.poll()
+        p.register(first, select.POLLIN)
+        p.poll(-1)
+        n = struct.unpack("i", fcntl.ioctl(first.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+        if n != 3:
+            raise SystemExit("client: FIONREAD says %d where TCP says 3" % n)
+        if first.recv(16) != b"abc":
+            raise SystemExit("client: not the server's first bytes")
+        first.sendall(b"k")
+        first.close()
         s = socket.create_connection((host, port))
         with open(fifo, "rb") as f:
             if f.read(1) != b"c":

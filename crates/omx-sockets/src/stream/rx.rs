@@ -248,6 +248,11 @@ impl Conn {
     /// `ioctl(FIONREAD)`: bytes that a read takes now without waiting (the rest of the
     /// current message, else the next one's length; TCP counts every queued byte).
     pub fn readable_bytes(&self) -> usize {
+        // A client that has not looked for the server's hello yet looks now: the
+        // kernel socket's count would be the hello's 21 bytes, not the stream's.
+        if matches!(self.rx.lock().mode, RxMode::AwaitHello) && self.settle_client(false).is_err() {
+            return 0;
+        }
         let rx = self.rx.lock();
         if rx.offset < rx.leftover.len() {
             return rx.leftover.len() - rx.offset;
