@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_QUIT };
 
 /* Bytes each end of both-shut-first writes before it shuts down and reads. */
 #define BOTH_SHUT (256 << 10)
@@ -180,6 +180,8 @@ static void serve(int c, int kind)
         free(io);
         break;
     }
+    case C_CLOSER:
+        break; /* close at once, nothing unread: a FIN */
     case C_UNREAD:
         read(c, buf, 1); /* one byte of the client's 1000, then close: a reset */
         break;
@@ -792,6 +794,27 @@ static void t_close_unread(void)
     printf("ok %s\n", name);
 }
 
+/* The server closes (a FIN); once the client read the end of file, its first write
+ * succeeds (TCP queues it; the closed peer answers with a reset), and once the reset
+ * came (POLLERR or POLLHUP) the next write fails with EPIPE. Over omx the writes went
+ * on succeeding: the kernel socket was looked at once in 16 writes only. */
+static void t_write_after_close(void)
+{
+    const char *name = "write-after-peer-close";
+    char c;
+    int s = dial(C_CLOSER, 0);
+    struct pollfd p = {.fd = s, .events = 0}; /* POLLERR and POLLHUP only */
+    CHECK(name, s >= 0 && read(s, &c, 1) == 0);
+    CHECK(name, send(s, "1234567890", 10, MSG_NOSIGNAL) == 10);
+    do
+        CHECK(name, poll(&p, 1, -1) == 1);
+    while (!(p.revents & (POLLERR | POLLHUP)));
+    errno = 0;
+    CHECK(name, send(s, "1234567890", 10, MSG_NOSIGNAL) == -1 && errno == EPIPE);
+    close(s);
+    printf("ok %s\n", name);
+}
+
 static void t_connect_errors(void)
 {
     const char *name = "connect-nonblocking-refused";
@@ -836,6 +859,7 @@ int main(int argc, char **argv)
     t_both_shut();
     t_both_write();
     t_close_unread();
+    t_write_after_close();
     t_connect_errors();
     int q = dial(C_QUIT, 0);
     close(q);

@@ -124,7 +124,12 @@ impl Conn {
                             // Everything sent before the FIN has arrived: one last look.
                             return match self.take_data(&mut rx, out, peek)? {
                                 Some(n) => Ok(n),
-                                None => Ok(0),
+                                None => {
+                                    // Writes from now on look at the kernel socket
+                                    // (see `peer_ended`).
+                                    self.peer_ended.store(true, Ordering::Relaxed);
+                                    Ok(0)
+                                }
                             };
                         }
                         TcpState::Failed(e) => {

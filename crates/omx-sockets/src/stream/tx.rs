@@ -242,7 +242,8 @@ impl Conn {
                 let look = self
                     .writes
                     .fetch_add(1, Ordering::Relaxed)
-                    .is_multiple_of(TCP_LOOK_EVERY);
+                    .is_multiple_of(TCP_LOOK_EVERY)
+                    || self.peer_ended.load(Ordering::Relaxed);
                 match if look {
                     self.tcp_state()
                 } else {
@@ -253,7 +254,10 @@ impl Conn {
                         return Err(os_err(libc::EPIPE));
                     }
                     // The peer ended its side: is it still there to read?
-                    TcpState::Eof => self.probe_peer(),
+                    TcpState::Eof => {
+                        self.peer_ended.store(true, Ordering::Relaxed);
+                        self.probe_peer();
+                    }
                     TcpState::Data => {
                         drop(tx);
                         if self.follow_peer_to_tcp()? {
