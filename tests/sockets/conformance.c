@@ -29,7 +29,10 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_QUIT };
+
+/* Bytes each end of both-shut-first writes before it shuts down and reads. */
+#define BOTH_SHUT (256 << 10)
 
 #define BIG (8 << 20)
 /* Write sizes of large-writes: each side of the direct-write threshold (128 KiB),
@@ -79,6 +82,16 @@ static int write_full(int fd, const void *buf, size_t n)
             return -1;
         done += (size_t)r;
     }
+    return 0;
+}
+
+/* write_full in writes of 64 KiB: below the direct-write size of the omx run, whose
+ * blocking writes return only once the peer took them (docs/SOCKETS.md, "Not yet"). */
+static int write_chunks(int fd, const unsigned char *buf, size_t n)
+{
+    for (size_t off = 0; off < n; off += 65536)
+        if (write_full(fd, buf + off, n - off < 65536 ? n - off : 65536))
+            return -1;
     return 0;
 }
 
@@ -147,6 +160,44 @@ static void serve(int c, int kind)
     case C_SINK:
         drain(c, &sum);
         break;
+    case C_BOTH_WRITE: {
+        /* As the client: one write of BOTH_SHUT bytes, then read the client's, then
+         * answer their sum (see t_both_write). Neither end reads on the connection
+         * once the other's large write may be under way: the client writes once it
+         * read the 'k' and sent its go (a second connection), the server once the go
+         * came. */
+        unsigned char *io = malloc(BOTH_SHUT);
+        write_full(c, "k", 1);
+        close(accept(listener, NULL, NULL));
+        for (size_t i = 0; i < BOTH_SHUT; i++)
+            io[i] = pattern(i + 3);
+        sum = 0;
+        if (write_full(c, io, BOTH_SHUT) == 0 && read_full(c, io, BOTH_SHUT) == 0) {
+            for (size_t i = 0; i < BOTH_SHUT; i++)
+                sum += io[i];
+            write_full(c, &sum, sizeof sum);
+        }
+        free(io);
+        break;
+    }
+    case C_CLOSER:
+        break; /* close at once, nothing unread: a FIN */
+    case C_UNREAD:
+        read(c, buf, 1); /* one byte of the client's 1000, then close: a reset */
+        break;
+    case C_BOTH_SHUT: {
+        /* As the client: write, shut down, then read to the end (see t_both_shut). */
+        unsigned char *out = malloc(BOTH_SHUT);
+        for (size_t i = 0; i < BOTH_SHUT; i++)
+            out[i] = pattern(i + 3);
+        if (write_chunks(c, out, BOTH_SHUT) == 0 && shutdown(c, SHUT_WR) == 0) {
+            n = drain(c, &sum);
+            if (n != BOTH_SHUT)
+                fprintf(stderr, "both-shut-first: the server read %llu bytes\n", (unsigned long long)n);
+        }
+        free(out);
+        break;
+    }
     case C_LARGE_WRITES: {
         /* Large blocking writes (over omx sent from this memory, no copy): each is
          * overwritten as soon as its write returns, so a write that returned before
@@ -453,6 +504,30 @@ static void t_nonblocking_writes(void)
     printf("ok %s\n", name);
 }
 
+/* Blocking writes with SO_SNDTIMEO against a reader that does not read: once the
+ * send buffer (over omx: the window) is full, a write gives up after the timeout
+ * with EAGAIN (or the bytes it wrote). Over omx it once waited for the reader. */
+static void t_sndtimeo(void)
+{
+    const char *name = "sndtimeo";
+    int s = dial(C_SILENT, 0);
+    static unsigned char out[1 << 16];
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+    uint64_t sent = 0, got = 0;
+    ssize_t r;
+    char k = 0;
+    CHECK(name, s >= 0 && read(s, &k, 1) == 1 && k == 'k');
+    CHECK(name, setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
+    while ((r = send(s, out, sizeof out, MSG_NOSIGNAL)) > 0 && sent < (256u << 20))
+        sent += (uint64_t)r;
+    CHECK(name, r == -1 && errno == EAGAIN);
+    close(dial(0, 0)); /* the reader starts reading */
+    CHECK(name, shutdown(s, SHUT_WR) == 0);
+    CHECK(name, read_full(s, &got, sizeof got) == 0 && got == sent);
+    close(s);
+    printf("ok %s\n", name);
+}
+
 static void t_readiness_mix(void)
 {
     const char *name = "poll-select-epoll-mix";
@@ -647,6 +722,99 @@ static void t_full_duplex(void)
     printf("ok %s\n", name);
 }
 
+/* Both ends write more than one eager message (in 64 KiB writes), shut their writing side down, and
+ * only then read to the end: TCP's shutdown returns at once, its FIN queued behind the
+ * data. Over omx shutdown once waited for the peer to take every byte, and the two
+ * ends waited for each other for ever. */
+static void t_both_shut(void)
+{
+    const char *name = "both-shut-first";
+    unsigned char *out = malloc(BOTH_SHUT);
+    uint64_t sum = 0, want = 0;
+    for (size_t i = 0; i < BOTH_SHUT; i++) {
+        out[i] = pattern(i + 5);
+        want += pattern(i + 3);
+    }
+    int s = dial(C_BOTH_SHUT, 0);
+    CHECK(name, s >= 0 && out);
+    CHECK(name, write_chunks(s, out, BOTH_SHUT) == 0);
+    CHECK(name, shutdown(s, SHUT_WR) == 0);
+    CHECK(name, send(s, "x", 1, MSG_NOSIGNAL) == -1 && errno == EPIPE);
+    CHECK(name, drain(s, &sum) == BOTH_SHUT && sum == want);
+    close(s);
+    free(out);
+    printf("ok %s\n", name);
+}
+
+/* Both ends make one blocking write of 256 KiB, then read the other's: TCP's buffers
+ * take both writes. Over omx a blocking write from 128 KiB on (this run's direct
+ * size) returns once the peer pulled it, and the peer pulled only for a read: the two
+ * writes waited for each other for ever. */
+static void t_both_write(void)
+{
+    const char *name = "both-write-first";
+    unsigned char *io = malloc(BOTH_SHUT);
+    uint64_t sum = 0, want = 0, got = 0;
+    char k = 0;
+    int s = dial(C_BOTH_WRITE, 0);
+    CHECK(name, s >= 0 && io && read(s, &k, 1) == 1 && k == 'k');
+    close(dial(0, 0)); /* go */
+    for (size_t i = 0; i < BOTH_SHUT; i++) {
+        io[i] = pattern(i + 5);
+        want += pattern(i + 5);
+    }
+    CHECK(name, write_full(s, io, BOTH_SHUT) == 0);
+    CHECK(name, read_full(s, io, BOTH_SHUT) == 0);
+    for (size_t i = 0; i < BOTH_SHUT; i++)
+        sum += io[i] == pattern(i + 3);
+    CHECK(name, sum == BOTH_SHUT);
+    CHECK(name, read_full(s, &got, sizeof got) == 0 && got == want);
+    close(s);
+    free(io);
+    printf("ok %s\n", name);
+}
+
+/* The server reads one byte of the 1000 the client wrote (in one write: when the
+ * first has arrived, all have), then closes: TCP answers the unread bytes with a
+ * reset, so the client's read fails with ECONNRESET (not end of file) and its next
+ * write with EPIPE. Over omx the kernel socket held none of those bytes: it sent a
+ * FIN, and the client read end of file. */
+static void t_close_unread(void)
+{
+    const char *name = "close-unread-reset";
+    static unsigned char out[1000];
+    char c;
+    int s = dial(C_UNREAD, 0);
+    CHECK(name, s >= 0 && write_full(s, out, sizeof out) == 0);
+    errno = 0;
+    CHECK(name, read(s, &c, 1) == -1 && errno == ECONNRESET);
+    errno = 0;
+    CHECK(name, send(s, out, 10, MSG_NOSIGNAL) == -1 && errno == EPIPE);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+/* The server closes (a FIN); once the client read the end of file, its first write
+ * succeeds (TCP queues it; the closed peer answers with a reset), and once the reset
+ * came (POLLERR or POLLHUP) the next write fails with EPIPE. Over omx the writes went
+ * on succeeding: the kernel socket was looked at once in 16 writes only. */
+static void t_write_after_close(void)
+{
+    const char *name = "write-after-peer-close";
+    char c;
+    int s = dial(C_CLOSER, 0);
+    struct pollfd p = {.fd = s, .events = 0}; /* POLLERR and POLLHUP only */
+    CHECK(name, s >= 0 && read(s, &c, 1) == 0);
+    CHECK(name, send(s, "1234567890", 10, MSG_NOSIGNAL) == 10);
+    do
+        CHECK(name, poll(&p, 1, -1) == 1);
+    while (!(p.revents & (POLLERR | POLLHUP)));
+    errno = 0;
+    CHECK(name, send(s, "1234567890", 10, MSG_NOSIGNAL) == -1 && errno == EPIPE);
+    close(s);
+    printf("ok %s\n", name);
+}
+
 static void t_connect_errors(void)
 {
     const char *name = "connect-nonblocking-refused";
@@ -682,11 +850,16 @@ int main(int argc, char **argv)
     t_large_writes();
     t_epipe();
     t_nonblocking_writes();
+    t_sndtimeo();
     t_readiness_mix();
     t_readiness_late();
     t_epoll_oneshot();
     t_sendfile();
     t_full_duplex();
+    t_both_shut();
+    t_both_write();
+    t_close_unread();
+    t_write_after_close();
     t_connect_errors();
     int q = dial(C_QUIT, 0);
     close(q);

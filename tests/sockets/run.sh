@@ -24,7 +24,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx execl-kernel execl-omx twochildren-kernel twochildren-omx carried-both-ways tcp-first-exchange ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp many-1000 faults peer-death)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx execl-kernel execl-omx twochildren-kernel twochildren-omx carried-both-ways tcp-first-exchange hello-unread-close ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -282,6 +282,31 @@ if want tcp-first-exchange; then
     grep -q 'server ok' "$log/tcp-first-exchange.server" &&
     grep -q 'client ok' "$log/tcp-first-exchange.client"
   report tcp-first-exchange $? "$log/tcp-first-exchange.server" "$log/tcp-first-exchange.client"
+fi
+# hello_close NAME PRELOAD: tests/sockets/helloclose.py, a client whose first call is
+# FIONREAD, then one that connects and closes without a read or a write, each once the
+# server's hello (over omx) is in its kernel.
+hello_close() {
+  local name=$1 pre=() p0 fifo="$tmp/$1.fifo"
+  [ "$2" = yes ] && pre=("$launch")
+  rm -f "$fifo" && mkfifo "$fifo"
+  in_host 0 "${pre[@]}" python3 "$here/helloclose.py" server 5571 "$fifo" \
+    >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5571 "$p0" &&
+    in_host 1 "${pre[@]}" python3 "$here/helloclose.py" client "$(host_ip 0)" 5571 "$fifo" \
+      >"$log/$name.client" 2>&1 &&
+    wait "$p0" && grep -q 'server ok' "$log/$name.server"
+}
+if want hello-unread-close; then
+  # FIONREAD counts the stream's bytes (it once counted the unread hello), and the
+  # server's read sees end of file over the kernel and over omx: the client's close
+  # once answered the unread hello with a reset (ECONNRESET at the server's read).
+  hello_close hello-close-kernel no &&
+    OMX_SOCKETS_HELLO_WAIT_MS=0 hello_close hello-close-omx yes &&
+    [ "$(grep -c 'accepted on omx' "$log/hello-close-omx.server")" -eq 3 ]
+  report hello-unread-close $? "$log"/hello-close-*.server "$log"/hello-close-*.client
 fi
 if want ipv6; then
   # A real IPv6 destination (not IPv4-mapped): the client's SYN carries its offer in

@@ -442,8 +442,12 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
 #[no_mangle]
 pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     if let Some(c) = lookup(fd) {
-        if how == libc::SHUT_WR || how == libc::SHUT_RDWR {
-            c.shutdown_write();
+        if (how == libc::SHUT_WR || how == libc::SHUT_RDWR) && !c.shutdown_write() {
+            // The FIN follows the data still under way (the closing thread sends it).
+            return match how {
+                libc::SHUT_RDWR => real::shutdown(fd, libc::SHUT_RD),
+                _ => 0,
+            };
         }
     }
     real::shutdown(fd, how)

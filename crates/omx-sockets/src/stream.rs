@@ -137,6 +137,10 @@ pub struct Conn {
     handing_back: AtomicBool,
     /// When a byte was last sent over TCP to learn whether the peer is still there.
     probed: Mutex<Option<Instant>>,
+    /// A write saw the peer's FIN: later writes look at the kernel socket every time,
+    /// so the reset a closed peer answers the probe with fails the next write (`EPIPE`),
+    /// as TCP's second write after the peer's close.
+    peer_ended: AtomicBool,
     /// Writes that found the window full: edge-triggered `EPOLLOUT` reports the room
     /// that follows each (as TCP's write-space event follows a full send buffer).
     full_hits: AtomicU64,
@@ -204,6 +208,7 @@ impl Conn {
             fab,
             users: AtomicUsize::new(0),
             probed: Mutex::new(None),
+            peer_ended: AtomicBool::new(false),
             full_hits: AtomicU64::new(0),
             fin_sent: AtomicBool::new(false),
             tx: Mutex::new(Tx::new(tx)),

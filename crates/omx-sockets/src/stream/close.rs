@@ -3,16 +3,40 @@
 
 use super::*;
 
-/// Connections closed by the program whose data is still on its way, each with whether
-/// its kernel socket closes once the data is delivered (see `Conn::release`).
-static CLOSING: Mutex<Vec<(Arc<Conn>, bool)>> = Mutex::new(Vec::new());
+/// What the closing thread does once a connection's data is delivered.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Then {
+    /// The program closed it: drop the connection, closing the kernel socket first
+    /// when it was kept for a forked child (see `Conn::release`).
+    Close { close_sock: bool },
+    /// The program shut its writing side down (`shutdown_write`): our FIN now.
+    ShutWr,
+}
+
+/// Connections whose data is still on its way after the program closed them, or shut
+/// their writing side down.
+static CLOSING: Mutex<Vec<(Arc<Conn>, Then)>> = Mutex::new(Vec::new());
 /// The closing thread's eventfd (rung when `CLOSING` gains a connection), once it runs.
 static CLOSER: OnceLock<Option<i32>> = OnceLock::new();
 
 pub(super) fn flush_closing(deadline: Option<Instant>) {
-    let closing: Vec<(Arc<Conn>, bool)> = CLOSING.lock().clone();
-    for (c, _) in closing {
-        c.flush_until(deadline);
+    let closing: Vec<(Arc<Conn>, Then)> = CLOSING.lock().clone();
+    for (c, then) in closing {
+        if c.flush_until(deadline) && then == Then::ShutWr {
+            c.send_fin();
+            CLOSING
+                .lock()
+                .retain(|(d, t)| !(Arc::ptr_eq(d, &c) && *t == then));
+        }
+    }
+}
+
+/// Hands a connection to the closing thread (or, without one, waits here).
+fn add_closing(c: Arc<Conn>, then: Then) {
+    CLOSING.lock().push((c, then));
+    match *CLOSER.get_or_init(start_closer) {
+        Some(added) => fabric::signal(added),
+        None => flush_closing(None),
     }
 }
 
@@ -49,13 +73,17 @@ fn closer(added: i32) {
             .first()
             .and_then(|(c, _)| c.completion_notifier());
         let batch = CLOSING.lock().clone();
-        for (c, close_sock) in &batch {
+        for (c, then) in &batch {
             if c.flush_step() {
-                if *close_sock {
-                    c.close_sock();
+                match *then {
+                    Then::Close { close_sock: true } => c.close_sock(),
+                    Then::Close { close_sock: false } => {}
+                    Then::ShutWr => c.send_fin(),
                 }
                 // The last reference, usually: `Drop` closes the kernel socket (its FIN).
-                CLOSING.lock().retain(|(d, _)| !Arc::ptr_eq(d, c));
+                CLOSING
+                    .lock()
+                    .retain(|(d, t)| !(Arc::ptr_eq(d, c) && t == then));
             }
         }
         drop(batch);
@@ -90,6 +118,21 @@ impl Drop for Conn {
         let mut rx = std::mem::replace(self.rx.get_mut(), Rx::new(RxMode::Omx));
         self.abandon_ahead(&mut rx);
         let fd = self.sock();
+        // A client closed before it looked for the server's hello (its bytes went over
+        // TCP): the hello is the library's, not unread data of the program; left
+        // unread, the kernel would answer the close with a reset where TCP sends a FIN.
+        if fd >= 0 && matches!(rx.mode, RxMode::AwaitHello) && !self.maybe_shared() {
+            let mut buf = [0u8; crate::handshake::HELLO_LEN];
+            let n = self
+                .recv_tcp(&mut buf, libc::MSG_PEEK | libc::MSG_DONTWAIT, false)
+                .unwrap_or(0);
+            if matches!(
+                crate::handshake::check_hello(&buf[..n]),
+                crate::handshake::HelloCheck::Hello(_)
+            ) {
+                let _ = self.recv_tcp(&mut buf, libc::MSG_DONTWAIT, false);
+            }
+        }
         // Probe bytes left unread would make the kernel answer our close with a reset
         // instead of a FIN (unless the bytes may be a child's, or the stream's own).
         if fd >= 0 && !self.fell_back.load(Ordering::Acquire) && !self.maybe_shared() {
@@ -132,13 +175,13 @@ pub fn flush_all() {
             c.flush_until(Some(deadline));
         }
     }
-    let closing: Vec<(Arc<Conn>, bool)> = CLOSING.lock().clone();
-    for (c, _) in closing {
+    let closing: Vec<(Arc<Conn>, Then)> = CLOSING.lock().clone();
+    for (c, then) in closing {
         if c.handing_back.load(Ordering::Acquire) {
             c.send_back(Some(deadline));
             sent_back = true;
-        } else {
-            c.flush_until(Some(deadline));
+        } else if c.flush_until(Some(deadline)) && then == Then::ShutWr {
+            c.send_fin();
         }
     }
     if sent_back {
@@ -213,10 +256,43 @@ impl Conn {
         }
     }
 
-    pub fn shutdown_write(&self) {
-        self.flush();
-        self.tx.lock().shut = true;
+    /// `shutdown(SHUT_WR)`: later writes fail with `EPIPE` at once and, as TCP's, the
+    /// call returns at once, its FIN queued behind the data: true when the caller is to
+    /// send the FIN now (everything written was taken), false when the closing thread
+    /// sends it once the peer has taken the rest. (It once waited here for the peer to
+    /// take everything: two ends that both wrote more than an eager message, then shut
+    /// down before reading, waited for each other for ever.) While a forked child may
+    /// share the socket, it waits here as before: a hand-back must not find the FIN
+    /// sent ahead of the bytes it sends back.
+    pub fn shutdown_write(self: &Arc<Self>) -> bool {
+        let pending = {
+            let mut tx = self.tx.lock();
+            if tx.shut {
+                // Shut already: a FIN still deferred stays behind the data.
+                return self.fin_sent.load(Ordering::Acquire);
+            }
+            tx.shut = true;
+            let _ = self.reap(&mut tx);
+            !tx.pending.is_empty()
+        };
+        if pending && self.maybe_shared() {
+            self.flush();
+        } else if pending {
+            add_closing(self.clone(), Then::ShutWr);
+            return false;
+        }
         self.fin_sent.store(true, Ordering::Release);
+        true
+    }
+
+    /// The deferred FIN of `shutdown_write`, once the peer took every byte before it.
+    fn send_fin(&self) {
+        self.fin_sent.store(true, Ordering::Release);
+        let fd = self.sock();
+        if fd >= 0 {
+            // SAFETY: the library's own descriptor of the kernel socket.
+            unsafe { real::shutdown(fd, libc::SHUT_WR) };
+        }
     }
 
     /// The program closed its last descriptor. As TCP's `close`, it returns at once and
@@ -241,12 +317,43 @@ impl Conn {
         }
         if kept_for_child && handover::start_take_back(&self) {
             self.handing_back.store(true, Ordering::Release);
-            CLOSING.lock().push((self, true));
-            match *CLOSER.get_or_init(start_closer) {
-                Some(added) => fabric::signal(added),
-                None => flush_closing(None),
-            }
+            add_closing(self, Then::Close { close_sock: true });
             return;
+        }
+        // Closed with bytes it had not read: TCP answers with a reset (the peer's
+        // reads and writes then fail with ECONNRESET or EPIPE), not a FIN behind the
+        // data. Over omx those bytes are not in the kernel socket, so the kernel would
+        // send a FIN: the reset is asked for (SO_LINGER {1, 0}). It goes when the kernel
+        // socket closes: at once, or once the peer took what this end wrote (the
+        // closing thread), so that the peer never finds the reset while it still pulls
+        // our messages (it would take our process for dead, `drop_dead_peer`).
+        // (Only bytes that came on omx: the kernel resets for its own, and a hello
+        // not yet looked for is the library's.)
+        let abort = !kept_for_child
+            && matches!(self.rx.lock().mode, RxMode::Omx)
+            && self.readable_bytes() > 0;
+        if abort {
+            let lg = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: a linger struct from a local, on the library's descriptor.
+            unsafe {
+                libc::setsockopt(
+                    self.sock(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    &lg as *const libc::linger as *const libc::c_void,
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                )
+            };
+            self.tx.lock().shut = true;
+            if fabric::verbose() {
+                eprintln!(
+                    "omx_sockets: conn {:#x} closed with unread data: reset",
+                    self.id
+                );
+            }
         }
         // Sends whose completion already came (a reply carried the peer's ack) need
         // no closing thread.
@@ -261,10 +368,11 @@ impl Conn {
             }
             return;
         }
-        CLOSING.lock().push((self, kept_for_child));
-        match *CLOSER.get_or_init(start_closer) {
-            Some(added) => fabric::signal(added),
-            None => flush_closing(None),
-        }
+        add_closing(
+            self,
+            Then::Close {
+                close_sock: kept_for_child,
+            },
+        );
     }
 }

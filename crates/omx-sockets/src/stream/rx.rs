@@ -124,13 +124,26 @@ impl Conn {
                             // Everything sent before the FIN has arrived: one last look.
                             return match self.take_data(&mut rx, out, peek)? {
                                 Some(n) => Ok(n),
-                                None => Ok(0),
+                                None => {
+                                    // Writes from now on look at the kernel socket
+                                    // (see `peer_ended`).
+                                    self.peer_ended.store(true, Ordering::Relaxed);
+                                    Ok(0)
+                                }
                             };
                         }
                         TcpState::Failed(e) => {
                             return match self.take_data(&mut rx, out, peek)? {
                                 Some(n) => Ok(n),
-                                None => Err(e),
+                                None => {
+                                    // As TCP's: once a read reported the reset, writes
+                                    // fail with EPIPE (not one in `TCP_LOOK_EVERY`).
+                                    let mut tx = self.tx.lock();
+                                    if matches!(tx.mode, TxMode::Omx { .. }) {
+                                        tx.mode = TxMode::Broken;
+                                    }
+                                    Err(e)
+                                }
                             };
                         }
                         // Once carried, bytes on TCP are the peer's probes or its
@@ -206,6 +219,16 @@ impl Conn {
 
     /// When a blocking receive gives up: `SO_RCVTIMEO` from now, or never.
     pub(super) fn receive_deadline(&self) -> Option<Instant> {
+        self.timeout_deadline(libc::SO_RCVTIMEO)
+    }
+
+    /// When a blocking write gives up: `SO_SNDTIMEO` from now, or never.
+    pub(super) fn send_deadline(&self) -> Option<Instant> {
+        self.timeout_deadline(libc::SO_SNDTIMEO)
+    }
+
+    /// `SO_RCVTIMEO` or `SO_SNDTIMEO` (`opt`) of the kernel socket from now, or never.
+    fn timeout_deadline(&self, opt: libc::c_int) -> Option<Instant> {
         let mut tv = libc::timeval {
             tv_sec: 0,
             tv_usec: 0,
@@ -216,7 +239,7 @@ impl Conn {
             libc::getsockopt(
                 self.sock(),
                 libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
+                opt,
                 &mut tv as *mut libc::timeval as *mut libc::c_void,
                 &mut len,
             )
@@ -230,6 +253,11 @@ impl Conn {
     /// `ioctl(FIONREAD)`: bytes that a read takes now without waiting (the rest of the
     /// current message, else the next one's length; TCP counts every queued byte).
     pub fn readable_bytes(&self) -> usize {
+        // A client that has not looked for the server's hello yet looks now: the
+        // kernel socket's count would be the hello's 21 bytes, not the stream's.
+        if matches!(self.rx.lock().mode, RxMode::AwaitHello) && self.settle_client(false).is_err() {
+            return 0;
+        }
         let rx = self.rx.lock();
         if rx.offset < rx.leftover.len() {
             return rx.leftover.len() - rx.offset;

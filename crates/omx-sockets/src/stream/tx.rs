@@ -156,6 +156,7 @@ impl Conn {
             if let Some(c) = self.fab.ep.wait(r, Some(step)) {
                 return self.completed(tx, c);
             }
+            self.pull_while_writing();
             match self.tcp_state() {
                 TcpState::Failed(_) => {
                     tx.mode = TxMode::Broken;
@@ -170,6 +171,24 @@ impl Conn {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(os_err(libc::ETIMEDOUT));
             }
+        }
+    }
+
+    /// A write waiting for the peer to take its messages reads ahead the peer's large
+    /// messages already announced (into the library's buffers, as a read would). Both
+    /// ends of a connection may write before either reads (TCP's buffers take both
+    /// writes): a blocking write sent from the program's memory returns only once the
+    /// peer pulled it, and the peer's large messages are pulled only once a receive is
+    /// posted for them, so two such writes waited for each other for ever. Looked at
+    /// after each `PEER_CHECK` of a wait; only while the program holds the connection
+    /// (a closed one is not read).
+    fn pull_while_writing(&self) {
+        if self.users.load(Ordering::Acquire) == 0 || fabric::in_forked_child() {
+            return;
+        }
+        // Never waits for the reading side (its lock is taken before this one's).
+        if let Some(mut rx) = self.rx.try_lock() {
+            self.read_ahead(&mut rx);
         }
     }
 
@@ -223,7 +242,8 @@ impl Conn {
                 let look = self
                     .writes
                     .fetch_add(1, Ordering::Relaxed)
-                    .is_multiple_of(TCP_LOOK_EVERY);
+                    .is_multiple_of(TCP_LOOK_EVERY)
+                    || self.peer_ended.load(Ordering::Relaxed);
                 match if look {
                     self.tcp_state()
                 } else {
@@ -234,7 +254,10 @@ impl Conn {
                         return Err(os_err(libc::EPIPE));
                     }
                     // The peer ended its side: is it still there to read?
-                    TcpState::Eof => self.probe_peer(),
+                    TcpState::Eof => {
+                        self.peer_ended.store(true, Ordering::Relaxed);
+                        self.probe_peer();
+                    }
                     TcpState::Data => {
                         drop(tx);
                         if self.follow_peer_to_tcp()? {
@@ -257,6 +280,9 @@ impl Conn {
                 };
                 let mut last_direct = None;
                 let mut sent = 0;
+                // SO_SNDTIMEO, read once the window is first found full (a system call
+                // per write otherwise).
+                let mut give_up: Option<Option<Instant>> = None;
                 while sent < buf.len() {
                     if let Err(e) = self.reap(&mut tx) {
                         return self.end_write(tx, (partner, last_direct), sent, e);
@@ -267,7 +293,11 @@ impl Conn {
                         if dontwait {
                             break;
                         }
-                        match self.complete_oldest(&mut tx, None) {
+                        let deadline = *give_up.get_or_insert_with(|| self.send_deadline());
+                        match self.complete_oldest(&mut tx, deadline) {
+                            // SO_SNDTIMEO passed: what was written so far, else EAGAIN,
+                            // as TCP's.
+                            Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => break,
                             Err(e) if e.raw_os_error() == Some(PEER_MOVED) => {
                                 drop(tx);
                                 let moved = self.follow_peer_to_tcp();
