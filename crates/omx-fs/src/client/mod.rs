@@ -84,6 +84,20 @@ impl OmxFs {
         }
     }
 
+    /// The handle a `getattr`/`setattr` of `ino` goes through: the one the kernel gave,
+    /// else, when the node's name was removed through this client, any handle of it
+    /// still open (none: the path is used, and the server says it is gone).
+    fn file_handle(&self, ino: u64, given: Option<u64>) -> Option<u64> {
+        if given.is_some() || !self.sh.nodes.lock().detached(ino) {
+            return given;
+        }
+        let hs = self.sh.handles.lock();
+        hs.map
+            .iter()
+            .find(|(_, h)| h.node == ino && !h.dir)
+            .map(|(&fh, _)| fh)
+    }
+
     /// Sends the request `w` (built once: it names no handle).
     fn send(&self, w: Writer, done: impl FnOnce(Result<Reply, i32>) + Send + 'static) {
         let w = w.0;
@@ -253,8 +267,28 @@ impl Filesystem for OmxFs {
         self.sh.nodes.lock().forget(ino, nlookup);
     }
 
-    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
         let path = path_or!(self, ino, reply);
+        if let Some(fh) = self.file_handle(ino, fh) {
+            // Through the open file (its name may be gone or name another file now).
+            let ttl = self.opts.attr_timeout;
+            let epoch = self.sh.nodes.lock().epoch(ino);
+            let (sh, asked) = (self.sh.clone(), Instant::now());
+            let build = move |server_fh| {
+                let mut w = req(Op::Getattr);
+                w.bytes(&path).u64(server_fh);
+                w
+            };
+            return self.send_fh(fh, build, None, 0, move |r| {
+                match body(r, |_, rd| Attr::decode(rd)) {
+                    Ok(a) => {
+                        sh.nodes.lock().keep_attr(ino, epoch, a, asked);
+                        reply.attr(&ttl, &file_attr(ino, &a))
+                    }
+                    Err(e) => reply.error(e),
+                }
+            });
+        }
         let ttl = self.opts.attr_timeout;
         // Attributes a reply brought within the timeout (the kernel dropped its copy, as
         // it does before a chown): valid for what is left of it, as the kernel's were.
@@ -296,6 +330,7 @@ impl Filesystem for OmxFs {
         reply: ReplyAttr,
     ) {
         let path = path_or!(self, ino, reply);
+        let fh = self.file_handle(ino, fh);
         let mut valid = 0;
         let mut flag = |present: bool, bit: u32| {
             if present {

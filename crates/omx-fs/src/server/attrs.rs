@@ -9,7 +9,18 @@ impl Server {
         let ex = &self.exports[s.export];
         let mut w = Writer::default();
         match op {
-            Op::Lookup | Op::Getattr => ex.lstat(r.path()?)?.encode(&mut w),
+            Op::Lookup => ex.lstat(r.path()?)?.encode(&mut w),
+            Op::Getattr => {
+                let path = r.path()?;
+                // An open file's handle may follow (its attributes, whatever its name is
+                // now: unlinked, or renamed over while open).
+                let fh = if r.at_end() { 0 } else { r.u64()? };
+                if fh != 0 {
+                    Attr::from_stat(&fstat(self.file(s, fh)?.fd.as_raw_fd())?).encode(&mut w)
+                } else {
+                    ex.lstat(path)?.encode(&mut w)
+                }
+            }
             Op::Setattr => {
                 let path = r.path()?;
                 let fh = r.u64()?;

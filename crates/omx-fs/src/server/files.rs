@@ -39,6 +39,12 @@ impl Server {
                         ex.in_dir_attr(path, || ex.open_beneath(path, flags, mode))?;
                     // SAFETY: geteuid has no preconditions; fchown on an owned fd.
                     if unsafe { libc::geteuid() } == 0 {
+                        // A set-group-ID directory's group stays (as a local create).
+                        let gid = if parent.mode & libc::S_ISGID != 0 {
+                            u32::MAX
+                        } else {
+                            gid
+                        };
                         unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) };
                     }
                     let (fh, attr) = self.add_file(s, fd)?;
