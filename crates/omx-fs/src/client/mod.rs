@@ -211,6 +211,9 @@ macro_rules! path_or {
 }
 pub(crate) use path_or;
 
+/// The longest name Linux file systems take (longer ones are always asked about).
+const NAME_MAX: usize = 255;
+
 pub(crate) fn req(op: Op) -> Writer {
     Writer::request(op, 0, 0)
 }
@@ -248,7 +251,12 @@ impl Filesystem for OmxFs {
         // entry_timeout, as a positive one is: asked again, or created, without a
         // lookup first. In a directory this client made, no need to ask.
         let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
-        if let Some(left) = sh.nodes.lock().known_absent(parent, name.as_bytes(), ttl) {
+        // A name too long for the server's file system is its to refuse (ENAMETOOLONG).
+        let known = name.len() <= NAME_MAX;
+        if let Some(left) = known
+            .then(|| sh.nodes.lock().known_absent(parent, name.as_bytes(), ttl))
+            .flatten()
+        {
             return reply.entry(&left, &file_attr(0, &Attr::default()), 0);
         }
         let mut w = req(Op::Lookup);
