@@ -117,20 +117,13 @@ def s_holes(d):
     call("pwrite far", os.pwrite, fd, b"tail", 1 << 20)
     fst("fstat", fd)
     call("read hole", lambda: os.pread(fd, 8, 4096) == b"\0" * 8)
+    call("SEEK_DATA 0", os.lseek, fd, 0, os.SEEK_DATA)
+    call("SEEK_HOLE 0", os.lseek, fd, 0, os.SEEK_HOLE)
     call("SEEK_HOLE data", os.lseek, fd, (1 << 20) + 1, os.SEEK_HOLE)
     call("SEEK_DATA past end", os.lseek, fd, (1 << 20) + 100, os.SEEK_DATA)
     call("SEEK_END", os.lseek, fd, 0, os.SEEK_END)
     call("SEEK_END+10", os.lseek, fd, 10, os.SEEK_END)
     call("lseek negative", os.lseek, fd, -1, os.SEEK_SET)
-    os.close(fd)
-
-
-def l_seek_holes(d):
-    f = f"{d}/h"
-    fd = os.open(f, os.O_RDWR | os.O_CREAT, 0o644)
-    os.pwrite(fd, b"tail", 1 << 20)
-    call("SEEK_DATA 0", os.lseek, fd, 0, os.SEEK_DATA)
-    call("SEEK_HOLE 0", os.lseek, fd, 0, os.SEEK_HOLE)
     os.close(fd)
 
 
@@ -156,6 +149,8 @@ def s_fallocate(d):
     call("fallocate PUNCH|KEEP", fa, punch | keep, 4096, 8192)
     fst("fstat punch", fd)
     call("read punched", lambda: os.pread(fd, 16384, 0).count(b"\0"))
+    call("SEEK_HOLE after punch", os.lseek, fd, 0, os.SEEK_HOLE)
+    call("SEEK_DATA in punch", os.lseek, fd, 4096, os.SEEK_DATA)
     call("fallocate bad len", fa, 0, 0, 0)
     os.close(fd)
 

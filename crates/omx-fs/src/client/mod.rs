@@ -1023,6 +1023,30 @@ impl Filesystem for OmxFs {
         };
         self.empty_fh(fh, build, reply);
     }
+
+    fn lseek(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        // The kernel sends only SEEK_DATA and SEEK_HOLE: answered by the server's file
+        // system, which knows the holes (writes behind reach it first).
+        let build = move |fh| {
+            let mut w = req(Op::Lseek);
+            w.u64(fh).i64(offset).u32(whence as u32);
+            w
+        };
+        self.send_fh(fh, build, None, 0, move |r| {
+            match body(r, |_, rd| rd.i64()) {
+                Ok(at) => reply.offset(at),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
 }
 
 impl OmxFs {

@@ -183,6 +183,19 @@ impl Server {
                     libc::fallocate(f.fd.as_raw_fd(), mode as i32, off as i64, len as i64)
                 })?;
             }
+            Op::Lseek => {
+                // SEEK_DATA / SEEK_HOLE (the kernel answers the other whences itself): the
+                // server's file system knows the holes. Reads and writes are positional,
+                // so the descriptor's own offset moving is harmless.
+                let (fh, off, whence) = (r.u64()?, r.i64()?, r.u32()?);
+                if whence != libc::SEEK_DATA as u32 && whence != libc::SEEK_HOLE as u32 {
+                    return Err(Dispatch::Errno(libc::EINVAL));
+                }
+                let f = self.file(s, fh)?;
+                // SAFETY: plain syscall on a descriptor.
+                let at = unsafe { libc::lseek(f.fd.as_raw_fd(), off, whence as i32) };
+                w.i64(crate::export::sized(at as isize)? as i64);
+            }
             _ => unreachable!("dispatched by family"),
         }
         Ok(w)
