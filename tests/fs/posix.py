@@ -496,6 +496,68 @@ def s_xattrs(d):
     note("getxattr small buffer", r, errno.errorcode.get(ctypes.get_errno()) if r < 0 else "")
 
 
+def s_users(d):
+    """Another user (uid/gid 1000) in a sticky directory of root's files: permission
+    checks, and the set-user-ID/set-group-ID bits of the files it creates."""
+    os.chmod(d, 0o1777)
+    put(f"{d}/rootfile", b"r")
+    os.chmod(f"{d}/rootfile", 0o644)
+    put(f"{d}/shared", b"s")
+    os.chmod(f"{d}/shared", 0o666)
+    os.mkdir(f"{d}/rodir", 0o555)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            out.clear()
+            os.setgid(1000)
+            os.setgroups([1000])
+            os.setuid(1000)
+            for mode, name in ((os.R_OK, "R"), (os.W_OK, "W"), (os.X_OK, "X")):
+                call("access " + name, os.access, f"{d}/rootfile", mode)
+            call("open W rootfile", os.open, f"{d}/rootfile", os.O_WRONLY)
+            call("unlink rootfile (sticky)", os.unlink, f"{d}/rootfile")
+            call("rename rootfile (sticky)", os.rename, f"{d}/rootfile", f"{d}/x")
+            call("unlink shared (sticky)", os.unlink, f"{d}/shared")
+            call("chmod rootfile", os.chmod, f"{d}/rootfile", 0o777)
+            put(f"{d}/mine", b"")
+            call("chown own to root", os.chown, f"{d}/mine", 0, -1)
+            call("chgrp own to a group not in", os.chown, f"{d}/mine", -1, 0)
+            lst("mine", f"{d}/mine")
+            call("create in rodir", os.open, f"{d}/rodir/x", os.O_CREAT | os.O_WRONLY, 0o644)
+            call("utime rootfile now", os.utime, f"{d}/rootfile")
+            call("utime rootfile set", os.utime, f"{d}/rootfile", (1, 1))
+            call("utime shared now", os.utime, f"{d}/shared")
+            call("utime shared set", os.utime, f"{d}/shared", (1, 1))
+            call("chmod own 2755", os.chmod, f"{d}/mine", 0o2755)
+            lst("mine 2755", f"{d}/mine")
+            fd = os.open(f"{d}/suid", os.O_CREAT | os.O_WRONLY, 0o6755)
+            fst("created 6755", fd)
+            os.write(fd, b"x")
+            os.close(fd)
+            lst("6755 after write", f"{d}/suid")
+            os.mknod(f"{d}/suid2", 0o4755 | stat.S_IFREG)
+            lst("mknod 4755", f"{d}/suid2")
+            call("truncate rootfile", os.truncate, f"{d}/rootfile", 0)
+            call("setxattr rootfile", os.setxattr, f"{d}/rootfile", "user.a", b"1")
+            call("mkdir in sticky", os.mkdir, f"{d}/udir")
+            call("rmdir rodir", os.rmdir, f"{d}/rodir")
+            os.write(w, "\n".join(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = b""
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        got += b
+    os.close(r)
+    os.waitpid(pid, 0)
+    out.extend(got.decode().split("\n"))
+
+
 SCENARIOS = {n[2:]: f for n, f in dict(globals()).items() if n.startswith("s_")}
 # Differences documented under "Limits" in docs/FILES.md: run only when named.
 LIMITS = {n[2:]: f for n, f in dict(globals()).items() if n.startswith("l_")}

@@ -444,8 +444,23 @@ impl Export {
                     Ok(st) if st.st_mode & libc::S_ISGID != 0 => u32::MAX,
                     _ => gid,
                 };
+                // SAFETY: zeroed stat is a valid out-parameter; valid dirfd and name.
+                let made = unsafe {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    (libc::fstatat(d, n, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0).then_some(st)
+                };
                 // SAFETY: valid dirfd and name.
-                unsafe { libc::fchownat(d, n, uid, gid, libc::AT_SYMLINK_NOFOLLOW) }
+                let r = unsafe { libc::fchownat(d, n, uid, gid, libc::AT_SYMLINK_NOFOLLOW) };
+                // The chown dropped a regular file's set-user-ID and set-group-ID bits,
+                // which a local mknod keeps: given back.
+                if let Some(st) = made.filter(|st| {
+                    st.st_mode & libc::S_IFMT == libc::S_IFREG
+                        && st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0
+                }) {
+                    // SAFETY: valid dirfd and name.
+                    unsafe { libc::fchmodat(d, n, st.st_mode & 0o7777, 0) };
+                }
+                r
             });
         }
     }

@@ -45,7 +45,13 @@ impl Server {
                         } else {
                             gid
                         };
+                        let made = fstat(fd.as_raw_fd())?;
                         unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) };
+                        // The chown dropped the set-user-ID and set-group-ID bits a local
+                        // create keeps: given back.
+                        if made.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
+                            unsafe { libc::fchmod(fd.as_raw_fd(), made.st_mode & 0o7777) };
+                        }
                     }
                     let (fh, attr) = self.add_file(s, fd)?;
                     w.u64(fh);
