@@ -558,6 +558,55 @@ def s_users(d):
     out.extend(got.decode().split("\n"))
 
 
+def s_open_dirs(d):
+    """Directories renamed or removed while open (and as the working directory), files
+    truncated or unlinked while open, a file open under one of its two names."""
+    os.mkdir(f"{d}/dir")
+    dfd = os.open(f"{d}/dir", os.O_RDONLY | os.O_DIRECTORY)
+    call("rename open dir", os.rename, f"{d}/dir", f"{d}/dir2")
+    call("openat create after rename", lambda: os.close(os.open("x", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=dfd)))
+    call("listing new name", lambda: sorted(os.listdir(f"{d}/dir2")))
+    call("fstat dirfd nlink", lambda: os.fstat(dfd).st_nlink)
+    os.close(dfd)
+    os.mkdir(f"{d}/gone")
+    gfd = os.open(f"{d}/gone", os.O_RDONLY | os.O_DIRECTORY)
+    call("rmdir open dir", os.rmdir, f"{d}/gone")
+    call("openat in removed dir", lambda: os.open("y", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=gfd))
+    call("fstat removed dir nlink", lambda: os.fstat(gfd).st_nlink)
+    call("listdir removed dir fd", lambda: os.listdir(gfd))
+    os.close(gfd)
+    cwd = os.getcwd()
+    os.chdir(f"{d}/dir2")
+    try:
+        call("cwd relative create", lambda: put("rel", b"r"))
+        call("rename cwd", os.rename, f"{d}/dir2", f"{d}/dir3")
+        call("cwd relative create after rename", lambda: put("rel2", b"r"))
+    finally:
+        os.chdir(cwd)
+    call("listing dir3", lambda: sorted(os.listdir(f"{d}/dir3")))
+    put(f"{d}/t", b"0123456789")
+    fd = os.open(f"{d}/t", os.O_RDONLY)
+    os.read(fd, 3)
+    call("truncate while open", os.truncate, f"{d}/t", 2)
+    call("read after truncate", os.read, fd, 10)
+    fst("fstat after truncate", fd)
+    os.close(fd)
+    put(f"{d}/u", b"abc")
+    fd = os.open(f"{d}/u", os.O_RDWR | os.O_APPEND)
+    os.unlink(f"{d}/u")
+    call("append after unlink", os.write, fd, b"def")
+    call("pread", os.pread, fd, 10, 0)
+    fst("fstat after append", fd)
+    os.close(fd)
+    put(f"{d}/h1", b"hl")
+    os.link(f"{d}/h1", f"{d}/h2")
+    fd = os.open(f"{d}/h1", os.O_RDONLY)
+    os.unlink(f"{d}/h1")
+    call("fstat nlink after unlink of its name", lambda: os.fstat(fd).st_nlink)
+    os.close(fd)
+    call("h2 content", get, f"{d}/h2")
+
+
 SCENARIOS = {n[2:]: f for n, f in dict(globals()).items() if n.startswith("s_")}
 # Differences documented under "Limits" in docs/FILES.md: run only when named.
 LIMITS = {n[2:]: f for n, f in dict(globals()).items() if n.startswith("l_")}

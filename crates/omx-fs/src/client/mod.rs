@@ -87,14 +87,15 @@ impl OmxFs {
     /// The handle a `getattr`/`setattr` of `ino` goes through: the one the kernel gave,
     /// else, when the node's name was removed through this client, any handle of it
     /// still open (none: the path is used, and the server says it is gone).
-    fn file_handle(&self, ino: u64, given: Option<u64>) -> Option<u64> {
+    /// (`GETATTR` also takes a directory's handle: a directory removed while open.)
+    fn file_handle(&self, ino: u64, given: Option<u64>, dirs: bool) -> Option<u64> {
         if given.is_some() || !self.sh.nodes.lock().detached(ino) {
             return given;
         }
         let hs = self.sh.handles.lock();
         hs.map
             .iter()
-            .find(|(_, h)| h.node == ino && !h.dir)
+            .find(|(_, h)| h.node == ino && (dirs || !h.dir))
             .map(|(&fh, _)| fh)
     }
 
@@ -277,7 +278,7 @@ impl Filesystem for OmxFs {
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
         let path = path_or!(self, ino, reply);
-        if let Some(fh) = self.file_handle(ino, fh) {
+        if let Some(fh) = self.file_handle(ino, fh, true) {
             // Through the open file (its name may be gone or name another file now).
             let ttl = self.opts.attr_timeout;
             let epoch = self.sh.nodes.lock().epoch(ino);
@@ -338,7 +339,7 @@ impl Filesystem for OmxFs {
         reply: ReplyAttr,
     ) {
         let path = path_or!(self, ino, reply);
-        let fh = self.file_handle(ino, fh);
+        let fh = self.file_handle(ino, fh, false);
         let mut valid = 0;
         let mut flag = |present: bool, bit: u32| {
             if present {

@@ -513,6 +513,31 @@ mod tests {
     }
 
     #[test]
+    fn a_name_removed_or_renamed_over_detaches_its_node() {
+        let mut n = Nodes::new();
+        let a = n.looked_up(b"a".to_vec());
+        let b = n.looked_up(b"b".to_vec());
+        let c = n.looked_up(b"c".to_vec());
+        assert!(!n.detached(a) && !n.detached(b));
+        n.renamed(b"a", b"b");
+        assert!(!n.detached(a), "moved, still named");
+        assert!(n.detached(b), "renamed over");
+        assert_eq!(n.path(a).as_deref(), Some(&b"b"[..]));
+        n.removed(b"c");
+        assert!(n.detached(c));
+        // A new file at the old name is a new node, not detached.
+        let c2 = n.looked_up(b"c".to_vec());
+        assert_ne!(c2, c);
+        assert!(!n.detached(c2));
+        // An exchange (three renames through a temporary name) detaches neither.
+        let d = n.looked_up(b"d".to_vec());
+        n.renamed(b"d", b"\0exchange");
+        n.renamed(b"c", b"d");
+        n.renamed(b"\0exchange", b"c");
+        assert!(!n.detached(d) && !n.detached(c2));
+    }
+
+    #[test]
     fn a_made_directory_knows_its_names() {
         let mut n = Nodes::new();
         let d = n.looked_up(b"d".to_vec());

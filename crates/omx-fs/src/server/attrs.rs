@@ -16,7 +16,16 @@ impl Server {
                 // now: unlinked, or renamed over while open).
                 let fh = if r.at_end() { 0 } else { r.u64()? };
                 if fh != 0 {
-                    Attr::from_stat(&fstat(self.file(s, fh)?.fd.as_raw_fd())?).encode(&mut w)
+                    let st = match self.file(s, fh) {
+                        Ok(f) => fstat(f.fd.as_raw_fd())?,
+                        // An open directory's handle (one removed while open).
+                        Err(_) => {
+                            let d = s.dirs.lock().get(&fh).cloned().ok_or(libc::EBADF)?;
+                            let d = d.lock();
+                            fstat(d.fd())?
+                        }
+                    };
+                    Attr::from_stat(&st).encode(&mut w)
                 } else {
                     ex.lstat(path)?.encode(&mut w)
                 }
