@@ -607,6 +607,51 @@ def s_open_dirs(d):
     call("h2 content", get, f"{d}/h2")
 
 
+def s_misc(d):
+    """A rename onto a hard link of itself, a directory read and fsynced, chmod and
+    lchown through symlinks, FIFOs and sockets, huge sizes (the file system's EFBIG at
+    the write itself), directory times."""
+    import socket
+    put(f"{d}/a", b"A")
+    os.link(f"{d}/a", f"{d}/b")
+    call("rename onto own hard link", os.rename, f"{d}/a", f"{d}/b")
+    call("listing", lambda: sorted(os.listdir(d)))
+    call("nlink a, b", lambda: (os.stat(f"{d}/a").st_nlink, os.stat(f"{d}/b").st_nlink))
+    dfd = os.open(d, os.O_RDONLY)
+    call("read dir", os.read, dfd, 10)
+    call("fsync dir", os.fsync, dfd)
+    os.close(dfd)
+    os.symlink("a", f"{d}/sl")
+    call("chmod via symlink", os.chmod, f"{d}/sl", 0o600)
+    lst("a after chmod via symlink", f"{d}/a")
+    call("lchown symlink", os.lchown, f"{d}/sl", 123, 456)
+    lst("symlink after lchown", f"{d}/sl")
+    lst("a after lchown of symlink", f"{d}/a")
+    os.mkfifo(f"{d}/fifo")
+    call("fifo nonblock write no reader", os.open, f"{d}/fifo", os.O_WRONLY | os.O_NONBLOCK)
+    r = os.open(f"{d}/fifo", os.O_RDONLY | os.O_NONBLOCK)
+    w = os.open(f"{d}/fifo", os.O_WRONLY)
+    os.write(w, b"pipe")
+    call("fifo read", os.read, r, 10)
+    os.close(r)
+    os.close(w)
+    s = socket.socket(socket.AF_UNIX)
+    call("bind unix socket", s.bind, f"{d}/sock")
+    call("socket type", lambda: stat.S_ISSOCK(os.lstat(f"{d}/sock").st_mode))
+    s.close()
+    call("truncate 1 TiB", os.truncate, f"{d}/a", 1 << 40)
+    call("size", lambda: os.stat(f"{d}/a").st_size)
+    call("truncate 4 EiB", os.truncate, f"{d}/a", 1 << 62)
+    fd = os.open(f"{d}/a", os.O_RDWR)
+    call("pwrite at 16 TiB", os.pwrite, fd, b"x", 1 << 44)
+    call("pread far", os.pread, fd, 4, (1 << 40) - 2)
+    call("close", os.close, fd)
+    call("utime dir", os.utime, d, (5, 6))
+    call("dir times", lambda: (os.stat(d).st_atime, os.stat(d).st_mtime))
+    put(f"{d}/n", b"")
+    call("dir mtime after create", lambda: os.stat(d).st_mtime != 6)
+
+
 SCENARIOS = {n[2:]: f for n, f in dict(globals()).items() if n.startswith("s_")}
 # Differences documented under "Limits" in docs/FILES.md: run only when named.
 LIMITS = {n[2:]: f for n, f in dict(globals()).items() if n.startswith("l_")}

@@ -212,6 +212,9 @@ macro_rules! path_or {
 }
 pub(crate) use path_or;
 
+/// Writes ending past this offset are never behind (see `write`).
+const SYNC_BEYOND: u64 = 1 << 40;
+
 /// The longest name Linux file systems take (longer ones are always asked about).
 const NAME_MAX: usize = 255;
 
@@ -702,6 +705,9 @@ impl Filesystem for OmxFs {
         // Behind (answered now) unless the program asked for each write to be done
         // when it returns, or appends (a log other clients may append to as well:
         // each append on the server when it returns, as before).
+        // A write ending past SYNC_BEYOND waits for the server too: the file systems'
+        // size limits lie out there (ext4's 16 TiB), and its EFBIG is the write's, as
+        // locally, not the next call's.
         let synchronous = libc::O_SYNC | libc::O_DSYNC | libc::O_APPEND | libc::O_DIRECT;
         let behind = self
             .sh
@@ -709,7 +715,8 @@ impl Filesystem for OmxFs {
             .lock()
             .map
             .get(&fh)
-            .is_some_and(|h| h.flags & synchronous == 0);
+            .is_some_and(|h| h.flags & synchronous == 0)
+            && (offset as u64).saturating_add(data.len() as u64) <= SYNC_BEYOND;
         if !behind {
             return self.send_fh(fh, build, separate, 0, move |r| {
                 match body(r, |_, rd| rd.u32()) {
