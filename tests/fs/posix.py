@@ -496,53 +496,18 @@ def s_xattrs(d):
     note("getxattr small buffer", r, errno.errorcode.get(ctypes.get_errno()) if r < 0 else "")
 
 
-def s_users(d):
-    """Another user (uid/gid 1000) in a sticky directory of root's files: permission
-    checks, and the set-user-ID/set-group-ID bits of the files it creates."""
-    os.chmod(d, 0o1777)
-    put(f"{d}/rootfile", b"r")
-    os.chmod(f"{d}/rootfile", 0o644)
-    put(f"{d}/shared", b"s")
-    os.chmod(f"{d}/shared", 0o666)
-    os.mkdir(f"{d}/rodir", 0o555)
+def as_user(f, uid=1000):
+    """Runs f in a child process as uid/gid `uid` (no other groups); its notes are added."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(r)
             out.clear()
-            os.setgid(1000)
-            os.setgroups([1000])
-            os.setuid(1000)
-            for mode, name in ((os.R_OK, "R"), (os.W_OK, "W"), (os.X_OK, "X")):
-                call("access " + name, os.access, f"{d}/rootfile", mode)
-            call("open W rootfile", os.open, f"{d}/rootfile", os.O_WRONLY)
-            call("unlink rootfile (sticky)", os.unlink, f"{d}/rootfile")
-            call("rename rootfile (sticky)", os.rename, f"{d}/rootfile", f"{d}/x")
-            call("unlink shared (sticky)", os.unlink, f"{d}/shared")
-            call("chmod rootfile", os.chmod, f"{d}/rootfile", 0o777)
-            put(f"{d}/mine", b"")
-            call("chown own to root", os.chown, f"{d}/mine", 0, -1)
-            call("chgrp own to a group not in", os.chown, f"{d}/mine", -1, 0)
-            lst("mine", f"{d}/mine")
-            call("create in rodir", os.open, f"{d}/rodir/x", os.O_CREAT | os.O_WRONLY, 0o644)
-            call("utime rootfile now", os.utime, f"{d}/rootfile")
-            call("utime rootfile set", os.utime, f"{d}/rootfile", (1, 1))
-            call("utime shared now", os.utime, f"{d}/shared")
-            call("utime shared set", os.utime, f"{d}/shared", (1, 1))
-            call("chmod own 2755", os.chmod, f"{d}/mine", 0o2755)
-            lst("mine 2755", f"{d}/mine")
-            fd = os.open(f"{d}/suid", os.O_CREAT | os.O_WRONLY, 0o6755)
-            fst("created 6755", fd)
-            os.write(fd, b"x")
-            os.close(fd)
-            lst("6755 after write", f"{d}/suid")
-            os.mknod(f"{d}/suid2", 0o4755 | stat.S_IFREG)
-            lst("mknod 4755", f"{d}/suid2")
-            call("truncate rootfile", os.truncate, f"{d}/rootfile", 0)
-            call("setxattr rootfile", os.setxattr, f"{d}/rootfile", "user.a", b"1")
-            call("mkdir in sticky", os.mkdir, f"{d}/udir")
-            call("rmdir rodir", os.rmdir, f"{d}/rodir")
+            os.setgid(uid)
+            os.setgroups([])
+            os.setuid(uid)
+            f()
             os.write(w, "\n".join(out).encode())
         finally:
             os._exit(0)
@@ -556,6 +521,50 @@ def s_users(d):
     os.close(r)
     os.waitpid(pid, 0)
     out.extend(got.decode().split("\n"))
+
+
+def s_users(d):
+    """Another user (uid/gid 1000) in a sticky directory of root's files: permission
+    checks, and the set-user-ID/set-group-ID bits of the files it creates."""
+    os.chmod(d, 0o1777)
+    put(f"{d}/rootfile", b"r")
+    os.chmod(f"{d}/rootfile", 0o644)
+    put(f"{d}/shared", b"s")
+    os.chmod(f"{d}/shared", 0o666)
+    os.mkdir(f"{d}/rodir", 0o555)
+
+    def child():
+        for mode, name in ((os.R_OK, "R"), (os.W_OK, "W"), (os.X_OK, "X")):
+            call("access " + name, os.access, f"{d}/rootfile", mode)
+        call("open W rootfile", os.open, f"{d}/rootfile", os.O_WRONLY)
+        call("unlink rootfile (sticky)", os.unlink, f"{d}/rootfile")
+        call("rename rootfile (sticky)", os.rename, f"{d}/rootfile", f"{d}/x")
+        call("unlink shared (sticky)", os.unlink, f"{d}/shared")
+        call("chmod rootfile", os.chmod, f"{d}/rootfile", 0o777)
+        put(f"{d}/mine", b"")
+        call("chown own to root", os.chown, f"{d}/mine", 0, -1)
+        call("chgrp own to a group not in", os.chown, f"{d}/mine", -1, 0)
+        lst("mine", f"{d}/mine")
+        call("create in rodir", os.open, f"{d}/rodir/x", os.O_CREAT | os.O_WRONLY, 0o644)
+        call("utime rootfile now", os.utime, f"{d}/rootfile")
+        call("utime rootfile set", os.utime, f"{d}/rootfile", (1, 1))
+        call("utime shared now", os.utime, f"{d}/shared")
+        call("utime shared set", os.utime, f"{d}/shared", (1, 1))
+        call("chmod own 2755", os.chmod, f"{d}/mine", 0o2755)
+        lst("mine 2755", f"{d}/mine")
+        fd = os.open(f"{d}/suid", os.O_CREAT | os.O_WRONLY, 0o6755)
+        fst("created 6755", fd)
+        os.write(fd, b"x")
+        os.close(fd)
+        lst("6755 after write", f"{d}/suid")
+        os.mknod(f"{d}/suid2", 0o4755 | stat.S_IFREG)
+        lst("mknod 4755", f"{d}/suid2")
+        call("truncate rootfile", os.truncate, f"{d}/rootfile", 0)
+        call("setxattr rootfile", os.setxattr, f"{d}/rootfile", "user.a", b"1")
+        call("mkdir in sticky", os.mkdir, f"{d}/udir")
+        call("rmdir rodir", os.rmdir, f"{d}/rodir")
+
+    as_user(child)
 
 
 def s_open_dirs(d):
@@ -650,6 +659,39 @@ def s_misc(d):
     call("dir times", lambda: (os.stat(d).st_atime, os.stat(d).st_mtime))
     put(f"{d}/n", b"")
     call("dir mtime after create", lambda: os.stat(d).st_mtime != 6)
+
+
+def s_user_open_modes(d):
+    """d_type in listings; another user's descriptors outliving the file's mode: a file
+    created 0444 written and truncated through its descriptor, one made 000 while open."""
+    os.chmod(d, 0o777)
+    os.mkdir(f"{d}/sub")
+    os.symlink("sub", f"{d}/sl")
+    put(f"{d}/f", b"")
+    os.mkfifo(f"{d}/p")
+    with os.scandir(d) as it:
+        call("d_types", lambda: sorted((e.name, e.is_dir(follow_symlinks=False), e.is_symlink(),
+                                        e.is_file(follow_symlinks=False)) for e in it))
+
+    def child():
+        fd = os.open(f"{d}/ro", os.O_CREAT | os.O_RDWR, 0o444)
+        call("write to 0444 created fd", os.write, fd, b"abc")
+        call("ftruncate 0444 fd", os.ftruncate, fd, 1)
+        call("fchmod own", os.fchmod, fd, 0o400)
+        call("futimes own", os.utime, fd, (1, 2))
+        fst("fstat", fd)
+        os.close(fd)
+        call("reopen 0400 for write", os.open, f"{d}/ro", os.O_WRONLY)
+        call("open O_TRUNC 0400", os.open, f"{d}/ro", os.O_RDONLY | os.O_TRUNC)
+        fd = os.open(f"{d}/w", os.O_CREAT | os.O_WRONLY, 0o600)
+        os.write(fd, b"hello")
+        os.fchmod(fd, 0o000)
+        call("write after fchmod 000", os.write, fd, b"!")
+        os.close(fd)
+        call("open 000", os.open, f"{d}/w", os.O_RDONLY)
+        call("stat 000", lambda: os.stat(f"{d}/w").st_size)
+
+    as_user(child)
 
 
 SCENARIOS = {n[2:]: f for n, f in dict(globals()).items() if n.startswith("s_")}
