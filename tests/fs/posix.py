@@ -272,16 +272,21 @@ def s_names(d):
     call("rename newline", os.rename, f"{d}/a\nb", f"{d}/c\nd")
     call("symlink non-utf8", os.symlink, b"\xff\xfe target", os.fsencode(d) + b"/\xffl")
     call("readlink non-utf8", os.readlink, os.fsencode(d) + b"/\xffl")
-    # deep path near PATH_MAX
-    p = d
-    depth = 0
-    while len(os.fsencode(p)) < 3900:
-        p = p + "/" + "d" * 200
+    # a relative path near PATH_MAX (relative: the same length whatever DIR is)
+    cwd = os.getcwd()
+    os.chdir(d)
+    try:
+        p = "d" * 200
         os.mkdir(p)
-        depth += 1
-    call("deep create", put, p + "/f", b"deep")
-    call("deep read", get, p + "/f")
-    call("too long path", os.stat, p + "/" + "x" * 250)
+        for _ in range(19):
+            p = p + "/" + "d" * 200
+            os.mkdir(p)
+        call("deep path length", len, p + "/" + "f" * 80)
+        call("deep create", put, p + "/" + "f" * 80, b"deep")
+        call("deep read", get, p + "/" + "f" * 80)
+        call("too long path", os.stat, p + "/" + "x" * 250)
+    finally:
+        os.chdir(cwd)
     call("dot names", os.mkdir, f"{d}/.")
     call("empty name", os.stat, "")
 
