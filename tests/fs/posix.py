@@ -281,9 +281,9 @@ def s_names(d):
         for _ in range(19):
             p = p + "/" + "d" * 200
             os.mkdir(p)
-        call("deep path length", len, p + "/" + "f" * 80)
-        call("deep create", put, p + "/" + "f" * 80, b"deep")
-        call("deep read", get, p + "/" + "f" * 80)
+        call("deep path length", len, p + "/" + "f" * 60)
+        call("deep create", put, p + "/" + "f" * 60, b"deep")
+        call("deep read", get, p + "/" + "f" * 60)
         call("too long path", os.stat, p + "/" + "x" * 250)
     finally:
         os.chdir(cwd)
