@@ -51,6 +51,7 @@ impl OmxFs {
     pub fn new(conn: Arc<Conn>, opts: Options) -> OmxFs {
         let sh = Arc::new(Shared {
             conn,
+            notifier: Arc::new(std::sync::OnceLock::new()),
             nodes: Mutex::new(Nodes::new()),
             handles: Mutex::new(Handles::default()),
             behind: Default::default(),
@@ -61,6 +62,13 @@ impl OmxFs {
         let s = sh.clone();
         std::thread::spawn(move || s.run_releases());
         OmxFs { sh, opts }
+    }
+
+    /// Where the mount's session notifier goes once the session exists (the kernel is
+    /// told to drop attributes it caches that a change made stale: a hard link's
+    /// source's link count).
+    pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.sh.notifier.clone()
     }
 
     fn path(&self, ino: u64) -> Option<Vec<u8>> {
@@ -131,7 +139,17 @@ impl OmxFs {
 
     /// A request answered with an attribute that names a (new) entry at `path`.
     /// A request that makes entry `path` in directory `parent` (a directory: `dir`).
-    fn entry(&self, w: Writer, parent: u64, path: Vec<u8>, dir: bool, reply: ReplyEntry) {
+    /// `stale`: a node whose attributes in the kernel the change made stale (a link's
+    /// source: another node, as nodes are paths), dropped once it is answered.
+    fn entry(
+        &self,
+        w: Writer,
+        parent: u64,
+        path: Vec<u8>,
+        dir: bool,
+        stale: Option<u64>,
+        reply: ReplyEntry,
+    ) {
         let (sh, ttl, asked) = (self.sh.clone(), self.opts.entry_timeout, Instant::now());
         let epoch = self.sh.nodes.lock().change_sent(parent);
         let made = |_: &Reply, rd: &mut Reader| {
@@ -151,8 +169,15 @@ impl OmxFs {
                 if dir && (own.is_some() || change.is_none()) {
                     nodes.made_dir(ino, asked, own);
                 }
+                if let Some(src) = stale {
+                    nodes.changed(src);
+                }
                 drop(nodes);
-                reply.entry(&ttl, &file_attr(ino, &a), 0)
+                reply.entry(&ttl, &file_attr(ino, &a), 0);
+                if let (Some(src), Some(n)) = (stale, sh.notifier.get()) {
+                    // Attributes only (offset < 0): its pages stay.
+                    let _ = n.inval_inode(src, -1, 0);
+                }
             }
             Err(e) => {
                 let mut nodes = sh.nodes.lock();
@@ -428,7 +453,7 @@ impl Filesystem for OmxFs {
             .u32(rdev)
             .u32(req_.uid())
             .u32(req_.gid());
-        self.entry(w, parent, path, false, reply);
+        self.entry(w, parent, path, false, None, reply);
     }
 
     fn mkdir(
@@ -443,7 +468,7 @@ impl Filesystem for OmxFs {
         let path = join(&path_or!(self, parent, reply), name);
         let mut w = req(Op::Mkdir);
         w.bytes(&path).u32(mode).u32(req_.uid()).u32(req_.gid());
-        self.entry(w, parent, path, true, reply);
+        self.entry(w, parent, path, true, None, reply);
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -466,7 +491,7 @@ impl Filesystem for OmxFs {
         let mut w = req(Op::Symlink);
         w.bytes(&path).bytes(target.as_os_str().as_bytes());
         w.u32(req_.uid()).u32(req_.gid());
-        self.entry(w, parent, path, false, reply);
+        self.entry(w, parent, path, false, None, reply);
     }
 
     fn rename(
@@ -536,7 +561,7 @@ impl Filesystem for OmxFs {
         self.changed(&[ino]);
         let mut w = req(Op::Link);
         w.bytes(&from).bytes(&to);
-        self.entry(w, newparent, to, false, reply);
+        self.entry(w, newparent, to, false, Some(ino), reply);
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
