@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs one-dir-procs exerciser-faults tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -115,6 +115,17 @@ if want exerciser-faults; then
     on "$client_pid" python3 "$here/exercise.py" "$tmp/m2/exfp" "$tmp/ref/exfp" 31 40 3 >>"$log/exf" 2>&1 &&
     on "$client_pid" python3 "$here/onedir.py" "$tmp/m2/onedirf" "$tmp/export/data/onedirf" 51 60 3 >>"$log/exf" 2>&1
   report exerciser-faults $? "$log/exf" "$log/client2"
+fi
+if want posix; then
+  # Edge cases of POSIX/Linux semantics (tests/fs/posix.py: open files unlinked or
+  # renamed over, O_APPEND, holes, fallocate modes, link counts, utimensat, umask,
+  # set-group-ID directories, long and odd names, readdir while changing, rename
+  # errors and flags, mmap, locks, open flags, xattrs): the transcript on the mount
+  # equals the one in a local directory of the export's own file system.
+  on "$c1" python3 "$here/posix.py" "$m/posix" >"$log/posix.mnt" 2>&1
+  python3 "$here/posix.py" "$tmp/ref/posix" >"$log/posix.ref" 2>&1
+  diff "$log/posix.ref" "$log/posix.mnt" >"$log/posix.diff"
+  report posix $? "$log/posix.diff"
 fi
 if want tar; then
   (cd "$root" && git ls-files -z crates docs | tar --null -T - -cf "$tmp/src.tar") &&

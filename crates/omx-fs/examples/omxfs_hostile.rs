@@ -202,6 +202,30 @@ fn main() {
     w.bytes(b"").u64(0);
     p.expect("a setattr cut short", w, libc::EPROTO, None, true);
     let id = p.id();
+    let mut w = Writer::request(Op::Lseek, session, id);
+    w.u64(999_999).i64(0).u32(libc::SEEK_DATA as u32);
+    p.expect(
+        "an lseek of a handle never opened",
+        w,
+        libc::EBADF,
+        None,
+        false,
+    );
+    let id = p.id();
+    let mut w = Writer::request(Op::Lseek, session, id);
+    w.u64(999_999).i64(0).u32(7);
+    p.expect("an lseek with a bad whence", w, libc::EINVAL, None, false);
+    let id = p.id();
+    let mut w = Writer::request(Op::Getattr, session, id);
+    w.bytes(b"").u64(999_999);
+    p.expect(
+        "a getattr of a handle never opened",
+        w,
+        libc::EBADF,
+        None,
+        false,
+    );
+    let id = p.id();
     let mut w = Writer::request(Op::Readdir, session, id);
     w.u64(999_999).i64(0).u32(8192);
     p.expect(

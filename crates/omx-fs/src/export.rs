@@ -35,9 +35,10 @@ fn cstr(b: &[u8]) -> R<CString> {
     CString::new(b).map_err(|_| libc::EINVAL)
 }
 
-/// A path component a client may name: not empty, `.`, `..`, and without `/`.
+/// A path component a client may name: not empty, `.`, `..`, and without `/`. Its
+/// length is the server's file system's to refuse (`ENAMETOOLONG`, as locally).
 fn valid_name(n: &[u8]) -> bool {
-    !n.is_empty() && n != b"." && n != b".." && !n.contains(&b'/') && n.len() <= 255
+    !n.is_empty() && n != b"." && n != b".." && !n.contains(&b'/')
 }
 
 /// Checks every component of a relative path (empty = the export's root).
@@ -309,6 +310,11 @@ impl Export {
         atime: (i64, u32),
         mtime: (i64, u32),
     ) -> R<Attr> {
+        if let Some(fd) = file {
+            // Through the open file: it may have no name any more (unlinked, or renamed
+            // over while open), as a local fchmod/ftruncate/futimens acts on the inode.
+            return self.setattr_fd(fd, valid, mode, uid, gid, size, atime, mtime);
+        }
         if valid & set::MODE != 0 {
             // chmod through the descriptor's /proc link: the path is resolved beneath
             // the export, and a symlink (ELOOP) has no mode to change.
@@ -338,19 +344,9 @@ impl Export {
             check(unsafe { libc::ftruncate(fd, size as i64) })?;
         }
         if valid & (set::ATIME | set::ATIME_NOW | set::MTIME | set::MTIME_NOW) != 0 {
-            let ts = |given: bool, now: bool, t: (i64, u32)| libc::timespec {
-                tv_sec: t.0,
-                tv_nsec: if now {
-                    libc::UTIME_NOW
-                } else if given {
-                    t.1 as i64
-                } else {
-                    libc::UTIME_OMIT
-                },
-            };
             let times = [
-                ts(valid & set::ATIME != 0, valid & set::ATIME_NOW != 0, atime),
-                ts(valid & set::MTIME != 0, valid & set::MTIME_NOW != 0, mtime),
+                times_of(valid & set::ATIME != 0, valid & set::ATIME_NOW != 0, atime),
+                times_of(valid & set::MTIME != 0, valid & set::MTIME_NOW != 0, mtime),
             ];
             if rel.is_empty() {
                 // SAFETY: valid descriptor and times.
@@ -371,6 +367,44 @@ impl Export {
             }
         }
         self.lstat(rel)
+    }
+
+    /// [`Export::setattr`] on an open file's descriptor.
+    #[allow(clippy::too_many_arguments)]
+    fn setattr_fd(
+        &self,
+        fd: RawFd,
+        valid: u32,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        size: u64,
+        atime: (i64, u32),
+        mtime: (i64, u32),
+    ) -> R<Attr> {
+        if valid & set::MODE != 0 {
+            // SAFETY: plain syscall on a descriptor.
+            check(unsafe { libc::fchmod(fd, mode & 0o7777) })?;
+        }
+        if valid & (set::UID | set::GID) != 0 {
+            let u = if valid & set::UID != 0 { uid } else { u32::MAX };
+            let g = if valid & set::GID != 0 { gid } else { u32::MAX };
+            // SAFETY: plain syscall on a descriptor.
+            check(unsafe { libc::fchown(fd, u, g) })?;
+        }
+        if valid & set::SIZE != 0 {
+            // SAFETY: plain syscall on a descriptor.
+            check(unsafe { libc::ftruncate(fd, size as i64) })?;
+        }
+        if valid & (set::ATIME | set::ATIME_NOW | set::MTIME | set::MTIME_NOW) != 0 {
+            let times = [
+                times_of(valid & set::ATIME != 0, valid & set::ATIME_NOW != 0, atime),
+                times_of(valid & set::MTIME != 0, valid & set::MTIME_NOW != 0, mtime),
+            ];
+            // SAFETY: valid descriptor and times.
+            check(unsafe { libc::futimens(fd, times.as_ptr()) })?;
+        }
+        Ok(Attr::from_stat(&fstat(fd)?))
     }
 
     /// Runs an `*at` call on the parent of `rel` and its last component.
@@ -404,8 +438,29 @@ impl Export {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             let _ = self.at(rel, |d, n| {
+                // In a set-group-ID directory the new object keeps the directory's group
+                // (the server's kernel gave it), as a local create does.
+                let gid = match fstat(d) {
+                    Ok(st) if st.st_mode & libc::S_ISGID != 0 => u32::MAX,
+                    _ => gid,
+                };
+                // SAFETY: zeroed stat is a valid out-parameter; valid dirfd and name.
+                let made = unsafe {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    (libc::fstatat(d, n, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0).then_some(st)
+                };
                 // SAFETY: valid dirfd and name.
-                unsafe { libc::fchownat(d, n, uid, gid, libc::AT_SYMLINK_NOFOLLOW) }
+                let r = unsafe { libc::fchownat(d, n, uid, gid, libc::AT_SYMLINK_NOFOLLOW) };
+                // The chown dropped a regular file's set-user-ID and set-group-ID bits,
+                // which a local mknod keeps: given back.
+                if let Some(st) = made.filter(|st| {
+                    st.st_mode & libc::S_IFMT == libc::S_IFREG
+                        && st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0
+                }) {
+                    // SAFETY: valid dirfd and name.
+                    unsafe { libc::fchmodat(d, n, st.st_mode & 0o7777, 0) };
+                }
+                r
             });
         }
     }
@@ -514,6 +569,20 @@ impl Export {
 }
 
 /// Result of a size-returning libc call.
+/// A `utimensat` time: given, now, or left as it is.
+fn times_of(given: bool, now: bool, t: (i64, u32)) -> libc::timespec {
+    libc::timespec {
+        tv_sec: t.0,
+        tv_nsec: if now {
+            libc::UTIME_NOW
+        } else if given {
+            t.1 as i64
+        } else {
+            libc::UTIME_OMIT
+        },
+    }
+}
+
 fn lstat_at(dir: RawFd, name: &CString) -> Option<libc::stat> {
     // SAFETY: zeroed stat is a valid out-parameter.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };

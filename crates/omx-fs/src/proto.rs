@@ -73,7 +73,7 @@ ops! {
     Read = 15, Write = 16, Flush = 17, Fsync = 18, Release = 19, Opendir = 20,
     Readdir = 21, Releasedir = 22, Statfs = 23, Setxattr = 24, Getxattr = 25,
     Listxattr = 26, Removexattr = 27, Getlk = 28, Setlk = 29, Fallocate = 30, Mknod = 31,
-    CancelLockWait = 32, Readdirplus = 33,
+    CancelLockWait = 32, Readdirplus = 33, Lseek = 34,
 }
 
 impl Op {

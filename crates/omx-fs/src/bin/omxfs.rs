@@ -142,8 +142,10 @@ fn main() {
         mo.push(M::RO);
     }
     let fs = OmxFs::new(conn, a.opts);
+    let notifier = fs.notifier_slot();
     let mut session = fuser::Session::new(fs, &a.mountpoint, &mo)
         .unwrap_or_else(|e| die(&format!("mount {}: {e}", a.mountpoint)));
+    let _ = notifier.set(session.notifier());
     if let Some(mut n) = notify {
         let _ = n.write_all(b"1");
     }

@@ -51,6 +51,7 @@ impl OmxFs {
     pub fn new(conn: Arc<Conn>, opts: Options) -> OmxFs {
         let sh = Arc::new(Shared {
             conn,
+            notifier: Arc::new(std::sync::OnceLock::new()),
             nodes: Mutex::new(Nodes::new()),
             handles: Mutex::new(Handles::default()),
             behind: Default::default(),
@@ -61,6 +62,13 @@ impl OmxFs {
         let s = sh.clone();
         std::thread::spawn(move || s.run_releases());
         OmxFs { sh, opts }
+    }
+
+    /// Where the mount's session notifier goes once the session exists (the kernel is
+    /// told to drop attributes it caches that a change made stale: a hard link's
+    /// source's link count).
+    pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.sh.notifier.clone()
     }
 
     fn path(&self, ino: u64) -> Option<Vec<u8>> {
@@ -82,6 +90,21 @@ impl OmxFs {
         for p in paths {
             nodes.path_changed(p);
         }
+    }
+
+    /// The handle a `getattr`/`setattr` of `ino` goes through: the one the kernel gave,
+    /// else, when the node's name was removed through this client, any handle of it
+    /// still open (none: the path is used, and the server says it is gone).
+    /// (`GETATTR` also takes a directory's handle: a directory removed while open.)
+    fn file_handle(&self, ino: u64, given: Option<u64>, dirs: bool) -> Option<u64> {
+        if given.is_some() || !self.sh.nodes.lock().detached(ino) {
+            return given;
+        }
+        let hs = self.sh.handles.lock();
+        hs.map
+            .iter()
+            .find(|(_, h)| h.node == ino && (dirs || !h.dir))
+            .map(|(&fh, _)| fh)
     }
 
     /// Sends the request `w` (built once: it names no handle).
@@ -116,7 +139,17 @@ impl OmxFs {
 
     /// A request answered with an attribute that names a (new) entry at `path`.
     /// A request that makes entry `path` in directory `parent` (a directory: `dir`).
-    fn entry(&self, w: Writer, parent: u64, path: Vec<u8>, dir: bool, reply: ReplyEntry) {
+    /// `stale`: a node whose attributes in the kernel the change made stale (a link's
+    /// source: another node, as nodes are paths), dropped once it is answered.
+    fn entry(
+        &self,
+        w: Writer,
+        parent: u64,
+        path: Vec<u8>,
+        dir: bool,
+        stale: Option<u64>,
+        reply: ReplyEntry,
+    ) {
         let (sh, ttl, asked) = (self.sh.clone(), self.opts.entry_timeout, Instant::now());
         let epoch = self.sh.nodes.lock().change_sent(parent);
         let made = |_: &Reply, rd: &mut Reader| {
@@ -136,8 +169,15 @@ impl OmxFs {
                 if dir && (own.is_some() || change.is_none()) {
                     nodes.made_dir(ino, asked, own);
                 }
+                if let Some(src) = stale {
+                    nodes.changed(src);
+                }
                 drop(nodes);
-                reply.entry(&ttl, &file_attr(ino, &a), 0)
+                reply.entry(&ttl, &file_attr(ino, &a), 0);
+                if let (Some(src), Some(n)) = (stale, sh.notifier.get()) {
+                    // Attributes only (offset < 0): its pages stay.
+                    let _ = n.inval_inode(src, -1, 0);
+                }
             }
             Err(e) => {
                 let mut nodes = sh.nodes.lock();
@@ -197,6 +237,12 @@ macro_rules! path_or {
 }
 pub(crate) use path_or;
 
+/// Writes ending past this offset are never behind (see `write`).
+const SYNC_BEYOND: u64 = 1 << 40;
+
+/// The longest name Linux file systems take (longer ones are always asked about).
+const NAME_MAX: usize = 255;
+
 pub(crate) fn req(op: Op) -> Writer {
     Writer::request(op, 0, 0)
 }
@@ -234,7 +280,12 @@ impl Filesystem for OmxFs {
         // entry_timeout, as a positive one is: asked again, or created, without a
         // lookup first. In a directory this client made, no need to ask.
         let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
-        if let Some(left) = sh.nodes.lock().known_absent(parent, name.as_bytes(), ttl) {
+        // A name too long for the server's file system is its to refuse (ENAMETOOLONG).
+        let known = name.len() <= NAME_MAX;
+        if let Some(left) = known
+            .then(|| sh.nodes.lock().known_absent(parent, name.as_bytes(), ttl))
+            .flatten()
+        {
             return reply.entry(&left, &file_attr(0, &Attr::default()), 0);
         }
         let mut w = req(Op::Lookup);
@@ -253,8 +304,28 @@ impl Filesystem for OmxFs {
         self.sh.nodes.lock().forget(ino, nlookup);
     }
 
-    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
         let path = path_or!(self, ino, reply);
+        if let Some(fh) = self.file_handle(ino, fh, true) {
+            // Through the open file (its name may be gone or name another file now).
+            let ttl = self.opts.attr_timeout;
+            let epoch = self.sh.nodes.lock().epoch(ino);
+            let (sh, asked) = (self.sh.clone(), Instant::now());
+            let build = move |server_fh| {
+                let mut w = req(Op::Getattr);
+                w.bytes(&path).u64(server_fh);
+                w
+            };
+            return self.send_fh(fh, build, None, 0, move |r| {
+                match body(r, |_, rd| Attr::decode(rd)) {
+                    Ok(a) => {
+                        sh.nodes.lock().keep_attr(ino, epoch, a, asked);
+                        reply.attr(&ttl, &file_attr(ino, &a))
+                    }
+                    Err(e) => reply.error(e),
+                }
+            });
+        }
         let ttl = self.opts.attr_timeout;
         // Attributes a reply brought within the timeout (the kernel dropped its copy, as
         // it does before a chown): valid for what is left of it, as the kernel's were.
@@ -296,6 +367,7 @@ impl Filesystem for OmxFs {
         reply: ReplyAttr,
     ) {
         let path = path_or!(self, ino, reply);
+        let fh = self.file_handle(ino, fh, false);
         let mut valid = 0;
         let mut flag = |present: bool, bit: u32| {
             if present {
@@ -381,7 +453,7 @@ impl Filesystem for OmxFs {
             .u32(rdev)
             .u32(req_.uid())
             .u32(req_.gid());
-        self.entry(w, parent, path, false, reply);
+        self.entry(w, parent, path, false, None, reply);
     }
 
     fn mkdir(
@@ -396,7 +468,7 @@ impl Filesystem for OmxFs {
         let path = join(&path_or!(self, parent, reply), name);
         let mut w = req(Op::Mkdir);
         w.bytes(&path).u32(mode).u32(req_.uid()).u32(req_.gid());
-        self.entry(w, parent, path, true, reply);
+        self.entry(w, parent, path, true, None, reply);
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -419,7 +491,7 @@ impl Filesystem for OmxFs {
         let mut w = req(Op::Symlink);
         w.bytes(&path).bytes(target.as_os_str().as_bytes());
         w.u32(req_.uid()).u32(req_.gid());
-        self.entry(w, parent, path, false, reply);
+        self.entry(w, parent, path, false, None, reply);
     }
 
     fn rename(
@@ -489,7 +561,7 @@ impl Filesystem for OmxFs {
         self.changed(&[ino]);
         let mut w = req(Op::Link);
         w.bytes(&from).bytes(&to);
-        self.entry(w, newparent, to, false, reply);
+        self.entry(w, newparent, to, false, Some(ino), reply);
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
@@ -658,6 +730,9 @@ impl Filesystem for OmxFs {
         // Behind (answered now) unless the program asked for each write to be done
         // when it returns, or appends (a log other clients may append to as well:
         // each append on the server when it returns, as before).
+        // A write ending past SYNC_BEYOND waits for the server too: the file systems'
+        // size limits lie out there (ext4's 16 TiB), and its EFBIG is the write's, as
+        // locally, not the next call's.
         let synchronous = libc::O_SYNC | libc::O_DSYNC | libc::O_APPEND | libc::O_DIRECT;
         let behind = self
             .sh
@@ -665,7 +740,8 @@ impl Filesystem for OmxFs {
             .lock()
             .map
             .get(&fh)
-            .is_some_and(|h| h.flags & synchronous == 0);
+            .is_some_and(|h| h.flags & synchronous == 0)
+            && (offset as u64).saturating_add(data.len() as u64) <= SYNC_BEYOND;
         if !behind {
             return self.send_fh(fh, build, separate, 0, move |r| {
                 match body(r, |_, rd| rd.u32()) {
@@ -979,6 +1055,30 @@ impl Filesystem for OmxFs {
             w
         };
         self.empty_fh(fh, build, reply);
+    }
+
+    fn lseek(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        // The kernel sends only SEEK_DATA and SEEK_HOLE: answered by the server's file
+        // system, which knows the holes (writes behind reach it first).
+        let build = move |fh| {
+            let mut w = req(Op::Lseek);
+            w.u64(fh).i64(offset).u32(whence as u32);
+            w
+        };
+        self.send_fh(fh, build, None, 0, move |r| {
+            match body(r, |_, rd| rd.i64()) {
+                Ok(at) => reply.offset(at),
+                Err(e) => reply.error(e),
+            }
+        });
     }
 }
 

@@ -39,6 +39,10 @@ pub struct Node {
     /// Bumped at every change of the file's data through this client (write, setattr,
     /// fallocate): an open sent before one does not vouch for the pages.
     data_epoch: u64,
+    /// Its name was removed through this client (unlinked, or renamed over) while the
+    /// kernel still holds it: the path names something else or nothing, so the node's
+    /// attributes come from one of its open handles, as a local `fstat` does.
+    pub detached: bool,
 }
 
 /// The attributes that say a file's data is unchanged.
@@ -73,6 +77,7 @@ impl Node {
             busy_max: 0,
             pages: None,
             data_epoch: 0,
+            detached: false,
         }
     }
 }
@@ -374,14 +379,30 @@ impl Nodes {
 
     pub fn removed(&mut self, path: &[u8]) {
         self.name_gone(path);
-        self.by_path.remove(path);
+        self.detach(path);
+    }
+
+    /// The node at `path` no longer has that name.
+    fn detach(&mut self, path: &[u8]) {
+        if let Some(id) = self.by_path.remove(path) {
+            if let Some(n) = self.by_id.get_mut(&id) {
+                n.detached = true;
+                n.attr = None;
+                n.epoch += 1;
+            }
+        }
+    }
+
+    /// Whether `ino`'s name was removed through this client.
+    pub fn detached(&self, ino: u64) -> bool {
+        self.by_id.get(&ino).is_some_and(|n| n.detached)
     }
 
     /// `from` (and everything below it) is now `to`.
     pub fn renamed(&mut self, from: &[u8], to: &[u8]) {
         self.name_gone(from);
         self.name_exists(to);
-        self.by_path.remove(to);
+        self.detach(to);
         let mut prefix = from.to_vec();
         prefix.push(b'/');
         for (id, node) in self.by_id.iter_mut() {
@@ -489,6 +510,31 @@ mod tests {
         n.data_changed(f);
         assert!(!n.opened(f, before, &a));
         assert!(!n.opened(f, n.data_epoch(f), &a), "no basis was recorded");
+    }
+
+    #[test]
+    fn a_name_removed_or_renamed_over_detaches_its_node() {
+        let mut n = Nodes::new();
+        let a = n.looked_up(b"a".to_vec());
+        let b = n.looked_up(b"b".to_vec());
+        let c = n.looked_up(b"c".to_vec());
+        assert!(!n.detached(a) && !n.detached(b));
+        n.renamed(b"a", b"b");
+        assert!(!n.detached(a), "moved, still named");
+        assert!(n.detached(b), "renamed over");
+        assert_eq!(n.path(a).as_deref(), Some(&b"b"[..]));
+        n.removed(b"c");
+        assert!(n.detached(c));
+        // A new file at the old name is a new node, not detached.
+        let c2 = n.looked_up(b"c".to_vec());
+        assert_ne!(c2, c);
+        assert!(!n.detached(c2));
+        // An exchange (three renames through a temporary name) detaches neither.
+        let d = n.looked_up(b"d".to_vec());
+        n.renamed(b"d", b"\0exchange");
+        n.renamed(b"c", b"d");
+        n.renamed(b"\0exchange", b"c");
+        assert!(!n.detached(d) && !n.detached(c2));
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub struct Handles {
 /// What requests are built from, shared with the completion thread and with retries.
 pub struct Shared {
     pub conn: Arc<Conn>,
+    /// The session's notifier, once mounted: tells the kernel to drop what it caches.
+    pub notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     pub nodes: Mutex<Nodes>,
     pub handles: Mutex<Handles>,
     pub behind: Mutex<Behind>,

@@ -29,7 +29,7 @@ impl OmxFs {
             .bytes(name.as_bytes())
             .bytes(value)
             .u32(flags as u32);
-        self.empty_node(w, ino, reply);
+        self.empty_xattr(w, ino, reply);
     }
 
     pub(super) fn get_xattr(&self, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -42,7 +42,7 @@ impl OmxFs {
         w.bytes(&path).bytes(&name).u32(size);
         // An absent attribute is remembered for the attribute timeout.
         let (sh, ttl) = (self.sh.clone(), self.opts.attr_timeout);
-        self.send(w, move |r| {
+        self.send_xattr(w, ino, move |r| {
             if matches!(r, Err(libc::ENODATA)) {
                 let until = Instant::now() + ttl;
                 sh.nodes.lock().set_xattr_absent(ino, &name, until);
@@ -56,7 +56,7 @@ impl OmxFs {
         let mut w = req(Op::Listxattr);
         w.bytes(&path).u32(size);
         let sh = self.sh.clone();
-        self.send(w, move |r| {
+        self.send_xattr(w, ino, move |r| {
             xattr_answer(r.map_err(|e| stale(&sh, ino, e)), size, reply)
         });
     }
@@ -67,7 +67,39 @@ impl OmxFs {
         self.sh.nodes.lock().xattrs_changed(ino);
         let mut w = req(Op::Removexattr);
         w.bytes(&path).bytes(name.as_bytes());
-        self.empty_node(w, ino, reply);
+        self.empty_xattr(w, ino, reply);
+    }
+
+    /// A request on `ino`'s path, or, when its name was removed through this client,
+    /// on one of its open handles (appended: the server uses its descriptor).
+    fn send_xattr(
+        &self,
+        w: Writer,
+        ino: u64,
+        done: impl FnOnce(Result<Reply, i32>) + Send + 'static,
+    ) {
+        match self.file_handle(ino, None, true) {
+            Some(fh) => {
+                let w = w.0;
+                let build = move |server_fh| {
+                    let mut w = Writer(w.clone());
+                    w.u64(server_fh);
+                    w
+                };
+                self.send_fh(fh, build, None, 0, done)
+            }
+            None => self.send(w, done),
+        }
+    }
+
+    fn empty_xattr(&self, w: Writer, ino: u64, reply: ReplyEmpty) {
+        if self.file_handle(ino, None, true).is_none() {
+            return self.empty_node(w, ino, reply);
+        }
+        self.send_xattr(w, ino, move |r| match r {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(e),
+        });
     }
 }
 

@@ -5,6 +5,14 @@ use super::*;
 pub(super) struct Dir {
     stream: *mut libc::DIR,
 }
+impl Dir {
+    /// The stream's descriptor.
+    pub(super) fn fd(&self) -> i32 {
+        // SAFETY: the stream is valid while `self` lives.
+        unsafe { libc::dirfd(self.stream) }
+    }
+}
+
 // SAFETY: a DIR stream is used under its Mutex by one thread at a time.
 unsafe impl Send for Dir {}
 

@@ -39,7 +39,19 @@ impl Server {
                         ex.in_dir_attr(path, || ex.open_beneath(path, flags, mode))?;
                     // SAFETY: geteuid has no preconditions; fchown on an owned fd.
                     if unsafe { libc::geteuid() } == 0 {
+                        // A set-group-ID directory's group stays (as a local create).
+                        let gid = if parent.mode & libc::S_ISGID != 0 {
+                            u32::MAX
+                        } else {
+                            gid
+                        };
+                        let made = fstat(fd.as_raw_fd())?;
                         unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) };
+                        // The chown dropped the set-user-ID and set-group-ID bits a local
+                        // create keeps: given back.
+                        if made.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
+                            unsafe { libc::fchmod(fd.as_raw_fd(), made.st_mode & 0o7777) };
+                        }
                     }
                     let (fh, attr) = self.add_file(s, fd)?;
                     w.u64(fh);
@@ -176,6 +188,19 @@ impl Server {
                 check_fd(unsafe {
                     libc::fallocate(f.fd.as_raw_fd(), mode as i32, off as i64, len as i64)
                 })?;
+            }
+            Op::Lseek => {
+                // SEEK_DATA / SEEK_HOLE (the kernel answers the other whences itself): the
+                // server's file system knows the holes. Reads and writes are positional,
+                // so the descriptor's own offset moving is harmless.
+                let (fh, off, whence) = (r.u64()?, r.i64()?, r.u32()?);
+                if whence != libc::SEEK_DATA as u32 && whence != libc::SEEK_HOLE as u32 {
+                    return Err(Dispatch::Errno(libc::EINVAL));
+                }
+                let f = self.file(s, fh)?;
+                // SAFETY: plain syscall on a descriptor.
+                let at = unsafe { libc::lseek(f.fd.as_raw_fd(), off, whence as i32) };
+                w.i64(crate::export::sized(at as isize)? as i64);
             }
             _ => unreachable!("dispatched by family"),
         }

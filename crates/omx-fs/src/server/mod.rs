@@ -360,7 +360,8 @@ impl Server {
             | Op::Flush
             | Op::Fsync
             | Op::Release
-            | Op::Fallocate => self.file_op(call, r),
+            | Op::Fallocate
+            | Op::Lseek => self.file_op(call, r),
             Op::Opendir | Op::Readdir | Op::Readdirplus | Op::Releasedir => self.dir_op(call, r),
             Op::Getlk | Op::Setlk | Op::CancelLockWait => self.lock_op(call, r),
         }
