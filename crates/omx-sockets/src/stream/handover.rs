@@ -235,6 +235,16 @@ impl Conn {
         if rx.offset < rx.leftover.len() {
             return true;
         }
+        if matches!(rx.mode, RxMode::AwaitHello) {
+            // The server's hello makes the kernel socket readable, but it is ours to
+            // read: take it now (the stream moves to omx) and report only the stream's
+            // own bytes, as TCP's POLLIN does. A plain stream's bytes are the program's.
+            match self.look_for_hello(&mut rx, false) {
+                Ok(true) if matches!(rx.mode, RxMode::AwaitHello) => return false,
+                Ok(true) => {}
+                _ => return true,
+            }
+        }
         match rx.mode {
             RxMode::Omx => {
                 if self.message_waiting(&rx) {
