@@ -148,6 +148,16 @@ fn initialized() -> bool {
     GLOBAL.lock().is_ok_and(|g| g.initialized)
 }
 
+/// The runtime for the calls that need the library initialised (between `mx_init`
+/// and `mx_finalize`, as in MX: `MX_NOT_INITIALIZED` before and after).
+fn runtime() -> Option<std::sync::Arc<omx_runtime::Runtime>> {
+    if initialized() {
+        omx_runtime::Runtime::global().ok()
+    } else {
+        None
+    }
+}
+
 fn live_slots() -> &'static [AtomicUsize] {
     &LIVE[..LIVE_USED.load(Ordering::Acquire)]
 }
