@@ -321,8 +321,11 @@ unsafe fn segment_list<T>(
     count: u32,
     conv: impl Fn(&T) -> Result<Segment, SegsError>,
 ) -> Result<Segs, SegsError> {
-    if count > MX_MAX_SEGMENTS || (count > 0 && list.is_null()) {
+    if count > MX_MAX_SEGMENTS {
         return Err((MX_BAD_SEG_CNT, "more than 256 segments"));
+    }
+    if count > 0 && list.is_null() {
+        return Err((MX_BAD_SEG_LIST, "null segment list"));
     }
     let segs = if count == 0 {
         &[][..]
