@@ -3,7 +3,7 @@
 
 use crate::*;
 use omx_proto::{RequestKind, StatusCode};
-use omx_runtime::{Error as RtError, Runtime};
+use omx_runtime::Error as RtError;
 use std::ffi::{c_char, c_void};
 use std::time::Duration;
 
@@ -219,7 +219,7 @@ pub unsafe extern "C" fn mx_hostname_to_nic_id(name: *mut c_char, nic_id: *mut u
     if name.is_null() || nic_id.is_null() {
         return fail(None, MX_BAD_INFO_VAL, "null argument");
     }
-    let Ok(rt) = Runtime::global() else {
+    let Some(rt) = runtime() else {
         return fail(None, MX_NOT_INITIALIZED, "not initialised");
     };
     match rt.hostname_to_nic_id(&cstr(name), NAME_WAIT) {
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn mx_nic_id_to_hostname(nic_id: u64, name: *mut c_char) -
     if name.is_null() {
         return fail(None, MX_BAD_INFO_VAL, "null buffer");
     }
-    let Ok(rt) = Runtime::global() else {
+    let Some(rt) = runtime() else {
         return fail(None, MX_NOT_INITIALIZED, "not initialised");
     };
     let known = rt
@@ -256,7 +256,7 @@ pub unsafe extern "C" fn mx_nic_id_to_hostname(nic_id: u64, name: *mut c_char) -
 
 #[no_mangle]
 pub unsafe extern "C" fn mx_board_number_to_nic_id(board: u32, nic_id: *mut u64) -> MxReturn {
-    let Ok(rt) = Runtime::global() else {
+    let Some(rt) = runtime() else {
         return fail(None, MX_NOT_INITIALIZED, "not initialised");
     };
     match rt.board(board) {
@@ -270,7 +270,7 @@ pub unsafe extern "C" fn mx_board_number_to_nic_id(board: u32, nic_id: *mut u64)
 
 #[no_mangle]
 pub unsafe extern "C" fn mx_nic_id_to_board_number(nic_id: u64, board: *mut u32) -> MxReturn {
-    let Ok(rt) = Runtime::global() else {
+    let Some(rt) = runtime() else {
         return fail(None, MX_NOT_INITIALIZED, "not initialised");
     };
     match rt.boards.iter().find(|b| b.nic_id == nic_id) {
@@ -293,7 +293,7 @@ pub unsafe extern "C" fn omx_resolve_node(
     if node.is_null() || nic_id.is_null() {
         return fail(None, MX_BAD_PARAM_VAL, "null argument");
     }
-    let Ok(rt) = Runtime::global() else {
+    let Some(rt) = runtime() else {
         return fail(None, MX_NOT_INITIALIZED, "not initialised");
     };
     let wait = Duration::from_millis(timeout_ms as u64);

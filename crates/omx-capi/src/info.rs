@@ -1,7 +1,7 @@
 //! `mx_get_info`: board, endpoint and counter information (keys of MX 1.2).
 
 use crate::types::*;
-use crate::{endpoint, fail, CEndpoint};
+use crate::{endpoint, fail, runtime, CEndpoint};
 use omx_proto::Counters;
 use omx_runtime::Runtime;
 use std::ffi::c_void;
@@ -56,7 +56,7 @@ pub unsafe extern "C" fn mx_get_info(
     if out.is_null() {
         return fail(ep, MX_BAD_INFO_VAL, "null output buffer");
     }
-    let Ok(rt) = Runtime::global() else {
+    let Some(rt) = runtime() else {
         return fail(ep, MX_NOT_INITIALIZED, "not initialised");
     };
     let names = Counters::NAMES;

@@ -148,6 +148,16 @@ fn initialized() -> bool {
     GLOBAL.lock().is_ok_and(|g| g.initialized)
 }
 
+/// The runtime for the calls that need the library initialised (between `mx_init`
+/// and `mx_finalize`, as in MX: `MX_NOT_INITIALIZED` before and after).
+fn runtime() -> Option<std::sync::Arc<omx_runtime::Runtime>> {
+    if initialized() {
+        omx_runtime::Runtime::global().ok()
+    } else {
+        None
+    }
+}
+
 fn live_slots() -> &'static [AtomicUsize] {
     &LIVE[..LIVE_USED.load(Ordering::Acquire)]
 }
@@ -311,8 +321,11 @@ unsafe fn segment_list<T>(
     count: u32,
     conv: impl Fn(&T) -> Result<Segment, SegsError>,
 ) -> Result<Segs, SegsError> {
-    if count > MX_MAX_SEGMENTS || (count > 0 && list.is_null()) {
+    if count > MX_MAX_SEGMENTS {
         return Err((MX_BAD_SEG_CNT, "more than 256 segments"));
+    }
+    if count > 0 && list.is_null() {
+        return Err((MX_BAD_SEG_LIST, "null segment list"));
     }
     let segs = if count == 0 {
         &[][..]

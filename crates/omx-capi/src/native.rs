@@ -844,7 +844,7 @@ pub unsafe extern "C" fn omx_get_info(
     if out.is_null() {
         return native_code(fail(ep, MX_BAD_INFO_VAL, "null output buffer"));
     }
-    let Ok(rt) = omx_runtime::Runtime::global() else {
+    let Some(rt) = runtime() else {
         return native_code(fail(ep, MX_NOT_INITIALIZED, "not initialised"));
     };
     let rc = match key {

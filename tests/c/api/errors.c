@@ -246,5 +246,15 @@ int main(int argc, char **argv) {
   /* mx_finalize with nothing open; calls after it report MX_NOT_INITIALIZED */
   CHECK_OK(mx_finalize());
   CHECK_ERR(mx_open_endpoint(0, 0, TKEY, NULL, 0, &ep), MX_NOT_INITIALIZED);
+  {
+    uint64_t nic = 0;
+    uint32_t v = 0, b = 0;
+    char name[MX_MAX_HOSTNAME_LEN];
+    CHECK_ERR(mx_board_number_to_nic_id(0, &nic), MX_NOT_INITIALIZED);
+    CHECK_ERR(mx_nic_id_to_board_number(0, &b), MX_NOT_INITIALIZED);
+    CHECK_ERR(mx_hostname_to_nic_id((char *)"localhost", &nic), MX_NOT_INITIALIZED);
+    CHECK_ERR(mx_nic_id_to_hostname(0, name), MX_NOT_INITIALIZED);
+    CHECK_ERR(mx_get_info(NULL, MX_NIC_COUNT, NULL, 0, &v, sizeof v), MX_NOT_INITIALIZED);
+  }
   DONE();
 }

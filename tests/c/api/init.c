@@ -156,10 +156,20 @@ int main(void) {
   CHECK_ERR(mx__init_api(0x401), MX_BAD_LIB_VERSION);
   CHECK(MX_API == 0x301, "MX_API is %#x", MX_API);
 
-  /* Not initialised yet: opening fails. */
+  /* Not initialised yet: opening fails, and so does every query of the boards,
+   * the peer table or the library (spec 8.1: before mx_init the library is not
+   * initialised; 4.1: MX_NOT_INITIALIZED). */
   {
     mx_endpoint_t ep;
+    uint64_t nic = 0;
+    uint32_t v = 0, b = 0;
+    char name[MX_MAX_HOSTNAME_LEN];
     CHECK_ERR(mx_open_endpoint(0, 0, TKEY, NULL, 0, &ep), MX_NOT_INITIALIZED);
+    CHECK_ERR(mx_board_number_to_nic_id(0, &nic), MX_NOT_INITIALIZED);
+    CHECK_ERR(mx_nic_id_to_board_number(0, &b), MX_NOT_INITIALIZED);
+    CHECK_ERR(mx_hostname_to_nic_id((char *)"localhost", &nic), MX_NOT_INITIALIZED);
+    CHECK_ERR(mx_nic_id_to_hostname(0, name), MX_NOT_INITIALIZED);
+    CHECK_ERR(mx_get_info(NULL, MX_NIC_COUNT, NULL, 0, &v, sizeof v), MX_NOT_INITIALIZED);
   }
 
   /* Only the major part (high byte) of the API version matters. */

@@ -159,6 +159,15 @@ int main(void) {
     CHECK(result == 1, "cancel of the 256-segment receive");
   }
 
+  /* a NULL segment list with a count is refused like a NULL segment pointer:
+   * MX_BAD_SEG_LIST (not MX_BAD_SEG_CNT, whose message says "more than 256") */
+  {
+    mx_request_t req = NULL;
+    CHECK_ERR(mx_isend(e0, NULL, 1, to1, 0x8a, NULL, &req), MX_BAD_SEG_LIST);
+    CHECK_ERR(mx_irecv(e1, NULL, 1, 0x8a, MX_MATCH_MASK_NONE, NULL, &req), MX_BAD_SEG_LIST);
+    CHECK(strstr(h_msg, "256") == NULL, "NULL segment list reported as: %s", h_msg);
+  }
+
   /* a NULL segment pointer with a length is refused (not a match-mask error) */
   {
     mx_segment_t bad = {NULL, 16};
