@@ -662,6 +662,10 @@ int ofx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
     return -FI_EINVAL;
   if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
     return -FI_ENOSYS;
+  /* FI_WRITE asks for fi_eq_write (fi_eq(3): "must be supported by the
+   * provider"), which this EQ has not: refuse it here, not at the write. */
+  if (attr->flags & FI_WRITE)
+    return -FI_ENOSYS;
   struct ofx_eq *q = calloc(1, sizeof *q);
   if (!q)
     return -FI_ENOMEM;

@@ -239,8 +239,11 @@ static int insert_one(struct ofx_av *av, const struct ofx_name *nm,
 static int av_insert(struct fid_av *fav, const void *addr, size_t count,
                      fi_addr_t *fi_addr, uint64_t flags, void *context) {
   struct ofx_av *av = (struct ofx_av *)fav;
-  (void)context;
-  if ((count && !addr) || (flags & ~FI_MORE))
+  /* FI_SYNC_ERR: context is an int per address, 0 or the fabric errno of its
+   * failure (fi_av(3)); inserts are always synchronous here. */
+  int *sync_err = (flags & FI_SYNC_ERR) ? context : NULL;
+  if ((count && !addr) || (flags & ~(FI_MORE | FI_SYNC_ERR)) ||
+      (count && (flags & FI_SYNC_ERR) && !sync_err))
     return -FI_EINVAL;
   if (av->read_only)
     return -FI_EACCES; /* opened FI_READ: its creator inserts */
@@ -252,7 +255,15 @@ static int av_insert(struct fid_av *fav, const void *addr, size_t count,
     int ret = insert_one(av, &names[i], &a);
     if (fi_addr)
       fi_addr[i] = a;
+    if (sync_err)
+      sync_err[i] = -ret;
     if (ret == -FI_ENOMEM) {
+      for (size_t k = i + 1; k < count; k++) {
+        if (fi_addr)
+          fi_addr[k] = FI_ADDR_NOTAVAIL;
+        if (sync_err)
+          sync_err[k] = FI_ECANCELED; /* not tried */
+      }
       ofx_unlock(av->dom);
       return ret;
     }
@@ -275,14 +286,16 @@ static int name_of(const char *node, const char *service, struct ofx_name *nm) {
 static int av_insertsvc(struct fid_av *fav, const char *node,
                         const char *service, fi_addr_t *fi_addr,
                         uint64_t flags, void *context) {
-  (void)context;
-  if (flags & ~FI_MORE)
+  if ((flags & ~(FI_MORE | FI_SYNC_ERR)) || ((flags & FI_SYNC_ERR) && !context))
     return -FI_EINVAL;
   struct ofx_name nm;
   int ret = name_of(node, service, &nm);
-  if (ret)
+  if (ret) {
+    if (flags & FI_SYNC_ERR)
+      *(int *)context = -ret;
     return ret;
-  return av_insert(fav, &nm, 1, fi_addr, 0, NULL);
+  }
+  return av_insert(fav, &nm, 1, fi_addr, flags & FI_SYNC_ERR, context);
 }
 
 /* Node i of a symmetric range starting at node: an IPv4 or IPv6 address plus
@@ -323,8 +336,9 @@ static int nth_node(const char *node, size_t i, char *out, size_t outlen) {
 static int av_insertsym(struct fid_av *fav, const char *node, size_t nodecnt,
                         const char *service, size_t svccnt, fi_addr_t *fi_addr,
                         uint64_t flags, void *context) {
-  (void)context;
-  if (!node || !service || !nodecnt || !svccnt || (flags & ~FI_MORE))
+  int *sync_err = (flags & FI_SYNC_ERR) ? context : NULL;
+  if (!node || !service || !nodecnt || !svccnt || (flags & ~(FI_MORE | FI_SYNC_ERR)) ||
+      ((flags & FI_SYNC_ERR) && !sync_err))
     return -FI_EINVAL;
   char *end;
   unsigned long svc0 = strtoul(service, &end, 10);
@@ -341,15 +355,18 @@ static int av_insertsym(struct fid_av *fav, const char *node, size_t nodecnt,
     bool found = ofx_lookup_host(host, &nic) == 0;
     for (size_t j = 0; j < svccnt; j++) {
       fi_addr_t *out = fi_addr ? &fi_addr[i * svccnt + j] : NULL;
+      int *err = sync_err ? &sync_err[i * svccnt + j] : NULL;
       char svc[16];
       struct ofx_name nm = {.nic_id = nic};
       snprintf(svc, sizeof svc, "%lu", svc0 + j);
       if (!found || ofx_parse_service(svc, &nm.eid, &nm.key)) {
         if (out)
           *out = FI_ADDR_NOTAVAIL;
+        if (err)
+          *err = found ? FI_EINVAL : FI_EADDRNOTAVAIL;
         continue;
       }
-      ret = av_insert(fav, &nm, 1, out, 0, NULL);
+      ret = av_insert(fav, &nm, 1, out, flags & FI_SYNC_ERR, err);
       if (ret < 0)
         return ret;
       inserted += ret;
@@ -439,7 +456,9 @@ int ofx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
   if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP &&
       attr->type != FI_AV_TABLE)
     return -FI_EINVAL;
-  if (attr->rx_ctx_bits || (attr->flags & ~(FI_EVENT | FI_READ)) ||
+  /* FI_SYMMETRIC is a promise about the addresses inserted (fi_av(3)), a hint
+   * that asks nothing of the provider. */
+  if (attr->rx_ctx_bits || (attr->flags & ~(FI_EVENT | FI_READ | FI_SYMMETRIC)) ||
       (attr->flags & FI_EVENT))
     return -FI_ENOSYS; /* no scalable endpoints, no events */
   if ((attr->flags & FI_READ) && !attr->name)

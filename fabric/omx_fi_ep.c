@@ -612,9 +612,15 @@ static ssize_t multi_start(struct ofx_ep *ep, const struct iovec *iov,
 static ssize_t do_recv(struct ofx_ep *ep, const struct iovec *iov, size_t count,
                        fi_addr_t src, uint64_t tag, uint64_t ignore,
                        uint64_t flags, void *ctx, uint64_t kind) {
-  if (count > OFX_IOV_LIMIT || (count && !iov))
-    return -FI_EINVAL;
   if ((flags & FI_DISCARD) && !(flags & (FI_PEEK | FI_CLAIM)))
+    return -FI_EINVAL;
+  /* fi_tagged(3), FI_DISCARD: "the input buffer(s) and length parameters are
+   * ignored". */
+  if (flags & FI_DISCARD) {
+    iov = NULL;
+    count = 0;
+  }
+  if (count > OFX_IOV_LIMIT || (count && !iov))
     return -FI_EINVAL;
   if ((flags & FI_MULTI_RECV) &&
       ((kind & FI_TAGGED) || count != 1 || (flags & (FI_PEEK | FI_CLAIM))))

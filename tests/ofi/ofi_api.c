@@ -340,6 +340,26 @@ static void test_peek(void) {
   CHECK(peek_until(1, 0x7a, FI_DISCARD, &c, &e) == 1 && e.len == 5, "peek discard");
   CHECK_RET(peek(1, 0x7a, FI_PEEK, NULL, 0, &c), 0);
   CHECK(t_wait_err(t.cq[1], &err, T) == 1 && err.err == FI_ENOMSG, "discarded");
+  /* fi_tagged(3), FI_DISCARD: "If this flag is set, the input buffer(s) and
+   * length parameters are ignored": any iov given with it is not looked at. */
+  struct fi_msg_tagged dm = {.msg_iov = NULL, .iov_count = 1, .addr = FI_ADDR_UNSPEC,
+                             .tag = 0x7b, .context = &c};
+  CHECK_RET(fi_tinject(t.ep[0], "ign", 4, t.addr[1], 0x7b), 0);
+  CHECK(peek_until(1, 0x7b, FI_CLAIM, &c, &e) == 1 && e.len == 4, "peek claim 3");
+  CHECK_RET(fi_trecvmsg(t.ep[1], &dm, FI_CLAIM | FI_DISCARD), 0);
+  CHECK(t_wait(t.cq[1], &e, NULL, T) == 1 && e.op_context == &c,
+        "claim discard without buffers");
+  struct iovec junk[2] = {{NULL, 100}, {NULL, 100}};
+  dm.msg_iov = junk;
+  dm.iov_count = 2;
+  dm.tag = 0x7c;
+  CHECK_RET(fi_tinject(t.ep[0], "ign2", 5, t.addr[1], 0x7c), 0);
+  CHECK(peek_until(1, 0x7c, 0, &c, &e) == 1 && e.len == 5, "peek 0x7c");
+  CHECK_RET(fi_trecvmsg(t.ep[1], &dm, FI_PEEK | FI_DISCARD), 0);
+  CHECK(t_wait(t.cq[1], &e, NULL, T) == 1 && e.len == 5 && e.op_context == &c,
+        "peek discard with ignored buffers");
+  CHECK_RET(peek(1, 0x7c, FI_PEEK, NULL, 0, &c), 0);
+  CHECK(t_wait_err(t.cq[1], &err, T) == 1 && err.err == FI_ENOMSG, "discarded 0x7c");
   /* Order survives a peek: A (tag 1), B (tag 2); peek B; a wildcard
    * receive gets A first, then B. Large B (rendezvous) too. */
   size_t bl = 1 << 20;

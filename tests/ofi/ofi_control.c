@@ -372,6 +372,13 @@ static void test_errors(void) {
   /* no asynchronous events exist here, so none can be written either */
   CHECK_RET(fi_eq_write(eq, FI_NOTIFY, b, sizeof b, 0), -FI_ENOSYS);
   CHECK_RET(fi_close(&eq->fid), 0);
+  /* fi_eq(3), FI_WRITE: "If this flag is set, then the fi_eq_write operation
+   * must be supported by the provider": without fi_eq_write, the open fails. */
+  struct fi_eq_attr ew = {.wait_obj = FI_WAIT_UNSPEC, .flags = FI_WRITE};
+  eq = NULL;
+  CHECK_RET(fi_eq_open(t.fab, &ew, &eq, NULL), -FI_ENOSYS);
+  if (eq)
+    fi_close(&eq->fid);
   /* Bad arguments. */
   CHECK_RET(fi_tsend(t.ep[0], NULL, 8, NULL, t.addr[1], 1, &c), -FI_EINVAL);
   CHECK_RET(fi_trecv(t.ep[1], NULL, 8, NULL, FI_ADDR_UNSPEC, 1, 0, &c), -FI_EINVAL);
@@ -499,8 +506,62 @@ static void test_self_and_close(void) {
   free(big);
 }
 
+/* fi_av(3) flags an application may pass: FI_SYNC_ERR on inserts ("the
+ * context parameter ... references an array of integers ... Successful
+ * insertions will be updated to 0. Failures will contain a fabric errno
+ * code") and FI_SYMMETRIC when opening (a promise about the addresses). */
+static void test_av_flags(void) {
+  struct tctx t;
+  t_setup(&t, 1, FI_TAGGED | FI_MSG | FI_DIRECTED_RECV, FI_AV_TABLE,
+          FI_CQ_FORMAT_CONTEXT, 0);
+  struct {
+    uint64_t nic;
+    uint32_t eid, key;
+  } names[3];
+  size_t len = sizeof names[0];
+  CHECK_RET(fi_getname(&t.ep[0]->fid, &names[0], &len), 0);
+  names[1] = names[0];
+  names[1].eid = 40; /* no such endpoint index */
+  names[2] = names[0];
+  fi_addr_t a[3] = {0, 0, 0};
+  int errs[3] = {-1, -1, -1};
+  CHECK_RET(fi_av_insert(t.av, names, 3, a, FI_SYNC_ERR, errs), 2);
+  CHECK(errs[0] == 0 && errs[1] == FI_EINVAL && errs[2] == 0,
+        "FI_SYNC_ERR statuses %d %d %d", errs[0], errs[1], errs[2]);
+  CHECK(a[0] != FI_ADDR_NOTAVAIL && a[1] == FI_ADDR_NOTAVAIL && a[2] != FI_ADDR_NOTAVAIL,
+        "FI_SYNC_ERR addresses");
+  char svc[16];
+  snprintf(svc, sizeof svc, "%u", names[0].eid);
+  int e1 = -1;
+  fi_addr_t sa = FI_ADDR_NOTAVAIL;
+  CHECK_RET(fi_av_insertsvc(t.av, "localhost", svc, &sa, FI_SYNC_ERR, &e1), 1);
+  CHECK(e1 == 0 && sa != FI_ADDR_NOTAVAIL, "insertsvc FI_SYNC_ERR %d", e1);
+  int e2[2] = {-1, -1};
+  fi_addr_t sy[2];
+  int n2 = fi_av_insertsym(t.av, "localhost", 1, svc, 2, sy, FI_SYNC_ERR, e2);
+  CHECK(e2[0] == 0 && e2[1] >= 0 && n2 == (e2[0] == 0) + (e2[1] == 0),
+        "insertsym FI_SYNC_ERR: %d inserted, statuses %d %d", n2, e2[0], e2[1]);
+  /* A message through an address inserted with FI_SYNC_ERR. */
+  uint64_t v = 0x5e, g = 0;
+  struct fi_context c;
+  struct fi_cq_entry ce;
+  CHECK_RET(fi_trecv(t.ep[0], &g, 8, NULL, FI_ADDR_UNSPEC, 4, 0, &c), 0);
+  CHECK_RET(fi_tinject(t.ep[0], &v, 8, a[2], 4), 0);
+  int got = 0;
+  for (double end = now_ms() + T; !got && now_ms() < end;)
+    got = fi_cq_read(t.cq[0], &ce, 1) == 1;
+  CHECK(got && g == 0x5e, "send through an FI_SYNC_ERR address");
+  struct fi_av_attr aa = {.type = FI_AV_TABLE, .flags = FI_SYMMETRIC};
+  struct fid_av *av2 = NULL;
+  CHECK_RET(fi_av_open(t.dom, &aa, &av2, NULL), 0);
+  if (av2)
+    CHECK_RET(fi_close(&av2->fid), 0);
+  t_teardown(&t);
+}
+
 int main(void) {
   test_getinfo();
+  test_av_flags();
   test_self_and_close();
   test_av(FI_AV_TABLE);
   test_av(FI_AV_MAP);
