@@ -722,6 +722,164 @@ def s_user_open_modes(d):
     as_user(child)
 
 
+def s_grow_unaligned(d):
+    """Truncate to a larger size (zeros read back); writes at unaligned offsets across
+    4 KiB and 1 MiB boundaries mixed with reads through another descriptor; O_TRUNC of a
+    file another descriptor is reading."""
+    f = f"{d}/g"
+    put(f, b"abc")
+    call("truncate grow", os.truncate, f, 10000)
+    call("grown zeros", lambda: get(f) == b"abc" + bytes(9997))
+    call("size", lambda: os.stat(f).st_size)
+    w = os.open(f, os.O_WRONLY)
+    r = os.open(f, os.O_RDONLY)
+    ref = bytearray(get(f))
+    for k, off in enumerate([4093, 8190, (1 << 20) - 5, (2 << 20) - 4097, 3 * 4096 + 1, (1 << 20) + 4095]):
+        data = bytes((k * 37 + i) % 251 for i in range(9000))
+        os.pwrite(w, data, off)
+        if len(ref) < off + len(data):
+            ref.extend(bytes(off + len(data) - len(ref)))
+        ref[off:off + len(data)] = data
+        call(f"read other fd {k}", lambda: os.pread(r, 12000, off - 1000) == bytes(ref[off - 1000:off + 11000]))
+    call("fstat other fd size", lambda: os.fstat(r).st_size)
+    call("whole", lambda: get(f) == bytes(ref))
+    os.close(w)
+    os.lseek(r, 0, os.SEEK_SET)
+    call("read 5", os.read, r, 5)
+    t = os.open(f, os.O_WRONLY | os.O_TRUNC)
+    call("reader after O_TRUNC", os.read, r, 10)
+    fst("reader fstat after O_TRUNC", r)
+    os.write(t, b"new")
+    call("reader pread after write", os.pread, r, 10, 0)
+    os.close(t)
+    os.close(r)
+    call("ftruncate grow unaligned", lambda: (os.truncate(f, (1 << 20) + 3), get(f) == b"new" + bytes((1 << 20)))[1])
+
+
+def s_big_dir(d):
+    """A directory of 5,000 entries: all listed once, d_ino stable across listings and
+    equal to lstat's."""
+    for i in range(5000):
+        os.close(os.open(f"{d}/f{i:04}", os.O_CREAT | os.O_WRONLY, 0o644))
+    with os.scandir(d) as it:
+        a = {e.name: e.inode() for e in it}
+    with os.scandir(d) as it:
+        b = [(e.name, e.inode()) for e in it]
+    call("count", lambda: (len(a), len(b), len(set(n for n, _ in b))))
+    call("all listed", lambda: sorted(a) == [f"f{i:04}" for i in range(5000)])
+    call("d_ino stable", lambda: all(a[n] == i for n, i in b))
+    call("d_ino == st_ino", lambda: sum(1 for n in list(a)[:300] if os.lstat(f"{d}/{n}").st_ino != a[n]))
+    for i in range(0, 5000, 2):
+        os.unlink(f"{d}/f{i:04}")
+    call("after removing half", lambda: sorted(os.listdir(d)) == [f"f{i:04}" for i in range(1, 5000, 2)])
+
+
+def s_statvfs(d):
+    """statvfs fields that name the file system (not its free space)."""
+    v = os.statvfs(d)
+    note("statvfs bsize frsize namemax", v.f_bsize, v.f_frsize, v.f_namemax)
+    note("statvfs blocks", v.f_blocks)
+    note("statvfs free <= blocks", v.f_bfree <= v.f_blocks, v.f_bavail <= v.f_bfree, v.f_ffree <= v.f_files)
+    call("fstatvfs same", lambda: os.fstatvfs(os.open(d, os.O_RDONLY)).f_blocks == v.f_blocks)
+
+
+def s_rename_open_across(d):
+    """An open file renamed into another directory then fstat'ed, written and read; the
+    rename of a directory holding an open file."""
+    os.mkdir(f"{d}/a")
+    os.mkdir(f"{d}/b")
+    put(f"{d}/a/f", b"one")
+    fd = os.open(f"{d}/a/f", os.O_RDWR)
+    call("rename across", os.rename, f"{d}/a/f", f"{d}/b/g")
+    fst("fstat", fd)
+    call("pwrite", os.pwrite, fd, b"TWO", 3)
+    call("read new name", get, f"{d}/b/g")
+    lst("lstat old", f"{d}/a/f")
+    call("rename dir", os.rename, f"{d}/b", f"{d}/c")
+    call("pwrite after dir rename", os.pwrite, fd, b"3", 6)
+    fst("fstat after dir rename", fd)
+    call("read under renamed dir", get, f"{d}/c/g")
+    call("fchmod", os.fchmod, fd, 0o640)
+    lst("lstat new", f"{d}/c/g")
+    os.close(fd)
+
+
+def s_deep_tree(d):
+    """mkdir -p of deep trees then rm -rf; a directory made 000 then looked up by another
+    user (EACCES) and by root."""
+    import shutil
+    for t in range(3):
+        p = f"{d}/t{t}/" + "/".join(f"level{i}" for i in range(60))
+        call(f"makedirs {t}", os.makedirs, p)
+        put(f"{p}/leaf", b"x")
+    call("walk count", lambda: sum(len(fs) + len(ds) for _, ds, fs in os.walk(d)))
+    call("rmtree", shutil.rmtree, f"{d}/t0")
+    call("rmtree rest", lambda: [shutil.rmtree(f"{d}/t{t}") for t in (1, 2)] and None)
+    call("left", os.listdir, d)
+    os.chmod(d, 0o755)
+    os.mkdir(f"{d}/closed")
+    put(f"{d}/closed/f", b"c")
+    os.chmod(f"{d}/closed", 0o000)
+
+    def child():
+        call("user stat in 000 dir", lambda: os.stat(f"{d}/closed/f"))
+        call("user listdir 000 dir", os.listdir, f"{d}/closed")
+        call("user open in 000 dir", os.open, f"{d}/closed/f", os.O_RDONLY)
+        call("user create in 000 dir", os.open, f"{d}/closed/n", os.O_CREAT | os.O_WRONLY, 0o644)
+        call("user access X", os.access, f"{d}/closed", os.X_OK)
+        call("user stat 000 dir itself", lambda: stat.S_IMODE(os.stat(f"{d}/closed").st_mode))
+
+    as_user(child)
+    call("root stat in 000 dir", lambda: os.stat(f"{d}/closed/f").st_size)
+    call("root listdir 000 dir", os.listdir, f"{d}/closed")
+    os.chmod(f"{d}/closed", 0o711)
+
+    def child2():
+        call("user stat in --x dir", lambda: os.stat(f"{d}/closed/f").st_size)
+        call("user listdir --x dir", os.listdir, f"{d}/closed")
+
+    as_user(child2)
+
+
+def s_symlink_times_sync(d):
+    """utime of a symlink itself (AT_SYMLINK_NOFOLLOW); fsync/fdatasync on read-only
+    and O_PATH descriptors, of a pipe; posix_fadvise and readahead."""
+    put(f"{d}/t", b"target")
+    os.utime(f"{d}/t", (1000, 2000))
+    os.symlink("t", f"{d}/l")
+    call("utime nofollow", lambda: os.utime(f"{d}/l", (3000, 4000), follow_symlinks=False))
+    call("link times", lambda: (os.lstat(f"{d}/l").st_atime, os.lstat(f"{d}/l").st_mtime))
+    call("target times", lambda: (os.stat(f"{d}/t").st_atime, os.stat(f"{d}/t").st_mtime))
+    call("utime ns nofollow", lambda: os.utime(f"{d}/l", ns=(5, 6_000_000_007), follow_symlinks=False))
+    call("link mtime ns", lambda: os.lstat(f"{d}/l").st_mtime_ns)
+    os.symlink("missing", f"{d}/dangling")
+    call("utime dangling nofollow", lambda: os.utime(f"{d}/dangling", (7, 8), follow_symlinks=False))
+    call("utime dangling follow", os.utime, f"{d}/dangling", (7, 8))
+    fd = os.open(f"{d}/t", os.O_RDONLY)
+    call("fsync ro", os.fsync, fd)
+    call("fdatasync ro", os.fdatasync, fd)
+    call("fadvise willneed", os.posix_fadvise, fd, 0, 0, os.POSIX_FADV_WILLNEED)
+    call("fadvise dontneed", os.posix_fadvise, fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    call("fadvise sequential", os.posix_fadvise, fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    call("fadvise bad", os.posix_fadvise, fd, 0, 0, 99)
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.readahead.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t]
+    rc = libc.readahead(fd, 0, 4096)
+    note("readahead", rc, errno.errorcode.get(ctypes.get_errno(), 0) if rc else "")
+    call("read after", os.read, fd, 100)
+    os.close(fd)
+    fd = os.open(f"{d}/t", os.O_PATH)
+    call("fsync O_PATH", os.fsync, fd)
+    os.close(fd)
+    fd = os.open(f"{d}/t", os.O_WRONLY)
+    os.write(fd, b"T")
+    call("fdatasync wr", os.fdatasync, fd)
+    call("fsync wr", os.fsync, fd)
+    os.close(fd)
+    call("content", get, f"{d}/t")
+
+
 SCENARIOS = {n[2:]: f for n, f in dict(globals()).items() if n.startswith("s_")}
 # Differences documented under "Limits" in docs/FILES.md: run only when named.
 LIMITS = {n[2:]: f for n, f in dict(globals()).items() if n.startswith("l_")}
