@@ -21,7 +21,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix two-clients tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -126,6 +126,22 @@ if want posix; then
   python3 "$here/posix.py" "$tmp/ref/posix" >"$log/posix.ref" 2>&1
   diff "$log/posix.ref" "$log/posix.mnt" >"$log/posix.diff"
   report posix $? "$log/posix.diff"
+fi
+if want two-clients; then
+  # Two mounts of one export (h1 and h2, default cache timeouts): close-to-open, renames
+  # and unlinks on one seen by the other, files deleted or renamed over on one while open
+  # on the other (tests/fs/twoclients.py). One process uses both: the second mount through
+  # /proc/PID/root of its omxfs's mount namespace. The transcript equals the one of the
+  # same local directory used twice.
+  mkdir -p "$tmp/m7" "$tmp/ref/tc2"
+  if mount_on 2 "$tmp/m7" data; then
+    on "$c1" python3 "$here/twoclients.py" "$m" "/proc/$client_pid/root$tmp/m7" >"$log/tc.mnt" 2>&1
+    python3 "$here/twoclients.py" "$tmp/ref/tc2" "$tmp/ref/tc2" >"$log/tc.ref" 2>&1
+    diff "$log/tc.ref" "$log/tc.mnt" >"$log/tc.diff"
+    report two-clients $? "$log/tc.diff" "$log/client2"
+  else
+    report two-clients 1 "$log/client2"
+  fi
 fi
 if want tar; then
   (cd "$root" && git ls-files -z crates docs | tar --null -T - -cf "$tmp/src.tar") &&

@@ -46,8 +46,10 @@ pub fn add_page(
             // The kernel counts one lookup for each entry it takes (not `.` and `..`,
             // which come without attributes).
             Some(a) => {
+                let path = join(dir, name);
+                sh.check_replaced(&path, a.ino);
                 let mut nodes = sh.nodes.lock();
-                let node = nodes.looked_up(join(dir, name));
+                let node = nodes.looked_up(path);
                 let full = reply.add(node, next, name, &ttl, &file_attr(node, &a), 0);
                 if full {
                     nodes.forget(node, 1);

@@ -160,6 +160,7 @@ impl OmxFs {
         };
         self.send(w, move |r| match body(r, made) {
             Ok((a, change, parent_attr, own)) => {
+                sh.check_replaced(&path, a.ino);
                 let mut nodes = sh.nodes.lock();
                 let ino = nodes.looked_up(path);
                 nodes.change_done(parent, epoch, with_count(parent_attr, change), asked);
@@ -173,11 +174,15 @@ impl OmxFs {
                     nodes.changed(src);
                 }
                 drop(nodes);
-                reply.entry(&ttl, &file_attr(ino, &a), 0);
+                // Before the reply: once the program has it, its next `stat` of the
+                // source must not find the kernel's old attributes (after the reply it
+                // sometimes did, `st_nlink` 1). The kernel's link does not make them
+                // valid again.
                 if let (Some(src), Some(n)) = (stale, sh.notifier.get()) {
                     // Attributes only (offset < 0): its pages stay.
                     let _ = n.inval_inode(src, -1, 0);
                 }
+                reply.entry(&ttl, &file_attr(ino, &a), 0);
             }
             Err(e) => {
                 let mut nodes = sh.nodes.lock();
@@ -292,6 +297,7 @@ impl Filesystem for OmxFs {
         w.bytes(&path);
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
+                sh.check_replaced(&path, a.ino);
                 let ino = sh.nodes.lock().looked_up(path);
                 reply.entry(&ttl, &file_attr(ino, &a), 0)
             }
@@ -306,8 +312,11 @@ impl Filesystem for OmxFs {
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
         let path = path_or!(self, ino, reply);
-        if let Some(fh) = self.file_handle(ino, fh, true) {
-            // Through the open file (its name may be gone or name another file now).
+        // Through an open file of the node, if any, as a local `fstat` (the kernel does
+        // not say whether its GETATTR is one): its name may be gone or name another
+        // file now, removed or renamed over by another client or on the server.
+        let fh = self.file_handle(ino, fh, true).or_else(|| self.sh.open_file_of(ino));
+        if let Some(fh) = fh {
             let ttl = self.opts.attr_timeout;
             let epoch = self.sh.nodes.lock().epoch(ino);
             let (sh, asked) = (self.sh.clone(), Instant::now());
@@ -574,16 +583,29 @@ impl Filesystem for OmxFs {
         // otherwise it drops them.
         let (sh, generation) = (self.sh.clone(), self.sh.conn.generation());
         let data_epoch = sh.nodes.lock().data_epoch(ino);
+        let release = |sh: &Arc<Shared>, server_fh: u64| {
+            let mut w = req(Op::Release);
+            w.u64(server_fh).u64(0).u32(0);
+            let release = Box::new(move |_: &Arc<Shared>| Ok(Writer(w.0.clone())));
+            sh.request_now(release, None, 0, Box::new(|_| {}), false);
+        };
         self.send(w, move |r| {
             match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
                 Ok((server_fh, a)) if a.mode & libc::S_IFMT == libc::S_IFDIR => {
                     // The kernel opens a file, the path names a directory now: the
                     // file is gone.
-                    let mut w = req(Op::Release);
-                    w.u64(server_fh).u64(0).u32(0);
-                    let release = Box::new(move |_: &Arc<Shared>| Ok(Writer(w.0.clone())));
-                    sh.request_now(release, None, 0, Box::new(|_| {}), false);
+                    release(&sh, server_fh);
                     reply.error(stale(&sh, ino, libc::ENOENT))
+                }
+                Ok((server_fh, a)) if sh.other_file_open(ino, a.ino) => {
+                    // The node's open files are another file than the one now at its
+                    // path (removed or renamed over by someone else): the kernel's inode
+                    // has the old file's attributes (its size would cut this file's
+                    // reads). The node leaves the path and `ESTALE` has the kernel look
+                    // the name up again (a new node) and open that.
+                    release(&sh, server_fh);
+                    sh.nodes.lock().replaced(&path);
+                    reply.error(libc::ESTALE)
                 }
                 Ok((server_fh, a)) => {
                     let keep = sh.nodes.lock().opened(ino, data_epoch, &a);
@@ -623,6 +645,7 @@ impl Filesystem for OmxFs {
                 Ok((server_fh, a, change, parent_attr)) => {
                     // A new file (the server creates with O_EXCL): no capability to
                     // drop at its writes.
+                    sh.check_replaced(&path, a.ino);
                     let ino = {
                         let mut nodes = sh.nodes.lock();
                         let ino = nodes.looked_up(path);
@@ -1132,6 +1155,7 @@ fn open_existing(
     let opened = sh.conn.call(w, None, 0);
     match body(opened, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
         Ok((server_fh, a)) => {
+            sh.check_replaced(&path, a.ino);
             let ino = sh.nodes.lock().looked_up(path);
             let fh = sh.add_handle(Handle::file(ino, flags, a.ino, server_fh, generation));
             reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)

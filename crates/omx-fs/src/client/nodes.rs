@@ -393,6 +393,18 @@ impl Nodes {
         }
     }
 
+    /// The node now at `path`, if any.
+    pub fn id_of(&self, path: &[u8]) -> Option<u64> {
+        self.by_path.get(path).copied()
+    }
+
+    /// The server's file at `path` is another one than the node's open files (removed
+    /// or renamed over by someone else): the node keeps only its handles, the name is
+    /// still there.
+    pub fn replaced(&mut self, path: &[u8]) {
+        self.detach(path);
+    }
+
     /// Whether `ino`'s name was removed through this client.
     pub fn detached(&self, ino: u64) -> bool {
         self.by_id.get(&ino).is_some_and(|n| n.detached)

@@ -281,6 +281,35 @@ impl Shared {
         self.behind.lock().errors.remove(&node)
     }
 
+    /// A lookup (or listing, or create) found the server's file `server_ino` at `path`:
+    /// when the node of that path has files open here and none of them is that file,
+    /// the name was removed or renamed over by someone else since. The node is detached
+    /// from the path (as for a removal through this client: its `fstat` goes through its
+    /// open handles) and the path gets a new node, so the kernel makes a new inode for
+    /// it instead of mixing the two files' attributes. Called before `looked_up`.
+    pub fn check_replaced(&self, path: &[u8], server_ino: u64) {
+        let Some(id) = self.nodes.lock().id_of(path) else {
+            return;
+        };
+        if self.other_file_open(id, server_ino) {
+            self.nodes.lock().replaced(path);
+        }
+    }
+
+    /// Whether node `id` has files open here and none of them is the server's file
+    /// `server_ino`.
+    pub fn other_file_open(&self, id: u64, server_ino: u64) -> bool {
+        let hs = self.handles.lock();
+        let mut files = hs.map.values().filter(|h| h.node == id && !h.dir && h.ino != 0).peekable();
+        files.peek().is_some() && files.all(|h| h.ino != server_ino)
+    }
+
+    /// A file handle open on node `ino`, if any.
+    pub fn open_file_of(&self, ino: u64) -> Option<u64> {
+        let hs = self.handles.lock();
+        hs.map.iter().find(|(_, h)| h.node == ino && !h.dir).map(|(&fh, _)| fh)
+    }
+
     /// A new client handle for the server's `server_fh` opened in session `generation`.
     pub fn add_handle(&self, h: Handle) -> u64 {
         let mut hs = self.handles.lock();
