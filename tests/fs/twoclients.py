@@ -75,6 +75,16 @@ def main():
     call("B reads truncated", get, f"{b}/f")
     os.truncate(f"{a}/f", 9000)
     call("B reads grown", lambda: get(f"{b}/f") == b"VERS" + bytes(8996))
+    # replaced by a larger file (a rename, as editors and package managers do) and
+    # grown in place on A, just after B read it: B's next open reads it whole
+    put(f"{a}/s", b"short")
+    call("B reads s", get, f"{b}/s")
+    call("B stat s", lambda: os.stat(f"{b}/s").st_size)
+    put(f"{a}/s.tmp", b"a much longer content")
+    os.rename(f"{a}/s.tmp", f"{a}/s")
+    call("B reads s replaced", get, f"{b}/s")
+    put(f"{a}/s", b"longer still, written in place")
+    call("B reads s grown", get, f"{b}/s")
     # B writes at unaligned offsets, A reads after B's close
     fd = os.open(f"{b}/f", os.O_WRONLY)
     os.pwrite(fd, b"x" * 5000, 4000)

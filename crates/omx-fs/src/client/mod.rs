@@ -608,7 +608,16 @@ impl Filesystem for OmxFs {
                     reply.error(libc::ESTALE)
                 }
                 Ok((server_fh, a)) => {
-                    let keep = sh.nodes.lock().opened(ino, data_epoch, &a);
+                    let (changed, keep) = {
+                        let mut nodes = sh.nodes.lock();
+                        (nodes.changed_elsewhere(ino, &a), nodes.opened(ino, data_epoch, &a))
+                    };
+                    // The file changed elsewhere since its last open here: the kernel's
+                    // attributes of it go too (its cached size would cut the reads of a
+                    // file grown, or replaced by a larger one, by another client).
+                    if let (true, Some(n)) = (changed, sh.notifier.get()) {
+                        let _ = n.inval_inode(ino, -1, 0);
+                    }
                     let fh = sh.add_handle(Handle::file(ino, flags, a.ino, server_fh, generation));
                     reply.opened(fh, if keep { consts::FOPEN_KEEP_CACHE } else { 0 })
                 }

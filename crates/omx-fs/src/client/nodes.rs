@@ -247,6 +247,16 @@ impl Nodes {
         keep
     }
 
+    /// Whether an open found the file other than at the previous open through this
+    /// client (`attr` against the pages' basis): changed elsewhere (or another file at
+    /// the path), so the kernel's attributes of it (its size: reads stop there) are old.
+    pub fn changed_elsewhere(&self, ino: u64, attr: &Attr) -> bool {
+        self.by_id
+            .get(&ino)
+            .and_then(|n| n.pages)
+            .is_some_and(|p| p != PagesBasis::of(attr))
+    }
+
     /// [`Nodes::changed`] for the node of `path`, if any.
     pub fn path_changed(&mut self, path: &[u8]) {
         if let Some(&id) = self.by_path.get(path) {
@@ -510,7 +520,9 @@ mod tests {
             assert!(n.opened(f, e, &a));
             assert!(!n.opened(f, e, &changed), "{changed:?}");
         }
+        assert!(n.changed_elsewhere(f, &Attr { ino: 8, ..a }), "another file");
         assert!(n.opened(f, e, &Attr { ino: 8, ..a }), "the new basis");
+        assert!(!n.changed_elsewhere(f, &Attr { ino: 8, ..a }), "as at the last open");
         n.data_changed(f);
         assert!(
             !n.opened(f, n.data_epoch(f), &a),
