@@ -315,7 +315,9 @@ impl Filesystem for OmxFs {
         // Through an open file of the node, if any, as a local `fstat` (the kernel does
         // not say whether its GETATTR is one): its name may be gone or name another
         // file now, removed or renamed over by another client or on the server.
-        let fh = self.file_handle(ino, fh, true).or_else(|| self.sh.open_file_of(ino));
+        let fh = self
+            .file_handle(ino, fh, true)
+            .or_else(|| self.sh.open_file_of(ino));
         if let Some(fh) = fh {
             let ttl = self.opts.attr_timeout;
             let epoch = self.sh.nodes.lock().epoch(ino);
@@ -610,7 +612,10 @@ impl Filesystem for OmxFs {
                 Ok((server_fh, a)) => {
                     let (changed, keep) = {
                         let mut nodes = sh.nodes.lock();
-                        (nodes.changed_elsewhere(ino, &a), nodes.opened(ino, data_epoch, &a))
+                        (
+                            nodes.changed_elsewhere(ino, &a),
+                            nodes.opened(ino, data_epoch, &a),
+                        )
                     };
                     // The file changed elsewhere since its last open here: the kernel's
                     // attributes of it go too (its cached size would cut the reads of a

@@ -520,9 +520,15 @@ mod tests {
             assert!(n.opened(f, e, &a));
             assert!(!n.opened(f, e, &changed), "{changed:?}");
         }
-        assert!(n.changed_elsewhere(f, &Attr { ino: 8, ..a }), "another file");
+        assert!(
+            n.changed_elsewhere(f, &Attr { ino: 8, ..a }),
+            "another file"
+        );
         assert!(n.opened(f, e, &Attr { ino: 8, ..a }), "the new basis");
-        assert!(!n.changed_elsewhere(f, &Attr { ino: 8, ..a }), "as at the last open");
+        assert!(
+            !n.changed_elsewhere(f, &Attr { ino: 8, ..a }),
+            "as at the last open"
+        );
         n.data_changed(f);
         assert!(
             !n.opened(f, n.data_epoch(f), &a),

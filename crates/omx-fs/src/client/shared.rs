@@ -300,14 +300,21 @@ impl Shared {
     /// `server_ino`.
     pub fn other_file_open(&self, id: u64, server_ino: u64) -> bool {
         let hs = self.handles.lock();
-        let mut files = hs.map.values().filter(|h| h.node == id && !h.dir && h.ino != 0).peekable();
+        let mut files = hs
+            .map
+            .values()
+            .filter(|h| h.node == id && !h.dir && h.ino != 0)
+            .peekable();
         files.peek().is_some() && files.all(|h| h.ino != server_ino)
     }
 
     /// A file handle open on node `ino`, if any.
     pub fn open_file_of(&self, ino: u64) -> Option<u64> {
         let hs = self.handles.lock();
-        hs.map.iter().find(|(_, h)| h.node == ino && !h.dir).map(|(&fh, _)| fh)
+        hs.map
+            .iter()
+            .find(|(_, h)| h.node == ino && !h.dir)
+            .map(|(&fh, _)| fh)
     }
 
     /// A new client handle for the server's `server_fh` opened in session `generation`.
