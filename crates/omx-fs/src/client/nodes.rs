@@ -518,12 +518,10 @@ mod tests {
         ] {
             n.opened(f, e, &a);
             assert!(n.opened(f, e, &a));
+            assert!(!n.changed_elsewhere(f, &a), "as at the last open");
+            assert!(n.changed_elsewhere(f, &changed), "{changed:?}");
             assert!(!n.opened(f, e, &changed), "{changed:?}");
         }
-        assert!(
-            n.changed_elsewhere(f, &Attr { ino: 8, ..a }),
-            "another file"
-        );
         assert!(n.opened(f, e, &Attr { ino: 8, ..a }), "the new basis");
         assert!(
             !n.changed_elsewhere(f, &Attr { ino: 8, ..a }),
