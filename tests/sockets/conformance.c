@@ -29,12 +29,14 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_QUIT };
 
 /* Bytes each end of both-shut-first writes before it shuts down and reads. */
 #define BOTH_SHUT (256 << 10)
 
 #define BIG (8 << 20)
+/* The large write of peek-waitall-span: read ahead over omx (above 32 KiB). */
+#define PEEK_SPAN_BIG 100000
 /* Write sizes of large-writes: each side of the direct-write threshold (128 KiB),
  * across the 512 KiB message size, odd ones. */
 static const size_t large_sizes[] = {131072, 1048579, 131071, 200000, 3 << 20, 65536 + 5};
@@ -125,6 +127,19 @@ static void serve(int c, int kind)
         write_full(c, "hello", 5);
         read(c, buf, 1); /* until the client is done */
         break;
+    case C_PEEK_SPAN: {
+        /* Writes that arrive apart (each after the client's go): "hello", "world",
+         * then "xyz" and PEEK_SPAN_BIG bytes (see t_peek_span). */
+        unsigned char *big = malloc(PEEK_SPAN_BIG);
+        for (size_t i = 0; i < PEEK_SPAN_BIG; i++)
+            big[i] = pattern(i);
+        if (write_full(c, "hello", 5) == 0 && read_full(c, buf, 1) == 0 && write_full(c, "world", 5) == 0 &&
+            read_full(c, buf, 1) == 0 && write_full(c, "xyz", 3) == 0 && read_full(c, buf, 1) == 0)
+            write_full(c, big, PEEK_SPAN_BIG);
+        free(big);
+        read(c, buf, 1); /* until the client is done */
+        break;
+    }
     case C_WAITALL:
         for (int i = 0; i < 10; i++)
             write_full(c, buf, 100);
@@ -332,6 +347,38 @@ static void t_peek_dontwait_fionread(void)
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     errno = 0;
     CHECK(name, recv(s, in, 1, 0) == -1 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    close(s);
+    printf("ok %s\n", name);
+}
+
+/* recv(MSG_PEEK | MSG_WAITALL) waits for the whole length across the peer's writes, as
+ * TCP's does, then the same bytes are read: two small writes, then a small one and a
+ * large one. Each of the server's writes follows the client's go, so the peek starts
+ * with the first write's bytes only. */
+static void t_peek_span(void)
+{
+    const char *name = "peek-waitall-span";
+    int s = dial(C_PEEK_SPAN, 0);
+    char in[16] = {0};
+    unsigned char *pk = malloc(PEEK_SPAN_BIG + 3), *rd = malloc(PEEK_SPAN_BIG + 3);
+    struct pollfd p = {.fd = s, .events = POLLIN};
+    CHECK(name, s >= 0 && pk && rd);
+    CHECK(name, poll(&p, 1, -1) == 1 && (p.revents & POLLIN));
+    CHECK(name, write(s, "g", 1) == 1);
+    CHECK(name, recv(s, in, 10, MSG_PEEK | MSG_WAITALL) == 10 && !memcmp(in, "helloworld", 10));
+    CHECK(name, recv(s, in, 10, MSG_WAITALL) == 10 && !memcmp(in, "helloworld", 10));
+    CHECK(name, write(s, "g", 1) == 1);
+    CHECK(name, recv(s, in, 3, MSG_PEEK | MSG_WAITALL) == 3 && !memcmp(in, "xyz", 3));
+    CHECK(name, write(s, "g", 1) == 1);
+    CHECK(name, recv(s, pk, PEEK_SPAN_BIG + 3, MSG_PEEK | MSG_WAITALL) == PEEK_SPAN_BIG + 3);
+    CHECK(name, read_full(s, rd, PEEK_SPAN_BIG + 3) == 0 && !memcmp(pk, rd, PEEK_SPAN_BIG + 3));
+    CHECK(name, !memcmp(rd, "xyz", 3));
+    for (size_t i = 0; i < PEEK_SPAN_BIG; i++)
+        CHECK(name, rd[i + 3] == pattern(i));
+    errno = 0;
+    CHECK(name, recv(s, in, 1, MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT) == -1 && errno == EAGAIN);
+    free(pk);
+    free(rd);
     close(s);
     printf("ok %s\n", name);
 }
@@ -844,6 +891,7 @@ int main(int argc, char **argv)
     inet_pton(AF_INET, argv[2], &peer.sin_addr);
     t_echo_calls();
     t_peek_dontwait_fionread();
+    t_peek_span();
     t_waitall();
     t_half_close_dup();
     t_close_delivers();
