@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_QUIT };
 
 /* Bytes each end of both-shut-first writes before it shuts down and reads. */
 #define BOTH_SHUT (256 << 10)
@@ -138,6 +138,15 @@ static void serve(int c, int kind)
             write_full(c, big, PEEK_SPAN_BIG);
         free(big);
         read(c, buf, 1); /* until the client is done */
+        break;
+    }
+    case C_PIECES: {
+        /* Three small writes, each sent at once, then the FIN (see t_pieces). */
+        int one = 1;
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        write_full(c, "hello", 5);
+        write_full(c, "world", 5);
+        write_full(c, "abc", 3);
         break;
     }
     case C_WAITALL:
@@ -380,6 +389,37 @@ static void t_peek_span(void)
     free(pk);
     free(rd);
     close(s);
+    printf("ok %s\n", name);
+}
+
+/* Bytes of several writes that all arrived are counted and read together, as TCP's
+ * buffer holds them: FIONREAD counts all 13 (a program waiting until it counts a whole
+ * header written in pieces would wait forever on the first one's 5), one read takes
+ * them all, and MSG_TRUNC takes bytes without copying them. The peer's FIN (POLLRDHUP)
+ * says that everything arrived. */
+static void t_pieces(void)
+{
+    const char *name = "pieces-fionread-read-trunc";
+    char in[32];
+    int avail = 0;
+    for (int round = 0; round < 2; round++) {
+        int s = dial(C_PIECES, 0);
+        struct pollfd p = {.fd = s, .events = POLLRDHUP};
+        CHECK(name, s >= 0);
+        do
+            CHECK(name, poll(&p, 1, -1) == 1);
+        while (!(p.revents & POLLRDHUP));
+        memset(in, 0, sizeof in);
+        if (round == 0) {
+            CHECK(name, ioctl(s, FIONREAD, &avail) == 0 && avail == 13);
+            CHECK(name, recv(s, in, 3, MSG_TRUNC) == 3 && in[0] == 0 && in[2] == 0);
+            CHECK(name, read(s, in, sizeof in) == 10 && !memcmp(in, "loworldabc", 10));
+        } else {
+            CHECK(name, read(s, in, sizeof in) == 13 && !memcmp(in, "helloworldabc", 13));
+        }
+        CHECK(name, read(s, in, sizeof in) == 0);
+        close(s);
+    }
     printf("ok %s\n", name);
 }
 
@@ -892,6 +932,7 @@ int main(int argc, char **argv)
     t_echo_calls();
     t_peek_dontwait_fionread();
     t_peek_span();
+    t_pieces();
     t_waitall();
     t_half_close_dup();
     t_close_delivers();

@@ -2,11 +2,21 @@
 //! the rest of a partly read message kept, the readiness descriptor's count, and the
 //! end of the stream from the kernel socket.
 
+use super::ahead::READ_AHEAD_MIN;
 use super::*;
+
+/// Unread bytes up to which `FIONREAD` takes the small messages that arrived (see
+/// `readable_bytes`).
+const FIONREAD_JOIN: usize = 64 * 1024;
 
 impl Conn {
     pub fn recv(&self, out: &mut [u8], flags: i32) -> Result<usize> {
         self.check_owner()?;
+        if flags & libc::MSG_TRUNC != 0 && !out.is_empty() {
+            // TCP's MSG_TRUNC takes (or peeks) the bytes without copying them out.
+            let mut scratch = vec![0u8; out.len()];
+            return self.recv(&mut scratch, flags & !libc::MSG_TRUNC);
+        }
         let peek = flags & libc::MSG_PEEK != 0;
         let block = flags & libc::MSG_DONTWAIT == 0 && !self.nonblocking();
         let waitall = flags & libc::MSG_WAITALL != 0 && !peek;
@@ -62,10 +72,13 @@ impl Conn {
                 && rx.offset < rx.leftover.len()
                 && self.gather(&mut rx, out.len(), block)?;
             if !short && rx.offset < rx.leftover.len() {
-                let n = out.len().min(rx.leftover.len() - rx.offset);
+                let mut n = out.len().min(rx.leftover.len() - rx.offset);
                 out[..n].copy_from_slice(&rx.leftover[rx.offset..rx.offset + n]);
                 if !peek {
                     rx.offset += n;
+                    if rx.offset >= rx.leftover.len() {
+                        n = self.take_small(&mut rx, out, n);
+                    }
                 }
                 self.flag_leftover(&mut rx);
                 return Ok(n);
@@ -269,20 +282,8 @@ impl Conn {
                 // The end of the peer's omx writes: the read after this one sees it.
                 Some(0) => return Ok(false),
                 Some(_) => {
-                    // The unread bytes set aside (still flagged on the readiness
-                    // descriptor) while the next message is taken whole.
-                    let unread = rx.leftover[rx.offset..].to_vec();
-                    rx.leftover.clear();
-                    rx.offset = 0;
-                    let taken = self.take_data(rx, &mut [], true);
-                    let msg = std::mem::replace(&mut rx.leftover, unread);
-                    match taken {
-                        Ok(Some(_)) => {
-                            rx.leftover.extend_from_slice(&msg);
-                            rx.recycle(msg);
-                        }
-                        // Reset: the next read reports it.
-                        Ok(None) | Err(_) => return Ok(false),
+                    if !self.append_next(rx) {
+                        return Ok(false);
                     }
                 }
                 None if !block => return Ok(false),
@@ -300,6 +301,25 @@ impl Conn {
             }
         }
         Ok(false)
+    }
+
+    /// Takes the next message whole behind the unread bytes; false if none could be
+    /// taken (a reset: the next read reports it).
+    fn append_next(&self, rx: &mut Rx) -> bool {
+        // The unread bytes set aside (still flagged on the readiness descriptor) while
+        // the next message is taken whole.
+        let unread = rx.leftover[rx.offset..].to_vec();
+        rx.leftover.clear();
+        rx.offset = 0;
+        let taken = self.take_data(rx, &mut [], true);
+        let msg = std::mem::replace(&mut rx.leftover, unread);
+        let ok = matches!(taken, Ok(Some(_)));
+        if ok {
+            rx.leftover.extend_from_slice(&msg);
+        }
+        rx.recycle(msg);
+        self.flag_leftover(rx);
+        ok
     }
 
     /// When a blocking receive gives up: `SO_RCVTIMEO` from now, or never.
@@ -343,9 +363,31 @@ impl Conn {
         if matches!(self.rx.lock().mode, RxMode::AwaitHello) && self.settle_client(false).is_err() {
             return 0;
         }
-        let rx = self.rx.lock();
+        let mut rx = self.rx.lock();
+        // TCP counts every byte queued: the small messages that arrived join the
+        // unread bytes (a program waiting until FIONREAD counts a header written in
+        // pieces would wait forever on the first piece's count).
+        if matches!(rx.mode, RxMode::Omx) && !self.maybe_shared() {
+            self.await_stored(&rx);
+            while rx.ahead.is_empty()
+                && rx.leftover.len() - rx.offset < FIONREAD_JOIN
+                && self.small_next().is_some()
+                && self.append_next(&mut rx)
+            {}
+        }
         if rx.offset < rx.leftover.len() {
-            return rx.leftover.len() - rx.offset;
+            let unread = rx.leftover.len() - rx.offset;
+            // A large message behind (read ahead or announced) counts whole, as before.
+            let next = match rx.ahead_len() {
+                Some(len) => len,
+                None if matches!(rx.mode, RxMode::Omx) => self
+                    .fab
+                    .ep
+                    .iprobe(self.id as u64, !0)
+                    .map_or(0, |s| s.msg_length as usize),
+                None => 0,
+            };
+            return unread + next;
         }
         if let Some(len) = rx.ahead_len() {
             return len;
@@ -457,6 +499,9 @@ impl Conn {
                     Some(Err(_)) | None => break,
                 }
             }
+            if !peek && rx.ahead.is_empty() && rx.offset >= rx.leftover.len() {
+                n = self.take_small(rx, out, n);
+            }
             self.read_ahead(rx);
             return Ok(Some(n));
         }
@@ -472,7 +517,8 @@ impl Conn {
             // SAFETY: `direct` outlives the wait below.
             let r = unsafe { self.post_receive(m, direct.as_mut_ptr(), len) }?;
             self.read_ahead(rx);
-            self.await_receive(r)?
+            let n = self.await_receive(r)?;
+            self.take_small(rx, out, n)
         } else {
             let mut whole = rx.buffer(len);
             // SAFETY: `whole` outlives the wait below.
@@ -484,6 +530,55 @@ impl Conn {
         };
         self.flag_leftover(rx);
         Ok(Some(n))
+    }
+
+    /// The length of the next message when it is small (in the endpoint already, not
+    /// read ahead) and not the end of the peer's omx writes (zero bytes).
+    fn small_next(&self) -> Option<usize> {
+        let len = self.fab.ep.iprobe(self.id as u64, !0)?.msg_length as usize;
+        (len > 0 && len < READ_AHEAD_MIN).then_some(len)
+    }
+
+    /// After a read took `n` bytes into `out` and nothing of its message is left: as
+    /// TCP's read takes every byte queued that fits, the small messages that arrived
+    /// behind follow in the same read (the last one may be cut, its rest kept). The
+    /// bytes in `out` now.
+    fn take_small(&self, rx: &mut Rx, out: &mut [u8], mut n: usize) -> usize {
+        if !matches!(rx.mode, RxMode::Omx) || self.maybe_shared() {
+            return n;
+        }
+        while n < out.len() && rx.offset >= rx.leftover.len() && rx.ahead.is_empty() {
+            let Some(len) = self.small_next() else {
+                break;
+            };
+            let m = self.id as u64;
+            if len <= out.len() - n {
+                let direct = &mut out[n..n + len];
+                // SAFETY: `direct` outlives the wait below.
+                let Ok(r) = (unsafe { self.post_receive(m, direct.as_mut_ptr(), len) }) else {
+                    break;
+                };
+                match self.await_receive(r) {
+                    Ok(got) => n += got,
+                    // The next read finds the connection's end (its reset).
+                    Err(_) => break,
+                }
+            } else {
+                let mut whole = rx.buffer(len);
+                // SAFETY: `whole` outlives the wait below.
+                let Ok(r) = (unsafe { self.post_receive(m, whole.as_mut_ptr(), len) }) else {
+                    break;
+                };
+                match self.await_receive(r) {
+                    Ok(got) => {
+                        whole.truncate(got);
+                        n += self.keep_rest(rx, whole, &mut out[n..], false);
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        n
     }
 
     /// Copies the head of a received message into `out` and keeps the rest (all of it
