@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_QUIT };
 
 /* Bytes each end of both-shut-first writes before it shuts down and reads. */
 #define BOTH_SHUT (256 << 10)
@@ -149,6 +149,11 @@ static void serve(int c, int kind)
         write_full(c, "abc", 3);
         break;
     }
+    case C_RESTART:
+        if (read_full(c, buf, 1) == 0)
+            write_full(c, "data", 4);
+        read(c, buf, 1);
+        break;
     case C_WAITALL:
         for (int i = 0; i < 10; i++)
             write_full(c, buf, 100);
@@ -420,6 +425,55 @@ static void t_pieces(void)
         CHECK(name, read(s, in, sizeof in) == 0);
         close(s);
     }
+    printf("ok %s\n", name);
+}
+
+/* A blocked read that a handler with SA_RESTART interrupts goes on, as the kernel
+ * restarts it (signal(7)): a thread signals the reader once it is blocked in a system
+ * call (/proc/self/task/TID/syscall), then asks the server for the bytes. */
+static void on_restart_signal(int sig) { (void)sig; }
+static pid_t restart_reader;
+static int restart_sock;
+static void *restart_kicker(void *arg)
+{
+    char path[64], line[64] = "";
+    (void)arg;
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)restart_reader);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        int got = fgets(line, sizeof line, f) != NULL;
+        fclose(f);
+        if (got && line[0] >= '0' && line[0] <= '9')
+            break; /* blocked in a system call */
+        sched_yield();
+    }
+    pthread_kill(*(pthread_t *)arg, SIGUSR1);
+    write(restart_sock, "g", 1);
+    return NULL;
+}
+
+static void t_restart(void)
+{
+    const char *name = "read-sa-restart";
+    struct sigaction sa = {.sa_handler = on_restart_signal, .sa_flags = SA_RESTART}, old;
+    static pthread_t reader;
+    pthread_t kicker;
+    char in[8] = {0};
+    int s = dial(C_RESTART, 0);
+    CHECK(name, s >= 0);
+    sigemptyset(&sa.sa_mask);
+    CHECK(name, sigaction(SIGUSR1, &sa, &old) == 0);
+    restart_reader = gettid();
+    restart_sock = s;
+    reader = pthread_self();
+    CHECK(name, pthread_create(&kicker, NULL, restart_kicker, &reader) == 0);
+    ssize_t r = recv(s, in, 4, MSG_WAITALL);
+    pthread_join(kicker, NULL);
+    sigaction(SIGUSR1, &old, NULL);
+    CHECK(name, r == 4 && !memcmp(in, "data", 4));
+    close(s);
     printf("ok %s\n", name);
 }
 
@@ -933,6 +987,7 @@ int main(int argc, char **argv)
     t_peek_dontwait_fionread();
     t_peek_span();
     t_pieces();
+    t_restart();
     t_waitall();
     t_half_close_dup();
     t_close_delivers();

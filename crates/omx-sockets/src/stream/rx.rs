@@ -253,8 +253,11 @@ impl Conn {
                 left
             };
             if fabric::watching(&[&self.ready], || fabric::block(&watch, left, seen)).is_err() {
-                // As the kernel's read interrupted by a signal handler.
-                return Err(os_err(libc::EINTR));
+                // As the kernel's read interrupted by a signal handler (signal(7)): it
+                // goes on when the handler has SA_RESTART and no SO_RCVTIMEO is set.
+                if self.receive_deadline().is_some() || !fabric::handlers_restart() {
+                    return Err(os_err(libc::EINTR));
+                }
             }
         }
     }
