@@ -29,12 +29,14 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_QUIT };
 
 /* Bytes each end of both-shut-first writes before it shuts down and reads. */
 #define BOTH_SHUT (256 << 10)
 
 #define BIG (8 << 20)
+/* The large write of peek-waitall-span: read ahead over omx (above 32 KiB). */
+#define PEEK_SPAN_BIG 100000
 /* Write sizes of large-writes: each side of the direct-write threshold (128 KiB),
  * across the 512 KiB message size, odd ones. */
 static const size_t large_sizes[] = {131072, 1048579, 131071, 200000, 3 << 20, 65536 + 5};
@@ -124,6 +126,33 @@ static void serve(int c, int kind)
     case C_PEEK:
         write_full(c, "hello", 5);
         read(c, buf, 1); /* until the client is done */
+        break;
+    case C_PEEK_SPAN: {
+        /* Writes that arrive apart (each after the client's go): "hello", "world",
+         * then "xyz" and PEEK_SPAN_BIG bytes (see t_peek_span). */
+        unsigned char *big = malloc(PEEK_SPAN_BIG);
+        for (size_t i = 0; i < PEEK_SPAN_BIG; i++)
+            big[i] = pattern(i);
+        if (write_full(c, "hello", 5) == 0 && read_full(c, buf, 1) == 0 && write_full(c, "world", 5) == 0 &&
+            read_full(c, buf, 1) == 0 && write_full(c, "xyz", 3) == 0 && read_full(c, buf, 1) == 0)
+            write_full(c, big, PEEK_SPAN_BIG);
+        free(big);
+        read(c, buf, 1); /* until the client is done */
+        break;
+    }
+    case C_PIECES: {
+        /* Three small writes, each sent at once, then the FIN (see t_pieces). */
+        int one = 1;
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        write_full(c, "hello", 5);
+        write_full(c, "world", 5);
+        write_full(c, "abc", 3);
+        break;
+    }
+    case C_RESTART:
+        if (read_full(c, buf, 1) == 0)
+            write_full(c, "data", 4);
+        read(c, buf, 1);
         break;
     case C_WAITALL:
         for (int i = 0; i < 10; i++)
@@ -332,6 +361,118 @@ static void t_peek_dontwait_fionread(void)
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     errno = 0;
     CHECK(name, recv(s, in, 1, 0) == -1 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    close(s);
+    printf("ok %s\n", name);
+}
+
+/* recv(MSG_PEEK | MSG_WAITALL) waits for the whole length across the peer's writes, as
+ * TCP's does, then the same bytes are read: two small writes, then a small one and a
+ * large one. Each of the server's writes follows the client's go, so the peek starts
+ * with the first write's bytes only. */
+static void t_peek_span(void)
+{
+    const char *name = "peek-waitall-span";
+    int s = dial(C_PEEK_SPAN, 0);
+    char in[16] = {0};
+    unsigned char *pk = malloc(PEEK_SPAN_BIG + 3), *rd = malloc(PEEK_SPAN_BIG + 3);
+    struct pollfd p = {.fd = s, .events = POLLIN};
+    CHECK(name, s >= 0 && pk && rd);
+    CHECK(name, poll(&p, 1, -1) == 1 && (p.revents & POLLIN));
+    CHECK(name, write(s, "g", 1) == 1);
+    CHECK(name, recv(s, in, 10, MSG_PEEK | MSG_WAITALL) == 10 && !memcmp(in, "helloworld", 10));
+    CHECK(name, recv(s, in, 10, MSG_WAITALL) == 10 && !memcmp(in, "helloworld", 10));
+    CHECK(name, write(s, "g", 1) == 1);
+    CHECK(name, recv(s, in, 3, MSG_PEEK | MSG_WAITALL) == 3 && !memcmp(in, "xyz", 3));
+    CHECK(name, write(s, "g", 1) == 1);
+    CHECK(name, recv(s, pk, PEEK_SPAN_BIG + 3, MSG_PEEK | MSG_WAITALL) == PEEK_SPAN_BIG + 3);
+    CHECK(name, read_full(s, rd, PEEK_SPAN_BIG + 3) == 0 && !memcmp(pk, rd, PEEK_SPAN_BIG + 3));
+    CHECK(name, !memcmp(rd, "xyz", 3));
+    for (size_t i = 0; i < PEEK_SPAN_BIG; i++)
+        CHECK(name, rd[i + 3] == pattern(i));
+    errno = 0;
+    CHECK(name, recv(s, in, 1, MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT) == -1 && errno == EAGAIN);
+    free(pk);
+    free(rd);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+/* Bytes of several writes that all arrived are counted and read together, as TCP's
+ * buffer holds them: FIONREAD counts all 13 (a program waiting until it counts a whole
+ * header written in pieces would wait forever on the first one's 5), one read takes
+ * them all, and MSG_TRUNC takes bytes without copying them. The peer's FIN (POLLRDHUP)
+ * says that everything arrived. */
+static void t_pieces(void)
+{
+    const char *name = "pieces-fionread-read-trunc";
+    char in[32];
+    int avail = 0;
+    for (int round = 0; round < 2; round++) {
+        int s = dial(C_PIECES, 0);
+        struct pollfd p = {.fd = s, .events = POLLRDHUP};
+        CHECK(name, s >= 0);
+        do
+            CHECK(name, poll(&p, 1, -1) == 1);
+        while (!(p.revents & POLLRDHUP));
+        memset(in, 0, sizeof in);
+        if (round == 0) {
+            CHECK(name, ioctl(s, FIONREAD, &avail) == 0 && avail == 13);
+            CHECK(name, recv(s, in, 3, MSG_TRUNC) == 3 && in[0] == 0 && in[2] == 0);
+            CHECK(name, read(s, in, sizeof in) == 10 && !memcmp(in, "loworldabc", 10));
+        } else {
+            CHECK(name, read(s, in, sizeof in) == 13 && !memcmp(in, "helloworldabc", 13));
+        }
+        CHECK(name, read(s, in, sizeof in) == 0);
+        close(s);
+    }
+    printf("ok %s\n", name);
+}
+
+/* A blocked read that a handler with SA_RESTART interrupts goes on, as the kernel
+ * restarts it (signal(7)): a thread signals the reader once it is blocked in a system
+ * call (/proc/self/task/TID/syscall), then asks the server for the bytes. */
+static void on_restart_signal(int sig) { (void)sig; }
+static pid_t restart_reader;
+static int restart_sock;
+static void *restart_kicker(void *arg)
+{
+    char path[64], line[64] = "";
+    (void)arg;
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)restart_reader);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        int got = fgets(line, sizeof line, f) != NULL;
+        fclose(f);
+        if (got && line[0] >= '0' && line[0] <= '9')
+            break; /* blocked in a system call */
+        sched_yield();
+    }
+    pthread_kill(*(pthread_t *)arg, SIGUSR1);
+    write(restart_sock, "g", 1);
+    return NULL;
+}
+
+static void t_restart(void)
+{
+    const char *name = "read-sa-restart";
+    struct sigaction sa = {.sa_handler = on_restart_signal, .sa_flags = SA_RESTART}, old;
+    static pthread_t reader;
+    pthread_t kicker;
+    char in[8] = {0};
+    int s = dial(C_RESTART, 0);
+    CHECK(name, s >= 0);
+    sigemptyset(&sa.sa_mask);
+    CHECK(name, sigaction(SIGUSR1, &sa, &old) == 0);
+    restart_reader = gettid();
+    restart_sock = s;
+    reader = pthread_self();
+    CHECK(name, pthread_create(&kicker, NULL, restart_kicker, &reader) == 0);
+    ssize_t r = recv(s, in, 4, MSG_WAITALL);
+    pthread_join(kicker, NULL);
+    sigaction(SIGUSR1, &old, NULL);
+    CHECK(name, r == 4 && !memcmp(in, "data", 4));
     close(s);
     printf("ok %s\n", name);
 }
@@ -844,6 +985,9 @@ int main(int argc, char **argv)
     inet_pton(AF_INET, argv[2], &peer.sin_addr);
     t_echo_calls();
     t_peek_dontwait_fionread();
+    t_peek_span();
+    t_pieces();
+    t_restart();
     t_waitall();
     t_half_close_dup();
     t_close_delivers();

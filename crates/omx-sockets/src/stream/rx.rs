@@ -2,17 +2,35 @@
 //! the rest of a partly read message kept, the readiness descriptor's count, and the
 //! end of the stream from the kernel socket.
 
+use super::ahead::READ_AHEAD_MIN;
 use super::*;
+
+/// Unread bytes up to which `FIONREAD` takes the small messages that arrived (see
+/// `readable_bytes`).
+const FIONREAD_JOIN: usize = 64 * 1024;
 
 impl Conn {
     pub fn recv(&self, out: &mut [u8], flags: i32) -> Result<usize> {
         self.check_owner()?;
+        if flags & libc::MSG_TRUNC != 0 && !out.is_empty() {
+            // TCP's MSG_TRUNC takes (or peeks) the bytes without copying them out.
+            let mut scratch = vec![0u8; out.len()];
+            return self.recv(&mut scratch, flags & !libc::MSG_TRUNC);
+        }
         let peek = flags & libc::MSG_PEEK != 0;
         let block = flags & libc::MSG_DONTWAIT == 0 && !self.nonblocking();
         let waitall = flags & libc::MSG_WAITALL != 0 && !peek;
+        // TCP's peek with MSG_WAITALL waits until the whole length is queued, across
+        // the peer's writes (see `gather`).
+        let gather = flags & libc::MSG_WAITALL != 0 && peek;
         let mut got = 0;
         while got < out.len() || out.is_empty() {
-            match self.recv_some(&mut out[got..], peek, block && (got == 0 || waitall)) {
+            match self.recv_some(
+                &mut out[got..],
+                peek,
+                gather,
+                block && (got == 0 || waitall),
+            ) {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if got > 0 && e.kind() == ErrorKind::WouldBlock => break,
@@ -26,7 +44,18 @@ impl Conn {
         Ok(got)
     }
 
-    pub(super) fn recv_some(&self, out: &mut [u8], peek: bool, block: bool) -> Result<usize> {
+    pub(super) fn recv_some(
+        &self,
+        out: &mut [u8],
+        peek: bool,
+        gather: bool,
+        block: bool,
+    ) -> Result<usize> {
+        let tcp_flags = match (peek, gather) {
+            (false, _) => 0,
+            (true, false) => libc::MSG_PEEK,
+            (true, true) => libc::MSG_PEEK | libc::MSG_WAITALL,
+        };
         let mut rx = self.rx.lock();
         let mut deadline: Option<Option<Instant>> = None;
         // When the read first waited (see `FIRST_WAIT`).
@@ -34,129 +63,142 @@ impl Conn {
         loop {
             if self.fell_back.load(Ordering::Acquire) {
                 drop(rx);
-                return self.recv_tcp(out, if peek { libc::MSG_PEEK } else { 0 }, block);
+                return self.recv_tcp(out, tcp_flags, block);
             }
             // Noted before looking: a message that arrives after the look moves it.
             let seen = fabric::arrivals();
-            if rx.offset < rx.leftover.len() {
-                let n = out.len().min(rx.leftover.len() - rx.offset);
+            // A peek that waits for the whole length, short of bytes: wait below.
+            let short = gather
+                && rx.offset < rx.leftover.len()
+                && self.gather(&mut rx, out.len(), block)?;
+            if !short && rx.offset < rx.leftover.len() {
+                let mut n = out.len().min(rx.leftover.len() - rx.offset);
                 out[..n].copy_from_slice(&rx.leftover[rx.offset..rx.offset + n]);
                 if !peek {
                     rx.offset += n;
+                    if rx.offset >= rx.leftover.len() {
+                        n = self.take_small(&mut rx, out, n);
+                    }
                 }
                 self.flag_leftover(&mut rx);
                 return Ok(n);
             }
-            match rx.mode {
-                RxMode::AwaitHello => {
-                    if !self.look_for_hello(&mut rx, block)? {
-                        drop(rx);
-                        self.forget();
-                        return self.recv_tcp(out, if peek { libc::MSG_PEEK } else { 0 }, block);
-                    }
-                    if matches!(rx.mode, RxMode::AwaitHello) && !block {
-                        return Err(os_err(libc::EAGAIN));
-                    }
-                    continue;
-                }
-                RxMode::TcpFirst {
-                    delivered,
-                    expected,
-                } => {
-                    let expected = expected.or_else(|| self.take_control());
-                    rx.mode = RxMode::TcpFirst {
-                        delivered,
-                        expected,
-                    };
-                    if expected == Some(delivered) {
-                        rx.mode = RxMode::Omx;
-                        self.tcp_bytes_ours.store(false, Ordering::Release);
+            if !short {
+                match rx.mode {
+                    RxMode::AwaitHello => {
+                        if !self.look_for_hello(&mut rx, block)? {
+                            drop(rx);
+                            self.forget();
+                            return self.recv_tcp(out, tcp_flags, block);
+                        }
+                        if matches!(rx.mode, RxMode::AwaitHello) && !block {
+                            return Err(os_err(libc::EAGAIN));
+                        }
                         continue;
                     }
-                    let want = match expected {
-                        Some(e) => out.len().min((e - delivered) as usize),
-                        None => out.len(),
-                    };
-                    let flags = libc::MSG_DONTWAIT | if peek { libc::MSG_PEEK } else { 0 };
-                    match self.recv_tcp(&mut out[..want], flags, false) {
-                        Ok(0) if expected.is_none() => return Ok(0),
-                        Ok(0) => return Err(os_err(libc::ECONNRESET)),
-                        Ok(n) => {
-                            if !peek {
-                                rx.mode = RxMode::TcpFirst {
-                                    delivered: delivered + n as u64,
-                                    expected,
-                                };
+                    RxMode::TcpFirst {
+                        delivered,
+                        expected,
+                    } => {
+                        let expected = expected.or_else(|| self.take_control());
+                        rx.mode = RxMode::TcpFirst {
+                            delivered,
+                            expected,
+                        };
+                        if expected == Some(delivered) {
+                            rx.mode = RxMode::Omx;
+                            self.tcp_bytes_ours.store(false, Ordering::Release);
+                            continue;
+                        }
+                        let want = match expected {
+                            Some(e) => out.len().min((e - delivered) as usize),
+                            None => out.len(),
+                        };
+                        let flags = libc::MSG_DONTWAIT | if peek { libc::MSG_PEEK } else { 0 };
+                        match self.recv_tcp(&mut out[..want], flags, false) {
+                            Ok(0) if expected.is_none() => return Ok(0),
+                            Ok(0) => return Err(os_err(libc::ECONNRESET)),
+                            Ok(n) => {
+                                if !peek {
+                                    rx.mode = RxMode::TcpFirst {
+                                        delivered: delivered + n as u64,
+                                        expected,
+                                    };
+                                }
+                                return Ok(n);
+                            }
+                            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    RxMode::OmxThenTcp => {
+                        self.await_stored(&rx);
+                        // The peer's last omx bytes were read: the rest is on TCP.
+                        if self.take_end_marker(&rx) {
+                            self.end_fallback(&mut rx);
+                            continue;
+                        }
+                        if let Some(n) = self.take_data(&mut rx, out, peek)? {
+                            return Ok(n);
+                        }
+                    }
+                    RxMode::Omx => {
+                        self.await_stored(&rx);
+                        if let Some(n) = self.take_data(&mut rx, out, peek)? {
+                            if gather && n > 0 && n < out.len() {
+                                // The message is kept whole: the next ones join it.
+                                continue;
                             }
                             return Ok(n);
                         }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                RxMode::OmxThenTcp => {
-                    self.await_stored(&rx);
-                    // The peer's last omx bytes were read: the rest is on TCP.
-                    if self.take_end_marker(&rx) {
-                        self.end_fallback(&mut rx);
-                        continue;
-                    }
-                    if let Some(n) = self.take_data(&mut rx, out, peek)? {
-                        return Ok(n);
-                    }
-                }
-                RxMode::Omx => {
-                    self.await_stored(&rx);
-                    if let Some(n) = self.take_data(&mut rx, out, peek)? {
-                        return Ok(n);
-                    }
-                    // A read about to wait for the first time watches the kernel
-                    // socket in that wait (its FIN, reset or bytes end the wait, at
-                    // the spin's first look): the look before it, one system call per
-                    // message of a ping-pong, is left to the wait.
-                    let wait_looks = block && waited.is_none() && !self.maybe_shared();
-                    match if wait_looks {
-                        TcpState::Empty
-                    } else {
-                        self.tcp_state()
-                    } {
-                        TcpState::Eof => {
-                            // Everything sent before the FIN has arrived: one last look.
-                            return match self.take_data(&mut rx, out, peek)? {
-                                Some(n) => Ok(n),
-                                None => {
-                                    // Writes from now on look at the kernel socket
-                                    // (see `peer_ended`).
-                                    self.peer_ended.store(true, Ordering::Relaxed);
-                                    Ok(0)
-                                }
-                            };
-                        }
-                        TcpState::Failed(e) => {
-                            return match self.take_data(&mut rx, out, peek)? {
-                                Some(n) => Ok(n),
-                                None => {
-                                    // As TCP's: once a read reported the reset, writes
-                                    // fail with EPIPE (not one in `TCP_LOOK_EVERY`).
-                                    let mut tx = self.tx.lock();
-                                    if matches!(tx.mode, TxMode::Omx { .. }) {
-                                        tx.mode = TxMode::Broken;
+                        // A read about to wait for the first time watches the kernel
+                        // socket in that wait (its FIN, reset or bytes end the wait, at
+                        // the spin's first look): the look before it, one system call per
+                        // message of a ping-pong, is left to the wait.
+                        let wait_looks = block && waited.is_none() && !self.maybe_shared();
+                        match if wait_looks {
+                            TcpState::Empty
+                        } else {
+                            self.tcp_state()
+                        } {
+                            TcpState::Eof => {
+                                // Everything sent before the FIN has arrived: one last look.
+                                return match self.take_data(&mut rx, out, peek)? {
+                                    Some(n) => Ok(n),
+                                    None => {
+                                        // Writes from now on look at the kernel socket
+                                        // (see `peer_ended`).
+                                        self.peer_ended.store(true, Ordering::Relaxed);
+                                        Ok(0)
                                     }
-                                    Err(e)
-                                }
-                            };
+                                };
+                            }
+                            TcpState::Failed(e) => {
+                                return match self.take_data(&mut rx, out, peek)? {
+                                    Some(n) => Ok(n),
+                                    None => {
+                                        // As TCP's: once a read reported the reset, writes
+                                        // fail with EPIPE (not one in `TCP_LOOK_EVERY`).
+                                        let mut tx = self.tx.lock();
+                                        if matches!(tx.mode, TxMode::Omx { .. }) {
+                                            tx.mode = TxMode::Broken;
+                                        }
+                                        Err(e)
+                                    }
+                                };
+                            }
+                            // Once carried, bytes on TCP are the peer's probes or its
+                            // process handing the connection back to TCP.
+                            TcpState::Data if self.peer_left_omx() => {
+                                self.fall_back(&mut rx)?;
+                                continue;
+                            }
+                            // Probe bytes were dropped; bytes a child may read are not
+                            // ours: wait for omx.
+                            TcpState::Data if !self.maybe_shared() => continue,
+                            TcpState::Data => {}
+                            TcpState::Empty => {}
                         }
-                        // Once carried, bytes on TCP are the peer's probes or its
-                        // process handing the connection back to TCP.
-                        TcpState::Data if self.peer_left_omx() => {
-                            self.fall_back(&mut rx)?;
-                            continue;
-                        }
-                        // Probe bytes were dropped; bytes a child may read are not
-                        // ours: wait for omx.
-                        TcpState::Data if !self.maybe_shared() => continue,
-                        TcpState::Data => {}
-                        TcpState::Empty => {}
                     }
                 }
             }
@@ -211,10 +253,76 @@ impl Conn {
                 left
             };
             if fabric::watching(&[&self.ready], || fabric::block(&watch, left, seen)).is_err() {
-                // As the kernel's read interrupted by a signal handler.
-                return Err(os_err(libc::EINTR));
+                // As the kernel's read interrupted by a signal handler (signal(7)): it
+                // goes on when the handler has SA_RESTART and no SO_RCVTIMEO is set.
+                if self.receive_deadline().is_some() || !fabric::handlers_restart() {
+                    return Err(os_err(libc::EINTR));
+                }
             }
         }
+    }
+
+    /// For `recv(MSG_PEEK | MSG_WAITALL)`: appends the next messages to the unread
+    /// bytes until `want` are there (TCP's peek looks across the peer's writes); true
+    /// if the read should wait for more (the stream goes on and nothing more arrived).
+    /// A non-blocking peek takes what arrived; the stream's end or reset, the peer's
+    /// move back to TCP, or a mode other than plain omx give what is there.
+    fn gather(&self, rx: &mut Rx, want: usize, block: bool) -> Result<bool> {
+        while rx.leftover.len() - rx.offset < want {
+            if !matches!(rx.mode, RxMode::Omx) {
+                return Ok(false);
+            }
+            self.await_stored(rx);
+            let next = match rx.ahead_len() {
+                Some(len) => Some(len),
+                None => self
+                    .fab
+                    .ep
+                    .iprobe(self.id as u64, !0)
+                    .map(|s| s.msg_length as usize),
+            };
+            match next {
+                // The end of the peer's omx writes: the read after this one sees it.
+                Some(0) => return Ok(false),
+                Some(_) => {
+                    if !self.append_next(rx) {
+                        return Ok(false);
+                    }
+                }
+                None if !block => return Ok(false),
+                None => match self.tcp_state() {
+                    // Everything sent before the FIN or reset has arrived: one more
+                    // look, then what is there.
+                    TcpState::Eof | TcpState::Failed(_) => {
+                        if !self.message_waiting(rx) {
+                            return Ok(false);
+                        }
+                    }
+                    TcpState::Data if self.peer_left_omx() => return Ok(false),
+                    TcpState::Data | TcpState::Empty => return Ok(true),
+                },
+            }
+        }
+        Ok(false)
+    }
+
+    /// Takes the next message whole behind the unread bytes; false if none could be
+    /// taken (a reset: the next read reports it).
+    fn append_next(&self, rx: &mut Rx) -> bool {
+        // The unread bytes set aside (still flagged on the readiness descriptor) while
+        // the next message is taken whole.
+        let unread = rx.leftover[rx.offset..].to_vec();
+        rx.leftover.clear();
+        rx.offset = 0;
+        let taken = self.take_data(rx, &mut [], true);
+        let msg = std::mem::replace(&mut rx.leftover, unread);
+        let ok = matches!(taken, Ok(Some(_)));
+        if ok {
+            rx.leftover.extend_from_slice(&msg);
+        }
+        rx.recycle(msg);
+        self.flag_leftover(rx);
+        ok
     }
 
     /// When a blocking receive gives up: `SO_RCVTIMEO` from now, or never.
@@ -258,9 +366,31 @@ impl Conn {
         if matches!(self.rx.lock().mode, RxMode::AwaitHello) && self.settle_client(false).is_err() {
             return 0;
         }
-        let rx = self.rx.lock();
+        let mut rx = self.rx.lock();
+        // TCP counts every byte queued: the small messages that arrived join the
+        // unread bytes (a program waiting until FIONREAD counts a header written in
+        // pieces would wait forever on the first piece's count).
+        if matches!(rx.mode, RxMode::Omx) && !self.maybe_shared() {
+            self.await_stored(&rx);
+            while rx.ahead.is_empty()
+                && rx.leftover.len() - rx.offset < FIONREAD_JOIN
+                && self.small_next().is_some()
+                && self.append_next(&mut rx)
+            {}
+        }
         if rx.offset < rx.leftover.len() {
-            return rx.leftover.len() - rx.offset;
+            let unread = rx.leftover.len() - rx.offset;
+            // A large message behind (read ahead or announced) counts whole, as before.
+            let next = match rx.ahead_len() {
+                Some(len) => len,
+                None if matches!(rx.mode, RxMode::Omx) => self
+                    .fab
+                    .ep
+                    .iprobe(self.id as u64, !0)
+                    .map_or(0, |s| s.msg_length as usize),
+                None => 0,
+            };
+            return unread + next;
         }
         if let Some(len) = rx.ahead_len() {
             return len;
@@ -372,6 +502,9 @@ impl Conn {
                     Some(Err(_)) | None => break,
                 }
             }
+            if !peek && rx.ahead.is_empty() && rx.offset >= rx.leftover.len() {
+                n = self.take_small(rx, out, n);
+            }
             self.read_ahead(rx);
             return Ok(Some(n));
         }
@@ -387,7 +520,8 @@ impl Conn {
             // SAFETY: `direct` outlives the wait below.
             let r = unsafe { self.post_receive(m, direct.as_mut_ptr(), len) }?;
             self.read_ahead(rx);
-            self.await_receive(r)?
+            let n = self.await_receive(r)?;
+            self.take_small(rx, out, n)
         } else {
             let mut whole = rx.buffer(len);
             // SAFETY: `whole` outlives the wait below.
@@ -399,6 +533,55 @@ impl Conn {
         };
         self.flag_leftover(rx);
         Ok(Some(n))
+    }
+
+    /// The length of the next message when it is small (in the endpoint already, not
+    /// read ahead) and not the end of the peer's omx writes (zero bytes).
+    fn small_next(&self) -> Option<usize> {
+        let len = self.fab.ep.iprobe(self.id as u64, !0)?.msg_length as usize;
+        (len > 0 && len < READ_AHEAD_MIN).then_some(len)
+    }
+
+    /// After a read took `n` bytes into `out` and nothing of its message is left: as
+    /// TCP's read takes every byte queued that fits, the small messages that arrived
+    /// behind follow in the same read (the last one may be cut, its rest kept). The
+    /// bytes in `out` now.
+    fn take_small(&self, rx: &mut Rx, out: &mut [u8], mut n: usize) -> usize {
+        if !matches!(rx.mode, RxMode::Omx) || self.maybe_shared() {
+            return n;
+        }
+        while n < out.len() && rx.offset >= rx.leftover.len() && rx.ahead.is_empty() {
+            let Some(len) = self.small_next() else {
+                break;
+            };
+            let m = self.id as u64;
+            if len <= out.len() - n {
+                let direct = &mut out[n..n + len];
+                // SAFETY: `direct` outlives the wait below.
+                let Ok(r) = (unsafe { self.post_receive(m, direct.as_mut_ptr(), len) }) else {
+                    break;
+                };
+                match self.await_receive(r) {
+                    Ok(got) => n += got,
+                    // The next read finds the connection's end (its reset).
+                    Err(_) => break,
+                }
+            } else {
+                let mut whole = rx.buffer(len);
+                // SAFETY: `whole` outlives the wait below.
+                let Ok(r) = (unsafe { self.post_receive(m, whole.as_mut_ptr(), len) }) else {
+                    break;
+                };
+                match self.await_receive(r) {
+                    Ok(got) => {
+                        whole.truncate(got);
+                        n += self.keep_rest(rx, whole, &mut out[n..], false);
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        n
     }
 
     /// Copies the head of a received message into `out` and keeps the rest (all of it
