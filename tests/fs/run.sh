@@ -15,6 +15,8 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 export OMX_NS_PREFIX=${OMX_NS_PREFIX:-omxfs}
+# The comparison tests import tests/fs/transcript.py: no bytecode left in the tree.
+export PYTHONDONTWRITEBYTECODE=1
 TEST_TIMEOUT=${TEST_TIMEOUT:-300}
 hosts="$root/scripts/hosts.sh"
 bin="$root/target/release"

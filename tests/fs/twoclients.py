@@ -15,21 +15,7 @@ import os
 import sys
 import time
 
-out = []
-
-
-def note(*a):
-    out.append(" ".join(str(x) for x in a))
-
-
-def call(label, f, *a):
-    try:
-        r = f(*a)
-    except OSError as e:
-        note(label, "->", errno.errorcode.get(e.errno, e.errno))
-        return None
-    note(label, "->", "ok" if r is None else r)
-    return r
+from transcript import call, note, out
 
 
 def put(path, data, flags=os.O_CREAT | os.O_WRONLY | os.O_TRUNC):
