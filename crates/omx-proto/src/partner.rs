@@ -99,6 +99,9 @@ pub(crate) struct PullPath {
     pub rtt: RttEstimator,
     /// Last pull reply accepted on this path: its block timeouts run from here.
     pub heard: Time,
+    /// Blocks timing out before this instant belong to the last timeout round (one
+    /// silence): they are asked again but the round is not counted twice.
+    pub round_ends: Time,
     /// Pull requests sent on this path not yet answered, in request order.
     pub awaited: VecDeque<crate::pull::Run>,
     /// Pull blocks in flight allowed on this path, in 1/256 blocks: halved on burst
@@ -113,6 +116,7 @@ impl Default for PullPath {
         PullPath {
             rtt: RttEstimator::default(),
             heard: 0,
+            round_ends: 0,
             awaited: VecDeque::new(),
             window: u32::MAX,
             window_cut: 0,

@@ -131,6 +131,9 @@ pub struct World {
     pub filter: Option<FrameFilter>,
     /// Hosts whose frames (in and out) vanish, as if powered off.
     pub down: Vec<bool>,
+    /// Scheduled silences of links (`(link, from, until)` in simulated time): frames
+    /// sent on `link` by any host in `[from, until)` are lost.
+    pub outages: Vec<(usize, Time, Time)>,
     /// Send buffers lent to engines for rendezvous, released when the send is taken.
     /// Keyed by host, endpoint and request: request ids are only unique per endpoint.
     send_regions: HashMap<(usize, u8, ReqId), MemHandle>,
@@ -222,6 +225,7 @@ impl World {
             copies: Vec::new(),
             order: 0,
             down: vec![false; by_mac.len()],
+            outages: Vec::new(),
             by_mac,
             scratch: Vec::new(),
             burst_left: 0,
@@ -563,7 +567,12 @@ impl World {
         *busy = start + wire_time;
         let depart = *busy;
         let filtered = self.filter.as_mut().is_some_and(|f| !f(frame));
-        if self.lose_frame() || filtered || self.down[from] {
+        let now = self.now;
+        let out = self
+            .outages
+            .iter()
+            .any(|&(l, from, until)| l == link && from <= now && now < until);
+        if self.lose_frame() || filtered || out || self.down[from] {
             self.stats.lost += 1;
             return;
         }

@@ -218,3 +218,45 @@ fn striping_both_ways_and_reconnect_keep_links() {
     assert_eq!(w.hosts[0].mem.get(h).to_vec(), data);
     assert!(counters(&w, 0).send_stripe_pull > 0);
 }
+
+/// A lossy link that goes silent for a while (a stalled host, a paused queue) and
+/// comes back before three timeout rounds have passed stays open: blocks asked again
+/// at different times (after losses) that expire one after the other in the same
+/// silence are one timeout round, not several. The flaw closed a healthy link of a
+/// loaded machine; these silences closed it before the fix.
+#[test]
+fn a_short_silence_on_a_lossy_link_does_not_close_it() {
+    const MS: u64 = 1_000_000;
+    // The pull timeout floor is 1 ms and the simulated round trip far below it, each
+    // round doubles it: silences of 1.5 and 2.5 ms span one and two rounds (the third
+    // request goes out 3 ms after the last reply heard, when the link is back).
+    for silence in [3 * MS / 2, 5 * MS / 2] {
+        for start in [MS / 4, 3 * MS / 10] {
+            let mut w = striped_world(3, true, 31);
+            let mut n = 0u64;
+            // Every 13th frame on link 2 is lost as well.
+            let seen = watch(&mut w, move |_, link| {
+                n += u64::from(link == 2);
+                link == 2 && n.is_multiple_of(13)
+            });
+            let to = w.connect(0, 0, 1, 0);
+            // Mid-message: 4 MiB take about 1.4 ms over the three links, a block of
+            // 32 frames 0.3 ms on one.
+            let from = w.now + start;
+            w.outages.push((2, from, from + silence));
+            let data = pattern(MSG, 5);
+            let (rq, h) = w.recv(1, 0, 0x42, u64::MAX, MSG, &[]);
+            let sq = w.send(0, 0, to, 0x42, data.clone(), false);
+            let limit = w.now + 60_000 * MS;
+            assert!(w.wait(1, 0, rq, limit).is_some(), "receive completes");
+            assert!(w.wait(0, 0, sq, limit).is_some(), "send completes");
+            assert!(w.hosts[1].mem.get(h).to_vec() == data, "bytes intact");
+            let c = counters(&w, 1);
+            let case = format!("{silence} ns of silence from {start} ns");
+            assert_eq!(c.stripe_paths_closed, 0, "{case}: {c:?}");
+            assert!(c.pull_block_timeouts > 0, "{case}: {c:?}");
+            assert!(seen.borrow().reply_bytes_per_link[2] > 0);
+            assert_eq!(w.hosts[1].engines[0].path_stats()[0].stripe_links, 2);
+        }
+    }
+}

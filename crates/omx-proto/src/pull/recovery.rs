@@ -208,8 +208,17 @@ impl Engine {
     /// Blocks on `path` timed out: its timeout backs off and its window shrinks; a
     /// path other than 0 that times out [`crate::stripe::STRIPE_TIMEOUTS_MAX`] times in
     /// a row without a reply is closed (its blocks move when they time out next).
+    /// Blocks asked at different times expire one after the other in one silence:
+    /// only the first expiry of a round counts, the next round starts when the blocks
+    /// asked again now expire (as TCP counts a segment's retransmissions, not every
+    /// segment's), so a stall of a loaded host does not close a healthy link.
     fn path_timed_out(&mut self, now: Time, pid: PartnerId, path: u8) {
-        self.partners[pid].path_mut(path).rtt.back_off();
+        let p = self.partners[pid].path_mut(path);
+        if now < p.round_ends {
+            return;
+        }
+        p.rtt.back_off();
+        p.round_ends = now + p.rto(&self.cfg);
         self.cut_pull_window(now, pid, path);
         let Some(s) = self.partners[pid]
             .stripes

@@ -122,6 +122,7 @@ impl Engine {
         }
         let on_path = partner.path_mut(path);
         on_path.heard = now;
+        on_path.round_ends = 0;
         match sample {
             Some(rtt) => on_path.rtt.sample(rtt),
             None => on_path.rtt.progress(),
