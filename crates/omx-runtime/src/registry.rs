@@ -132,7 +132,42 @@ impl BoardDir {
         fs::create_dir_all(&path)?;
         let dir = BoardDir { path };
         dir.discard_stale_peers(STALE_PEERS_AFTER);
+        dir.remove_dead_temps();
         Ok(dir)
+    }
+
+    /// Removes the temporary files of [`BoardDir::write_atomic`] and
+    /// [`BoardDir::publish_endpoint`] (`.NAME.PID`, written then renamed) whose writer
+    /// is gone: a process killed between the two steps (a `SIGKILL` during its
+    /// once-a-second publish) would leave them for ever. Here and in the per-user
+    /// directories; a live writer's file is left alone.
+    pub fn remove_dead_temps(&self) {
+        let mut dirs = vec![self.path.clone()];
+        if let Ok(entries) = fs::read_dir(&self.path) {
+            dirs.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("shm-"))
+                    .map(|e| e.path()),
+            );
+        }
+        for dir in dirs {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let pid = name
+                    .to_str()
+                    .filter(|n| n.starts_with('.'))
+                    .and_then(|n| n.rsplit_once('.'))
+                    .and_then(|(_, pid)| pid.parse::<libc::pid_t>().ok())
+                    .filter(|&pid| pid > 0);
+                if pid.is_some_and(|pid| !process_alive(pid)) {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
     }
 
     /// Time since the shared peer table last changed (None: there is none).
@@ -411,6 +446,13 @@ impl BoardDir {
     }
 }
 
+/// Whether process `pid` exists (one that exists but is not ours counts).
+fn process_alive(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 /// The file a `/proc/locks` line is about, as (major, minor, inode): the lock holder's
 /// line reads `1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF` (device numbers in hex);
 /// waiters' lines (`1: -> FLOCK ...`) are skipped.
@@ -602,6 +644,35 @@ mod tests {
         let base = std::env::temp_dir().join(format!("omx-registry-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&base);
         base
+    }
+
+    #[test]
+    fn temporary_files_of_dead_writers_are_removed_at_open() {
+        let base = temp_base("temps");
+        let dir = BoardDir::open_in(&base, 0x0200_0000_0001).unwrap();
+        // A process that surely is gone: a child, waited for.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let me = std::process::id();
+        let user = dir.user_dir(0);
+        fs::create_dir_all(&user).unwrap();
+        let names = [
+            (dir.path().join(format!(".ep6.info.{dead}")), false),
+            (user.join(format!(".ep2.info.{dead}")), false),
+            (dir.path().join(format!(".peers.{dead}")), false),
+            (dir.path().join(format!(".ep6.info.{me}")), true),
+            (dir.path().join("ep6.info"), true),
+            (dir.path().join(".hidden"), true),
+        ];
+        for (p, _) in &names {
+            fs::write(p, "x").unwrap();
+        }
+        let _again = BoardDir::open_in(&base, 0x0200_0000_0001).unwrap();
+        for (p, kept) in &names {
+            assert_eq!(p.exists(), *kept, "{}", p.display());
+        }
+        let _ = fs::remove_dir_all(&base);
     }
 
     #[test]
