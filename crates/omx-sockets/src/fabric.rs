@@ -245,6 +245,24 @@ pub fn block(
     }
 }
 
+/// Sleeps in the kernel until one of `watch` is ready or `timeout` passed, without
+/// driving the endpoint (its progress thread does, see `arm_notify`).
+pub fn sleep_on(watch: &mut [libc::pollfd], timeout: Option<Duration>) -> Result<(), Interrupted> {
+    let ms = timeout.map_or(-1, |t| {
+        // Rounded up: a wait of less than a millisecond must not become a busy loop.
+        (t.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
+    });
+    // SAFETY: valid pollfds.
+    let r = unsafe { real::poll(watch.as_mut_ptr(), watch.len() as libc::nfds_t, ms) };
+    for p in watch.iter_mut() {
+        p.revents = 0;
+    }
+    if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+        return Err(Interrupted);
+    }
+    Ok(())
+}
+
 /// The yielding spin that starts a blocking wait lasts `OMX_WAITSPIN_US`, at most this.
 const YIELDING_SPIN_MAX: Duration = Duration::from_micros(20);
 /// It looks at the caller's descriptors every this many passes (a system call each).
