@@ -7,6 +7,10 @@
 #   bandwidth  iperf3 single stream, omx vs TCP, omx_perf 4 MiB (the omx floor) and
 #              raw full-MTU frames one way (raw_stream: the link's floor, no protocol)
 #   connrate   connect/accept/close per second (bench/sockets_connrate.c), omx vs TCP
+#   syscalls   (not in the default PARTS) iperf3 with each end under `strace -c -f`:
+#              system calls per MiB moved, per side and per call, into syscalls.csv
+#              (strace slows both ends: read the counts, not the rate; they do not
+#              depend on the machine's load as rates do)
 # and the CPU time both processes used (from /proc), per message and per byte.
 #
 # Usage: bench/sockets.sh   (root; sockperf, iperf3, cc; builds target/release)
@@ -21,7 +25,9 @@
 #                          current one in the same run, as transport omx_before
 # Outputs (in OUT): sockets.csv (one row per run: part, mtu, tool, transport, size,
 # latency_us, bandwidth_MBps, msgs_per_s, cpu_s, cpu_us_per_msg, cpu_ns_per_byte),
-# summary.md and sockets.png (bench/plot_sockets.py), machine.txt, logs/.
+# summary.md and sockets.png (bench/plot_sockets.py), machine.txt, logs/; with the
+# syscalls part, syscalls.csv (mtu, run, transport, side, MiB, calls per MiB, call,
+# calls of it per MiB; call "all" is the total).
 # Not a test: it asserts nothing; numbers on this shared 2-core machine move with load
 # (machine.txt records the load average at start and end).
 set -euo pipefail
@@ -191,6 +197,41 @@ iperf() { # MTU RUN PRELOAD PORT
   say "$tag: $((bits / 1000000)) Mbit/s"
 }
 
+# strace_counts FILE MIB: "call per_MiB" lines of an `strace -c` summary, the total as
+# "all" first.
+strace_counts() {
+  awk -v mib="$2" '$NF == "total" {printf "all %.2f\n", $4 / mib; next}
+    $1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "syscall" {printf "%s %.2f\n", $NF, $4 / mib}' "$1" |
+    sort -k2,2nr
+}
+
+iperf_syscalls() { # MTU RUN PRELOAD PORT
+  local mtu=$1 run=$2 pre=$3 port=$4 tag mib side call per
+  tag="syscalls-$mtu-$(transport_of "$pre")-$run"
+  progress "$tag (iperf3 under strace -c)"
+  start_server "$OUT/logs/$tag.server" "$pre" strace -c -f -o "$OUT/logs/$tag.server.strace" \
+    iperf3 -s -1 -p "$port"
+  if ! client "$OUT/logs/$tag.client" "$pre" strace -c -f -o "$OUT/logs/$tag.client.strace" \
+      iperf3 -c 10.99.0.1 -p "$port" -t "$SECS" >/dev/null; then
+    say "$tag FAILED (see $OUT/logs/$tag.*)"; stop_server; return 0
+  fi
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+  # The receiver's line: what it received (iperf3's byte units are binary).
+  mib=$(awk '/receiver/ {for (i = 1; i <= NF; i++) if ($i ~ /Bytes$/) {v = $(i-1); u = $i}}
+    END {m = (u ~ /^G/) ? 1024 : (u ~ /^M/) ? 1 : (u ~ /^K/) ? 1 / 1024 : 1 / 1048576
+      printf "%.1f", v * m}' "$OUT/logs/$tag.client")
+  [ "${mib%.*}" -gt 0 ] || { say "$tag: nothing moved"; return 0; }
+  for side in server client; do
+    [ -r "$OUT/logs/$tag.$side.strace" ] || continue
+    strace_counts "$OUT/logs/$tag.$side.strace" "$mib" | while read -r call per; do
+      echo "$mtu,$run,$(transport_of "$pre"),$side,$mib,$call,$per" >>"$SYSCSV"
+    done
+  done
+  say "$tag: $(awk -F, -v m="$mtu" -v r="$run" -v t="$(transport_of "$pre")" \
+    '$1 == m && $2 == r && $3 == t && $6 == "all" {printf "%s %s/MiB ", $4, $7}' "$SYSCSV")"
+}
+
 omx_perf_bw() { # MTU RUN
   local mtu=$1 run=$2 tag="perf-bw-$1-$2" mbs
   progress "$tag (omx_perf 4 MiB)"
@@ -255,6 +296,12 @@ steps=0
 has latency && steps=$((steps + $(wc -w <<<"$SIZES") * variants + 1))
 has bandwidth && steps=$((steps + variants + 2))
 has connrate && steps=$((steps + variants))
+has syscalls && steps=$((steps + variants))
+SYSCSV="$OUT/syscalls.csv"
+if has syscalls; then
+  command -v strace >/dev/null || { say "strace not installed"; exit 1; }
+  echo "mtu,run,transport,side,MiB,call,per_MiB" >"$SYSCSV"
+fi
 progress_start sockets $((steps * RUNS * $(wc -w <<<"$MTUS")))
 port=7100
 for mtu in $MTUS; do
@@ -284,6 +331,11 @@ for mtu in $MTUS; do
     if has connrate; then
       for pre in "${omx_pre[@]}" no; do
         connrate "$mtu" "$run" "$pre" $((port++))
+      done
+    fi
+    if has syscalls; then
+      for pre in "${omx_pre[@]}" no; do
+        iperf_syscalls "$mtu" "$run" "$pre" $((port++))
       done
     fi
   done

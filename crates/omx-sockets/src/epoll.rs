@@ -71,7 +71,7 @@ pub fn changed(
     leave(members, |m| m.fd == fd);
     if let (Some(ev), true) = (ev, op != libc::EPOLL_CTL_DEL) {
         // A member's readiness descriptor holds its count (`fabric::Readiness`).
-        conn.ready.watch();
+        conn.ready.watch_epoll();
         members.push(Member {
             fd,
             conn: Arc::downgrade(conn),
@@ -113,7 +113,7 @@ fn leave(members: &mut Vec<Member>, which: impl Fn(&Member) -> bool) {
             return true;
         }
         if let Some(c) = m.conn.upgrade() {
-            c.ready.unwatch();
+            c.ready.unwatch_epoll();
         }
         false
     });

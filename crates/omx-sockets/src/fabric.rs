@@ -245,6 +245,24 @@ pub fn block(
     }
 }
 
+/// Sleeps in the kernel until one of `watch` is ready or `timeout` passed, without
+/// driving the endpoint (its progress thread does, see `arm_notify`).
+pub fn sleep_on(watch: &mut [libc::pollfd], timeout: Option<Duration>) -> Result<(), Interrupted> {
+    let ms = timeout.map_or(-1, |t| {
+        // Rounded up: a wait of less than a millisecond must not become a busy loop.
+        (t.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
+    });
+    // SAFETY: valid pollfds.
+    let r = unsafe { real::poll(watch.as_mut_ptr(), watch.len() as libc::nfds_t, ms) };
+    for p in watch.iter_mut() {
+        p.revents = 0;
+    }
+    if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+        return Err(Interrupted);
+    }
+    Ok(())
+}
+
 /// The yielding spin that starts a blocking wait lasts `OMX_WAITSPIN_US`, at most this.
 const YIELDING_SPIN_MAX: Duration = Duration::from_micros(20);
 /// It looks at the caller's descriptors every this many passes (a system call each).
@@ -318,9 +336,15 @@ fn yielding_spin(
 /// epoll set, a `poll`/`select` under way, a read blocked on the connection): a
 /// ping-pong whose reader takes each message itself then makes no system call for it
 /// (the descriptor's write at each arrival and read at each take were two per
-/// message). Kept exact: the descriptor never counts more than `pending`, and while
-/// watched it counts `pending` exactly, except for a thread's own arrivals while it
-/// watches (it takes the frame itself and looks at `pending` before it waits again).
+/// message). The descriptor never counts more than `pending`. While a member of an
+/// epoll set it counts `pending` exactly (an edge-triggered set reports each arrival, as
+/// TCP's does each segment); while only `poll`/`select` calls and blocked reads look
+/// (level-triggered: readable or not), it holds 1 while `pending` is above 0, rung on
+/// the edge from nothing to something and read back on the edge to nothing, so a
+/// stream whose reader selects before every read (iperf3) makes no system call for the
+/// messages between (it was a write at each `select` and a read at each take). Both
+/// except a thread's own arrivals while it watches (it takes the frame itself and
+/// looks at `pending` before it waits again).
 pub struct Readiness {
     pub evfd: i32,
     id: u32,
@@ -335,6 +359,20 @@ struct ReadyState {
     in_fd: u64,
     /// Epoll set memberships plus `poll`/`select` calls and blocked reads under way.
     watchers: u32,
+    /// Epoll set memberships (the descriptor then holds the exact count).
+    epolls: u32,
+}
+
+impl ReadyState {
+    /// What the eventfd should hold for its watchers: the count for epoll sets, else 1
+    /// while there is anything (level-triggered looks only).
+    fn target(&self) -> u64 {
+        if self.epolls > 0 {
+            self.pending
+        } else {
+            self.pending.min(1)
+        }
+    }
 }
 
 thread_local! {
@@ -369,7 +407,7 @@ impl Readiness {
                 .unwrap_or(false),
             _ => true,
         };
-        if ring {
+        if ring && st.in_fd < st.target() {
             signal(self.evfd);
             st.in_fd += 1;
         }
@@ -395,27 +433,51 @@ impl Readiness {
         !in_forked_child() && self.state.lock().pending > 0
     }
 
-    /// Someone may look at the eventfd from now on: it gets the whole count.
+    /// A `poll`/`select` or a blocked read may look at the eventfd from now on: it is
+    /// readable if there is anything.
     pub fn watch(&self) {
+        self.watch_as(false);
+    }
+
+    /// An epoll set holds the eventfd from now on: it gets the whole count.
+    pub fn watch_epoll(&self) {
+        self.watch_as(true);
+    }
+
+    fn watch_as(&self, epoll: bool) {
         if in_forked_child() {
             return;
         }
         let mut st = self.state.lock();
         st.watchers += 1;
-        if st.in_fd < st.pending {
-            let more = st.pending - st.in_fd;
+        st.epolls += epoll as u32;
+        let target = st.target();
+        if st.in_fd < target {
+            let more = target - st.in_fd;
             // SAFETY: writes 8 bytes from a local to an eventfd.
             unsafe { real::write(self.evfd, &more as *const u64 as *const libc::c_void, 8) };
-            st.in_fd = st.pending;
+            st.in_fd = target;
         }
     }
 
     pub fn unwatch(&self) {
+        self.unwatch_as(false);
+    }
+
+    /// An epoll set no longer holds the eventfd.
+    pub fn unwatch_epoll(&self) {
+        self.unwatch_as(true);
+    }
+
+    fn unwatch_as(&self, epoll: bool) {
         if in_forked_child() {
             return;
         }
         let mut st = self.state.lock();
         st.watchers = st.watchers.saturating_sub(1);
+        if epoll {
+            st.epolls = st.epolls.saturating_sub(1);
+        }
     }
 }
 
@@ -536,19 +598,19 @@ mod tests {
     }
 
     #[test]
-    fn the_eventfd_holds_the_count_while_watched_and_never_more() {
+    fn the_eventfd_holds_the_count_while_in_an_epoll_set_and_never_more() {
         let r = Readiness::new(0x7e57_0001, eventfd());
         r.add();
         r.add();
         assert!(r.pending());
         assert_eq!(held(r.evfd), 0, "nobody watches: no system call");
-        r.watch();
-        assert_eq!(held(r.evfd), 2, "watching starts with the whole count");
+        r.watch_epoll();
+        assert_eq!(held(r.evfd), 2, "an epoll set starts with the whole count");
         r.take();
         assert_eq!(held(r.evfd), 1);
         r.add();
-        assert_eq!(held(r.evfd), 2, "an arrival while watched rings");
-        r.unwatch();
+        assert_eq!(held(r.evfd), 2, "an arrival rings for the epoll set");
+        r.unwatch_epoll();
         r.take();
         assert_eq!(held(r.evfd), 1, "never more than the count");
         r.add();
@@ -560,6 +622,42 @@ mod tests {
     }
 
     #[test]
+    fn poll_and_select_see_one_while_anything_waits_rung_on_its_edges_only() {
+        let r = Readiness::new(0x7e57_0003, eventfd());
+        r.add();
+        r.add();
+        r.watch();
+        assert_eq!(held(r.evfd), 1, "readable: one is enough for poll");
+        r.add();
+        assert_eq!(held(r.evfd), 1, "already readable: not rung");
+        r.take();
+        r.take();
+        assert_eq!(held(r.evfd), 1, "still something to read");
+        r.take();
+        assert!(!r.pending());
+        assert_eq!(held(r.evfd), 0, "nothing left: not readable");
+        // Another thread's arrival rings the edge from nothing to something.
+        std::thread::scope(|s| {
+            s.spawn(|| r.add());
+        });
+        assert_eq!(held(r.evfd), 1);
+        r.unwatch();
+        r.add();
+        assert_eq!(held(r.evfd), 1, "unwatched: not rung");
+        // An epoll set joining gets the whole count, as it would have from the start.
+        r.watch_epoll();
+        assert_eq!(held(r.evfd), 2);
+        r.add();
+        assert_eq!(held(r.evfd), 3);
+        r.unwatch_epoll();
+        for left in [2, 1, 0] {
+            r.take();
+            assert_eq!(held(r.evfd), left, "never more than the count");
+        }
+        assert!(!r.pending());
+    }
+
+    #[test]
     fn a_thread_does_not_ring_for_itself_but_for_another_watcher() {
         let r = Readiness::new(0x7e57_0002, eventfd());
         watching(&[&r], || {
@@ -568,13 +666,13 @@ mod tests {
         });
         assert!(r.pending());
         // An epoll set (or another thread) watches too: it must see the message.
-        r.watch();
+        r.watch_epoll();
         assert_eq!(held(r.evfd), 1);
         watching(&[&r], || r.add());
         assert_eq!(held(r.evfd), 2);
         r.take();
         r.take();
-        r.unwatch();
+        r.unwatch_epoll();
         assert_eq!(held(r.evfd), 0);
         // Another thread's arrival rings for this thread's wait.
         watching(&[&r], || {

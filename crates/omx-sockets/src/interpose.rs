@@ -622,7 +622,8 @@ pub unsafe extern "C" fn sendfile64(
 /// As the C library's `poll`. A carried connection is readable when its readiness
 /// descriptor is (watched beside it) and writable when its window has room (the
 /// endpoint's completion notifier rings then: the kernel socket itself is always
-/// writable). The thread waits in the endpoint (`fabric::block`), the rest of the set
+/// writable). The thread waits in the endpoint (`fabric::block`; for room in a window, in
+/// the kernel on the set and the notifier: `fabric::sleep_on`), the rest of the set
 /// beside it.
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
@@ -728,7 +729,18 @@ unsafe fn poll_carried(
         for a in all.iter_mut() {
             a.revents = 0;
         }
-        if crate::fabric::block(&all, slice, seen).is_err() {
+        // A wait for room in a window sleeps in the kernel on the set and the armed
+        // notifier, the progress thread driving the endpoint meanwhile (it rings the
+        // notifier at the completion, and the readiness descriptors of the readers
+        // watched here at each arrival): room comes at the pace of the peer's pulls,
+        // tens of µs or more, which the endpoint's spin would burn (see
+        // docs/SOCKETS.md, "Not yet": iperf3's slow mode).
+        let waited = if notify.is_some() {
+            crate::fabric::sleep_on(&mut all, slice)
+        } else {
+            crate::fabric::block(&all, slice, seen)
+        };
+        if waited.is_err() {
             set_errno(libc::EINTR);
             return -1;
         }
@@ -890,7 +902,9 @@ pub unsafe extern "C" fn epoll_ctl(
 }
 
 /// `epoll_wait` of a set with carried connections: the kernel's events plus room in
-/// their windows; the thread waits in the endpoint, the epoll descriptor beside it.
+/// their windows; the thread waits in the endpoint, the epoll descriptor beside it (in
+/// the kernel, on the epoll descriptor and the completion notifier, while it waits for
+/// room in a window: see `poll_carried`).
 unsafe fn epoll_wait_carried(
     epfd: c_int,
     events: *mut epoll_event,
@@ -934,7 +948,13 @@ unsafe fn epoll_wait_carried(
             }
             (None, true) => Some(left.map_or(FULL_LOOK_BLIND, |l| l.min(FULL_LOOK_BLIND))),
         };
-        if crate::fabric::block(&watch, slice, seen).is_err() {
+        // Room in a window: a sleep in the kernel, as in `poll`.
+        let waited = if notify.is_some() {
+            crate::fabric::sleep_on(&mut watch, slice)
+        } else {
+            crate::fabric::block(&watch, slice, seen)
+        };
+        if waited.is_err() {
             set_errno(libc::EINTR);
             return -1;
         }

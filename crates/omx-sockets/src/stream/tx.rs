@@ -67,6 +67,19 @@ impl Tx {
         }
         WINDOW.saturating_sub(self.pending_bytes)
     }
+
+    /// `POLLOUT`/`EPOLLOUT`: TCP's rule (`sk_stream_is_writeable`), the free part of
+    /// the window at least half of what is under way, in bytes and in messages. A
+    /// non-blocking writer that filled the window is then woken once a third of it
+    /// drained, not at each message that completes: iperf3's sender met `EAGAIN`, a
+    /// `select` and the completion notifier's wake-up per 128 KiB written. A write still
+    /// takes whatever room there is.
+    fn writable(&self) -> bool {
+        let free_messages = WINDOW_MESSAGES.saturating_sub(self.pending.len());
+        self.room() > 0
+            && self.room() >= self.pending_bytes / 2
+            && free_messages >= self.pending.len() / 2
+    }
 }
 
 impl Conn {
@@ -202,7 +215,8 @@ impl Conn {
         self.full_hits.load(Ordering::Acquire)
     }
 
-    /// Room for a write now (poll's POLLOUT): the window is not full.
+    /// Room for writes now (poll's POLLOUT): the window is not full, and once it was,
+    /// a third of it drained (see `Tx::writable`).
     pub fn writable(&self) -> bool {
         if fabric::in_forked_child() {
             return true;
@@ -212,7 +226,7 @@ impl Conn {
             return true;
         }
         let _ = self.reap(&mut tx);
-        tx.room() > 0
+        tx.writable()
     }
 
     pub fn send(&self, buf: &[u8], flags: i32) -> Result<usize> {
@@ -433,7 +447,39 @@ impl Conn {
 
 #[cfg(test)]
 mod tests {
-    use super::direct_split;
+    use super::{direct_split, Tx, TxMode, WINDOW, WINDOW_MESSAGES};
+    use omx_proto::ReqId;
+
+    fn tx_with(messages: usize, each: usize) -> Tx {
+        let mut tx = Tx::new(TxMode::Broken);
+        for i in 0..messages {
+            tx.pending.push_back((ReqId(i as u64), Vec::new(), each));
+            tx.pending_bytes += each;
+        }
+        tx
+    }
+
+    #[test]
+    fn writable_as_tcp_once_a_third_of_a_full_window_drained() {
+        let big = 128 * 1024;
+        let full = WINDOW / big;
+        assert!(tx_with(0, big).writable());
+        assert!(tx_with(1, big).writable());
+        assert_eq!(tx_with(full, big).room(), 0);
+        assert!(!tx_with(full, big).writable());
+        // Room for one more write, but less than half of what is under way.
+        assert!(tx_with(full - 1, big).room() > 0);
+        assert!(!tx_with(full - 1, big).writable());
+        // Free 1/3 of the window: free (1/3) >= queued (2/3) / 2.
+        let two_thirds = WINDOW * 2 / 3 / big;
+        assert!(tx_with(two_thirds, big).writable());
+        assert!(!tx_with(two_thirds + 1, big).writable());
+        // The same in messages when they are small.
+        let small = 16;
+        assert!(!tx_with(WINDOW_MESSAGES, small).writable());
+        assert!(!tx_with(WINDOW_MESSAGES - 1, small).writable());
+        assert!(tx_with(WINDOW_MESSAGES * 2 / 3, small).writable());
+    }
 
     #[test]
     fn direct_split_copies_the_tail_of_large_writes_only() {
