@@ -198,6 +198,31 @@ impl Nodes {
         }
     }
 
+    /// The successful reply to an entry change in directory `dir` sent at `epoch` (from
+    /// [`Nodes::change_sent`]) at `asked`: `change`, the directory's stamps from just
+    /// before and after it, and `attr`, its attributes right after, as the reply gave
+    /// them. The one place both the kept attributes and the directory's knowledge
+    /// learn of a change.
+    pub fn change_answered(
+        &mut self,
+        dir: u64,
+        epoch: u64,
+        change: Option<(Stamp, Stamp)>,
+        attr: Option<Attr>,
+        asked: Instant,
+    ) {
+        let counted = attr.zip(change).map(|(a, (_, after))| (a, after.count));
+        self.change_done(dir, epoch, counted, asked);
+        self.dir_changed(dir, change, asked);
+    }
+
+    /// An entry change in `dir` sent at `epoch` failed: what the directory holds is no
+    /// longer known (the error may say someone else changed it).
+    pub fn change_failed(&mut self, dir: u64, epoch: u64, asked: Instant) {
+        self.change_done(dir, epoch, None, asked);
+        self.dir_unknown(dir);
+    }
+
     /// Kept attributes of `ino` no older than `ttl`, and how long they stay valid.
     pub fn fresh_attr(&self, ino: u64, ttl: Duration) -> Option<(Attr, Duration)> {
         let (attr, asked) = self.by_id.get(&ino)?.attr.as_ref()?;
