@@ -106,7 +106,7 @@ impl OmxFs {
             return self.send_fh(fh, build, None, 0, move |r| {
                 match body(r, |_, rd| Attr::decode(rd)) {
                     Ok(a) => {
-                        sh.nodes.lock().keep_attr(ino, epoch, a, asked);
+                        sh.nodes.lock().keep_attr_given(ino, epoch, a, asked);
                         reply.attr(&ttl, &file_attr(ino, &a))
                     }
                     Err(e) => reply.error(e),
@@ -121,6 +121,7 @@ impl OmxFs {
             (nodes.epoch(ino), nodes.fresh_attr(ino, ttl))
         };
         if let Some((a, left)) = kept {
+            self.sh.nodes.lock().gave(ino, a, true);
             return reply.attr(&left, &file_attr(ino, &a));
         }
         let mut w = req(Op::Getattr);
@@ -128,7 +129,7 @@ impl OmxFs {
         let (sh, asked) = (self.sh.clone(), Instant::now());
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
-                sh.nodes.lock().keep_attr(ino, epoch, a, asked);
+                sh.nodes.lock().keep_attr_given(ino, epoch, a, asked);
                 reply.attr(&ttl, &file_attr(ino, &a))
             }
             Err(e) => reply.error(stale(&sh, ino, e)),
@@ -192,7 +193,7 @@ impl OmxFs {
         let (sh, asked) = (self.sh.clone(), Instant::now());
         let done = move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
-                sh.nodes.lock().keep_attr(ino, epoch, a, asked);
+                sh.nodes.lock().keep_attr_given(ino, epoch, a, asked);
                 reply.attr(&ttl, &file_attr(ino, &a))
             }
             Err(e) => reply.error(stale(&sh, ino, e)),

@@ -35,7 +35,10 @@ impl OmxFs {
         reply: ReplyEntry,
     ) {
         let (sh, ttl, asked) = (self.sh.clone(), self.opts.entry_timeout, Instant::now());
-        let epoch = self.sh.nodes.lock().change_sent(parent);
+        let (epoch, sent) = {
+            let mut nodes = self.sh.nodes.lock();
+            (nodes.change_sent(parent), nodes.path_epoch(&path))
+        };
         let made = |_: &Reply, rd: &mut Reader| {
             let a = Attr::decode(rd)?;
             let change = Stamp::decode_change(rd);
@@ -46,7 +49,7 @@ impl OmxFs {
             Ok((a, change, parent_attr, own)) => {
                 sh.check_replaced(&path, a.ino);
                 let mut nodes = sh.nodes.lock();
-                let ino = nodes.looked_up(path);
+                let ino = nodes.entry_given(path, a, sent);
                 nodes.change_answered(parent, epoch, change, parent_attr, asked);
                 // Without its own stamp from a server that sends stamps, someone
                 // changed the new directory already.
@@ -90,12 +93,22 @@ impl OmxFs {
         {
             return reply.entry(&left, &file_attr(0, &Attr::default()), 0);
         }
+        // A name it knows there (the kernel's entry expired, as before each unlink):
+        // the node with the attributes the kernel holds, valid no longer (so asked for
+        // again before they are used: `Nodes::known_present`).
+        if let Some((ino, a)) = known
+            .then(|| sh.nodes.lock().known_present(parent, name.as_bytes(), ttl))
+            .flatten()
+        {
+            return reply.entry(&Duration::ZERO, &file_attr(ino, &a), 0);
+        }
+        let sent = sh.nodes.lock().path_epoch(&path);
         let mut w = req(Op::Lookup);
         w.bytes(&path);
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
             Ok(a) => {
                 sh.check_replaced(&path, a.ino);
-                let ino = sh.nodes.lock().looked_up(path);
+                let ino = sh.nodes.lock().entry_given(path, a, sent);
                 reply.entry(&ttl, &file_attr(ino, &a), 0)
             }
             Err(libc::ENOENT) => reply.entry(&ttl, &file_attr(0, &Attr::default()), 0),
@@ -219,7 +232,10 @@ impl OmxFs {
         reply: ReplyCreate,
     ) {
         let path = join(&path_or!(self, parent, reply), name);
-        let epoch = self.sh.nodes.lock().change_sent(parent);
+        let (epoch, sent) = {
+            let mut nodes = self.sh.nodes.lock();
+            (nodes.change_sent(parent), nodes.path_epoch(&path))
+        };
         let mut w = req(Op::Create);
         w.bytes(&path).u32(flags as u32).u32(mode);
         w.u32(req_.uid()).u32(req_.gid());
@@ -239,7 +255,7 @@ impl OmxFs {
                     sh.check_replaced(&path, a.ino);
                     let ino = {
                         let mut nodes = sh.nodes.lock();
-                        let ino = nodes.looked_up(path);
+                        let ino = nodes.entry_given(path, a, sent);
                         nodes.change_answered(parent, epoch, change, parent_attr, asked);
                         nodes.set_xattr_absent(ino, CAPABILITY_XATTR, Instant::now() + attr_ttl);
                         ino

@@ -24,6 +24,12 @@ pub struct Node {
     /// Bumped whenever the node may have changed: a reply to a request sent before
     /// brings attributes that may be older, and is not kept.
     epoch: u64,
+    /// The attributes this client last gave the kernel for the node (a lookup, create,
+    /// getattr or setattr reply), while they are what the kernel holds: none once the
+    /// node may have changed (the epoch they were given at is past) or when a reply
+    /// raced a change. A lookup answered here gives them back (see
+    /// [`Nodes::known_present`]).
+    given: Option<(Attr, u64)>,
     /// Entry changes in this directory sent and not answered yet: while one is in
     /// flight, no reply's attributes are kept (the server may serve it either side).
     changing: u32,
@@ -73,6 +79,7 @@ impl Node {
             absent_xattrs: Vec::new(),
             attr: None,
             epoch: 0,
+            given: None,
             changing: 0,
             busy_max: 0,
             pages: None,
@@ -223,6 +230,14 @@ impl Nodes {
         self.dir_unknown(dir);
     }
 
+    /// A `GETATTR` or `SETATTR` reply gives the kernel `attr` (asked at `asked`, at the
+    /// node's `epoch`): kept ([`Nodes::keep_attr`]) and known given ([`Nodes::gave`]).
+    pub fn keep_attr_given(&mut self, ino: u64, epoch: u64, attr: Attr, asked: Instant) {
+        let unchanged = self.epoch(ino) == epoch;
+        self.keep_attr(ino, epoch, attr, asked);
+        self.gave(ino, attr, unchanged);
+    }
+
     /// Kept attributes of `ino` no older than `ttl`, and how long they stay valid.
     pub fn fresh_attr(&self, ino: u64, ttl: Duration) -> Option<(Attr, Duration)> {
         let (attr, asked) = self.by_id.get(&ino)?.attr.as_ref()?;
@@ -361,6 +376,58 @@ impl Nodes {
             _ => {
                 self.complete.remove(&dir);
             }
+        }
+    }
+
+    /// A lookup of `name` in `dir`, answered here when the name is known present: the
+    /// directory is known complete (as for [`Nodes::known_absent`]), the kernel holds
+    /// the name's node (a file, not a directory) and the attributes this client last
+    /// gave it are still what it holds. The node, counted one lookup more (the
+    /// kernel's), and those attributes: given back with no validity, they change
+    /// nothing in the kernel but end its trust in them (its next `stat`, or read past
+    /// the size, asks). So a name this client made is found without asking after the
+    /// kernel's entry expired (the `LOOKUP` before each `unlink`), and a file's
+    /// attributes are still never answered older than `attr_timeout`.
+    pub fn known_present(&mut self, dir: u64, name: &[u8], ttl: Duration) -> Option<(u64, Attr)> {
+        let c = self.complete.get(&dir)?;
+        let left = ttl.checked_sub(c.since.elapsed())?;
+        if left.is_zero() || !c.names.contains(name) {
+            return None;
+        }
+        let path = join(&self.by_id.get(&dir)?.path, OsStr::from_bytes(name));
+        let id = *self.by_path.get(&path)?;
+        let n = self.by_id.get_mut(&id)?;
+        let (attr, epoch) = n.given?;
+        if epoch != n.epoch || n.detached || attr.mode & libc::S_IFMT == libc::S_IFDIR {
+            return None;
+        }
+        n.lookups += 1;
+        Some((id, attr))
+    }
+
+    /// The epoch of the node at `path` (none: no node), taken when a request that may
+    /// give the kernel attributes for it is sent: see [`Nodes::gave`].
+    pub fn path_epoch(&self, path: &[u8]) -> Option<u64> {
+        self.by_path.get(path).map(|id| self.epoch(*id))
+    }
+
+    /// A reply gives the kernel the entry `path` with `attr` (a lookup, create, mkdir...
+    /// sent when the path's node epoch was `sent`, from [`Nodes::path_epoch`]): as
+    /// [`Nodes::looked_up`], and the attributes are those the kernel now holds unless
+    /// the node changed meanwhile.
+    pub fn entry_given(&mut self, path: Vec<u8>, attr: Attr, sent: Option<u64>) -> u64 {
+        let unchanged = self.path_epoch(&path) == sent;
+        let ino = self.looked_up(path);
+        self.gave(ino, attr, unchanged);
+        ino
+    }
+
+    /// The kernel is given `attr` for `ino`; `unchanged`: nothing changed the node
+    /// since the request was sent (else the kernel may refuse them, as older than a
+    /// change it made itself, and what it holds is not known here).
+    pub fn gave(&mut self, ino: u64, attr: Attr, unchanged: bool) {
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            n.given = unchanged.then_some((attr, n.epoch));
         }
     }
 
