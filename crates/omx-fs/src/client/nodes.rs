@@ -689,6 +689,62 @@ mod tests {
     }
 
     #[test]
+    fn a_known_name_is_answered_with_what_the_kernel_holds_only() {
+        let mut n = Nodes::new();
+        let d = n.looked_up(b"d".to_vec());
+        n.made_dir(d, Instant::now(), None);
+        let file = Attr {
+            ino: 7,
+            mode: libc::S_IFREG | 0o644,
+            size: 3,
+            ..Attr::default()
+        };
+        let f = n.entry_given(b"d/f".to_vec(), file, None);
+        let size = |n: &mut Nodes, ttl| n.known_present(d, b"f", ttl).map(|(i, a)| (i, a.size));
+        assert_eq!(size(&mut n, TTL), Some((f, 3)), "the create's attributes");
+        assert!(n.known_present(d, b"g", TTL).is_none(), "not a name there");
+        assert!(
+            n.known_present(FUSE_ROOT_ID, b"d", TTL).is_none(),
+            "not known complete"
+        );
+        assert!(size(&mut n, Duration::ZERO).is_none(), "expired");
+        n.changed(f);
+        assert!(
+            size(&mut n, TTL).is_none(),
+            "changed: the kernel's are not known"
+        );
+        let e = n.epoch(f);
+        n.keep_attr_given(f, e, Attr { size: 9, ..file }, Instant::now());
+        assert_eq!(size(&mut n, TTL), Some((f, 9)), "a getattr reply's");
+        let e = n.epoch(f);
+        n.changed(f);
+        n.keep_attr_given(f, e, file, Instant::now());
+        assert!(size(&mut n, TTL).is_none(), "a reply that raced a change");
+        let e = n.epoch(f);
+        n.entry_given(b"d/f".to_vec(), file, Some(e + 1));
+        assert!(
+            size(&mut n, TTL).is_none(),
+            "a lookup reply that raced a change"
+        );
+        let dir = Attr {
+            mode: libc::S_IFDIR | 0o755,
+            ..file
+        };
+        n.entry_given(b"d/s".to_vec(), dir, None);
+        assert!(n.known_present(d, b"s", TTL).is_none(), "a directory");
+        // The kernel counts a lookup for each answer (two here) as for the create's and
+        // the lookup's replies: the node lives until it forgets them all.
+        n.forget(f, 3);
+        assert!(n.path(f).is_some());
+        n.forget(f, 1);
+        assert!(n.path(f).is_none());
+        let f = n.entry_given(b"d/f".to_vec(), file, None);
+        n.removed(b"d/f");
+        assert!(n.known_present(d, b"f", TTL).is_none(), "removed");
+        n.forget(f, 1);
+    }
+
+    #[test]
     fn stamps_keep_a_made_directory_known_while_unchanged_by_others() {
         let stamp = |count| Stamp { count, mtime_ns: 5 };
         let mut n = Nodes::new();
