@@ -7,6 +7,7 @@
 
 use super::attrs::file_attr;
 use super::conn::Reply;
+use super::files::{open_request, opened};
 use super::nodes::{join, CAPABILITY_XATTR};
 use super::request::{body, path_or, req};
 use super::shared::{Handle, Shared};
@@ -317,10 +318,8 @@ fn open_existing(
     generation: u64,
     reply: ReplyCreate,
 ) {
-    let mut w = req(Op::Open);
-    w.bytes(&path).u32(flags as u32).u32(0).u32(0).u32(0);
-    let opened = sh.conn.call(w, None, 0);
-    match body(opened, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
+    let answer = sh.conn.call(open_request(&path, flags), None, 0);
+    match body(answer, |_, rd| opened(rd)) {
         Ok((server_fh, a)) => {
             sh.check_replaced(&path, a.ino);
             let ino = sh.nodes.lock().looked_up(path);

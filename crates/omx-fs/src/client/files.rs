@@ -9,11 +9,23 @@ use super::OmxFs;
 use crate::proto::*;
 use fuser::{consts, ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen};
 
+/// An `OPEN` of the file at `path` with the kernel's `flags` (no create: mode, uid and
+/// gid 0): the one layout of an open, first or again after a server restart.
+pub(super) fn open_request(path: &[u8], flags: i32) -> Writer {
+    let mut w = req(Op::Open);
+    w.bytes(path).u32(flags as u32).u32(0).u32(0).u32(0);
+    w
+}
+
+/// An `OPEN` reply: the server's handle and the file's attributes.
+pub(super) fn opened(rd: &mut Reader) -> Result<(u64, Attr), Malformed> {
+    Ok((rd.u64()?, Attr::decode(rd)?))
+}
+
 impl OmxFs {
     pub(super) fn open_file(&self, ino: u64, flags: i32, reply: ReplyOpen) {
         let path = path_or!(self, ino, reply);
-        let mut w = req(Op::Open);
-        w.bytes(&path).u32(flags as u32).u32(0).u32(0).u32(0);
+        let w = open_request(&path, flags);
         // Close-to-open as NFS: the kernel keeps the file's cached pages
         // (FOPEN_KEEP_CACHE) only when the file is as it was when they were cached
         // (inode, size, mtime, ctime) and nothing changed it through this client since;
@@ -21,7 +33,7 @@ impl OmxFs {
         let (sh, generation) = (self.sh.clone(), self.sh.conn.generation());
         let data_epoch = sh.nodes.lock().data_epoch(ino);
         self.send(w, move |r| {
-            match body(r, |_, rd| Ok((rd.u64()?, Attr::decode(rd)?))) {
+            match body(r, |_, rd| opened(rd)) {
                 Ok((server_fh, a)) if a.mode & libc::S_IFMT == libc::S_IFDIR => {
                     // The kernel opens a file, the path names a directory now: the
                     // file is gone.

@@ -5,6 +5,7 @@
 
 use super::behind::Behind;
 use super::conn::Conn;
+use super::files::{open_request, opened};
 use super::nodes::Nodes;
 use super::releases::Releases;
 use super::request::req;
@@ -128,28 +129,34 @@ impl Shared {
             (h.node, h.flags, h.dir, h.ino, h.locked)
         };
         let path = self.nodes.lock().path(node).ok_or(libc::ESTALE)?;
-        let mut w = req(if dir { Op::Opendir } else { Op::Open });
-        w.bytes(&path);
-        if !dir {
+        let w = if dir {
+            let mut w = req(Op::Opendir);
+            w.bytes(&path);
+            w
+        } else {
             // Created or truncated once is enough.
-            let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
-            w.u32(flags as u32).u32(0).u32(0).u32(0);
-        }
+            open_request(
+                &path,
+                flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC),
+            )
+        };
         let reply = self.conn.call(w, None, 0).map_err(|e| match e {
             libc::ENOENT => libc::ESTALE,
             libc::EBADR | libc::ENOTCONN => libc::EIO,
             e => e,
         })?;
         let mut rd = Reader::new(&reply.body);
-        let server_fh = rd.u64().map_err(|_| libc::EIO)?;
-        if !dir {
-            let a = Attr::decode(&mut rd).map_err(|_| libc::EIO)?;
+        let server_fh = if dir {
+            rd.u64().map_err(|_| libc::EIO)?
+        } else {
+            let (server_fh, a) = opened(&mut rd).map_err(|_| libc::EIO)?;
             if a.ino != ino {
                 // Another file took the name meanwhile.
                 self.close_now(server_fh);
                 return Err(libc::ESTALE);
             }
-        }
+            server_fh
+        };
         if locked {
             eprintln!(
                 "omxfs: {}: reopened after a server restart; the locks held on it were lost",
