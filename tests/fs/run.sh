@@ -346,7 +346,7 @@ if want stale-name; then
   # operation on the gone node gets ESTALE from the client, so the kernel looks the name
   # up again. open(O_CREAT) then creates a new file the server sees; open(), stat(),
   # truncate() and chmod() fail with ENOENT; a file another writer put in its place is
-  # the one opened.
+  # the one opened; a directory put in its place is seen as one by stat() and chmod().
   mkdir -p "$tmp/m6" && mount_on 2 "$tmp/m6" data entry_timeout=600,attr_timeout=0 &&
     on "$client_pid" python3 - "$tmp/m6/stale" "$tmp/export/data/stale" >"$log/stale-name" 2>&1 <<'PY'
 import errno, os, sys
@@ -388,6 +388,13 @@ with open(f"{srv}/r", "w") as f:
 with open(f"{m}/r") as f:
     got = f.read()
 assert got == "theirs\n", f"read {got!r}"
+made("k")  # a directory in its place: seen as one (the kernel's GETATTR gave EIO)
+os.mkdir(f"{srv}/k")
+assert os.path.isdir(f"{m}/k"), "a file replaced by a directory not seen as one"
+made("j")
+os.mkdir(f"{srv}/j")
+os.chmod(f"{m}/j", 0o700)
+assert os.stat(f"{m}/j").st_mode == 0o40700, oct(os.stat(f"{m}/j").st_mode)
 print("ok")
 PY
   report stale-name $? "$log/stale-name" "$log/client2"

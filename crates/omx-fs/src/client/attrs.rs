@@ -128,6 +128,12 @@ impl OmxFs {
         w.bytes(&path);
         let (sh, asked) = (self.sh.clone(), Instant::now());
         self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
+            // Another type at the path (the name replaced by someone else): `ESTALE`
+            // has the kernel look it up again (a new inode) instead of failing the
+            // call with `EIO` and marking its inode bad.
+            Ok(a) if sh.nodes.lock().other_kind(ino, &a) => {
+                reply.error(stale(&sh, ino, libc::ENOENT))
+            }
             Ok(a) => {
                 sh.nodes.lock().keep_attr_given(ino, epoch, a, asked);
                 reply.attr(&ttl, &file_attr(ino, &a))
@@ -192,6 +198,11 @@ impl OmxFs {
         let epoch = self.data_changing(ino);
         let (sh, asked) = (self.sh.clone(), Instant::now());
         let done = move |r| match body(r, |_, rd| Attr::decode(rd)) {
+            // As for `getattr` (the change reached what is at the path now, as any
+            // change of a name another client replaced does: nodes are paths).
+            Ok(a) if sh.nodes.lock().other_kind(ino, &a) => {
+                reply.error(stale(&sh, ino, libc::ENOENT))
+            }
             Ok(a) => {
                 sh.nodes.lock().keep_attr_given(ino, epoch, a, asked);
                 reply.attr(&ttl, &file_attr(ino, &a))

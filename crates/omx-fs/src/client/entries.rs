@@ -322,7 +322,12 @@ fn open_existing(
     match body(answer, |_, rd| opened(rd)) {
         Ok((server_fh, a)) => {
             sh.check_replaced(&path, a.ino);
-            let ino = sh.nodes.lock().looked_up(path);
+            let ino = {
+                let mut nodes = sh.nodes.lock();
+                let ino = nodes.looked_up(path);
+                nodes.gave(ino, a, false);
+                ino
+            };
             let fh = sh.add_handle(Handle::file(ino, flags, a.ino, server_fh, generation));
             reply.created(&ttl, &file_attr(ino, &a), 0, fh, 0)
         }

@@ -54,6 +54,7 @@ pub fn add_page(
                 sh.check_replaced(&path, a.ino);
                 let mut nodes = sh.nodes.lock();
                 let node = nodes.looked_up(path);
+                nodes.gave(node, a, false);
                 let full = reply.add(node, next, name, &ttl, &file_attr(node, &a), 0);
                 if full {
                     nodes.forget(node, 1);

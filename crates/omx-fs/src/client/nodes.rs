@@ -30,6 +30,10 @@ pub struct Node {
     /// raced a change. A lookup answered here gives them back (see
     /// [`Nodes::known_present`]).
     given: Option<(Attr, u64)>,
+    /// The file type (`S_IFMT` bits) of the kernel's inode for the node, once a reply
+    /// gave it one (0 before): the kernel fails a `GETATTR` or `SETATTR` reply of
+    /// another type with `EIO` and marks its inode bad.
+    kind: u32,
     /// Entry changes in this directory sent and not answered yet: while one is in
     /// flight, no reply's attributes are kept (the server may serve it either side).
     changing: u32,
@@ -80,6 +84,7 @@ impl Node {
             attr: None,
             epoch: 0,
             given: None,
+            kind: 0,
             changing: 0,
             busy_max: 0,
             pages: None,
@@ -428,7 +433,17 @@ impl Nodes {
     pub fn gave(&mut self, ino: u64, attr: Attr, unchanged: bool) {
         if let Some(n) = self.by_id.get_mut(&ino) {
             n.given = unchanged.then_some((attr, n.epoch));
+            n.kind = attr.mode & libc::S_IFMT;
         }
+    }
+
+    /// Whether `attr`, from the server for the path of `ino`, is of another type than
+    /// the kernel's inode of the node: someone else replaced the name (a file by a
+    /// directory...), which the kernel must look up again, not be given.
+    pub fn other_kind(&self, ino: u64, attr: &Attr) -> bool {
+        self.by_id
+            .get(&ino)
+            .is_some_and(|n| n.kind != 0 && n.kind != attr.mode & libc::S_IFMT)
     }
 
     /// How long `name` in `dir` is known to be absent, if it is.
@@ -732,6 +747,12 @@ mod tests {
         };
         n.entry_given(b"d/s".to_vec(), dir, None);
         assert!(n.known_present(d, b"s", TTL).is_none(), "a directory");
+        assert!(
+            n.other_kind(f, &dir),
+            "a directory where the kernel has a file"
+        );
+        assert!(!n.other_kind(f, &file));
+        assert!(!n.other_kind(d, &file), "a type never given is not checked");
         // The kernel counts a lookup for each answer (two here) as for the create's and
         // the lookup's replies: the node lives until it forgets them all.
         n.forget(f, 3);
