@@ -72,9 +72,7 @@ impl OmxFs {
                 reply.entry(&ttl, &file_attr(ino, &a), 0);
             }
             Err(e) => {
-                let mut nodes = sh.nodes.lock();
-                nodes.change_failed(parent, epoch, asked);
-                drop(nodes);
+                sh.nodes.lock().change_failed(parent, epoch, asked);
                 reply.error(e)
             }
         });
@@ -206,9 +204,11 @@ impl OmxFs {
                 reply.ok()
             }
             Err(e) => {
-                let mut n = sh.nodes.lock();
-                n.change_failed(parent, epochs[0], asked);
-                n.change_failed(newparent, epochs[1], asked);
+                {
+                    let mut n = sh.nodes.lock();
+                    n.change_failed(parent, epochs[0], asked);
+                    n.change_failed(newparent, epochs[1], asked);
+                }
                 reply.error(e)
             }
         });
@@ -300,9 +300,7 @@ impl OmxFs {
                 reply.ok()
             }
             Err(e) => {
-                let mut nodes = sh.nodes.lock();
-                nodes.change_failed(parent, epoch, asked);
-                drop(nodes);
+                sh.nodes.lock().change_failed(parent, epoch, asked);
                 reply.error(e)
             }
         });
