@@ -319,7 +319,9 @@ fi
 if want dir-stamps; then
   # A directory the client made stays known complete past entry_timeout while each of
   # its own changes there finds it as it left it (the server's stamps): no lookups
-  # asked during 2.5 s of creates. A name another client adds is seen by the first
+  # asked during 2.5 s of creates, nor by the unlinks of those files after (the
+  # kernel's entries of the first ones expired: it looks each name up before its
+  # unlink, answered by the client). A name another client adds is seen by the first
   # client as soon as its next change there (the stamps differ), without waiting.
   mkdir -p "$tmp/m4" && mount_on 2 "$tmp/m4" data && c4=$client_pid &&
     on "$c1" mkdir "$m/stamped" && l0=$(server_counter Lookup) &&
@@ -329,7 +331,8 @@ os.chdir(sys.argv[1])  # relative names: no lookup of the directory itself
 end, i = time.monotonic() + 2.5, 0
 while time.monotonic() < end:
     os.close(os.open(f"f{i}", os.O_CREAT | os.O_WRONLY, 0o644)); i += 1
-print(i, "creates")' "$m/stamped" >"$log/dir-stamps" 2>&1 &&
+for j in range(i): os.unlink(f"f{j}")
+print(i, "creates, then as many unlinks")' "$m/stamped" >"$log/dir-stamps" 2>&1 &&
     l1=$(server_counter Lookup) && echo "lookups asked: $((l1 - l0))" >>"$log/dir-stamps" &&
     [ "$l1" -eq "$l0" ] &&
     on "$c4" sh -c "echo theirs > $tmp/m4/stamped/x" &&
@@ -343,7 +346,7 @@ if want stale-name; then
   # operation on the gone node gets ESTALE from the client, so the kernel looks the name
   # up again. open(O_CREAT) then creates a new file the server sees; open(), stat(),
   # truncate() and chmod() fail with ENOENT; a file another writer put in its place is
-  # the one opened.
+  # the one opened; a directory put in its place is seen as one by stat() and chmod().
   mkdir -p "$tmp/m6" && mount_on 2 "$tmp/m6" data entry_timeout=600,attr_timeout=0 &&
     on "$client_pid" python3 - "$tmp/m6/stale" "$tmp/export/data/stale" >"$log/stale-name" 2>&1 <<'PY'
 import errno, os, sys
@@ -385,6 +388,13 @@ with open(f"{srv}/r", "w") as f:
 with open(f"{m}/r") as f:
     got = f.read()
 assert got == "theirs\n", f"read {got!r}"
+made("k")  # a directory in its place: seen as one (the kernel's GETATTR gave EIO)
+os.mkdir(f"{srv}/k")
+assert os.path.isdir(f"{m}/k"), "a file replaced by a directory not seen as one"
+made("j")
+os.mkdir(f"{srv}/j")
+os.chmod(f"{m}/j", 0o700)
+assert os.stat(f"{m}/j").st_mode == 0o40700, oct(os.stat(f"{m}/j").st_mode)
 print("ok")
 PY
   report stale-name $? "$log/stale-name" "$log/client2"

@@ -1,12 +1,16 @@
-//! Directory listings: READDIRPLUS pages into the kernel's buffer. A listing takes one
-//! round trip for a small directory: its first page comes with the OPENDIR reply, and
-//! the page after the last one is answered here (empty) instead of asked for.
+//! Directory listings: opendir, readdir, READDIRPLUS pages into the kernel's buffer,
+//! releasedir. A listing takes one round trip for a small directory: its first page
+//! comes with the OPENDIR reply, and the page after the last one is answered here
+//! (empty) instead of asked for. Each entry a page brings is a lookup for the kernel
+//! (a node, its attributes).
 
-use super::attrs::file_attr;
+use super::attrs::{dtype, file_attr};
 use super::nodes::join;
-use super::shared::Shared;
-use crate::proto::{Attr, Malformed, Reader};
-use fuser::ReplyDirectoryPlus;
+use super::request::{body, path_or, req, stale};
+use super::shared::{Handle, Shared};
+use super::OmxFs;
+use crate::proto::{Attr, Malformed, Op, Reader};
+use fuser::{ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyOpen};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
@@ -50,6 +54,7 @@ pub fn add_page(
                 sh.check_replaced(&path, a.ino);
                 let mut nodes = sh.nodes.lock();
                 let node = nodes.looked_up(path);
+                nodes.gave(node, a, false);
                 let full = reply.add(node, next, name, &ttl, &file_attr(node, &a), 0);
                 if full {
                     nodes.forget(node, 1);
@@ -92,5 +97,110 @@ pub fn finish_page(
             reply.ok()
         }
         Err(e) => reply.error(e),
+    }
+}
+
+impl OmxFs {
+    pub(super) fn open_dir(&self, ino: u64, reply: ReplyOpen) {
+        let path = path_or!(self, ino, reply);
+        let mut w = req(Op::Opendir);
+        // With the listing's first page (READDIRPLUS, the kernel's next request).
+        w.bytes(&path).u32(DIR_PAGE);
+        let (sh, generation) = (self.sh.clone(), self.sh.conn.generation());
+        self.send(w, move |r| {
+            match body(r, |_, rd| Ok((rd.u64()?, rd.rest().to_vec()))) {
+                Ok((server_fh, page)) => {
+                    let fh = sh.add_handle(Handle {
+                        node: ino,
+                        flags: 0,
+                        dir: true,
+                        ino: 0,
+                        server_fh,
+                        generation,
+                        locked: false,
+                        listing: Listing {
+                            first_page: (!page.is_empty()).then_some(page),
+                            end: None,
+                        },
+                    });
+                    reply.opened(fh, 0)
+                }
+                Err(e) => reply.error(stale(&sh, ino, e)),
+            }
+        });
+    }
+
+    pub(super) fn read_dir(&self, fh: u64, offset: i64, mut reply: ReplyDirectory) {
+        // About what one kernel readdir buffer holds: the rest would be dropped.
+        let build = move |fh| {
+            let mut w = req(Op::Readdir);
+            w.u64(fh).i64(offset).u32(8192);
+            w
+        };
+        self.send_fh(fh, build, None, 0, move |r| {
+            let res = body(r, |_, rd| {
+                let n = rd.u32()?;
+                for _ in 0..n {
+                    let (ino, next, typ) = (rd.u64()?, rd.i64()?, rd.u8()?);
+                    let name = rd.bytes()?;
+                    if reply.add(ino.max(1), next, dtype(typ), OsStr::from_bytes(name)) {
+                        break;
+                    }
+                }
+                Ok(())
+            });
+            match res {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    pub(super) fn read_dir_plus(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let dir = path_or!(self, ino, reply);
+        // The first page came with the handle; past the end nothing more will come.
+        let known = {
+            let mut hs = self.sh.handles.lock();
+            hs.map.get_mut(&fh).and_then(|h| match h.listing.end {
+                Some(end) if end == offset => Some(None),
+                _ if offset == 0 => h.listing.first_page.take().map(Some),
+                _ => None,
+            })
+        };
+        let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
+        match known {
+            Some(None) => return reply.ok(),
+            Some(Some(page)) => {
+                let res = add_page(&sh, &dir, offset, ttl, &mut Reader::new(&page), &mut reply)
+                    .map_err(|_| libc::EIO);
+                return finish_page(&sh, fh, res, reply);
+            }
+            None => {}
+        }
+        // The kernel's buffer is one page: the server sends what fits in it.
+        let build = move |fh| {
+            let mut w = req(Op::Readdirplus);
+            w.u64(fh).i64(offset).u32(DIR_PAGE);
+            w
+        };
+        self.send_fh(fh, build, None, 0, move |r| {
+            let res = body(r, |_, rd| add_page(&sh, &dir, offset, ttl, rd, &mut reply));
+            finish_page(&sh, fh, res, reply);
+        });
+    }
+
+    pub(super) fn release_dir(&self, fh: u64, reply: ReplyEmpty) {
+        let Some((server_fh, _)) = self.sh.take_handle(fh) else {
+            return reply.ok();
+        };
+        let mut w = req(Op::Releasedir);
+        w.u64(server_fh);
+        self.empty(w, reply);
     }
 }

@@ -2,7 +2,8 @@
 //! blocked `F_SETLKW` is withdrawn when its caller is interrupted.
 
 use super::conn::Conn;
-use super::{body, req, OmxFs};
+use super::request::{body, req};
+use super::OmxFs;
 use crate::proto::*;
 use fuser::{ReplyEmpty, ReplyLock};
 use std::sync::atomic::{AtomicBool, Ordering};

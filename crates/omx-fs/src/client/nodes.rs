@@ -24,6 +24,16 @@ pub struct Node {
     /// Bumped whenever the node may have changed: a reply to a request sent before
     /// brings attributes that may be older, and is not kept.
     epoch: u64,
+    /// The attributes this client last gave the kernel for the node (a lookup, create,
+    /// getattr or setattr reply), while they are what the kernel holds: none once the
+    /// node may have changed (the epoch they were given at is past) or when a reply
+    /// raced a change. A lookup answered here gives them back (see
+    /// [`Nodes::known_present`]).
+    given: Option<(Attr, u64)>,
+    /// The file type (`S_IFMT` bits) of the kernel's inode for the node, once a reply
+    /// gave it one (0 before): the kernel fails a `GETATTR` or `SETATTR` reply of
+    /// another type with `EIO` and marks its inode bad.
+    kind: u32,
     /// Entry changes in this directory sent and not answered yet: while one is in
     /// flight, no reply's attributes are kept (the server may serve it either side).
     changing: u32,
@@ -73,6 +83,8 @@ impl Node {
             absent_xattrs: Vec::new(),
             attr: None,
             epoch: 0,
+            given: None,
+            kind: 0,
             changing: 0,
             busy_max: 0,
             pages: None,
@@ -196,6 +208,39 @@ impl Nodes {
         if let Some((a, _)) = attr.filter(|_| newest) {
             self.keep_attr(ino, epoch, a, asked);
         }
+    }
+
+    /// The successful reply to an entry change in directory `dir` sent at `epoch` (from
+    /// [`Nodes::change_sent`]) at `asked`: `change`, the directory's stamps from just
+    /// before and after it, and `attr`, its attributes right after, as the reply gave
+    /// them. The one place both the kept attributes and the directory's knowledge
+    /// learn of a change.
+    pub fn change_answered(
+        &mut self,
+        dir: u64,
+        epoch: u64,
+        change: Option<(Stamp, Stamp)>,
+        attr: Option<Attr>,
+        asked: Instant,
+    ) {
+        let counted = attr.zip(change).map(|(a, (_, after))| (a, after.count));
+        self.change_done(dir, epoch, counted, asked);
+        self.dir_changed(dir, change, asked);
+    }
+
+    /// An entry change in `dir` sent at `epoch` failed: what the directory holds is no
+    /// longer known (the error may say someone else changed it).
+    pub fn change_failed(&mut self, dir: u64, epoch: u64, asked: Instant) {
+        self.change_done(dir, epoch, None, asked);
+        self.dir_unknown(dir);
+    }
+
+    /// A `GETATTR` or `SETATTR` reply gives the kernel `attr` (asked at `asked`, at the
+    /// node's `epoch`): kept ([`Nodes::keep_attr`]) and known given ([`Nodes::gave`]).
+    pub fn keep_attr_given(&mut self, ino: u64, epoch: u64, attr: Attr, asked: Instant) {
+        let unchanged = self.epoch(ino) == epoch;
+        self.keep_attr(ino, epoch, attr, asked);
+        self.gave(ino, attr, unchanged);
     }
 
     /// Kept attributes of `ino` no older than `ttl`, and how long they stay valid.
@@ -337,6 +382,68 @@ impl Nodes {
                 self.complete.remove(&dir);
             }
         }
+    }
+
+    /// A lookup of `name` in `dir`, answered here when the name is known present: the
+    /// directory is known complete (as for [`Nodes::known_absent`]), the kernel holds
+    /// the name's node (a file, not a directory) and the attributes this client last
+    /// gave it are still what it holds. The node, counted one lookup more (the
+    /// kernel's), and those attributes: given back with no validity, they change
+    /// nothing in the kernel but end its trust in them (its next `stat`, or read past
+    /// the size, asks). So a name this client made is found without asking after the
+    /// kernel's entry expired (the `LOOKUP` before each `unlink`), and a file's
+    /// attributes are still never answered older than `attr_timeout`.
+    pub fn known_present(&mut self, dir: u64, name: &[u8], ttl: Duration) -> Option<(u64, Attr)> {
+        let c = self.complete.get(&dir)?;
+        let left = ttl.checked_sub(c.since.elapsed())?;
+        if left.is_zero() || !c.names.contains(name) {
+            return None;
+        }
+        let path = join(&self.by_id.get(&dir)?.path, OsStr::from_bytes(name));
+        let id = *self.by_path.get(&path)?;
+        let n = self.by_id.get_mut(&id)?;
+        let (attr, epoch) = n.given?;
+        if epoch != n.epoch || n.detached || attr.mode & libc::S_IFMT == libc::S_IFDIR {
+            return None;
+        }
+        n.lookups += 1;
+        Some((id, attr))
+    }
+
+    /// The epoch of the node at `path` (none: no node), taken when a request that may
+    /// give the kernel attributes for it is sent: see [`Nodes::gave`].
+    pub fn path_epoch(&self, path: &[u8]) -> Option<u64> {
+        self.by_path.get(path).map(|id| self.epoch(*id))
+    }
+
+    /// A reply gives the kernel the entry `path` with `attr` (a lookup, create, mkdir...
+    /// sent when the path's node epoch was `sent`, from [`Nodes::path_epoch`]): as
+    /// [`Nodes::looked_up`], and the attributes are those the kernel now holds unless
+    /// the node changed meanwhile.
+    pub fn entry_given(&mut self, path: Vec<u8>, attr: Attr, sent: Option<u64>) -> u64 {
+        let unchanged = self.path_epoch(&path) == sent;
+        let ino = self.looked_up(path);
+        self.gave(ino, attr, unchanged);
+        ino
+    }
+
+    /// The kernel is given `attr` for `ino`; `unchanged`: nothing changed the node
+    /// since the request was sent (else the kernel may refuse them, as older than a
+    /// change it made itself, and what it holds is not known here).
+    pub fn gave(&mut self, ino: u64, attr: Attr, unchanged: bool) {
+        if let Some(n) = self.by_id.get_mut(&ino) {
+            n.given = unchanged.then_some((attr, n.epoch));
+            n.kind = attr.mode & libc::S_IFMT;
+        }
+    }
+
+    /// Whether `attr`, from the server for the path of `ino`, is of another type than
+    /// the kernel's inode of the node: someone else replaced the name (a file by a
+    /// directory...), which the kernel must look up again, not be given.
+    pub fn other_kind(&self, ino: u64, attr: &Attr) -> bool {
+        self.by_id
+            .get(&ino)
+            .is_some_and(|n| n.kind != 0 && n.kind != attr.mode & libc::S_IFMT)
     }
 
     /// How long `name` in `dir` is known to be absent, if it is.
@@ -594,6 +701,68 @@ mod tests {
             n.known_absent(d, b"z", TTL).is_none(),
             "forgotten with its node"
         );
+    }
+
+    #[test]
+    fn a_known_name_is_answered_with_what_the_kernel_holds_only() {
+        let mut n = Nodes::new();
+        let d = n.looked_up(b"d".to_vec());
+        n.made_dir(d, Instant::now(), None);
+        let file = Attr {
+            ino: 7,
+            mode: libc::S_IFREG | 0o644,
+            size: 3,
+            ..Attr::default()
+        };
+        let f = n.entry_given(b"d/f".to_vec(), file, None);
+        let size = |n: &mut Nodes, ttl| n.known_present(d, b"f", ttl).map(|(i, a)| (i, a.size));
+        assert_eq!(size(&mut n, TTL), Some((f, 3)), "the create's attributes");
+        assert!(n.known_present(d, b"g", TTL).is_none(), "not a name there");
+        assert!(
+            n.known_present(FUSE_ROOT_ID, b"d", TTL).is_none(),
+            "not known complete"
+        );
+        assert!(size(&mut n, Duration::ZERO).is_none(), "expired");
+        n.changed(f);
+        assert!(
+            size(&mut n, TTL).is_none(),
+            "changed: the kernel's are not known"
+        );
+        let e = n.epoch(f);
+        n.keep_attr_given(f, e, Attr { size: 9, ..file }, Instant::now());
+        assert_eq!(size(&mut n, TTL), Some((f, 9)), "a getattr reply's");
+        let e = n.epoch(f);
+        n.changed(f);
+        n.keep_attr_given(f, e, file, Instant::now());
+        assert!(size(&mut n, TTL).is_none(), "a reply that raced a change");
+        let e = n.epoch(f);
+        n.entry_given(b"d/f".to_vec(), file, Some(e + 1));
+        assert!(
+            size(&mut n, TTL).is_none(),
+            "a lookup reply that raced a change"
+        );
+        let dir = Attr {
+            mode: libc::S_IFDIR | 0o755,
+            ..file
+        };
+        n.entry_given(b"d/s".to_vec(), dir, None);
+        assert!(n.known_present(d, b"s", TTL).is_none(), "a directory");
+        assert!(
+            n.other_kind(f, &dir),
+            "a directory where the kernel has a file"
+        );
+        assert!(!n.other_kind(f, &file));
+        assert!(!n.other_kind(d, &file), "a type never given is not checked");
+        // The kernel counts a lookup for each answer (two here) as for the create's and
+        // the lookup's replies: the node lives until it forgets them all.
+        n.forget(f, 3);
+        assert!(n.path(f).is_some());
+        n.forget(f, 1);
+        assert!(n.path(f).is_none());
+        let f = n.entry_given(b"d/f".to_vec(), file, None);
+        n.removed(b"d/f");
+        assert!(n.known_present(d, b"f", TTL).is_none(), "removed");
+        n.forget(f, 1);
     }
 
     #[test]

@@ -1,29 +1,18 @@
 //! What the FUSE handlers and the completion thread share: the connection, the nodes,
 //! and the open handles (mapped to the server's, reopened after a server restart).
+//! The handles live here because both sides use them: a handler maps the kernel's
+//! handle to the server's (reopening it in a new session), a reply adds one.
 
-use super::conn::{Conn, Done};
+use super::behind::Behind;
+use super::conn::Conn;
+use super::files::{open_request, opened};
 use super::nodes::Nodes;
-use super::req;
+use super::releases::Releases;
+use super::request::req;
 use crate::proto::*;
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// Closed handles released on the server in one request once this many are waiting...
-pub const RELEASE_BATCH: usize = 32;
-/// ... or once the first has waited this long.
-pub const RELEASE_DELAY: Duration = Duration::from_millis(20);
-
-/// Handles the kernel released that the server has yet to close (never locked through
-/// this mount: closing them there has nothing to tell anyone), sent together.
-#[derive(Default)]
-pub struct Releases {
-    fhs: Vec<u64>,
-    generation: u64,
-    /// When the first waiting one was queued.
-    since: Option<Instant>,
-}
 
 /// An open file or directory as the kernel holds it: the fh the kernel has is the
 /// client's own, mapped to the server's handle of the session it was opened in. After
@@ -81,206 +70,7 @@ pub struct Shared {
     pub releases_queued: Condvar,
 }
 
-/// Bytes of writes behind (answered to the kernel before the server) in flight at most.
-pub const BEHIND_MAX: usize = 8 << 20;
-
-/// Writes behind: answered to the kernel as soon as they are sent, so that a
-/// sequential writer has several in flight (the kernel sends one `WRITE` per `write`
-/// call and waits for it). Every other request waits until none is in flight (so it
-/// sees them all on the server, whatever order the server's threads serve them in), a
-/// write waits for those it overlaps, and an error is kept for the node's next
-/// write, flush or fsync (as NFS reports one at close).
-#[derive(Default)]
-pub struct Behind {
-    /// (id, node, start, end) of each write in flight.
-    in_flight: Vec<(u64, u64, u64, u64)>,
-    bytes: usize,
-    next: u64,
-    /// The first error of a node's writes behind, until reported.
-    errors: HashMap<u64, i32>,
-}
-
-/// Builds a request (again for a retry: it maps handles to the current session's).
-pub type Build = Box<dyn Fn(&Arc<Shared>) -> Result<Writer, i32> + Send>;
-
 impl Shared {
-    /// Sends the request `build` makes; one whose session the server no longer knows
-    /// (it restarted) is made again in a new session, once. Never called on the
-    /// completion thread (building may reconnect or reopen, which wait for replies).
-    pub fn request(
-        self: &Arc<Self>,
-        build: Build,
-        write: Option<Arc<Vec<u8>>>,
-        read: u32,
-        done: Done,
-        retry: bool,
-    ) {
-        self.drain();
-        self.request_now(build, write, read, done, retry)
-    }
-
-    /// [`Shared::request`] without waiting for the writes behind (one of them).
-    pub fn request_now(
-        self: &Arc<Self>,
-        build: Build,
-        write: Option<Arc<Vec<u8>>>,
-        read: u32,
-        done: Done,
-        retry: bool,
-    ) {
-        let conn = &self.conn;
-        if !conn.connected() && conn.reconnect(conn.generation(), false).is_err() {
-            return done(Err(libc::ENOTCONN));
-        }
-        let generation = conn.generation();
-        let w = match build(self) {
-            Ok(w) => w,
-            Err(e) => return done(Err(e)),
-        };
-        let sh = self.clone();
-        let data = write.clone();
-        conn.submit(
-            w,
-            data,
-            read,
-            true,
-            Box::new(move |r| match r {
-                Err(libc::EBADR) if retry => {
-                    std::thread::spawn(move || match sh.conn.reconnect(generation, true) {
-                        Ok(()) => sh.request_now(build, write, read, done, false),
-                        Err(_) => done(Err(libc::EIO)),
-                    });
-                }
-                Err(libc::EBADR) => done(Err(libc::EIO)),
-                r => done(r),
-            }),
-        );
-    }
-
-    /// Queues the server's close of handle `server_fh` (of session `generation`): sent
-    /// with others by [`Shared::release_now`] ([`RELEASE_BATCH`] of them, or
-    /// [`RELEASE_DELAY`] after the first, by [`Shared::run_releases`]).
-    pub fn release_later(self: &Arc<Self>, server_fh: u64, generation: u64) {
-        let mut r = self.releases.lock();
-        if r.generation != generation {
-            // Those of an older session were closed with it on the server.
-            r.fhs.clear();
-            r.generation = generation;
-        }
-        r.fhs.push(server_fh);
-        if r.since.is_none() {
-            r.since = Some(Instant::now());
-            self.releases_queued.notify_one();
-        }
-        if r.fhs.len() >= RELEASE_BATCH {
-            self.release_now(&mut r);
-        }
-    }
-
-    /// Sends the waiting releases in one request (not waited for; an error has no
-    /// one to go to: the kernel was answered).
-    fn release_now(self: &Arc<Self>, r: &mut Releases) {
-        let fhs = std::mem::take(&mut r.fhs);
-        r.since = None;
-        if fhs.is_empty() || r.generation != self.conn.generation() {
-            return;
-        }
-        let mut w = req(Op::Release);
-        for fh in fhs {
-            w.u64(fh).u64(0).u32(0);
-        }
-        let w = w.0;
-        self.request_now(
-            Box::new(move |_| Ok(Writer(w.clone()))),
-            None,
-            0,
-            Box::new(|_| {}),
-            false,
-        );
-    }
-
-    /// Sends the queued releases and waits for the answer (at unmount: the process
-    /// ends right after).
-    pub fn release_all_now(&self) {
-        let (fhs, generation) = {
-            let mut r = self.releases.lock();
-            r.since = None;
-            (std::mem::take(&mut r.fhs), r.generation)
-        };
-        if fhs.is_empty() || generation != self.conn.generation() {
-            return;
-        }
-        let mut w = req(Op::Release);
-        for fh in fhs {
-            w.u64(fh).u64(0).u32(0);
-        }
-        let _ = self.conn.call(w, None, 0);
-    }
-
-    /// Sends queued releases [`RELEASE_DELAY`] after the first (a thread of its own).
-    pub fn run_releases(self: Arc<Self>) {
-        let mut r = self.releases.lock();
-        loop {
-            match r.since {
-                None => self.releases_queued.wait(&mut r),
-                Some(t) if t.elapsed() >= RELEASE_DELAY => self.release_now(&mut r),
-                Some(t) => {
-                    self.releases_queued.wait_until(&mut r, t + RELEASE_DELAY);
-                }
-            }
-        }
-    }
-
-    /// Waits until no write behind is in flight (never on the completion thread).
-    pub fn drain(&self) {
-        let mut b = self.behind.lock();
-        while !b.in_flight.is_empty() {
-            self.behind_done.wait(&mut b);
-        }
-    }
-
-    /// Waits until `node`'s range `start..end` overlaps no write behind in flight and
-    /// `len` more bytes fit; then counts it in flight. Its id, for [`Shared::behind_end`].
-    pub fn behind_start(&self, node: u64, start: u64, end: u64) -> u64 {
-        let len = (end - start) as usize;
-        let mut b = self.behind.lock();
-        loop {
-            let overlaps = b
-                .in_flight
-                .iter()
-                .any(|&(_, n, s, e)| n == node && s < end && start < e);
-            let full = !b.in_flight.is_empty() && b.bytes + len > BEHIND_MAX;
-            if !overlaps && !full {
-                break;
-            }
-            self.behind_done.wait(&mut b);
-        }
-        b.next += 1;
-        let id = b.next;
-        b.in_flight.push((id, node, start, end));
-        b.bytes += len;
-        id
-    }
-
-    /// Write behind `id` of `node` was answered (`error`: how it failed).
-    pub fn behind_end(&self, id: u64, node: u64, error: Option<i32>) {
-        let mut b = self.behind.lock();
-        if let Some(i) = b.in_flight.iter().position(|w| w.0 == id) {
-            let (_, _, s, e) = b.in_flight.swap_remove(i);
-            b.bytes -= (e - s) as usize;
-        }
-        if let Some(e) = error {
-            b.errors.entry(node).or_insert(e);
-        }
-        drop(b);
-        self.behind_done.notify_all();
-    }
-
-    /// The error of a write behind of `node` not reported yet (reported now).
-    pub fn behind_error(&self, node: u64) -> Option<i32> {
-        self.behind.lock().errors.remove(&node)
-    }
-
     /// A lookup (or listing, or create) found the server's file `server_ino` at `path`:
     /// when the node of that path has files open here and none of them is that file,
     /// the name was removed or renamed over by someone else since. The node is detached
@@ -339,30 +129,34 @@ impl Shared {
             (h.node, h.flags, h.dir, h.ino, h.locked)
         };
         let path = self.nodes.lock().path(node).ok_or(libc::ESTALE)?;
-        let mut w = req(if dir { Op::Opendir } else { Op::Open });
-        w.bytes(&path);
-        if !dir {
+        let w = if dir {
+            let mut w = req(Op::Opendir);
+            w.bytes(&path);
+            w
+        } else {
             // Created or truncated once is enough.
-            let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
-            w.u32(flags as u32).u32(0).u32(0).u32(0);
-        }
+            open_request(
+                &path,
+                flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC),
+            )
+        };
         let reply = self.conn.call(w, None, 0).map_err(|e| match e {
             libc::ENOENT => libc::ESTALE,
             libc::EBADR | libc::ENOTCONN => libc::EIO,
             e => e,
         })?;
         let mut rd = Reader::new(&reply.body);
-        let server_fh = rd.u64().map_err(|_| libc::EIO)?;
-        if !dir {
-            let a = Attr::decode(&mut rd).map_err(|_| libc::EIO)?;
+        let server_fh = if dir {
+            rd.u64().map_err(|_| libc::EIO)?
+        } else {
+            let (server_fh, a) = opened(&mut rd).map_err(|_| libc::EIO)?;
             if a.ino != ino {
                 // Another file took the name meanwhile.
-                let mut w = req(Op::Release);
-                w.u64(server_fh).u64(0).u32(0);
-                self.conn.submit(w, None, 0, true, Box::new(|_| {}));
+                self.close_now(server_fh);
                 return Err(libc::ESTALE);
             }
-        }
+            server_fh
+        };
         if locked {
             eprintln!(
                 "omxfs: {}: reopened after a server restart; the locks held on it were lost",

@@ -2,7 +2,8 @@
 //! (the kernel asks for `security.capability` before every write and chown).
 
 use super::conn::Reply;
-use super::{body, path_or, req, stale, OmxFs};
+use super::request::{body, path_or, req, stale};
+use super::OmxFs;
 use crate::proto::*;
 use fuser::{ReplyEmpty, ReplyXattr};
 use std::ffi::OsStr;
