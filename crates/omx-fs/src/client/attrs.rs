@@ -3,6 +3,7 @@
 //! and answer from attributes a reply brought within `attr_timeout` (kept in the
 //! nodes, `Nodes::keep_attr`/`fresh_attr`, dropped whenever the node may change).
 
+use super::conn::Reply;
 use super::request::{body, path_or, req, stale};
 use super::shared::Shared;
 use super::OmxFs;
@@ -127,18 +128,8 @@ impl OmxFs {
         let mut w = req(Op::Getattr);
         w.bytes(&path);
         let (sh, asked) = (self.sh.clone(), Instant::now());
-        self.send(w, move |r| match body(r, |_, rd| Attr::decode(rd)) {
-            // Another type at the path (the name replaced by someone else): `ESTALE`
-            // has the kernel look it up again (a new inode) instead of failing the
-            // call with `EIO` and marking its inode bad.
-            Ok(a) if sh.nodes.lock().other_kind(ino, &a) => {
-                reply.error(stale(&sh, ino, libc::ENOENT))
-            }
-            Ok(a) => {
-                sh.nodes.lock().keep_attr_given(ino, epoch, a, asked);
-                reply.attr(&ttl, &file_attr(ino, &a))
-            }
-            Err(e) => reply.error(stale(&sh, ino, e)),
+        self.send(w, move |r| {
+            answer_attr(&sh, ino, (epoch, asked), ttl, r, reply)
         });
     }
 
@@ -197,19 +188,33 @@ impl OmxFs {
         let ttl = self.opts.attr_timeout;
         let epoch = self.data_changing(ino);
         let (sh, asked) = (self.sh.clone(), Instant::now());
-        let done = move |r| match body(r, |_, rd| Attr::decode(rd)) {
-            // As for `getattr` (the change reached what is at the path now, as any
-            // change of a name another client replaced does: nodes are paths).
-            Ok(a) if sh.nodes.lock().other_kind(ino, &a) => {
-                reply.error(stale(&sh, ino, libc::ENOENT))
-            }
-            Ok(a) => {
-                sh.nodes.lock().keep_attr_given(ino, epoch, a, asked);
-                reply.attr(&ttl, &file_attr(ino, &a))
-            }
-            Err(e) => reply.error(stale(&sh, ino, e)),
-        };
+        // As for `getattr` (the change reached what is at the path now, as any change
+        // of a name another client replaced does: nodes are paths).
+        let done = move |r| answer_attr(&sh, ino, (epoch, asked), ttl, r, reply);
         self.sh
             .request(Box::new(build), None, 0, Box::new(done), true);
+    }
+}
+
+/// Answers a path's GETATTR or SETATTR reply: the attributes, kept as given to the
+/// kernel (`asked`: when the request left, under data epoch `epoch`). Another type at
+/// the path (the name replaced by someone else) gives `ESTALE`, so the kernel looks it
+/// up again (a new inode) instead of failing the call with `EIO` and marking its inode
+/// bad.
+fn answer_attr(
+    sh: &Arc<Shared>,
+    ino: u64,
+    (epoch, asked): (u64, Instant),
+    ttl: Duration,
+    r: Result<Reply, i32>,
+    reply: ReplyAttr,
+) {
+    match body(r, |_, rd| Attr::decode(rd)) {
+        Ok(a) if sh.nodes.lock().other_kind(ino, &a) => reply.error(stale(sh, ino, libc::ENOENT)),
+        Ok(a) => {
+            sh.nodes.lock().keep_attr_given(ino, epoch, a, asked);
+            reply.attr(&ttl, &file_attr(ino, &a))
+        }
+        Err(e) => reply.error(stale(sh, ino, e)),
     }
 }
