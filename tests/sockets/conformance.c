@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_LOWAT, C_QUIT };
 
 /* Bytes each end of both-shut-first writes before it shuts down and reads. */
 #define BOTH_SHUT (256 << 10)
@@ -154,6 +154,17 @@ static void serve(int c, int kind)
             write_full(c, "data", 4);
         read(c, buf, 1);
         break;
+    case C_LOWAT:
+    {
+        /* "abc", then "defgh" and "ijk" (each sent at once) after the client's go, then
+         * "xy" and the FIN after the next one (see t_rcvlowat). */
+        int one = 1;
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (write_full(c, "abc", 3) == 0 && read_full(c, buf, 1) == 0 && write_full(c, "defgh", 5) == 0 &&
+            write_full(c, "ijk", 3) == 0 && read_full(c, buf, 1) == 0)
+            write_full(c, "xy", 2);
+        break;
+    }
     case C_WAITALL:
         for (int i = 0; i < 10; i++)
             write_full(c, buf, 100);
@@ -473,6 +484,78 @@ static void t_restart(void)
     pthread_join(kicker, NULL);
     sigaction(SIGUSR1, &old, NULL);
     CHECK(name, r == 4 && !memcmp(in, "data", 4));
+    close(s);
+    printf("ok %s\n", name);
+}
+
+/* SO_RCVLOWAT 8 (as TCP does, tcp(7) / socket(7)): poll, select and epoll (level and
+ * edge) report the connection readable only once 8 bytes are there, a blocking read
+ * waits for min(8, len) bytes (across the peer's writes), a non-blocking one takes
+ * what is there, and the end of the stream wakes with fewer. Over omx the 3 bytes of
+ * the first write were reported readable, and a blocking read returned the 5 of one
+ * write. */
+static int lowat_sock;
+static void *lowat_kicker(void *arg)
+{
+    char path[64], line[64] = "";
+    (void)arg;
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)restart_reader);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        int got = fgets(line, sizeof line, f) != NULL;
+        fclose(f);
+        if (got && line[0] >= '0' && line[0] <= '9')
+            break; /* blocked in a system call */
+        sched_yield();
+    }
+    write(lowat_sock, "g", 1);
+    return NULL;
+}
+
+static void t_rcvlowat(void)
+{
+    const char *name = "rcvlowat";
+    int s = dial(C_LOWAT, 0), lowat = 8, ep = epoll_create1(EPOLL_CLOEXEC), et = epoll_create1(EPOLL_CLOEXEC);
+    char in[16] = {0};
+    struct pollfd p = {.fd = s, .events = POLLIN};
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = s}, out[2];
+    struct timeval zero = {0, 0};
+    fd_set r;
+    pthread_t kicker;
+    CHECK(name, s >= 0 && ep >= 0 && et >= 0);
+    CHECK(name, setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0);
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    ev.events = EPOLLIN | EPOLLET;
+    CHECK(name, epoll_ctl(et, EPOLL_CTL_ADD, s, &ev) == 0);
+    /* A peek of 3 waits for min(8, 3): "abc" is there. */
+    CHECK(name, recv(s, in, 3, MSG_PEEK) == 3 && !memcmp(in, "abc", 3));
+    CHECK(name, poll(&p, 1, 0) == 0);
+    FD_ZERO(&r);
+    FD_SET(s, &r);
+    CHECK(name, select(s + 1, &r, NULL, NULL, &zero) == 0);
+    CHECK(name, epoll_wait(ep, out, 2, 0) == 0 && epoll_wait(et, out, 2, 0) == 0);
+    /* A non-blocking read takes what is there. */
+    CHECK(name, recv(s, in, sizeof in, MSG_DONTWAIT) == 3 && !memcmp(in, "abc", 3));
+    /* A blocking read of 16 waits for 8 (across two writes: the kernel wakes it only
+     * once 8 wait, so it starts with none); the go leaves once it is blocked. */
+    restart_reader = gettid();
+    lowat_sock = s;
+    CHECK(name, pthread_create(&kicker, NULL, lowat_kicker, NULL) == 0);
+    ssize_t n = read(s, in, sizeof in);
+    pthread_join(kicker, NULL);
+    CHECK(name, n == 8 && !memcmp(in, "defghijk", 8));
+    CHECK(name, poll(&p, 1, 0) == 0 && epoll_wait(ep, out, 2, 0) == 0);
+    /* 2 bytes and the FIN: readable with fewer than 8, read alone, then the end. */
+    CHECK(name, write(s, "g", 1) == 1);
+    CHECK(name, poll(&p, 1, -1) == 1 && (p.revents & POLLIN));
+    CHECK(name, epoll_wait(ep, out, 2, -1) == 1 && (out[0].events & EPOLLIN));
+    CHECK(name, epoll_wait(et, out, 2, -1) == 1 && (out[0].events & EPOLLIN));
+    CHECK(name, read(s, in, sizeof in) == 2 && !memcmp(in, "xy", 2));
+    CHECK(name, read(s, in, sizeof in) == 0);
+    close(ep);
+    close(et);
     close(s);
     printf("ok %s\n", name);
 }
@@ -988,6 +1071,7 @@ int main(int argc, char **argv)
     t_peek_span();
     t_pieces();
     t_restart();
+    t_rcvlowat();
     t_waitall();
     t_half_close_dup();
     t_close_delivers();

@@ -539,6 +539,26 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c
 }
 
 /// # Safety
+/// As the C library's `setsockopt`: `SO_RCVLOWAT` of a carried connection is kept for
+/// its reads and readiness (the kernel socket holds no stream bytes).
+#[no_mangle]
+pub unsafe extern "C" fn setsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    val: *const c_void,
+    len: socklen_t,
+) -> c_int {
+    let r = real::setsockopt(fd, level, name, val, len);
+    if r == 0 && level == libc::SOL_SOCKET && name == libc::SO_RCVLOWAT {
+        if let Some(c) = lookup(fd) {
+            c.update_lowat();
+        }
+    }
+    r
+}
+
+/// # Safety
 /// As the C library's `ioctl` (variadic in C, one word argument): `FIONREAD` on a
 /// carried connection counts what waits on omx.
 #[no_mangle]
@@ -699,10 +719,17 @@ unsafe fn poll_carried(
                 all[i].revents |= libc::POLLIN;
             }
         }
-        // Bytes only the library reads (probes, a hand-back to TCP) make no POLLIN.
+        // Bytes only the library reads (probes, a hand-back to TCP) make no POLLIN;
+        // nor do fewer bytes than `SO_RCVLOWAT` (as TCP's), whose count is then left
+        // out of the next wait (it stays readable) and looked at every `LOWAT_LOOK`.
+        let mut short = Vec::new();
         for (i, c) in carried {
             if all[*i].revents & libc::POLLIN != 0 && !c.poll_in() {
                 all[*i].revents &= !libc::POLLIN;
+            }
+            if all[*i].revents & libc::POLLIN != 0 && !c.lowat_met() {
+                all[*i].revents &= !libc::POLLIN;
+                short.push(c.evfd);
             }
         }
         for (i, c) in &full {
@@ -725,8 +752,16 @@ unsafe fn poll_carried(
             (false, true) => Some(left.map_or(FULL_LOOK, |l| l.min(FULL_LOOK))),
             (false, false) => Some(left.map_or(FULL_LOOK_BLIND, |l| l.min(FULL_LOOK_BLIND))),
         };
+        let slice = if short.is_empty() {
+            slice
+        } else {
+            Some(slice.map_or(LOWAT_LOOK, |l| l.min(LOWAT_LOOK)))
+        };
         for a in all.iter_mut() {
             a.revents = 0;
+            if short.contains(&a.fd) {
+                a.fd = -1;
+            }
         }
         if crate::fabric::block(&all, slice, seen).is_err() {
             set_errno(libc::EINTR);
@@ -738,6 +773,10 @@ unsafe fn poll_carried(
 /// How often a wait looks at a full window again (the notifier may miss a ring).
 const FULL_LOOK: Duration = Duration::from_millis(10);
 const FULL_LOOK_BLIND: Duration = Duration::from_millis(1);
+/// How often a wait looks again at a connection readable with fewer bytes than its
+/// `SO_RCVLOWAT` (its readiness descriptor stays readable, so the wait leaves it out:
+/// the thread still wakes at once for the messages it takes in itself).
+pub(crate) const LOWAT_LOOK: Duration = Duration::from_millis(2);
 
 /// # Safety
 /// As the C library's `ppoll` (ssh's): with a carried connection in the set it is
@@ -909,16 +948,24 @@ unsafe fn epoll_wait_carried(
         if got < 0 {
             return got;
         }
-        let (n, full) = crate::epoll::add_writable(epfd, out, got as usize);
+        let (n, full, short) = crate::epoll::add_writable(epfd, out, got as usize);
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if n > 0 || left.is_some_and(|l| l.is_zero()) {
             return n as c_int;
         }
+        // A level-triggered member readable with fewer bytes than its `SO_RCVLOWAT`
+        // keeps the set readable: the wait then leaves the set out and looks again
+        // every `LOWAT_LOOK` (messages this thread takes in still wake it at once).
         let mut watch = vec![pollfd {
-            fd: epfd,
+            fd: if short { -1 } else { epfd },
             events: libc::POLLIN,
             revents: 0,
         }];
+        let left = if short {
+            Some(left.map_or(LOWAT_LOOK, |l| l.min(LOWAT_LOOK)))
+        } else {
+            left
+        };
         // A full window gains room at a send's completion (see `poll`).
         let waits_for_room = full.is_some();
         let notify = full.and_then(|c| c.completion_notifier());
