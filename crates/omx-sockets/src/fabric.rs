@@ -170,31 +170,6 @@ fn wake_receiver(info: &UnexpectedInfo) -> bool {
     false
 }
 
-/// Whether a blocking call that a signal handler interrupted goes on, as the kernel
-/// restarts it (signal(7)): which signal came is not known here, so true only when
-/// every handler installed has `SA_RESTART` (a default or ignored action runs no
-/// handler). Asked only after an interruption: one `sigaction` per signal number.
-pub fn handlers_restart() -> bool {
-    for sig in 1..=libc::SIGRTMAX() {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
-        // SAFETY: a zeroed sigaction is a valid out-parameter; no action is set.
-        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: reads the action only.
-        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
-            continue;
-        }
-        if old.sa_sigaction == libc::SIG_DFL || old.sa_sigaction == libc::SIG_IGN {
-            continue;
-        }
-        if old.sa_flags & libc::SA_RESTART == 0 {
-            return false;
-        }
-    }
-    true
-}
-
 /// Why [`block`] returned early.
 pub struct Interrupted;
 

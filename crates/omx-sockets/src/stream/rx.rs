@@ -306,10 +306,11 @@ impl Conn {
             } else {
                 left
             };
+            let handlers = crate::signals::no_restart_count();
             if fabric::watching(&[&self.ready], || fabric::block(&watch, left, seen)).is_err() {
                 // As the kernel's read interrupted by a signal handler (signal(7)): it
                 // goes on when the handler has SA_RESTART and no SO_RCVTIMEO is set.
-                if self.receive_deadline().is_some() || !fabric::handlers_restart() {
+                if self.receive_deadline().is_some() || !crate::signals::restarts(handlers) {
                     return Err(os_err(libc::EINTR));
                 }
             }
