@@ -1071,6 +1071,31 @@ static void t_write_after_close(void)
     printf("ok %s\n", name);
 }
 
+/* As write-after-peer-close, but the client never reads: once the FIN is there
+ * (POLLRDHUP), the first write succeeds and, once the reset came, the next fails
+ * with EPIPE. Over omx the second write went on succeeding (the kernel socket was
+ * looked at once in 16 writes): no reset ever came (the wait for it gives up after
+ * 10 s, a failure). */
+static void t_write_unread_close(void)
+{
+    const char *name = "write-before-eof";
+    int s = dial(C_CLOSER, 0);
+    struct pollfd p = {.fd = s, .events = POLLRDHUP};
+    CHECK(name, s >= 0);
+    do
+        CHECK(name, poll(&p, 1, -1) == 1);
+    while (!(p.revents & POLLRDHUP));
+    CHECK(name, send(s, "1234567890", 10, MSG_NOSIGNAL) == 10);
+    p.events = 0; /* POLLERR and POLLHUP only */
+    do
+        CHECK(name, poll(&p, 1, 10000) == 1);
+    while (!(p.revents & (POLLERR | POLLHUP)));
+    errno = 0;
+    CHECK(name, send(s, "1234567890", 10, MSG_NOSIGNAL) == -1 && errno == EPIPE);
+    close(s);
+    printf("ok %s\n", name);
+}
+
 static void t_connect_errors(void)
 {
     const char *name = "connect-nonblocking-refused";
@@ -1120,6 +1145,7 @@ int main(int argc, char **argv)
     t_both_write();
     t_close_unread();
     t_write_after_close();
+    t_write_unread_close();
     t_connect_errors();
     int q = dial(C_QUIT, 0);
     close(q);

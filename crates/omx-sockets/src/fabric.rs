@@ -26,6 +26,11 @@ pub const CONTROL: u64 = 1 << KIND_SHIFT;
 pub const FALLBACK: u64 = 2 << KIND_SHIFT;
 /// Bytes sent back after a `FALLBACK` (a zero-length one ends them).
 pub const BOUNCE: u64 = 3 << KIND_SHIFT;
+/// The peer's program closed its socket (a hint sent at its close, zero bytes, never
+/// matched by a receive): this end's writes look at the kernel socket from then on
+/// (its FIN, then the reset a write's probe brings), as TCP's second write after the
+/// peer's close fails.
+pub const CLOSED: u64 = 4 << KIND_SHIFT;
 const KIND_MASK: u64 = 0xff << KIND_SHIFT;
 /// How long setting up the omx partner of a new connection may take before the
 /// connection stays on TCP.
@@ -162,6 +167,11 @@ fn wake_receiver(info: &UnexpectedInfo) -> bool {
         FALLBACK => crate::stream::handover::on_fallback_request(id),
         // Taken by the thread that asked for it.
         BOUNCE => {}
+        // A hint, dropped once noted.
+        CLOSED => {
+            ready.peer_closed.store(true, Ordering::Relaxed);
+            return true;
+        }
         // Unknown kind: drop it.
         _ => return true,
     }
@@ -300,6 +310,8 @@ pub struct Readiness {
     pub evfd: i32,
     id: u32,
     state: Mutex<ReadyState>,
+    /// The peer's `CLOSED` came.
+    peer_closed: AtomicBool,
 }
 
 #[derive(Default)]
@@ -323,6 +335,7 @@ impl Readiness {
         Arc::new(Readiness {
             evfd,
             id,
+            peer_closed: AtomicBool::new(false),
             state: Mutex::new(ReadyState::default()),
         })
     }
@@ -368,6 +381,11 @@ impl Readiness {
     /// child's messages go to the parent anyway.)
     pub fn pending(&self) -> bool {
         !in_forked_child() && self.state.lock().pending > 0
+    }
+
+    /// The peer's program closed its socket (its `CLOSED` came).
+    pub fn peer_closed(&self) -> bool {
+        self.peer_closed.load(Ordering::Relaxed)
     }
 
     /// Someone may look at the eventfd from now on: it gets the whole count.
