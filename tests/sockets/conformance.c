@@ -1096,6 +1096,38 @@ static void t_write_unread_close(void)
     printf("ok %s\n", name);
 }
 
+/* sendmmsg, splice from a pipe, recvmmsg and splice into a pipe on the stream: over
+ * omx they went to the kernel socket beside the stream (the bytes of sendmmsg and
+ * splice were lost, a splice out read end of file, recvmmsg waited for ever). */
+static void t_mmsg_splice(void)
+{
+    const char *name = "mmsg-splice";
+    int s = dial(C_ECHO, 0), p[2];
+    char a[2][8] = {{0}}, in[32] = {0};
+    struct iovec v[2] = {{"def", 3}, {"gh", 2}};
+    struct mmsghdr m[2] = {{.msg_hdr = {.msg_iov = &v[0], .msg_iovlen = 1}},
+                           {.msg_hdr = {.msg_iov = &v[1], .msg_iovlen = 1}}};
+    CHECK(name, s >= 0 && pipe(p) == 0);
+    CHECK(name, write(s, "abc", 3) == 3);
+    CHECK(name, sendmmsg(s, m, 2, 0) == 2 && m[0].msg_len == 3 && m[1].msg_len == 2);
+    CHECK(name, write(p[1], "SPLICE", 6) == 6 && splice(p[0], NULL, s, NULL, 6, 0) == 6);
+    CHECK(name, write(s, "z", 1) == 1);
+    /* The echo of all 15, in order. */
+    CHECK(name, recv(s, in, 15, MSG_PEEK | MSG_WAITALL) == 15 && !memcmp(in, "abcdefghSPLICEz", 15));
+    CHECK(name, splice(s, NULL, p[1], NULL, 5, 0) == 5 && read(p[0], in, sizeof in) == 5 && !memcmp(in, "abcde", 5));
+    v[0].iov_base = a[0];
+    v[1].iov_base = a[1];
+    v[0].iov_len = v[1].iov_len = 8;
+    CHECK(name, recvmmsg(s, m, 2, MSG_DONTWAIT, NULL) == 2 && m[0].msg_len == 8 && !memcmp(a[0], "fghSPLIC", 8));
+    CHECK(name, m[1].msg_len == 2 && !memcmp(a[1], "Ez", 2));
+    errno = 0;
+    CHECK(name, recv(s, in, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN);
+    close(p[0]);
+    close(p[1]);
+    close(s);
+    printf("ok %s\n", name);
+}
+
 static void t_connect_errors(void)
 {
     const char *name = "connect-nonblocking-refused";
@@ -1146,6 +1178,7 @@ int main(int argc, char **argv)
     t_close_unread();
     t_write_after_close();
     t_write_unread_close();
+    t_mmsg_splice();
     t_connect_errors();
     int q = dial(C_QUIT, 0);
     close(q);

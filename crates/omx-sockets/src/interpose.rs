@@ -1,6 +1,7 @@
 //! The C library functions this library takes over (found first through `LD_PRELOAD`).
 //! Descriptors that are not carried connections go straight to the real functions.
 
+mod bulk;
 mod exec;
 
 use crate::fabric::fabric;
