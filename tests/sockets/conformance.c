@@ -1128,6 +1128,57 @@ static void t_mmsg_splice(void)
     printf("ok %s\n", name);
 }
 
+/* While one thread is blocked reading, another's FIONREAD (0), non-blocking read
+ * (EAGAIN) and poll (nothing) answer at once, as TCP's; then a write's echo reaches
+ * the reader. Over omx the blocked read held the connection: FIONREAD waited for it
+ * (for ever: nothing else would come), and the reader once read a false end of
+ * file. */
+static pid_t blocked_tid;
+static void *blocked_read(void *arg)
+{
+    struct duplex_reader *r = arg;
+    blocked_tid = gettid();
+    r->ok = read_full(r->fd, r->in, sizeof r->in) == 0 && !memcmp(r->in, "abcde", 5);
+    return NULL;
+}
+
+static void t_read_beside_blocked(void)
+{
+    const char *name = "read-beside-blocked";
+    struct duplex_reader r = {.fd = dial(C_ECHO, 0)};
+    struct pollfd p = {.fd = r.fd, .events = POLLIN};
+    pthread_t t;
+    int avail = -1;
+    char c, path[64], line[64];
+    CHECK(name, r.fd >= 0 && pthread_create(&t, NULL, blocked_read, &r) == 0);
+    for (;;) { /* until the reader is blocked in a system call */
+        FILE *f;
+        while (!blocked_tid)
+            sched_yield();
+        snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)blocked_tid);
+        f = fopen(path, "r");
+        line[0] = 0;
+        if (f) {
+            if (!fgets(line, sizeof line, f))
+                line[0] = 0;
+            fclose(f);
+        }
+        if (line[0] >= '0' && line[0] <= '9')
+            break;
+        sched_yield();
+    }
+    int fion = ioctl(r.fd, FIONREAD, &avail);
+    errno = 0;
+    ssize_t d = recv(r.fd, &c, 1, MSG_DONTWAIT);
+    int derr = errno, polled = poll(&p, 1, 0);
+    CHECK(name, write_full(r.fd, "abcde", 5) == 0 && pthread_join(t, NULL) == 0 && r.ok);
+    CHECK(name, fion == 0 && avail == 0);
+    CHECK(name, d == -1 && derr == EAGAIN);
+    CHECK(name, polled == 0);
+    close(r.fd);
+    printf("ok %s\n", name);
+}
+
 static void t_connect_errors(void)
 {
     const char *name = "connect-nonblocking-refused";
@@ -1179,6 +1230,7 @@ int main(int argc, char **argv)
     t_write_after_close();
     t_write_unread_close();
     t_mmsg_splice();
+    t_read_beside_blocked();
     t_connect_errors();
     int q = dial(C_QUIT, 0);
     close(q);

@@ -307,7 +307,13 @@ impl Conn {
                 left
             };
             let handlers = crate::signals::no_restart_count();
-            if fabric::watching(&[&self.ready], || fabric::block(&watch, left, seen)).is_err() {
+            // The wait holds no lock of the connection: another thread's FIONREAD,
+            // non-blocking read or poll answers at once meanwhile, as TCP's (they
+            // waited for this read to end).
+            drop(rx);
+            let woke = fabric::watching(&[&self.ready], || fabric::block(&watch, left, seen));
+            rx = self.rx.lock();
+            if woke.is_err() {
                 // As the kernel's read interrupted by a signal handler (signal(7)): it
                 // goes on when the handler has SA_RESTART and no SO_RCVTIMEO is set.
                 if self.receive_deadline().is_some() || !crate::signals::restarts(handlers) {
