@@ -1179,6 +1179,46 @@ static void t_read_beside_blocked(void)
     printf("ok %s\n", name);
 }
 
+/* Bad arguments answer as the kernel's and leave the stream as it was: a null buffer
+ * with a length is EFAULT, an iovec count below 0 or above IOV_MAX (1024) EINVAL.
+ * Over omx a null buffer read 0 bytes (an end of file), wrote 0, and the counts were
+ * taken (1025 iovecs written). */
+static void t_bad_args(void)
+{
+    const char *name = "bad-arguments";
+    int s = dial(C_ECHO, 0);
+    static struct iovec iov[1025];
+    static char one[1025];
+    char in[8];
+    /* (Through volatiles: the compiler rejects the constants.) */
+    void *volatile nul = NULL;
+    volatile int neg = -1;
+    for (int i = 0; i < 1025; i++) {
+        iov[i].iov_base = &one[i];
+        iov[i].iov_len = 1;
+    }
+    CHECK(name, s >= 0 && write(s, "q", 1) == 1 && recv(s, in, 1, MSG_PEEK) == 1);
+    errno = 0;
+    CHECK(name, read(s, nul, 10) == -1 && errno == EFAULT);
+    errno = 0;
+    CHECK(name, recv(s, nul, 10, 0) == -1 && errno == EFAULT);
+    errno = 0;
+    CHECK(name, write(s, nul, 10) == -1 && errno == EFAULT);
+    errno = 0;
+    CHECK(name, send(s, nul, 10, MSG_NOSIGNAL) == -1 && errno == EFAULT);
+    errno = 0;
+    CHECK(name, writev(s, iov, neg) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(name, writev(s, iov, 1025) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(name, readv(s, iov, neg) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(name, readv(s, iov, 1025) == -1 && errno == EINVAL);
+    CHECK(name, read(s, in, sizeof in) == 1 && in[0] == 'q');
+    close(s);
+    printf("ok %s\n", name);
+}
+
 static void t_connect_errors(void)
 {
     const char *name = "connect-nonblocking-refused";
@@ -1231,6 +1271,7 @@ int main(int argc, char **argv)
     t_write_unread_close();
     t_mmsg_splice();
     t_read_beside_blocked();
+    t_bad_args();
     t_connect_errors();
     int q = dial(C_QUIT, 0);
     close(q);

@@ -213,20 +213,59 @@ pub unsafe extern "C" fn accept4(
     accepted(real::accept4(fd, addr, len, flags))
 }
 
-unsafe fn out_slice<'a>(buf: *mut c_void, n: size_t) -> &'a mut [u8] {
-    if n == 0 || buf.is_null() {
-        &mut []
+/// The caller's buffer; `None` (`EFAULT`, as the kernel answers) when it is null with
+/// a length.
+unsafe fn out_slice<'a>(buf: *mut c_void, n: size_t) -> Option<&'a mut [u8]> {
+    if n == 0 {
+        Some(&mut [])
+    } else if buf.is_null() {
+        None
     } else {
-        std::slice::from_raw_parts_mut(buf as *mut u8, n)
+        Some(std::slice::from_raw_parts_mut(buf as *mut u8, n))
     }
 }
 
-unsafe fn in_slice<'a>(buf: *const c_void, n: size_t) -> &'a [u8] {
-    if n == 0 || buf.is_null() {
-        &[]
+unsafe fn in_slice<'a>(buf: *const c_void, n: size_t) -> Option<&'a [u8]> {
+    if n == 0 {
+        Some(&[])
+    } else if buf.is_null() {
+        None
     } else {
-        std::slice::from_raw_parts(buf as *const u8, n)
+        Some(std::slice::from_raw_parts(buf as *const u8, n))
     }
+}
+
+/// -1 with `EFAULT` (a null buffer with a length).
+fn fault() -> ssize_t {
+    set_errno(libc::EFAULT);
+    -1
+}
+
+/// Most iovecs a call takes (`IOV_MAX`): more, or fewer than none, is `EINVAL`.
+const IOV_MAX: usize = 1024;
+
+/// An iovec count as given (a `size_t` of `msghdr`): past `IOV_MAX` it stays invalid.
+fn iov_count(n: usize) -> c_int {
+    n.min(IOV_MAX + 1) as c_int
+}
+
+/// The iovecs `iov[..n]`, checked as the kernel does: `EINVAL` for a count out of
+/// range, `EFAULT` for a null base with a length.
+unsafe fn iovecs<'a>(iov: *const iovec, n: c_int) -> std::result::Result<&'a [iovec], c_int> {
+    if n < 0 || n as usize > IOV_MAX {
+        return Err(libc::EINVAL);
+    }
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let v = std::slice::from_raw_parts(iov, n as usize);
+    if v.iter().any(|io| io.iov_base.is_null() && io.iov_len > 0) {
+        return Err(libc::EFAULT);
+    }
+    Ok(v)
 }
 
 /// Sends like TCP: EPIPE raises SIGPIPE unless MSG_NOSIGNAL.
@@ -246,7 +285,7 @@ fn send_on(c: &stream::Conn, buf: &[u8], flags: c_int) -> ssize_t {
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     match lookup(fd) {
-        Some(c) => ret(c.recv(out_slice(buf, n), 0)),
+        Some(c) => out_slice(buf, n).map_or_else(fault, |b| ret(c.recv(b, 0))),
         None => real::read(fd, buf, n),
     }
 }
@@ -268,7 +307,7 @@ pub unsafe extern "C" fn __read_chk(
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     match lookup(fd) {
-        Some(c) => send_on(&c, in_slice(buf, n), 0),
+        Some(c) => in_slice(buf, n).map_or_else(fault, |b| send_on(&c, b, 0)),
         None => real::write(fd, buf, n),
     }
 }
@@ -278,7 +317,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
     match lookup(fd) {
-        Some(c) => ret(c.recv(out_slice(buf, n), flags)),
+        Some(c) => out_slice(buf, n).map_or_else(fault, |b| ret(c.recv(b, flags))),
         None => real::recv(fd, buf, n, flags),
     }
 }
@@ -301,7 +340,7 @@ pub unsafe extern "C" fn __recv_chk(
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     match lookup(fd) {
-        Some(c) => send_on(&c, in_slice(buf, n), flags),
+        Some(c) => in_slice(buf, n).map_or_else(fault, |b| send_on(&c, b, flags)),
         None => real::send(fd, buf, n, flags),
     }
 }
@@ -323,7 +362,7 @@ pub unsafe extern "C" fn recvfrom(
             if !addr.is_null() && !len.is_null() {
                 *len = 0;
             }
-            ret(c.recv(out_slice(buf, n), flags))
+            out_slice(buf, n).map_or_else(fault, |b| ret(c.recv(b, flags)))
         }
         None => real::recvfrom(fd, buf, n, flags, addr, len),
     }
@@ -356,30 +395,49 @@ pub unsafe extern "C" fn sendto(
     len: socklen_t,
 ) -> ssize_t {
     match lookup(fd) {
-        Some(c) => send_on(&c, in_slice(buf, n), flags),
+        Some(c) => in_slice(buf, n).map_or_else(fault, |b| send_on(&c, b, flags)),
         None => real::sendto(fd, buf, n, flags, addr, len),
     }
 }
 
-unsafe fn gather(iov: *const iovec, n: c_int) -> Vec<u8> {
+/// The bytes of `iov[..n]` in one buffer; the errno of a bad vector (see `iovecs`).
+unsafe fn gather(iov: *const iovec, n: c_int) -> std::result::Result<Vec<u8>, c_int> {
     let mut v = Vec::new();
-    for i in 0..n.max(0) as usize {
-        let io = &*iov.add(i);
-        v.extend_from_slice(in_slice(io.iov_base, io.iov_len));
+    for io in iovecs(iov, n)? {
+        v.extend_from_slice(in_slice(io.iov_base, io.iov_len).unwrap_or(&[]));
     }
-    v
+    Ok(v)
+}
+
+/// `send_on` of `iov[..n]` gathered; -1 with the errno of a bad vector.
+unsafe fn send_gathered(c: &stream::Conn, iov: *const iovec, n: c_int, flags: c_int) -> ssize_t {
+    match gather(iov, n) {
+        Ok(bytes) => send_on(c, &bytes, flags),
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
 }
 
 unsafe fn scatter(c: &stream::Conn, iov: *const iovec, n: c_int, flags: c_int) -> ssize_t {
-    let total: usize = (0..n.max(0) as usize).map(|i| (*iov.add(i)).iov_len).sum();
+    let v = match iovecs(iov, n) {
+        Ok(v) => v,
+        Err(e) => {
+            set_errno(e);
+            return -1;
+        }
+    };
+    let total: usize = v.iter().map(|io| io.iov_len).sum();
     let mut tmp = vec![0u8; total];
     match c.recv(&mut tmp, flags) {
         Ok(got) => {
             let mut off = 0;
-            for i in 0..n.max(0) as usize {
-                let io = &*iov.add(i);
+            for io in v {
                 let k = io.iov_len.min(got - off);
-                out_slice(io.iov_base, k).copy_from_slice(&tmp[off..off + k]);
+                if let Some(out) = out_slice(io.iov_base, k) {
+                    out.copy_from_slice(&tmp[off..off + k]);
+                }
                 off += k;
             }
             got as ssize_t
@@ -403,7 +461,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     match lookup(fd) {
-        Some(c) => send_on(&c, &gather(iov, n), 0),
+        Some(c) => send_gathered(&c, iov, n, 0),
         None => real::writev(fd, iov, n),
     }
 }
@@ -418,7 +476,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
             m.msg_controllen = 0;
             m.msg_flags = 0;
             m.msg_namelen = 0;
-            scatter(&c, m.msg_iov, m.msg_iovlen as c_int, flags)
+            scatter(&c, m.msg_iov, iov_count(m.msg_iovlen), flags)
         }
         None => real::recvmsg(fd, msg, flags),
     }
@@ -429,11 +487,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
     match lookup(fd) {
-        Some(c) => send_on(
-            &c,
-            &gather((*msg).msg_iov, (*msg).msg_iovlen as c_int),
-            flags,
-        ),
+        Some(c) => send_gathered(&c, (*msg).msg_iov, iov_count((*msg).msg_iovlen), flags),
         None => real::sendmsg(fd, msg, flags),
     }
 }

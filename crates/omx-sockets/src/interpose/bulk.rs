@@ -25,7 +25,14 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut mmsghdr, n: c_uint, flag
     let mut done = 0;
     for i in 0..n as usize {
         let m = &mut *msgs.add(i);
-        let bytes = super::gather(m.msg_hdr.msg_iov, m.msg_hdr.msg_iovlen as c_int);
+        let bytes = match super::gather(m.msg_hdr.msg_iov, super::iov_count(m.msg_hdr.msg_iovlen)) {
+            Ok(b) => b,
+            Err(e) if done == 0 => {
+                set_errno(e);
+                return -1;
+            }
+            Err(_) => return done,
+        };
         let r = send_on(&c, &bytes, flags);
         if r < 0 {
             return if done == 0 { -1 } else { done };
@@ -70,7 +77,12 @@ pub unsafe extern "C" fn recvmmsg(
         m.msg_hdr.msg_controllen = 0;
         m.msg_hdr.msg_flags = 0;
         m.msg_hdr.msg_namelen = 0;
-        let r = scatter(&c, m.msg_hdr.msg_iov, m.msg_hdr.msg_iovlen as c_int, flags);
+        let r = scatter(
+            &c,
+            m.msg_hdr.msg_iov,
+            super::iov_count(m.msg_hdr.msg_iovlen),
+            flags,
+        );
         if r < 0 {
             return if done == 0 { -1 } else { done };
         }
