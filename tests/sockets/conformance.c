@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_LOWAT, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_LOWAT, C_HELLO_FIRST, C_QUIT };
 
 /* Bytes each end of both-shut-first writes before it shuts down and reads. */
 #define BOTH_SHUT (256 << 10)
@@ -163,6 +163,20 @@ static void serve(int c, int kind)
         if (write_full(c, "abc", 3) == 0 && read_full(c, buf, 1) == 0 && write_full(c, "defgh", 5) == 0 &&
             write_full(c, "ijk", 3) == 0 && read_full(c, buf, 1) == 0)
             write_full(c, "xy", 2);
+        break;
+    }
+    case C_HELLO_FIRST: {
+        /* Accepts the client's next connection (no kind byte: untouched until then),
+         * says so on this one, then answers that one's go with "data" (see
+         * t_epoll_first). */
+        int c1 = accept(listener, NULL, NULL);
+        write_full(c, "k", 1);
+        if (c1 >= 0 && read_full(c1, buf, 1) == 0)
+            write_full(c1, "data", 4);
+        if (c1 >= 0) {
+            read(c1, buf, 1);
+            close(c1);
+        }
         break;
     }
     case C_WAITALL:
@@ -1219,6 +1233,33 @@ static void t_bad_args(void)
     printf("ok %s\n", name);
 }
 
+/* A connection put in an epoll set before its first read or write, while nothing was
+ * written to it: epoll and poll report nothing (the server speaks only after the
+ * client's go), then the data. Over omx the server's hello (the library's own bytes
+ * on the kernel socket) made it readable at once. */
+static void t_epoll_first(void)
+{
+    const char *name = "epoll-before-first-use";
+    int k = dial(C_HELLO_FIRST, 0), s = socket(AF_INET, SOCK_STREAM, 0), ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN}, out[2];
+    struct pollfd p = {.events = POLLIN};
+    char c = 0, in[8] = {0};
+    CHECK(name, k >= 0 && s >= 0 && ep >= 0 && connect(s, (struct sockaddr *)&peer, sizeof peer) == 0);
+    ev.data.fd = p.fd = s;
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    /* The server accepted the connection (over omx: its hello is there). */
+    CHECK(name, read(k, &c, 1) == 1 && c == 'k');
+    int quiet = epoll_wait(ep, out, 2, 0) == 0 && poll(&p, 1, 0) == 0;
+    CHECK(name, write(s, "g", 1) == 1);
+    CHECK(name, epoll_wait(ep, out, 2, -1) == 1 && (out[0].events & EPOLLIN));
+    CHECK(name, read_full(s, in, 4) == 0 && !memcmp(in, "data", 4));
+    close(ep);
+    close(s);
+    close(k);
+    CHECK(name, quiet);
+    printf("ok %s\n", name);
+}
+
 static void t_connect_errors(void)
 {
     const char *name = "connect-nonblocking-refused";
@@ -1272,6 +1313,7 @@ int main(int argc, char **argv)
     t_mmsg_splice();
     t_read_beside_blocked();
     t_bad_args();
+    t_epoll_first();
     t_connect_errors();
     int q = dial(C_QUIT, 0);
     close(q);

@@ -154,6 +154,9 @@ pub fn add_writable(
         if m.fired {
             continue;
         }
+        if conn.settling() {
+            n = hello_only(m, &conn, events, n);
+        }
         if conn.lowat() > 1 {
             n = below_lowat(epfd, m, &conn, events, n, &mut short);
         }
@@ -165,6 +168,28 @@ pub fn add_writable(
         }
     }
     (n, full, short)
+}
+
+/// A client's kernel socket readable with the server's hello only: the hello is taken
+/// now (the stream moves to omx, `Conn::poll_in`) and `EPOLLIN` taken out of member
+/// `m`'s event among the first `n`, as TCP reports nothing then; returns the new count.
+fn hello_only(m: &Member, conn: &Conn, events: &mut [epoll_event], n: usize) -> usize {
+    let input = (libc::EPOLLIN | libc::EPOLLRDNORM) as u32;
+    let Some(at) = events[..n]
+        .iter()
+        .position(|e| e.u64 == m.data && e.events & input != 0)
+    else {
+        return n;
+    };
+    if conn.poll_in() {
+        return n;
+    }
+    events[at].events &= !input;
+    if events[at].events != 0 {
+        return n;
+    }
+    events.copy_within(at + 1..n, at);
+    n - 1
 }
 
 /// Takes `EPOLLIN` out of member `m`'s event among the first `n` when fewer bytes than
