@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_LOWAT, C_HELLO_FIRST, C_QUIT };
 
 /* Bytes each end of both-shut-first writes before it shuts down and reads. */
 #define BOTH_SHUT (256 << 10)
@@ -154,6 +154,31 @@ static void serve(int c, int kind)
             write_full(c, "data", 4);
         read(c, buf, 1);
         break;
+    case C_LOWAT:
+    {
+        /* "abc", then "defgh" and "ijk" (each sent at once) after the client's go, then
+         * "xy" and the FIN after the next one (see t_rcvlowat). */
+        int one = 1;
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (write_full(c, "abc", 3) == 0 && read_full(c, buf, 1) == 0 && write_full(c, "defgh", 5) == 0 &&
+            write_full(c, "ijk", 3) == 0 && read_full(c, buf, 1) == 0)
+            write_full(c, "xy", 2);
+        break;
+    }
+    case C_HELLO_FIRST: {
+        /* Accepts the client's next connection (no kind byte: untouched until then),
+         * says so on this one, then answers that one's go with "data" (see
+         * t_epoll_first). */
+        int c1 = accept(listener, NULL, NULL);
+        write_full(c, "k", 1);
+        if (c1 >= 0 && read_full(c1, buf, 1) == 0)
+            write_full(c1, "data", 4);
+        if (c1 >= 0) {
+            read(c1, buf, 1);
+            close(c1);
+        }
+        break;
+    }
     case C_WAITALL:
         for (int i = 0; i < 10; i++)
             write_full(c, buf, 100);
@@ -429,11 +454,15 @@ static void t_pieces(void)
 }
 
 /* A blocked read that a handler with SA_RESTART interrupts goes on, as the kernel
- * restarts it (signal(7)): a thread signals the reader once it is blocked in a system
- * call (/proc/self/task/TID/syscall), then asks the server for the bytes. */
+ * restarts it (signal(7)), even while another signal's handler lacks SA_RESTART: a
+ * thread signals the reader once it is blocked in a system call
+ * (/proc/self/task/TID/syscall), then asks the server for the bytes. Before, the
+ * read first interrupted by that other handler (SIGUSR2) fails with EINTR. Over omx
+ * the library did not know which signal came: any handler without SA_RESTART made
+ * it EINTR. */
 static void on_restart_signal(int sig) { (void)sig; }
 static pid_t restart_reader;
-static int restart_sock;
+static int restart_sock, restart_sig;
 static void *restart_kicker(void *arg)
 {
     char path[64], line[64] = "";
@@ -449,15 +478,16 @@ static void *restart_kicker(void *arg)
             break; /* blocked in a system call */
         sched_yield();
     }
-    pthread_kill(*(pthread_t *)arg, SIGUSR1);
-    write(restart_sock, "g", 1);
+    pthread_kill(*(pthread_t *)arg, restart_sig);
+    if (restart_sig == SIGUSR1)
+        write(restart_sock, "g", 1);
     return NULL;
 }
 
 static void t_restart(void)
 {
     const char *name = "read-sa-restart";
-    struct sigaction sa = {.sa_handler = on_restart_signal, .sa_flags = SA_RESTART}, old;
+    struct sigaction sa = {.sa_handler = on_restart_signal, .sa_flags = SA_RESTART}, old, old2, got;
     static pthread_t reader;
     pthread_t kicker;
     char in[8] = {0};
@@ -465,16 +495,115 @@ static void t_restart(void)
     CHECK(name, s >= 0);
     sigemptyset(&sa.sa_mask);
     CHECK(name, sigaction(SIGUSR1, &sa, &old) == 0);
+    sa.sa_flags = 0;
+    CHECK(name, sigaction(SIGUSR2, &sa, &old2) == 0);
+    /* The action reads back as it was set. */
+    CHECK(name, sigaction(SIGUSR2, NULL, &got) == 0 && got.sa_handler == on_restart_signal &&
+                    !(got.sa_flags & (SA_RESTART | SA_SIGINFO)));
     restart_reader = gettid();
     restart_sock = s;
     reader = pthread_self();
+    restart_sig = SIGUSR2;
     CHECK(name, pthread_create(&kicker, NULL, restart_kicker, &reader) == 0);
+    errno = 0;
     ssize_t r = recv(s, in, 4, MSG_WAITALL);
     pthread_join(kicker, NULL);
+    int interrupted = r == -1 && errno == EINTR;
+    restart_sig = SIGUSR1;
+    CHECK(name, pthread_create(&kicker, NULL, restart_kicker, &reader) == 0);
+    r = recv(s, in, 4, MSG_WAITALL);
+    pthread_join(kicker, NULL);
     sigaction(SIGUSR1, &old, NULL);
+    sigaction(SIGUSR2, &old2, NULL);
+    close(s); /* (the server waits for it) */
+    CHECK(name, interrupted);
     CHECK(name, r == 4 && !memcmp(in, "data", 4));
+    printf("ok %s\n", name);
+}
+
+/* SO_RCVLOWAT 8 (as TCP does, tcp(7) / socket(7)): poll, select and epoll (level and
+ * edge) report the connection readable only once 8 bytes are there, a blocking read
+ * waits for min(8, len) bytes (across the peer's writes), a non-blocking one takes
+ * what is there, and the end of the stream wakes with fewer. Over omx the 3 bytes of
+ * the first write were reported readable, and a blocking read returned the 5 of one
+ * write. */
+static int lowat_sock;
+static void *lowat_kicker(void *arg)
+{
+    char path[64], line[64] = "";
+    (void)arg;
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)restart_reader);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        int got = fgets(line, sizeof line, f) != NULL;
+        fclose(f);
+        if (got && line[0] >= '0' && line[0] <= '9')
+            break; /* blocked in a system call */
+        sched_yield();
+    }
+    write(lowat_sock, "g", 1);
+    return NULL;
+}
+
+static void t_rcvlowat(void)
+{
+    const char *name = "rcvlowat";
+    int s = dial(C_LOWAT, 0), lowat = 8, ep = epoll_create1(EPOLL_CLOEXEC), et = epoll_create1(EPOLL_CLOEXEC);
+    char in[16] = {0};
+    struct pollfd p = {.fd = s, .events = POLLIN};
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = s}, out[2];
+    struct timeval zero = {0, 0};
+    fd_set r;
+    pthread_t kicker;
+    /* (A failure closes the connection: the server waits on it.) */
+#define LCHECK(cond)                                                                       \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fail(name, #cond);                                                             \
+            close(s);                                                                      \
+            return;                                                                        \
+        }                                                                                  \
+    } while (0)
+    CHECK(name, s >= 0 && ep >= 0 && et >= 0);
+    /* "abc" is there first (the kernel wakes a sleeping reader only once SO_RCVLOWAT
+     * bytes wait, whatever its length). */
+    LCHECK(recv(s, in, 3, MSG_PEEK) == 3 && !memcmp(in, "abc", 3));
+    LCHECK(setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0);
+    LCHECK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    ev.events = EPOLLIN | EPOLLET;
+    LCHECK(epoll_ctl(et, EPOLL_CTL_ADD, s, &ev) == 0);
+    /* A peek of 3 takes min(8, 3): there. */
+    LCHECK(recv(s, in, 3, MSG_PEEK) == 3 && !memcmp(in, "abc", 3));
+    LCHECK(poll(&p, 1, 0) == 0);
+    FD_ZERO(&r);
+    FD_SET(s, &r);
+    LCHECK(select(s + 1, &r, NULL, NULL, &zero) == 0);
+    LCHECK(epoll_wait(ep, out, 2, 0) == 0 && epoll_wait(et, out, 2, 0) == 0);
+    /* A non-blocking read takes what is there. */
+    LCHECK(recv(s, in, sizeof in, MSG_DONTWAIT) == 3 && !memcmp(in, "abc", 3));
+    /* A blocking read of 16 waits for 8 (across two writes: the kernel wakes it only
+     * once 8 wait, so it starts with none); the go leaves once it is blocked. */
+    restart_reader = gettid();
+    lowat_sock = s;
+    LCHECK(pthread_create(&kicker, NULL, lowat_kicker, NULL) == 0);
+    ssize_t n = read(s, in, sizeof in);
+    pthread_join(kicker, NULL);
+    LCHECK(n == 8 && !memcmp(in, "defghijk", 8));
+    LCHECK(poll(&p, 1, 0) == 0 && epoll_wait(ep, out, 2, 0) == 0);
+    /* 2 bytes and the FIN: readable with fewer than 8, read alone, then the end. */
+    LCHECK(write(s, "g", 1) == 1);
+    LCHECK(poll(&p, 1, -1) == 1 && (p.revents & POLLIN));
+    LCHECK(epoll_wait(ep, out, 2, -1) == 1 && (out[0].events & EPOLLIN));
+    LCHECK(epoll_wait(et, out, 2, -1) == 1 && (out[0].events & EPOLLIN));
+    LCHECK(read(s, in, sizeof in) == 2 && !memcmp(in, "xy", 2));
+    LCHECK(read(s, in, sizeof in) == 0);
+    close(ep);
+    close(et);
     close(s);
     printf("ok %s\n", name);
+#undef LCHECK
 }
 
 static void t_waitall(void)
@@ -956,6 +1085,181 @@ static void t_write_after_close(void)
     printf("ok %s\n", name);
 }
 
+/* As write-after-peer-close, but the client never reads: once the FIN is there
+ * (POLLRDHUP), the first write succeeds and, once the reset came, the next fails
+ * with EPIPE. Over omx the second write went on succeeding (the kernel socket was
+ * looked at once in 16 writes): no reset ever came (the wait for it gives up after
+ * 10 s, a failure). */
+static void t_write_unread_close(void)
+{
+    const char *name = "write-before-eof";
+    int s = dial(C_CLOSER, 0);
+    struct pollfd p = {.fd = s, .events = POLLRDHUP};
+    CHECK(name, s >= 0);
+    do
+        CHECK(name, poll(&p, 1, -1) == 1);
+    while (!(p.revents & POLLRDHUP));
+    CHECK(name, send(s, "1234567890", 10, MSG_NOSIGNAL) == 10);
+    p.events = 0; /* POLLERR and POLLHUP only */
+    do
+        CHECK(name, poll(&p, 1, 10000) == 1);
+    while (!(p.revents & (POLLERR | POLLHUP)));
+    errno = 0;
+    CHECK(name, send(s, "1234567890", 10, MSG_NOSIGNAL) == -1 && errno == EPIPE);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+/* sendmmsg, splice from a pipe, recvmmsg and splice into a pipe on the stream: over
+ * omx they went to the kernel socket beside the stream (the bytes of sendmmsg and
+ * splice were lost, a splice out read end of file, recvmmsg waited for ever). */
+static void t_mmsg_splice(void)
+{
+    const char *name = "mmsg-splice";
+    int s = dial(C_ECHO, 0), p[2];
+    char a[2][8] = {{0}}, in[32] = {0};
+    struct iovec v[2] = {{"def", 3}, {"gh", 2}};
+    struct mmsghdr m[2] = {{.msg_hdr = {.msg_iov = &v[0], .msg_iovlen = 1}},
+                           {.msg_hdr = {.msg_iov = &v[1], .msg_iovlen = 1}}};
+    CHECK(name, s >= 0 && pipe(p) == 0);
+    CHECK(name, write(s, "abc", 3) == 3);
+    CHECK(name, sendmmsg(s, m, 2, 0) == 2 && m[0].msg_len == 3 && m[1].msg_len == 2);
+    CHECK(name, write(p[1], "SPLICE", 6) == 6 && splice(p[0], NULL, s, NULL, 6, 0) == 6);
+    CHECK(name, write(s, "z", 1) == 1);
+    /* The echo of all 15, in order. */
+    CHECK(name, recv(s, in, 15, MSG_PEEK | MSG_WAITALL) == 15 && !memcmp(in, "abcdefghSPLICEz", 15));
+    CHECK(name, splice(s, NULL, p[1], NULL, 5, 0) == 5 && read(p[0], in, sizeof in) == 5 && !memcmp(in, "abcde", 5));
+    v[0].iov_base = a[0];
+    v[1].iov_base = a[1];
+    v[0].iov_len = v[1].iov_len = 8;
+    CHECK(name, recvmmsg(s, m, 2, MSG_DONTWAIT, NULL) == 2 && m[0].msg_len == 8 && !memcmp(a[0], "fghSPLIC", 8));
+    CHECK(name, m[1].msg_len == 2 && !memcmp(a[1], "Ez", 2));
+    errno = 0;
+    CHECK(name, recv(s, in, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN);
+    close(p[0]);
+    close(p[1]);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+/* While one thread is blocked reading, another's FIONREAD (0), non-blocking read
+ * (EAGAIN) and poll (nothing) answer at once, as TCP's; then a write's echo reaches
+ * the reader. Over omx the blocked read held the connection: FIONREAD waited for it
+ * (for ever: nothing else would come), and the reader once read a false end of
+ * file. */
+static pid_t blocked_tid;
+static void *blocked_read(void *arg)
+{
+    struct duplex_reader *r = arg;
+    blocked_tid = gettid();
+    r->ok = read_full(r->fd, r->in, sizeof r->in) == 0 && !memcmp(r->in, "abcde", 5);
+    return NULL;
+}
+
+static void t_read_beside_blocked(void)
+{
+    const char *name = "read-beside-blocked";
+    struct duplex_reader r = {.fd = dial(C_ECHO, 0)};
+    struct pollfd p = {.fd = r.fd, .events = POLLIN};
+    pthread_t t;
+    int avail = -1;
+    char c, path[64], line[64];
+    CHECK(name, r.fd >= 0 && pthread_create(&t, NULL, blocked_read, &r) == 0);
+    for (;;) { /* until the reader is blocked in a system call */
+        FILE *f;
+        while (!blocked_tid)
+            sched_yield();
+        snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)blocked_tid);
+        f = fopen(path, "r");
+        line[0] = 0;
+        if (f) {
+            if (!fgets(line, sizeof line, f))
+                line[0] = 0;
+            fclose(f);
+        }
+        if (line[0] >= '0' && line[0] <= '9')
+            break;
+        sched_yield();
+    }
+    int fion = ioctl(r.fd, FIONREAD, &avail);
+    errno = 0;
+    ssize_t d = recv(r.fd, &c, 1, MSG_DONTWAIT);
+    int derr = errno, polled = poll(&p, 1, 0);
+    CHECK(name, write_full(r.fd, "abcde", 5) == 0 && pthread_join(t, NULL) == 0 && r.ok);
+    CHECK(name, fion == 0 && avail == 0);
+    CHECK(name, d == -1 && derr == EAGAIN);
+    CHECK(name, polled == 0);
+    close(r.fd);
+    printf("ok %s\n", name);
+}
+
+/* Bad arguments answer as the kernel's and leave the stream as it was: a null buffer
+ * with a length is EFAULT, an iovec count below 0 or above IOV_MAX (1024) EINVAL.
+ * Over omx a null buffer read 0 bytes (an end of file), wrote 0, and the counts were
+ * taken (1025 iovecs written). */
+static void t_bad_args(void)
+{
+    const char *name = "bad-arguments";
+    int s = dial(C_ECHO, 0);
+    static struct iovec iov[1025];
+    static char one[1025];
+    char in[8];
+    /* (Through volatiles: the compiler rejects the constants.) */
+    void *volatile nul = NULL;
+    volatile int neg = -1;
+    for (int i = 0; i < 1025; i++) {
+        iov[i].iov_base = &one[i];
+        iov[i].iov_len = 1;
+    }
+    CHECK(name, s >= 0 && write(s, "q", 1) == 1 && recv(s, in, 1, MSG_PEEK) == 1);
+    errno = 0;
+    CHECK(name, read(s, nul, 10) == -1 && errno == EFAULT);
+    errno = 0;
+    CHECK(name, recv(s, nul, 10, 0) == -1 && errno == EFAULT);
+    errno = 0;
+    CHECK(name, write(s, nul, 10) == -1 && errno == EFAULT);
+    errno = 0;
+    CHECK(name, send(s, nul, 10, MSG_NOSIGNAL) == -1 && errno == EFAULT);
+    errno = 0;
+    CHECK(name, writev(s, iov, neg) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(name, writev(s, iov, 1025) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(name, readv(s, iov, neg) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(name, readv(s, iov, 1025) == -1 && errno == EINVAL);
+    CHECK(name, read(s, in, sizeof in) == 1 && in[0] == 'q');
+    close(s);
+    printf("ok %s\n", name);
+}
+
+/* A connection put in an epoll set before its first read or write, while nothing was
+ * written to it: epoll and poll report nothing (the server speaks only after the
+ * client's go), then the data. Over omx the server's hello (the library's own bytes
+ * on the kernel socket) made it readable at once. */
+static void t_epoll_first(void)
+{
+    const char *name = "epoll-before-first-use";
+    int k = dial(C_HELLO_FIRST, 0), s = socket(AF_INET, SOCK_STREAM, 0), ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN}, out[2];
+    struct pollfd p = {.events = POLLIN};
+    char c = 0, in[8] = {0};
+    CHECK(name, k >= 0 && s >= 0 && ep >= 0 && connect(s, (struct sockaddr *)&peer, sizeof peer) == 0);
+    ev.data.fd = p.fd = s;
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    /* The server accepted the connection (over omx: its hello is there). */
+    CHECK(name, read(k, &c, 1) == 1 && c == 'k');
+    int quiet = epoll_wait(ep, out, 2, 0) == 0 && poll(&p, 1, 0) == 0;
+    CHECK(name, write(s, "g", 1) == 1);
+    CHECK(name, epoll_wait(ep, out, 2, -1) == 1 && (out[0].events & EPOLLIN));
+    CHECK(name, read_full(s, in, 4) == 0 && !memcmp(in, "data", 4));
+    close(ep);
+    close(s);
+    close(k);
+    CHECK(name, quiet);
+    printf("ok %s\n", name);
+}
+
 static void t_connect_errors(void)
 {
     const char *name = "connect-nonblocking-refused";
@@ -988,6 +1292,7 @@ int main(int argc, char **argv)
     t_peek_span();
     t_pieces();
     t_restart();
+    t_rcvlowat();
     t_waitall();
     t_half_close_dup();
     t_close_delivers();
@@ -1004,6 +1309,11 @@ int main(int argc, char **argv)
     t_both_write();
     t_close_unread();
     t_write_after_close();
+    t_write_unread_close();
+    t_mmsg_splice();
+    t_read_beside_blocked();
+    t_bad_args();
+    t_epoll_first();
     t_connect_errors();
     int q = dial(C_QUIT, 0);
     close(q);

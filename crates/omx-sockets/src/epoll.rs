@@ -130,13 +130,21 @@ pub fn has_carried(epfd: i32) -> bool {
 /// each time a write found the window full (and once after `EPOLL_CTL_ADD`/`MOD`).
 /// Also returns a member whose window is full, whose room a wait must watch for.
 /// A member's two kernel registrations may both report: their events are merged into
-/// one, and an `EPOLLONESHOT` member that reported is disarmed everywhere.
-pub fn add_writable(epfd: i32, events: &mut [epoll_event], n: usize) -> (usize, Option<Arc<Conn>>) {
+/// one, and an `EPOLLONESHOT` member that reported is disarmed everywhere. `EPOLLIN`
+/// of a member with fewer bytes than its `SO_RCVLOWAT` is taken out (as TCP's); the
+/// last value returned is true when that left a registration that stays readable (a
+/// wait must not sleep on the set then).
+pub fn add_writable(
+    epfd: i32,
+    events: &mut [epoll_event],
+    n: usize,
+) -> (usize, Option<Arc<Conn>>, bool) {
     let mut n = n;
     let mut full = None;
+    let mut short = false;
     let mut sets = SETS.lock();
     let Some(members) = sets.as_mut().and_then(|m| m.get_mut(&epfd)) else {
-        return (n, None);
+        return (n, None, false);
     };
     for m in members.iter_mut() {
         let Some(conn) = m.conn.upgrade() else {
@@ -146,6 +154,12 @@ pub fn add_writable(epfd: i32, events: &mut [epoll_event], n: usize) -> (usize, 
         if m.fired {
             continue;
         }
+        if conn.settling() {
+            n = hello_only(m, &conn, events, n);
+        }
+        if conn.lowat() > 1 {
+            n = below_lowat(epfd, m, &conn, events, n, &mut short);
+        }
         if m.events & libc::EPOLLOUT as u32 != 0 {
             n = add_room(epfd, m, &conn, events, n, &mut full);
         }
@@ -153,7 +167,72 @@ pub fn add_writable(epfd: i32, events: &mut [epoll_event], n: usize) -> (usize, 
             m.disarm(epfd, &conn);
         }
     }
-    (n, full)
+    (n, full, short)
+}
+
+/// A client's kernel socket readable with the server's hello only: the hello is taken
+/// now (the stream moves to omx, `Conn::poll_in`) and `EPOLLIN` taken out of member
+/// `m`'s event among the first `n`, as TCP reports nothing then; returns the new count.
+fn hello_only(m: &Member, conn: &Conn, events: &mut [epoll_event], n: usize) -> usize {
+    let input = (libc::EPOLLIN | libc::EPOLLRDNORM) as u32;
+    let Some(at) = events[..n]
+        .iter()
+        .position(|e| e.u64 == m.data && e.events & input != 0)
+    else {
+        return n;
+    };
+    if conn.poll_in() {
+        return n;
+    }
+    events[at].events &= !input;
+    if events[at].events != 0 {
+        return n;
+    }
+    events.copy_within(at + 1..n, at);
+    n - 1
+}
+
+/// Takes `EPOLLIN` out of member `m`'s event among the first `n` when fewer bytes than
+/// its `SO_RCVLOWAT` are there (see `add_writable`); returns the new count and sets
+/// `short` when the readiness descriptor stays readable for a wait.
+fn below_lowat(
+    epfd: i32,
+    m: &Member,
+    conn: &Conn,
+    events: &mut [epoll_event],
+    n: usize,
+    short: &mut bool,
+) -> usize {
+    let input = (libc::EPOLLIN | libc::EPOLLRDNORM) as u32;
+    let Some(at) = events[..n]
+        .iter()
+        .position(|e| e.u64 == m.data && e.events & input != 0)
+    else {
+        return n;
+    };
+    if conn.lowat_met() {
+        return n;
+    }
+    events[at].events &= !input;
+    if m.oneshot() {
+        // The readiness descriptor's registration fired and is disarmed: armed again.
+        let mut mirror = epoll_event {
+            events: m.events & !(libc::EPOLLOUT as u32),
+            u64: m.data,
+        };
+        // SAFETY: a valid event for a descriptor of the set.
+        unsafe { crate::real::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, conn.evfd, &mut mirror) };
+    }
+    // Edge-triggered, the next arrival is a new edge; level-triggered (or re-armed)
+    // the descriptor is readable again at once.
+    if m.events & libc::EPOLLET as u32 == 0 || m.oneshot() {
+        *short = true;
+    }
+    if events[at].events != 0 {
+        return n;
+    }
+    events.copy_within(at + 1..n, at);
+    n - 1
 }
 
 /// Adds `EPOLLOUT` for member `m` (which asks for it) to the first `n` events when its

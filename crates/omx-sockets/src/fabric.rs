@@ -26,6 +26,11 @@ pub const CONTROL: u64 = 1 << KIND_SHIFT;
 pub const FALLBACK: u64 = 2 << KIND_SHIFT;
 /// Bytes sent back after a `FALLBACK` (a zero-length one ends them).
 pub const BOUNCE: u64 = 3 << KIND_SHIFT;
+/// The peer's program closed its socket (a hint sent at its close, zero bytes, never
+/// matched by a receive): this end's writes look at the kernel socket from then on
+/// (its FIN, then the reset a write's probe brings), as TCP's second write after the
+/// peer's close fails.
+pub const CLOSED: u64 = 4 << KIND_SHIFT;
 const KIND_MASK: u64 = 0xff << KIND_SHIFT;
 /// How long setting up the omx partner of a new connection may take before the
 /// connection stays on TCP.
@@ -162,37 +167,17 @@ fn wake_receiver(info: &UnexpectedInfo) -> bool {
         FALLBACK => crate::stream::handover::on_fallback_request(id),
         // Taken by the thread that asked for it.
         BOUNCE => {}
+        // A hint, dropped once noted.
+        CLOSED => {
+            ready.peer_closed.store(true, Ordering::Relaxed);
+            return true;
+        }
         // Unknown kind: drop it.
         _ => return true,
     }
     // Any kept message may be what a blocked thread waits for.
     ARRIVALS.fetch_add(1, Ordering::SeqCst);
     false
-}
-
-/// Whether a blocking call that a signal handler interrupted goes on, as the kernel
-/// restarts it (signal(7)): which signal came is not known here, so true only when
-/// every handler installed has `SA_RESTART` (a default or ignored action runs no
-/// handler). Asked only after an interruption: one `sigaction` per signal number.
-pub fn handlers_restart() -> bool {
-    for sig in 1..=libc::SIGRTMAX() {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
-        // SAFETY: a zeroed sigaction is a valid out-parameter; no action is set.
-        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: reads the action only.
-        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
-            continue;
-        }
-        if old.sa_sigaction == libc::SIG_DFL || old.sa_sigaction == libc::SIG_IGN {
-            continue;
-        }
-        if old.sa_flags & libc::SA_RESTART == 0 {
-            return false;
-        }
-    }
-    true
 }
 
 /// Why [`block`] returned early.
@@ -349,6 +334,8 @@ pub struct Readiness {
     pub evfd: i32,
     id: u32,
     state: Mutex<ReadyState>,
+    /// The peer's `CLOSED` came.
+    peer_closed: AtomicBool,
 }
 
 #[derive(Default)]
@@ -386,6 +373,7 @@ impl Readiness {
         Arc::new(Readiness {
             evfd,
             id,
+            peer_closed: AtomicBool::new(false),
             state: Mutex::new(ReadyState::default()),
         })
     }
@@ -431,6 +419,11 @@ impl Readiness {
     /// child's messages go to the parent anyway.)
     pub fn pending(&self) -> bool {
         !in_forked_child() && self.state.lock().pending > 0
+    }
+
+    /// The peer's program closed its socket (its `CLOSED` came).
+    pub fn peer_closed(&self) -> bool {
+        self.peer_closed.load(Ordering::Relaxed)
     }
 
     /// A `poll`/`select` or a blocked read may look at the eventfd from now on: it is

@@ -1,6 +1,7 @@
 //! The C library functions this library takes over (found first through `LD_PRELOAD`).
 //! Descriptors that are not carried connections go straight to the real functions.
 
+mod bulk;
 mod exec;
 
 use crate::fabric::fabric;
@@ -212,20 +213,59 @@ pub unsafe extern "C" fn accept4(
     accepted(real::accept4(fd, addr, len, flags))
 }
 
-unsafe fn out_slice<'a>(buf: *mut c_void, n: size_t) -> &'a mut [u8] {
-    if n == 0 || buf.is_null() {
-        &mut []
+/// The caller's buffer; `None` (`EFAULT`, as the kernel answers) when it is null with
+/// a length.
+unsafe fn out_slice<'a>(buf: *mut c_void, n: size_t) -> Option<&'a mut [u8]> {
+    if n == 0 {
+        Some(&mut [])
+    } else if buf.is_null() {
+        None
     } else {
-        std::slice::from_raw_parts_mut(buf as *mut u8, n)
+        Some(std::slice::from_raw_parts_mut(buf as *mut u8, n))
     }
 }
 
-unsafe fn in_slice<'a>(buf: *const c_void, n: size_t) -> &'a [u8] {
-    if n == 0 || buf.is_null() {
-        &[]
+unsafe fn in_slice<'a>(buf: *const c_void, n: size_t) -> Option<&'a [u8]> {
+    if n == 0 {
+        Some(&[])
+    } else if buf.is_null() {
+        None
     } else {
-        std::slice::from_raw_parts(buf as *const u8, n)
+        Some(std::slice::from_raw_parts(buf as *const u8, n))
     }
+}
+
+/// -1 with `EFAULT` (a null buffer with a length).
+fn fault() -> ssize_t {
+    set_errno(libc::EFAULT);
+    -1
+}
+
+/// Most iovecs a call takes (`IOV_MAX`): more, or fewer than none, is `EINVAL`.
+const IOV_MAX: usize = 1024;
+
+/// An iovec count as given (a `size_t` of `msghdr`): past `IOV_MAX` it stays invalid.
+fn iov_count(n: usize) -> c_int {
+    n.min(IOV_MAX + 1) as c_int
+}
+
+/// The iovecs `iov[..n]`, checked as the kernel does: `EINVAL` for a count out of
+/// range, `EFAULT` for a null base with a length.
+unsafe fn iovecs<'a>(iov: *const iovec, n: c_int) -> std::result::Result<&'a [iovec], c_int> {
+    if n < 0 || n as usize > IOV_MAX {
+        return Err(libc::EINVAL);
+    }
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let v = std::slice::from_raw_parts(iov, n as usize);
+    if v.iter().any(|io| io.iov_base.is_null() && io.iov_len > 0) {
+        return Err(libc::EFAULT);
+    }
+    Ok(v)
 }
 
 /// Sends like TCP: EPIPE raises SIGPIPE unless MSG_NOSIGNAL.
@@ -245,7 +285,7 @@ fn send_on(c: &stream::Conn, buf: &[u8], flags: c_int) -> ssize_t {
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     match lookup(fd) {
-        Some(c) => ret(c.recv(out_slice(buf, n), 0)),
+        Some(c) => out_slice(buf, n).map_or_else(fault, |b| ret(c.recv(b, 0))),
         None => real::read(fd, buf, n),
     }
 }
@@ -267,7 +307,7 @@ pub unsafe extern "C" fn __read_chk(
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     match lookup(fd) {
-        Some(c) => send_on(&c, in_slice(buf, n), 0),
+        Some(c) => in_slice(buf, n).map_or_else(fault, |b| send_on(&c, b, 0)),
         None => real::write(fd, buf, n),
     }
 }
@@ -277,7 +317,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
     match lookup(fd) {
-        Some(c) => ret(c.recv(out_slice(buf, n), flags)),
+        Some(c) => out_slice(buf, n).map_or_else(fault, |b| ret(c.recv(b, flags))),
         None => real::recv(fd, buf, n, flags),
     }
 }
@@ -300,7 +340,7 @@ pub unsafe extern "C" fn __recv_chk(
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     match lookup(fd) {
-        Some(c) => send_on(&c, in_slice(buf, n), flags),
+        Some(c) => in_slice(buf, n).map_or_else(fault, |b| send_on(&c, b, flags)),
         None => real::send(fd, buf, n, flags),
     }
 }
@@ -322,7 +362,7 @@ pub unsafe extern "C" fn recvfrom(
             if !addr.is_null() && !len.is_null() {
                 *len = 0;
             }
-            ret(c.recv(out_slice(buf, n), flags))
+            out_slice(buf, n).map_or_else(fault, |b| ret(c.recv(b, flags)))
         }
         None => real::recvfrom(fd, buf, n, flags, addr, len),
     }
@@ -355,30 +395,49 @@ pub unsafe extern "C" fn sendto(
     len: socklen_t,
 ) -> ssize_t {
     match lookup(fd) {
-        Some(c) => send_on(&c, in_slice(buf, n), flags),
+        Some(c) => in_slice(buf, n).map_or_else(fault, |b| send_on(&c, b, flags)),
         None => real::sendto(fd, buf, n, flags, addr, len),
     }
 }
 
-unsafe fn gather(iov: *const iovec, n: c_int) -> Vec<u8> {
+/// The bytes of `iov[..n]` in one buffer; the errno of a bad vector (see `iovecs`).
+unsafe fn gather(iov: *const iovec, n: c_int) -> std::result::Result<Vec<u8>, c_int> {
     let mut v = Vec::new();
-    for i in 0..n.max(0) as usize {
-        let io = &*iov.add(i);
-        v.extend_from_slice(in_slice(io.iov_base, io.iov_len));
+    for io in iovecs(iov, n)? {
+        v.extend_from_slice(in_slice(io.iov_base, io.iov_len).unwrap_or(&[]));
     }
-    v
+    Ok(v)
+}
+
+/// `send_on` of `iov[..n]` gathered; -1 with the errno of a bad vector.
+unsafe fn send_gathered(c: &stream::Conn, iov: *const iovec, n: c_int, flags: c_int) -> ssize_t {
+    match gather(iov, n) {
+        Ok(bytes) => send_on(c, &bytes, flags),
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
 }
 
 unsafe fn scatter(c: &stream::Conn, iov: *const iovec, n: c_int, flags: c_int) -> ssize_t {
-    let total: usize = (0..n.max(0) as usize).map(|i| (*iov.add(i)).iov_len).sum();
+    let v = match iovecs(iov, n) {
+        Ok(v) => v,
+        Err(e) => {
+            set_errno(e);
+            return -1;
+        }
+    };
+    let total: usize = v.iter().map(|io| io.iov_len).sum();
     let mut tmp = vec![0u8; total];
     match c.recv(&mut tmp, flags) {
         Ok(got) => {
             let mut off = 0;
-            for i in 0..n.max(0) as usize {
-                let io = &*iov.add(i);
+            for io in v {
                 let k = io.iov_len.min(got - off);
-                out_slice(io.iov_base, k).copy_from_slice(&tmp[off..off + k]);
+                if let Some(out) = out_slice(io.iov_base, k) {
+                    out.copy_from_slice(&tmp[off..off + k]);
+                }
                 off += k;
             }
             got as ssize_t
@@ -402,7 +461,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     match lookup(fd) {
-        Some(c) => send_on(&c, &gather(iov, n), 0),
+        Some(c) => send_gathered(&c, iov, n, 0),
         None => real::writev(fd, iov, n),
     }
 }
@@ -417,7 +476,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
             m.msg_controllen = 0;
             m.msg_flags = 0;
             m.msg_namelen = 0;
-            scatter(&c, m.msg_iov, m.msg_iovlen as c_int, flags)
+            scatter(&c, m.msg_iov, iov_count(m.msg_iovlen), flags)
         }
         None => real::recvmsg(fd, msg, flags),
     }
@@ -428,11 +487,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
     match lookup(fd) {
-        Some(c) => send_on(
-            &c,
-            &gather((*msg).msg_iov, (*msg).msg_iovlen as c_int),
-            flags,
-        ),
+        Some(c) => send_gathered(&c, (*msg).msg_iov, iov_count((*msg).msg_iovlen), flags),
         None => real::sendmsg(fd, msg, flags),
     }
 }
@@ -536,6 +591,26 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_i
 #[no_mangle]
 pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
     fcntl(fd, cmd, arg)
+}
+
+/// # Safety
+/// As the C library's `setsockopt`: `SO_RCVLOWAT` of a carried connection is kept for
+/// its reads and readiness (the kernel socket holds no stream bytes).
+#[no_mangle]
+pub unsafe extern "C" fn setsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    val: *const c_void,
+    len: socklen_t,
+) -> c_int {
+    let r = real::setsockopt(fd, level, name, val, len);
+    if r == 0 && level == libc::SOL_SOCKET && name == libc::SO_RCVLOWAT {
+        if let Some(c) = lookup(fd) {
+            c.update_lowat();
+        }
+    }
+    r
 }
 
 /// # Safety
@@ -700,10 +775,17 @@ unsafe fn poll_carried(
                 all[i].revents |= libc::POLLIN;
             }
         }
-        // Bytes only the library reads (probes, a hand-back to TCP) make no POLLIN.
+        // Bytes only the library reads (probes, a hand-back to TCP) make no POLLIN;
+        // nor do fewer bytes than `SO_RCVLOWAT` (as TCP's), whose count is then left
+        // out of the next wait (it stays readable) and looked at every `LOWAT_LOOK`.
+        let mut short = Vec::new();
         for (i, c) in carried {
             if all[*i].revents & libc::POLLIN != 0 && !c.poll_in() {
                 all[*i].revents &= !libc::POLLIN;
+            }
+            if all[*i].revents & libc::POLLIN != 0 && !c.lowat_met() {
+                all[*i].revents &= !libc::POLLIN;
+                short.push(c.evfd);
             }
         }
         for (i, c) in &full {
@@ -726,8 +808,16 @@ unsafe fn poll_carried(
             (false, true) => Some(left.map_or(FULL_LOOK, |l| l.min(FULL_LOOK))),
             (false, false) => Some(left.map_or(FULL_LOOK_BLIND, |l| l.min(FULL_LOOK_BLIND))),
         };
+        let slice = if short.is_empty() {
+            slice
+        } else {
+            Some(slice.map_or(LOWAT_LOOK, |l| l.min(LOWAT_LOOK)))
+        };
         for a in all.iter_mut() {
             a.revents = 0;
+            if short.contains(&a.fd) {
+                a.fd = -1;
+            }
         }
         // A wait for room in a window sleeps in the kernel on the set and the armed
         // notifier, the progress thread driving the endpoint meanwhile (it rings the
@@ -750,6 +840,10 @@ unsafe fn poll_carried(
 /// How often a wait looks at a full window again (the notifier may miss a ring).
 const FULL_LOOK: Duration = Duration::from_millis(10);
 const FULL_LOOK_BLIND: Duration = Duration::from_millis(1);
+/// How often a wait looks again at a connection readable with fewer bytes than its
+/// `SO_RCVLOWAT` (its readiness descriptor stays readable, so the wait leaves it out:
+/// the thread still wakes at once for the messages it takes in itself).
+pub(crate) const LOWAT_LOOK: Duration = Duration::from_millis(2);
 
 /// # Safety
 /// As the C library's `ppoll` (ssh's): with a carried connection in the set it is
@@ -923,16 +1017,24 @@ unsafe fn epoll_wait_carried(
         if got < 0 {
             return got;
         }
-        let (n, full) = crate::epoll::add_writable(epfd, out, got as usize);
+        let (n, full, short) = crate::epoll::add_writable(epfd, out, got as usize);
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if n > 0 || left.is_some_and(|l| l.is_zero()) {
             return n as c_int;
         }
+        // A level-triggered member readable with fewer bytes than its `SO_RCVLOWAT`
+        // keeps the set readable: the wait then leaves the set out and looks again
+        // every `LOWAT_LOOK` (messages this thread takes in still wake it at once).
         let mut watch = vec![pollfd {
-            fd: epfd,
+            fd: if short { -1 } else { epfd },
             events: libc::POLLIN,
             revents: 0,
         }];
+        let left = if short {
+            Some(left.map_or(LOWAT_LOOK, |l| l.min(LOWAT_LOOK)))
+        } else {
+            left
+        };
         // A full window gains room at a send's completion (see `poll`).
         let waits_for_room = full.is_some();
         let notify = full.and_then(|c| c.completion_notifier());

@@ -8,4 +8,5 @@ mod fds;
 pub mod handshake;
 mod interpose;
 mod real;
+mod signals;
 mod stream;

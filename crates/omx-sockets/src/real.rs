@@ -31,6 +31,12 @@ real_fns! {
     fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -> c_int;
     fn epoll_wait(epfd: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int;
     fn epoll_pwait(epfd: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int, mask: *const sigset_t) -> c_int;
+    fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int;
+    fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int;
+    fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int) -> c_int;
+    fn recvmmsg(fd: c_int, msgs: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int, timeout: *mut timespec) -> c_int;
+    fn splice(input: c_int, off_in: *mut libc::loff_t, output: c_int, off_out: *mut libc::loff_t, len: size_t, flags: libc::c_uint) -> ssize_t;
+    fn tee(input: c_int, output: c_int, len: size_t, flags: libc::c_uint) -> ssize_t;
     fn socket(domain: c_int, kind: c_int, protocol: c_int) -> c_int;
     fn dup(fd: c_int) -> c_int;
     fn dup2(fd: c_int, to: c_int) -> c_int;

@@ -144,6 +144,8 @@ pub struct Conn {
     /// Writes that found the window full: edge-triggered `EPOLLOUT` reports the room
     /// that follows each (as TCP's write-space event follows a full send buffer).
     full_hits: AtomicU64,
+    /// `SO_RCVLOWAT` of the kernel socket (see `update_lowat`).
+    lowat: AtomicUsize,
     tx: Mutex<Tx>,
     rx: Mutex<Rx>,
 }
@@ -210,10 +212,13 @@ impl Conn {
             probed: Mutex::new(None),
             peer_ended: AtomicBool::new(false),
             full_hits: AtomicU64::new(0),
+            lowat: AtomicUsize::new(1),
             fin_sent: AtomicBool::new(false),
             tx: Mutex::new(Tx::new(tx)),
             rx: Mutex::new(Rx::new(rx)),
         });
+        // Set before the connection was made (or inherited from the listener).
+        conn.update_lowat();
         handover::register(id, &conn);
         Some(conn)
     }

@@ -306,6 +306,32 @@ impl Conn {
     /// exit waits for a hand-back under way, `flush_all`). A connection that cannot go
     /// back (not settled on omx) is kept without its kernel socket, as before: a child
     /// that takes it later is answered while this process lives.
+    /// Tells the peer that the program closed its socket (`fabric::CLOSED`): its
+    /// writes then look at its kernel socket every time, so the first one after our
+    /// FIN probes and the next fails once our reset came, as TCP's (it looked once in
+    /// `TCP_LOOK_EVERY` writes). A hint: sent behind our data, its completion is not
+    /// waited for (no closing thread for it); lost, the peer finds out as before.
+    fn say_closed(&self) {
+        let tx = self.tx.lock();
+        let TxMode::Omx { partner, peer_conn } = tx.mode else {
+            return;
+        };
+        let ep = &self.fab.ep;
+        let none = Segment::memory(std::ptr::NonNull::<u8>::dangling().as_ptr(), 0);
+        // SAFETY: a zero-length message.
+        if let Ok(r) = unsafe {
+            ep.isend(
+                &[none],
+                partner,
+                fabric::CLOSED | peer_conn as u64,
+                0,
+                false,
+            )
+        } {
+            ep.forget(r);
+        }
+    }
+
     pub fn release(self: Arc<Self>) {
         if fabric::in_forked_child() {
             return;
@@ -354,6 +380,9 @@ impl Conn {
                     self.id
                 );
             }
+        }
+        if !kept_for_child {
+            self.say_closed();
         }
         // Sends whose completion already came (a reply carried the peer's ack) need
         // no closing thread.

@@ -271,6 +271,14 @@ impl Conn {
         self.message_waiting(&rx)
     }
 
+    /// A client that has not looked for the server's hello yet (its kernel socket's
+    /// readiness may be the hello's, see `poll_in`).
+    pub fn settling(&self) -> bool {
+        self.rx
+            .try_lock()
+            .is_some_and(|rx| matches!(rx.mode, RxMode::AwaitHello))
+    }
+
     /// A child forked since the connection was made may use its kernel socket.
     pub(super) fn maybe_shared(&self) -> bool {
         fabric::forks() != self.forks_at_creation

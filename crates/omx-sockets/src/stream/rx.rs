@@ -23,25 +23,79 @@ impl Conn {
         // TCP's peek with MSG_WAITALL waits until the whole length is queued, across
         // the peer's writes (see `gather`).
         let gather = flags & libc::MSG_WAITALL != 0 && peek;
+        // As TCP's (tcp(7), socket(7)): a blocking read waits for min(SO_RCVLOWAT,
+        // len) bytes, across the peer's writes (the end of the stream, an error, a
+        // signal or SO_RCVTIMEO end it with fewer); a non-blocking one takes what is
+        // there.
+        let lowat = self.lowat().min(out.len()).max(1);
+        if peek && !gather && block && lowat > 1 {
+            // A peek waits for them too: the messages join (see `gather`), then the
+            // whole length peeks at what is there.
+            let n = self.recv_some(&mut out[..lowat], true, true, true)?;
+            if n < lowat {
+                return Ok(n);
+            }
+            return Ok(self.recv_some(out, true, false, false).unwrap_or(n).max(n));
+        }
+        let target = if waitall { out.len() } else { lowat };
         let mut got = 0;
         while got < out.len() || out.is_empty() {
-            match self.recv_some(
-                &mut out[got..],
-                peek,
-                gather,
-                block && (got == 0 || waitall),
-            ) {
+            match self.recv_some(&mut out[got..], peek, gather, block && got < target) {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if got > 0 && e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if got == 0 => return Err(e),
                 Err(_) => break,
             }
-            if !waitall || out.is_empty() {
+            if peek || got >= target || out.is_empty() {
                 break;
             }
         }
         Ok(got)
+    }
+
+    /// `SO_RCVLOWAT` as the program last set it (1 by default).
+    pub fn lowat(&self) -> usize {
+        self.lowat.load(Ordering::Relaxed)
+    }
+
+    /// Reads `SO_RCVLOWAT` back from the kernel socket (after the program set it: the
+    /// kernel caps it) for the reads and readiness of this connection.
+    pub fn update_lowat(&self) {
+        let mut v: libc::c_int = 1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: one int into a local.
+        let r = unsafe {
+            libc::getsockopt(
+                self.sock(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                &mut v as *mut libc::c_int as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.lowat.store(v.max(1) as usize, Ordering::Relaxed);
+        }
+    }
+
+    /// For `poll`/`select`/`epoll` of a connection readable by its count: false while
+    /// `SO_RCVLOWAT` is above 1 and fewer bytes than it are there, the stream neither
+    /// ended nor failed (TCP reports `POLLIN` only then). True when it cannot tell (a
+    /// reader is at work, the connection is not plain omx).
+    pub fn lowat_met(&self) -> bool {
+        let lowat = self.lowat();
+        if lowat <= 1 || self.fell_back.load(Ordering::Acquire) {
+            return true;
+        }
+        let Some(mut rx) = self.rx.try_lock() else {
+            return true;
+        };
+        if !matches!(rx.mode, RxMode::Omx) || self.readable_in(&mut rx, lowat) >= lowat {
+            return true;
+        }
+        drop(rx);
+        matches!(self.tcp_state(), TcpState::Eof | TcpState::Failed(_))
     }
 
     pub(super) fn recv_some(
@@ -252,10 +306,17 @@ impl Conn {
             } else {
                 left
             };
-            if fabric::watching(&[&self.ready], || fabric::block(&watch, left, seen)).is_err() {
+            let handlers = crate::signals::no_restart_count();
+            // The wait holds no lock of the connection: another thread's FIONREAD,
+            // non-blocking read or poll answers at once meanwhile, as TCP's (they
+            // waited for this read to end).
+            drop(rx);
+            let woke = fabric::watching(&[&self.ready], || fabric::block(&watch, left, seen));
+            rx = self.rx.lock();
+            if woke.is_err() {
                 // As the kernel's read interrupted by a signal handler (signal(7)): it
                 // goes on when the handler has SA_RESTART and no SO_RCVTIMEO is set.
-                if self.receive_deadline().is_some() || !fabric::handlers_restart() {
+                if self.receive_deadline().is_some() || !crate::signals::restarts(handlers) {
                     return Err(os_err(libc::EINTR));
                 }
             }
@@ -367,15 +428,22 @@ impl Conn {
             return 0;
         }
         let mut rx = self.rx.lock();
+        self.readable_in(&mut rx, FIONREAD_JOIN)
+    }
+
+    /// `readable_bytes` with `rx` held; the small messages that arrived join the unread
+    /// bytes up to `join` bytes.
+    fn readable_in(&self, rx: &mut Rx, join: usize) -> usize {
         // TCP counts every byte queued: the small messages that arrived join the
         // unread bytes (a program waiting until FIONREAD counts a header written in
         // pieces would wait forever on the first piece's count).
+        let join = join.max(FIONREAD_JOIN);
         if matches!(rx.mode, RxMode::Omx) && !self.maybe_shared() {
-            self.await_stored(&rx);
+            self.await_stored(rx);
             while rx.ahead.is_empty()
-                && rx.leftover.len() - rx.offset < FIONREAD_JOIN
+                && rx.leftover.len() - rx.offset < join
                 && self.small_next().is_some()
-                && self.append_next(&mut rx)
+                && self.append_next(rx)
             {}
         }
         if rx.offset < rx.leftover.len() {
@@ -397,7 +465,7 @@ impl Conn {
         }
         match rx.mode {
             RxMode::Omx => {
-                self.await_stored(&rx);
+                self.await_stored(rx);
                 self.fab
                     .ep
                     .iprobe(self.id as u64, !0)

@@ -257,7 +257,8 @@ impl Conn {
                     .writes
                     .fetch_add(1, Ordering::Relaxed)
                     .is_multiple_of(TCP_LOOK_EVERY)
-                    || self.peer_ended.load(Ordering::Relaxed);
+                    || self.peer_ended.load(Ordering::Relaxed)
+                    || self.ready.peer_closed();
                 match if look {
                     self.tcp_state()
                 } else {
