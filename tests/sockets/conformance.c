@@ -453,6 +453,24 @@ static void t_pieces(void)
     printf("ok %s\n", name);
 }
 
+/* Returns once thread `tid` of this process is blocked in a system call (its
+ * /proc/self/task/TID/syscall starts with the call's number, not "running"). */
+static void wait_blocked(pid_t tid)
+{
+    char path[64], line[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        int got = fgets(line, sizeof line, f) != NULL;
+        fclose(f);
+        if (got && line[0] >= '0' && line[0] <= '9')
+            break;
+        sched_yield();
+    }
+}
+
 /* A blocked read that a handler with SA_RESTART interrupts goes on, as the kernel
  * restarts it (signal(7)), even while another signal's handler lacks SA_RESTART: a
  * thread signals the reader once it is blocked in a system call
@@ -465,19 +483,8 @@ static pid_t restart_reader;
 static int restart_sock, restart_sig;
 static void *restart_kicker(void *arg)
 {
-    char path[64], line[64] = "";
     (void)arg;
-    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)restart_reader);
-    for (;;) {
-        FILE *f = fopen(path, "r");
-        if (!f)
-            break;
-        int got = fgets(line, sizeof line, f) != NULL;
-        fclose(f);
-        if (got && line[0] >= '0' && line[0] <= '9')
-            break; /* blocked in a system call */
-        sched_yield();
-    }
+    wait_blocked(restart_reader);
     pthread_kill(*(pthread_t *)arg, restart_sig);
     if (restart_sig == SIGUSR1)
         write(restart_sock, "g", 1);
@@ -530,19 +537,8 @@ static void t_restart(void)
 static int lowat_sock;
 static void *lowat_kicker(void *arg)
 {
-    char path[64], line[64] = "";
     (void)arg;
-    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)restart_reader);
-    for (;;) {
-        FILE *f = fopen(path, "r");
-        if (!f)
-            break;
-        int got = fgets(line, sizeof line, f) != NULL;
-        fclose(f);
-        if (got && line[0] >= '0' && line[0] <= '9')
-            break; /* blocked in a system call */
-        sched_yield();
-    }
+    wait_blocked(restart_reader);
     write(lowat_sock, "g", 1);
     return NULL;
 }

@@ -174,17 +174,25 @@ pub fn add_writable(
 /// now (the stream moves to omx, `Conn::poll_in`) and `EPOLLIN` taken out of member
 /// `m`'s event among the first `n`, as TCP reports nothing then; returns the new count.
 fn hello_only(m: &Member, conn: &Conn, events: &mut [epoll_event], n: usize) -> usize {
-    let input = (libc::EPOLLIN | libc::EPOLLRDNORM) as u32;
-    let Some(at) = events[..n]
-        .iter()
-        .position(|e| e.u64 == m.data && e.events & input != 0)
-    else {
-        return n;
-    };
-    if conn.poll_in() {
-        return n;
+    match input_event(m, events, n) {
+        Some(at) if !conn.poll_in() => take_input(events, n, at),
+        _ => n,
     }
-    events[at].events &= !input;
+}
+
+const INPUT: u32 = (libc::EPOLLIN | libc::EPOLLRDNORM) as u32;
+
+/// Where member `m`'s event among the first `n` reports input, if it does.
+fn input_event(m: &Member, events: &[epoll_event], n: usize) -> Option<usize> {
+    events[..n]
+        .iter()
+        .position(|e| e.u64 == m.data && e.events & INPUT != 0)
+}
+
+/// Takes the input bits out of event `at` among the first `n`, and the event out when
+/// nothing is left of it; returns the new count.
+fn take_input(events: &mut [epoll_event], n: usize, at: usize) -> usize {
+    events[at].events &= !INPUT;
     if events[at].events != 0 {
         return n;
     }
@@ -203,17 +211,12 @@ fn below_lowat(
     n: usize,
     short: &mut bool,
 ) -> usize {
-    let input = (libc::EPOLLIN | libc::EPOLLRDNORM) as u32;
-    let Some(at) = events[..n]
-        .iter()
-        .position(|e| e.u64 == m.data && e.events & input != 0)
-    else {
+    let Some(at) = input_event(m, events, n) else {
         return n;
     };
     if conn.lowat_met() {
         return n;
     }
-    events[at].events &= !input;
     if m.oneshot() {
         // The readiness descriptor's registration fired and is disarmed: armed again.
         let mut mirror = epoll_event {
@@ -228,11 +231,7 @@ fn below_lowat(
     if m.events & libc::EPOLLET as u32 == 0 || m.oneshot() {
         *short = true;
     }
-    if events[at].events != 0 {
-        return n;
-    }
-    events.copy_within(at + 1..n, at);
-    n - 1
+    take_input(events, n, at)
 }
 
 /// Adds `EPOLLOUT` for member `m` (which asks for it) to the first `n` events when its
