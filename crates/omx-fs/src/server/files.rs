@@ -36,7 +36,7 @@ impl Server {
                     attr.encode(&mut w);
                 } else {
                     let (fd, before, after, parent) =
-                        ex.in_dir_attr(path, || ex.open_beneath(path, flags, mode))?;
+                        ex.in_dir_attr(path, |e| ex.create_in(e, flags, mode))?;
                     // SAFETY: geteuid has no preconditions; fchown on an owned fd.
                     if unsafe { libc::geteuid() } == 0 {
                         // A set-group-ID directory's group stays (as a local create).
