@@ -98,6 +98,14 @@ fn mtime_ns(st: &libc::stat) -> i64 {
         .saturating_add(st.st_mtime_nsec)
 }
 
+/// The server runs as root (then it gives each new object to its requester): asked
+/// once, not at every create (the effective uid of omxfsd never changes).
+pub fn server_is_root() -> bool {
+    static ROOT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // SAFETY: geteuid has no preconditions.
+    *ROOT.get_or_init(|| unsafe { libc::geteuid() } == 0)
+}
+
 /// `fstat` of a descriptor.
 pub fn fstat(fd: RawFd) -> R<libc::stat> {
     // SAFETY: zeroed stat is a valid out-parameter for fstat.
@@ -453,8 +461,7 @@ impl Export {
     /// Gives a new object to the requester when the server runs as root (see the
     /// identity model in docs/FILES.md).
     fn own(&self, e: &Entry, uid: u32, gid: u32) {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
+        if server_is_root() {
             let _ = e.at(|d, n| {
                 // In a set-group-ID directory the new object keeps the directory's group
                 // (the server's kernel gave it), as a local create does.
