@@ -687,6 +687,37 @@ mod tests {
         std::fs::remove_dir_all(&base).unwrap();
     }
 
+    /// A change acts on the directory its stamps are of, opened once: the parent
+    /// renamed between the stamps before and the change does not send the change
+    /// elsewhere (nor fail it), and the stamp after counts that directory's change.
+    #[test]
+    fn a_change_acts_on_the_directory_it_stamps() {
+        let base = std::env::temp_dir().join(format!("omxfs-entry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("ex/a")).unwrap();
+        std::fs::write(base.join("ex/a/x"), b"x").unwrap();
+        let e = Export::open(base.join("ex").to_str().unwrap()).unwrap();
+        let (_, before, after) = e
+            .in_dir(b"a/x", |entry| {
+                std::fs::rename(base.join("ex/a"), base.join("ex/b")).unwrap();
+                e.unlink(entry)
+            })
+            .unwrap();
+        assert!(
+            !base.join("ex/b/x").exists(),
+            "removed from the directory it named"
+        );
+        assert!(after.count > before.count);
+        // The next change there, through its new path, follows the one counted.
+        let (_, next, _) = e
+            .in_dir(b"b/y", |entry| {
+                e.create_in(entry, libc::O_CREAT | libc::O_WRONLY, 0o644)
+            })
+            .unwrap();
+        assert_eq!(next.count, after.count);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
     /// Creates made at once by several threads in one directory: the count each
     /// change returns names the directory's contents (the entries listed right after
     /// a change are those of the changes counted up to it); renames between two
