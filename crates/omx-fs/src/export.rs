@@ -58,6 +58,25 @@ pub struct Export {
     dir_locks: Vec<Mutex<()>>,
 }
 
+/// A name in a directory opened beneath the export's root: what an entry change acts
+/// on, the directory opened once for the change and its stamps ([`Export::in_dir`]).
+pub struct Entry {
+    dir: OwnedFd,
+    name: CString,
+}
+
+impl Entry {
+    /// Runs an `*at` call on the directory and the name.
+    fn at(&self, f: impl FnOnce(RawFd, *const libc::c_char) -> libc::c_int) -> R<()> {
+        check(f(self.dir.as_raw_fd(), self.name.as_ptr())).map(|_| ())
+    }
+
+    /// The attributes of what the name names (a symlink's own).
+    fn lstat(&self) -> R<Attr> {
+        lstat_at(self.dir.as_raw_fd(), &self.name).map(|st| Attr::from_stat(&st))
+    }
+}
+
 /// Stripes of [`Export::dir_locks`] (directories sharing one just wait for each other).
 const DIR_LOCKS: usize = 64;
 
@@ -79,6 +98,14 @@ fn mtime_ns(st: &libc::stat) -> i64 {
         .saturating_add(st.st_mtime_nsec)
 }
 
+/// The server runs as root (then it gives each new object to its requester): asked
+/// once, not at every create (the effective uid of omxfsd never changes).
+pub fn server_is_root() -> bool {
+    static ROOT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // SAFETY: geteuid has no preconditions.
+    *ROOT.get_or_init(|| unsafe { libc::geteuid() } == 0)
+}
+
 /// `fstat` of a descriptor.
 pub fn fstat(fd: RawFd) -> R<libc::stat> {
     // SAFETY: zeroed stat is a valid out-parameter for fstat.
@@ -86,6 +113,32 @@ pub fn fstat(fd: RawFd) -> R<libc::stat> {
     // SAFETY: st is a valid stat buffer.
     check(unsafe { libc::fstat(fd, &mut st) })?;
     Ok(st)
+}
+
+/// `openat2` of `path` under `dir`, never leaving it nor crossing a symlink.
+fn open_under(dir: RawFd, path: &CString, flags: i32, mode: u32) -> R<OwnedFd> {
+    // SAFETY: open_how is plain data; zero is its "no options" value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    if flags & libc::O_CREAT != 0 {
+        how.mode = mode as u64 & 0o7777;
+    }
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: openat2 with a valid dirfd, C string and open_how of the given size.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: a new descriptor owned here.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 fn proc_path(fd: &OwnedFd) -> CString {
@@ -128,29 +181,13 @@ impl Export {
             return Err(libc::EINVAL);
         }
         let path = cstr(if rel.is_empty() { b"." } else { rel })?;
-        // SAFETY: open_how is plain data; zero is its "no options" value.
-        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        how.flags = (flags | libc::O_CLOEXEC) as u64;
-        if flags & libc::O_CREAT != 0 {
-            how.mode = mode as u64 & 0o7777;
-        }
-        how.resolve =
-            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-        // SAFETY: openat2 with a valid dirfd, C string and open_how of the given size.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                self.root.as_raw_fd(),
-                path.as_ptr(),
-                &how as *const libc::open_how,
-                std::mem::size_of::<libc::open_how>(),
-            )
-        };
-        if fd < 0 {
-            return Err(errno());
-        }
-        // SAFETY: a new descriptor owned here.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+        open_under(self.root.as_raw_fd(), &path, flags, mode)
+    }
+
+    /// Creates (or opens, as `flags` say) the file an entry change names in its
+    /// parent, opened for the change: the path is not walked again.
+    pub fn create_in(&self, e: &Entry, flags: i32, mode: u32) -> R<OwnedFd> {
+        open_under(e.dir.as_raw_fd(), &e.name, flags, mode)
     }
 
     /// A new change count for directory `key`, with the one it had (0: none known).
@@ -168,18 +205,13 @@ impl Export {
         &self.dir_locks[(h >> 58) as usize % DIR_LOCKS]
     }
 
-    /// The parent directory of `rel`, opened as a path.
-    fn parent_dir(&self, rel: &[u8]) -> R<OwnedFd> {
-        let dir = match rel.iter().rposition(|&c| c == b'/') {
-            Some(i) => &rel[..i],
-            None => &rel[..0],
-        };
-        self.open_beneath(dir, libc::O_PATH | libc::O_DIRECTORY, 0)
-    }
-
-    /// Runs `change`, an entry change in the parent directory of `rel`, and returns
-    /// its result with the parent's stamps from before and after it.
-    pub fn in_dir<T>(&self, rel: &[u8], change: impl FnOnce() -> R<T>) -> R<(T, Stamp, Stamp)> {
+    /// Runs `change`, an entry change of the name `rel` in its parent directory, and
+    /// returns its result with the parent's stamps from before and after it.
+    pub fn in_dir<T>(
+        &self,
+        rel: &[u8],
+        change: impl FnOnce(&Entry) -> R<T>,
+    ) -> R<(T, Stamp, Stamp)> {
         let (v, before, after, _) = self.in_dir_attr(rel, change)?;
         Ok((v, before, after))
     }
@@ -189,9 +221,10 @@ impl Export {
     pub fn in_dir_attr<T>(
         &self,
         rel: &[u8],
-        change: impl FnOnce() -> R<T>,
+        change: impl FnOnce(&Entry) -> R<T>,
     ) -> R<(T, Stamp, Stamp, Attr)> {
-        let (v, [(before, after)], [parent]) = self.in_dirs_attrs([rel], change)?;
+        let (v, [(before, after)], [parent]) =
+            self.in_dirs_attrs([rel], |[e]: &[Entry; 1]| change(e))?;
         Ok((v, before, after, parent))
     }
 
@@ -199,15 +232,17 @@ impl Export {
     pub fn in_dirs<T, const N: usize>(
         &self,
         rels: [&[u8]; N],
-        change: impl FnOnce() -> R<T>,
+        change: impl FnOnce(&[Entry; N]) -> R<T>,
     ) -> R<(T, [(Stamp, Stamp); N])> {
         let (v, stamps, _) = self.in_dirs_attrs(rels, change)?;
         Ok((v, stamps))
     }
 
-    /// Runs `change`, an entry change in the parent directories of `rels` (a rename's
-    /// source and target), and returns its result with each parent's stamps from
-    /// before and after it (one directory twice: two changes in a row). The
+    /// Runs `change`, an entry change of the names `rels` in their parent directories
+    /// (a rename's source and target), and returns its result with each parent's
+    /// stamps from before and after it (one directory twice: two changes in a row).
+    /// Each parent is opened once, here: the change acts on the directory whose stamps
+    /// it gets (through the [`Entry`] it is given), never on a path walked again. The
     /// directories' locks are taken in one order (by address), so renames between two
     /// directories in opposite directions never wait for each other forever.
     /// The parents' attributes after the change come third.
@@ -215,31 +250,32 @@ impl Export {
     pub fn in_dirs_attrs<T, const N: usize>(
         &self,
         rels: [&[u8]; N],
-        change: impl FnOnce() -> R<T>,
+        change: impl FnOnce(&[Entry; N]) -> R<T>,
     ) -> R<(T, [(Stamp, Stamp); N], [Attr; N])> {
-        let mut fds = Vec::with_capacity(N);
+        let mut entries = Vec::with_capacity(N);
         let mut locks = Vec::with_capacity(N);
         for rel in rels {
-            let fd = self.parent_dir(rel)?;
-            locks.push(self.dir_lock(dir_key(&fstat(fd.as_raw_fd())?)));
-            fds.push(fd);
+            let e = self.parent(rel)?;
+            locks.push(self.dir_lock(dir_key(&fstat(e.dir.as_raw_fd())?)));
+            entries.push(e);
         }
+        let entries: [Entry; N] = entries.try_into().map_err(|_| libc::EIO)?;
         locks.sort_by_key(|l| *l as *const Mutex<()>);
         locks.dedup_by_key(|l| *l as *const Mutex<()>);
         let _held: Vec<_> = locks.iter().map(|l| l.lock()).collect();
         let mut before = Vec::with_capacity(N);
-        for fd in &fds {
-            before.push(fstat(fd.as_raw_fd())?);
+        for e in &entries {
+            before.push(fstat(e.dir.as_raw_fd())?);
         }
-        let v = change()?;
+        let v = change(&entries)?;
         let stamp = |count, st: &libc::stat| Stamp {
             count,
             mtime_ns: mtime_ns(st),
         };
         let mut stamps = [(Stamp::default(), Stamp::default()); N];
         let mut attrs = [Attr::default(); N];
-        for (i, fd) in fds.iter().enumerate() {
-            let after = fstat(fd.as_raw_fd())?;
+        for (i, e) in entries.iter().enumerate() {
+            let after = fstat(e.dir.as_raw_fd())?;
             let (old, new) = self.count_change(dir_key(&after));
             stamps[i] = (stamp(old, &before[i]), stamp(new, &after));
             attrs[i] = Attr::from_stat(&after);
@@ -266,7 +302,7 @@ impl Export {
     }
 
     /// The parent directory of `rel` (opened beneath the root) and the last component.
-    fn parent(&self, rel: &[u8]) -> R<(OwnedFd, CString)> {
+    fn parent(&self, rel: &[u8]) -> R<Entry> {
         let (dir, name) = match rel.iter().rposition(|&c| c == b'/') {
             Some(i) => (&rel[..i], &rel[i + 1..]),
             None => (&rel[..0], rel),
@@ -274,27 +310,18 @@ impl Export {
         if !valid_name(name) {
             return Err(libc::EINVAL);
         }
-        let fd = self.open_beneath(dir, libc::O_PATH | libc::O_DIRECTORY, 0)?;
-        Ok((fd, cstr(name)?))
+        let dir = self.open_beneath(dir, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+        Ok(Entry {
+            dir,
+            name: cstr(name)?,
+        })
     }
 
     pub fn lstat(&self, rel: &[u8]) -> R<Attr> {
         if rel.is_empty() {
             return Ok(Attr::from_stat(&fstat(self.root.as_raw_fd())?));
         }
-        let (dir, name) = self.parent(rel)?;
-        // SAFETY: zeroed stat is a valid out-parameter.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: valid dirfd, name and buffer.
-        check(unsafe {
-            libc::fstatat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                &mut st,
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        })?;
-        Ok(Attr::from_stat(&st))
+        self.parent(rel)?.lstat()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -409,18 +436,17 @@ impl Export {
 
     /// Runs an `*at` call on the parent of `rel` and its last component.
     fn at(&self, rel: &[u8], f: impl FnOnce(RawFd, *const libc::c_char) -> libc::c_int) -> R<()> {
-        let (dir, name) = self.parent(rel)?;
-        check(f(dir.as_raw_fd(), name.as_ptr())).map(|_| ())
+        self.parent(rel)?.at(f)
     }
 
     pub fn readlink(&self, rel: &[u8]) -> R<Vec<u8>> {
-        let (dir, name) = self.parent(rel)?;
+        let e = self.parent(rel)?;
         let mut buf = vec![0u8; libc::PATH_MAX as usize];
         // SAFETY: valid dirfd, name and buffer of the given length.
         let n = unsafe {
             libc::readlinkat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
+                e.dir.as_raw_fd(),
+                e.name.as_ptr(),
                 buf.as_mut_ptr() as *mut libc::c_char,
                 buf.len(),
             )
@@ -434,10 +460,9 @@ impl Export {
 
     /// Gives a new object to the requester when the server runs as root (see the
     /// identity model in docs/FILES.md).
-    fn own(&self, rel: &[u8], uid: u32, gid: u32) {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            let _ = self.at(rel, |d, n| {
+    fn own(&self, e: &Entry, uid: u32, gid: u32) {
+        if server_is_root() {
+            let _ = e.at(|d, n| {
                 // In a set-group-ID directory the new object keeps the directory's group
                 // (the server's kernel gave it), as a local create does.
                 let gid = match fstat(d) {
@@ -465,14 +490,17 @@ impl Export {
         }
     }
 
-    pub fn mkdir(&self, rel: &[u8], mode: u32, uid: u32, gid: u32) -> R<Attr> {
+    // The entry changes below act on the parent [`Export::in_dir`] opened (the
+    // `Entry` it gives the change).
+
+    pub fn mkdir(&self, e: &Entry, mode: u32, uid: u32, gid: u32) -> R<Attr> {
         // SAFETY: valid dirfd and name.
-        self.at(rel, |d, n| unsafe { libc::mkdirat(d, n, mode & 0o7777) })?;
-        self.own(rel, uid, gid);
-        self.lstat(rel)
+        e.at(|d, n| unsafe { libc::mkdirat(d, n, mode & 0o7777) })?;
+        self.own(e, uid, gid);
+        e.lstat()
     }
 
-    pub fn mknod(&self, rel: &[u8], mode: u32, rdev: u32, uid: u32, gid: u32) -> R<Attr> {
+    pub fn mknod(&self, e: &Entry, mode: u32, rdev: u32, uid: u32, gid: u32) -> R<Attr> {
         // Regular files, FIFOs and sockets only: device nodes would reach the server's
         // devices.
         let kind = mode & libc::S_IFMT;
@@ -480,68 +508,66 @@ impl Export {
             return Err(libc::EPERM);
         }
         // SAFETY: valid dirfd and name.
-        self.at(rel, |d, n| unsafe {
-            libc::mknodat(d, n, mode, rdev as libc::dev_t)
-        })?;
-        self.own(rel, uid, gid);
-        self.lstat(rel)
+        e.at(|d, n| unsafe { libc::mknodat(d, n, mode, rdev as libc::dev_t) })?;
+        self.own(e, uid, gid);
+        e.lstat()
     }
 
-    pub fn symlink(&self, rel: &[u8], target: &[u8], uid: u32, gid: u32) -> R<Attr> {
+    pub fn symlink(&self, e: &Entry, target: &[u8], uid: u32, gid: u32) -> R<Attr> {
         let t = cstr(target)?;
         // SAFETY: valid strings and dirfd.
-        self.at(rel, |d, n| unsafe { libc::symlinkat(t.as_ptr(), d, n) })?;
-        self.own(rel, uid, gid);
-        self.lstat(rel)
+        e.at(|d, n| unsafe { libc::symlinkat(t.as_ptr(), d, n) })?;
+        self.own(e, uid, gid);
+        e.lstat()
     }
 
-    pub fn unlink(&self, rel: &[u8]) -> R<()> {
+    pub fn unlink(&self, e: &Entry) -> R<()> {
         // SAFETY: valid dirfd and name.
-        self.at(rel, |d, n| unsafe { libc::unlinkat(d, n, 0) })
+        e.at(|d, n| unsafe { libc::unlinkat(d, n, 0) })
     }
 
-    pub fn rmdir(&self, rel: &[u8]) -> R<()> {
-        let (dir, name) = self.parent(rel)?;
+    pub fn rmdir(&self, e: &Entry) -> R<()> {
         // Its change count goes with it (a directory made later may get its inode).
-        let key = lstat_at(dir.as_raw_fd(), &name).map(|st| (st.st_dev, st.st_ino));
+        let key = lstat_at(e.dir.as_raw_fd(), &e.name)
+            .ok()
+            .map(|st| (st.st_dev, st.st_ino));
         // SAFETY: valid dirfd and name.
-        check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })?;
+        e.at(|d, n| unsafe { libc::unlinkat(d, n, libc::AT_REMOVEDIR) })?;
         if let Some(key) = key {
             self.counts.lock().remove(&key);
         }
         Ok(())
     }
 
-    pub fn rename(&self, from: &[u8], to: &[u8], flags: u32) -> R<()> {
-        let (fd, fname) = self.parent(from)?;
-        let (td, tname) = self.parent(to)?;
+    pub fn rename(&self, from: &Entry, to: &Entry, flags: u32) -> R<()> {
         // SAFETY: valid dirfds and names.
         check(unsafe {
             libc::renameat2(
-                fd.as_raw_fd(),
-                fname.as_ptr(),
-                td.as_raw_fd(),
-                tname.as_ptr(),
+                from.dir.as_raw_fd(),
+                from.name.as_ptr(),
+                to.dir.as_raw_fd(),
+                to.name.as_ptr(),
                 flags,
             )
         })
         .map(|_| ())
     }
 
-    pub fn link(&self, from: &[u8], to: &[u8]) -> R<Attr> {
-        let (fd, fname) = self.parent(from)?;
-        let (td, tname) = self.parent(to)?;
+    /// A new name `to` for the object at `from` (resolved beneath the root here: only
+    /// `to`'s directory changes).
+    pub fn link(&self, from: &[u8], to: &Entry) -> R<Attr> {
+        let from = self.parent(from)?;
         // SAFETY: valid dirfds and names; 0 = never follow a symlink.
         check(unsafe {
             libc::linkat(
-                fd.as_raw_fd(),
-                fname.as_ptr(),
-                td.as_raw_fd(),
-                tname.as_ptr(),
+                from.dir.as_raw_fd(),
+                from.name.as_ptr(),
+                to.dir.as_raw_fd(),
+                to.name.as_ptr(),
                 0,
             )
         })?;
-        self.lstat(to)
+        to.lstat()
     }
 
     pub fn statfs(&self) -> R<libc::statvfs> {
@@ -583,12 +609,12 @@ fn times_of(given: bool, now: bool, t: (i64, u32)) -> libc::timespec {
     }
 }
 
-fn lstat_at(dir: RawFd, name: &CString) -> Option<libc::stat> {
+fn lstat_at(dir: RawFd, name: &CString) -> R<libc::stat> {
     // SAFETY: zeroed stat is a valid out-parameter.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid dirfd, name and buffer.
-    let r = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-    (r == 0).then_some(st)
+    check(unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    Ok(st)
 }
 
 fn attr_mtime_ns(a: &Attr) -> i64 {
@@ -641,11 +667,54 @@ mod tests {
         assert_eq!(e.lstat(b"d/up/secret"), Err(libc::ELOOP));
         assert_eq!(e.lstat(b"rel/up"), Err(libc::ELOOP));
         assert!(e.lstat(b"abs").is_ok(), "the link itself is visible");
-        assert_eq!(e.rename(b"d", b"../moved", 0), Err(libc::EINVAL));
-        assert_eq!(
-            e.link(b"../secret", b"stolen").map(|_| ()),
-            Err(libc::EINVAL)
+        let rename = e.in_dirs([b"d", b"../moved"], |[f, t]| e.rename(f, t, 0));
+        assert_eq!(rename.map(|_| ()), Err(libc::EINVAL));
+        let link = e.in_dir(b"stolen", |t| e.link(b"../secret", t));
+        assert_eq!(link.map(|_| ()), Err(libc::EINVAL));
+        let made = e.in_dir(b"d/../x", |t| {
+            e.create_in(t, libc::O_CREAT | libc::O_WRONLY, 0o644)
+        });
+        assert_eq!(made.map(|_| ()), Err(libc::EINVAL));
+        let made = e.in_dir(b"abs/x", |t| {
+            e.create_in(t, libc::O_CREAT | libc::O_WRONLY, 0o644)
+        });
+        assert_eq!(made.map(|_| ()), Err(libc::ELOOP));
+        // A created name that is a symlink is never followed.
+        let made = e.in_dir(b"abs", |t| {
+            e.create_in(t, libc::O_CREAT | libc::O_WRONLY, 0o644)
+        });
+        assert_eq!(made.map(|_| ()), Err(libc::ELOOP));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A change acts on the directory its stamps are of, opened once: the parent
+    /// renamed between the stamps before and the change does not send the change
+    /// elsewhere (nor fail it), and the stamp after counts that directory's change.
+    #[test]
+    fn a_change_acts_on_the_directory_it_stamps() {
+        let base = std::env::temp_dir().join(format!("omxfs-entry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("ex/a")).unwrap();
+        std::fs::write(base.join("ex/a/x"), b"x").unwrap();
+        let e = Export::open(base.join("ex").to_str().unwrap()).unwrap();
+        let (_, before, after) = e
+            .in_dir(b"a/x", |entry| {
+                std::fs::rename(base.join("ex/a"), base.join("ex/b")).unwrap();
+                e.unlink(entry)
+            })
+            .unwrap();
+        assert!(
+            !base.join("ex/b/x").exists(),
+            "removed from the directory it named"
         );
+        assert!(after.count > before.count);
+        // The next change there, through its new path, follows the one counted.
+        let (_, next, _) = e
+            .in_dir(b"b/y", |entry| {
+                e.create_in(entry, libc::O_CREAT | libc::O_WRONLY, 0o644)
+            })
+            .unwrap();
+        assert_eq!(next.count, after.count);
         std::fs::remove_dir_all(&base).unwrap();
     }
 
@@ -671,8 +740,8 @@ mod tests {
                         let rel = format!("a/{name}");
                         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY;
                         let (listed, _, after) = e
-                            .in_dir(rel.as_bytes(), || {
-                                e.open_beneath(rel.as_bytes(), flags, 0o644)?;
+                            .in_dir(rel.as_bytes(), |entry| {
+                                e.create_in(entry, flags, 0o644)?;
                                 let list = std::fs::read_dir(base.join("ex/a")).unwrap();
                                 Ok(list.map(|d| d.unwrap().file_name()).collect::<Vec<_>>())
                             })
@@ -681,7 +750,7 @@ mod tests {
                         let (from, to) = (format!("b/r{t}-{i}"), format!("c/r{t}-{i}"));
                         let (from, to) = if t % 2 == 0 { (from, to) } else { (to, from) };
                         std::fs::write(base.join("ex").join(&from), b"x").unwrap();
-                        let rename = || e.rename(from.as_bytes(), to.as_bytes(), 0);
+                        let rename = |[f, t]: &[Entry; 2]| e.rename(f, t, 0);
                         e.in_dirs([from.as_bytes(), to.as_bytes()], rename).unwrap();
                     }
                 });

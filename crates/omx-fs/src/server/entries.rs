@@ -1,7 +1,8 @@
 //! Entry changes (mkdir, mknod, symlink, unlink, rmdir, rename, link): each reply ends
 //! with the parent's stamps before and after the change (`proto::Stamp`), then the
 //! parent's attributes right after it (a rename: both parents'), which the client
-//! keeps for the kernel's `GETATTR` of the directory that follows every change.
+//! keeps for the kernel's `GETATTR` of the directory that follows every change. The
+//! parent is opened once for both its stamps and the change (`Export::in_dir`).
 
 use super::*;
 
@@ -15,7 +16,7 @@ impl Server {
                 let path = r.path()?;
                 let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
                 let (a, before, after, parent) =
-                    ex.in_dir_attr(path, || ex.mkdir(path, mode, uid, gid))?;
+                    ex.in_dir_attr(path, |e| ex.mkdir(e, mode, uid, gid))?;
                 a.encode(&mut w);
                 before.encode(&mut w);
                 after.encode(&mut w);
@@ -27,30 +28,30 @@ impl Server {
             Op::Mknod => {
                 let path = r.path()?;
                 let (mode, rdev, uid, gid) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
-                let made = ex.in_dir_attr(path, || ex.mknod(path, mode, rdev, uid, gid))?;
+                let made = ex.in_dir_attr(path, |e| ex.mknod(e, mode, rdev, uid, gid))?;
                 encode_made(made, &mut w)
             }
             Op::Symlink => {
                 let path = r.path()?;
                 let target = r.path()?;
                 let (uid, gid) = (r.u32()?, r.u32()?);
-                let made = ex.in_dir_attr(path, || ex.symlink(path, target, uid, gid))?;
+                let made = ex.in_dir_attr(path, |e| ex.symlink(e, target, uid, gid))?;
                 encode_made(made, &mut w)
             }
             Op::Unlink => {
                 let path = r.path()?;
-                encode_made(ex.in_dir_attr(path, || ex.unlink(path))?, &mut w)
+                encode_made(ex.in_dir_attr(path, |e| ex.unlink(e))?, &mut w)
             }
             Op::Rmdir => {
                 let path = r.path()?;
-                encode_made(ex.in_dir_attr(path, || ex.rmdir(path))?, &mut w)
+                encode_made(ex.in_dir_attr(path, |e| ex.rmdir(e))?, &mut w)
             }
             Op::Rename => {
                 let (from, to, flags) = (r.path()?, r.path()?, r.u32()?);
                 // The source's parent's stamps, then the target's (the same directory:
                 // two changes in a row).
                 let ((), [(from_before, from_after), (to_before, to_after)], parents) =
-                    ex.in_dirs_attrs([from, to], || ex.rename(from, to, flags))?;
+                    ex.in_dirs_attrs([from, to], |[f, t]| ex.rename(f, t, flags))?;
                 for st in [from_before, from_after, to_before, to_after] {
                     st.encode(&mut w);
                 }
@@ -60,7 +61,7 @@ impl Server {
             }
             Op::Link => {
                 let (from, to) = (r.path()?, r.path()?);
-                encode_made(ex.in_dir_attr(to, || ex.link(from, to))?, &mut w)
+                encode_made(ex.in_dir_attr(to, |t| ex.link(from, t))?, &mut w)
             }
             _ => unreachable!("dispatched by family"),
         }

@@ -36,20 +36,28 @@ impl Server {
                     attr.encode(&mut w);
                 } else {
                     let (fd, before, after, parent) =
-                        ex.in_dir_attr(path, || ex.open_beneath(path, flags, mode))?;
-                    // SAFETY: geteuid has no preconditions; fchown on an owned fd.
-                    if unsafe { libc::geteuid() } == 0 {
+                        ex.in_dir_attr(path, |e| ex.create_in(e, flags, mode))?;
+                    if crate::export::server_is_root() {
                         // A set-group-ID directory's group stays (as a local create).
                         let gid = if parent.mode & libc::S_ISGID != 0 {
                             u32::MAX
                         } else {
                             gid
                         };
-                        let made = fstat(fd.as_raw_fd())?;
+                        // The file has set-user-ID or set-group-ID bits only if asked
+                        // for (a regular file gets none from its directory).
+                        let setid = mode & (libc::S_ISUID | libc::S_ISGID) != 0;
+                        let made = if setid {
+                            Some(fstat(fd.as_raw_fd())?)
+                        } else {
+                            None
+                        };
+                        // SAFETY: fchown on an owned fd.
                         unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) };
                         // The chown dropped the set-user-ID and set-group-ID bits a local
                         // create keeps: given back.
-                        if made.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
+                        if let Some(made) = made {
+                            // SAFETY: fchmod on an owned fd.
                             unsafe { libc::fchmod(fd.as_raw_fd(), made.st_mode & 0o7777) };
                         }
                     }
