@@ -144,6 +144,10 @@ pub struct Conn {
     /// Writes that found the window full: edge-triggered `EPOLLOUT` reports the room
     /// that follows each (as TCP's write-space event follows a full send buffer).
     full_hits: AtomicU64,
+    /// The last message a read took was large (`READ_AHEAD_MIN` or more): the peer
+    /// streams bulk data, whose next message comes at the pace of its pulls, so a
+    /// read (or `poll`) blocked on it sleeps at once (`Conn::wait_spin`).
+    bulk: AtomicBool,
     tx: Mutex<Tx>,
     rx: Mutex<Rx>,
 }
@@ -210,6 +214,7 @@ impl Conn {
             probed: Mutex::new(None),
             peer_ended: AtomicBool::new(false),
             full_hits: AtomicU64::new(0),
+            bulk: AtomicBool::new(false),
             fin_sent: AtomicBool::new(false),
             tx: Mutex::new(Tx::new(tx)),
             rx: Mutex::new(Rx::new(rx)),

@@ -4,6 +4,7 @@
 
 use super::ahead::READ_AHEAD_MIN;
 use super::*;
+use omx_runtime::Spin;
 
 /// Unread bytes up to which `FIONREAD` takes the small messages that arrived (see
 /// `readable_bytes`).
@@ -252,7 +253,12 @@ impl Conn {
             } else {
                 left
             };
-            if fabric::watching(&[&self.ready], || fabric::block(&watch, left, seen)).is_err() {
+            let spin = self.wait_spin();
+            if fabric::watching(&[&self.ready], || {
+                fabric::block_with(&watch, left, seen, spin)
+            })
+            .is_err()
+            {
                 // As the kernel's read interrupted by a signal handler (signal(7)): it
                 // goes on when the handler has SA_RESTART and no SO_RCVTIMEO is set.
                 if self.receive_deadline().is_some() || !fabric::handlers_restart() {
@@ -452,8 +458,9 @@ impl Conn {
 
     /// Waits for a posted receive; the length it took.
     pub(super) fn await_receive(&self, r: ReqId) -> Result<usize> {
+        let spin = self.wait_spin();
         let c = loop {
-            if let Some(c) = self.fab.ep.wait(r, Some(PEER_CHECK)) {
+            if let Some(c) = self.fab.ep.wait_with(r, Some(PEER_CHECK), spin) {
                 break c;
             }
             // A pull from a peer whose process died would go on for omx's whole resend
@@ -468,10 +475,26 @@ impl Conn {
         };
         // One message fewer waits: the readiness counts them.
         self.ready.take();
+        self.bulk.store(
+            c.status.xfer_length as usize >= READ_AHEAD_MIN,
+            Ordering::Relaxed,
+        );
         if c.status.code != StatusCode::Success {
             return Err(os_err(libc::ECONNRESET));
         }
         Ok(c.status.xfer_length as usize)
+    }
+
+    /// How a wait for this connection's next message spins: not at all while the peer
+    /// streams bulk data (see `bulk`), whose messages come at the pace of its pulls
+    /// (tens of µs): the spin only took the CPU from the peer on a shared machine
+    /// (iperf3's slow mode, docs/SOCKETS.md). A ping-pong of small messages keeps it.
+    pub fn wait_spin(&self) -> Spin {
+        if self.bulk.load(Ordering::Relaxed) {
+            Spin::Skip
+        } else {
+            Spin::Adaptive
+        }
     }
 
     /// The peer's process is gone: forget its omx partner (what is under way with it
