@@ -635,10 +635,14 @@ impl Endpoint {
     /// (the caller looks again and re-arms), never late. Threads arming one descriptor
     /// share it: the latest arming's target holds. False as [`Endpoint::arm_notify`].
     pub fn arm_notify_at(&self, target: u64) -> bool {
+        let core = self.inner.lock();
+        // Under the lock, as completions count (see `Notify::arm_at`).
         self.inner.wake.notify.arm_at(target);
+        let quiet = !core.work_without_wakeup();
+        drop(core);
         // The progress thread takes over at once instead of after its nap.
         self.inner.activity.idle.1.notify_all();
-        !self.inner.lock().work_without_wakeup()
+        quiet
     }
 
     pub fn wakeup(&self) {
