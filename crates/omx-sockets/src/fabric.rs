@@ -4,7 +4,7 @@
 
 use crate::real;
 use omx_proto::{NicId, PartnerId, UnexpectedInfo};
-use omx_runtime::{Endpoint, Runtime, WatchEnd};
+use omx_runtime::{Endpoint, Runtime, Spin, WatchEnd};
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -196,6 +196,17 @@ pub fn block(
     timeout: Option<Duration>,
     seen: u64,
 ) -> Result<(), Interrupted> {
+    block_with(watch, timeout, seen, Spin::Adaptive)
+}
+
+/// [`block`] whose spins (the yielding one and the endpoint's) are skipped with
+/// `Spin::Skip`: a wait for a bulk stream's next message sleeps at once.
+pub fn block_with(
+    watch: &[libc::pollfd],
+    timeout: Option<Duration>,
+    seen: u64,
+    spin: Spin,
+) -> Result<(), Interrupted> {
     let Some(fab) = fabric() else {
         let mut fds = watch.to_vec();
         let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
@@ -210,7 +221,8 @@ pub fn block(
     let (on, n) = YIELDING.try_with(Cell::get).unwrap_or((false, 1));
     let n = n.wrapping_add(1);
     let mut mode = on;
-    if on || n.is_multiple_of(YIELDING_PROBE_EVERY) {
+    // A wait that skips the spins leaves the yielding spin's state as it was.
+    if spin == Spin::Adaptive && (on || n.is_multiple_of(YIELDING_PROBE_EVERY)) {
         let got = yielding_spin(fab, watch, timeout, seen);
         mode = match got {
             None => false,
@@ -224,7 +236,10 @@ pub fn block(
     } else {
         let _ = YIELDING.try_with(|y| y.set((mode, n)));
     }
-    match fab.ep.wait_watching(timeout, watch, || arrivals() != seen) {
+    match fab
+        .ep
+        .wait_watching_with(timeout, watch, spin, || arrivals() != seen)
+    {
         WatchEnd::Interrupted => Err(Interrupted),
         WatchEnd::Ready | WatchEnd::Watched | WatchEnd::TimedOut => Ok(()),
     }

@@ -742,8 +742,12 @@ unsafe fn poll_carried(
             }
         }
         // A full window gains room at a send's completion: the endpoint's notify
-        // descriptor rings then (armed before the look below).
-        let notify = full.first().and_then(|(_, c)| c.completion_notifier());
+        // descriptor rings then (armed before the look below); with one full window,
+        // once enough of its sends completed for it to be writable, not at each.
+        let notify = match full.as_slice() {
+            [(_, c)] => c.room_notifier(),
+            more => more.first().and_then(|(_, c)| c.completion_notifier()),
+        };
         if let Some(fd) = notify {
             all.push(pollfd {
                 fd,
@@ -825,10 +829,16 @@ unsafe fn poll_carried(
         // watched here at each arrival): room comes at the pace of the peer's pulls,
         // tens of µs or more, which the endpoint's spin would burn (see
         // docs/SOCKETS.md, "Not yet": iperf3's slow mode).
+        // Readers of a bulk stream sleep at once (see `Conn::wait_spin`).
+        let spin = readers
+            .iter()
+            .map(|(_, c)| c.wait_spin())
+            .find(|s| *s == omx_runtime::Spin::Skip)
+            .unwrap_or(omx_runtime::Spin::Adaptive);
         let waited = if notify.is_some() {
             crate::fabric::sleep_on(&mut all, slice)
         } else {
-            crate::fabric::block(&all, slice, seen)
+            crate::fabric::block_with(&all, slice, seen, spin)
         };
         if waited.is_err() {
             set_errno(libc::EINTR);

@@ -146,6 +146,10 @@ pub struct Conn {
     full_hits: AtomicU64,
     /// `SO_RCVLOWAT` of the kernel socket (see `update_lowat`).
     lowat: AtomicUsize,
+    /// The last message a read took was large (`READ_AHEAD_MIN` or more): the peer
+    /// streams bulk data, whose next message comes at the pace of its pulls, so a
+    /// read (or `poll`) blocked on it sleeps at once (`Conn::wait_spin`).
+    bulk: AtomicBool,
     tx: Mutex<Tx>,
     rx: Mutex<Rx>,
 }
@@ -213,6 +217,7 @@ impl Conn {
             peer_ended: AtomicBool::new(false),
             full_hits: AtomicU64::new(0),
             lowat: AtomicUsize::new(1),
+            bulk: AtomicBool::new(false),
             fin_sent: AtomicBool::new(false),
             tx: Mutex::new(Tx::new(tx)),
             rx: Mutex::new(Rx::new(rx)),

@@ -3,7 +3,7 @@
 
 use super::completions::RequestInfo;
 use super::sleep::Ended;
-use super::{Core, Endpoint, Error, UnexpectedHandler, WatchEnd};
+use super::{Core, Endpoint, Error, Spin, UnexpectedHandler, WatchEnd};
 use crate::local::LocalConnect;
 use crate::memory::{Access, Segment, MAX_SEGMENTS};
 use omx_proto::*;
@@ -246,7 +246,7 @@ impl Endpoint {
         }
         let r = c.req;
         core.completions.insert(c);
-        self.inner.wake.signal_sleepers();
+        self.inner.wake.signal_sleepers(core.completions.filed());
         Some(r)
     }
 
@@ -450,9 +450,21 @@ impl Endpoint {
 
     /// Waits for `req` (None = forever). `None` on timeout or `wakeup()`.
     pub fn wait(&self, req: ReqId, timeout: Option<Duration>) -> Option<Completion> {
-        self.inner.wait_for(timeout, Some(req), |core, got| {
-            got.or_else(|| core.completions.take(req))
-        })
+        self.wait_with(req, timeout, Spin::Adaptive)
+    }
+
+    /// [`Endpoint::wait`] with the spin before the sleep chosen per call (see [`Spin`]).
+    pub fn wait_with(
+        &self,
+        req: ReqId,
+        timeout: Option<Duration>,
+        spin: Spin,
+    ) -> Option<Completion> {
+        self.inner
+            .wait_watching(timeout, Some(req), &[], spin, |core, got| {
+                got.or_else(|| core.completions.take(req))
+            })
+            .ok()
     }
 
     /// Oldest completed request whose match info satisfies the mask (removes it).
@@ -515,11 +527,24 @@ impl Endpoint {
         &self,
         timeout: Option<Duration>,
         watch: &[libc::pollfd],
+        ready: impl FnMut() -> bool,
+    ) -> WatchEnd {
+        self.wait_watching_with(timeout, watch, Spin::Adaptive, ready)
+    }
+
+    /// [`Endpoint::wait_watching`] with the spin before the sleep chosen per call (see
+    /// [`Spin`]): a socket layer that knows its reader is streaming bulk data sleeps at
+    /// once, the frame that brings the data waking it.
+    pub fn wait_watching_with(
+        &self,
+        timeout: Option<Duration>,
+        watch: &[libc::pollfd],
+        spin: Spin,
         mut ready: impl FnMut() -> bool,
     ) -> WatchEnd {
         match self
             .inner
-            .wait_watching(timeout, None, watch, |_, _| ready().then_some(()))
+            .wait_watching(timeout, None, watch, spin, |_, _| ready().then_some(()))
         {
             Ok(()) => WatchEnd::Ready,
             Err(Ended::Timeout) => WatchEnd::TimedOut,
@@ -591,10 +616,33 @@ impl Endpoint {
     /// arming. False when work is under way that finishes without any descriptor
     /// firing (copies, queued local messages): the caller should poll, not sleep.
     pub fn arm_notify(&self) -> bool {
-        self.inner.wake.notify.arm();
+        self.arm_notify_at(self.notify_mark() + 1)
+    }
+
+    /// A count of the completions made so far (every request that completed for the
+    /// application), for [`Endpoint::arm_notify_at`]. Read it before looking at the
+    /// completions the wait is about: the count may lag the completions already made
+    /// (it moves at the end of the pass that made them), never lead.
+    pub fn notify_mark(&self) -> u64 {
+        self.inner.wake.notify.mark()
+    }
+
+    /// Arms the notify descriptor (clearing it) to ring once the count of
+    /// [`Endpoint::notify_mark`] reaches `target` (at once if it did): a thread that
+    /// needs `n` more requests done (room in a send window) reads the mark, looks at
+    /// what completed, and arms at `mark + n`, and is woken once instead of at each
+    /// completion. The completions counted are any requests', so it may ring early
+    /// (the caller looks again and re-arms), never late. Threads arming one descriptor
+    /// share it: the latest arming's target holds. False as [`Endpoint::arm_notify`].
+    pub fn arm_notify_at(&self, target: u64) -> bool {
+        let core = self.inner.lock();
+        // Under the lock, as completions count (see `Notify::arm_at`).
+        self.inner.wake.notify.arm_at(target);
+        let quiet = !core.work_without_wakeup();
+        drop(core);
         // The progress thread takes over at once instead of after its nap.
         self.inner.activity.idle.1.notify_all();
-        !self.inner.lock().work_without_wakeup()
+        quiet
     }
 
     pub fn wakeup(&self) {

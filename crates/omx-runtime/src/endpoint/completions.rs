@@ -19,6 +19,8 @@ pub(super) struct Completions {
     /// Set and cleared within one hold of the lock.
     want: Option<ReqId>,
     wanted: Option<Completion>,
+    /// Completions filed for the application so far (the notify descriptor's count).
+    filed: u64,
 }
 
 impl Completions {
@@ -76,6 +78,7 @@ impl Completions {
         if !self.forgotten.is_empty() && self.forgotten.remove(&c.req) {
             return false;
         }
+        self.filed += 1;
         if self.want == Some(c.req) && self.wanted.is_none() {
             self.wanted = Some(c);
         } else {
@@ -105,7 +108,13 @@ impl Completions {
 
     #[inline]
     pub(super) fn insert(&mut self, c: Completion) {
+        self.filed += 1;
         self.done.insert(c)
+    }
+
+    /// Completions filed for the application so far.
+    pub(super) fn filed(&self) -> u64 {
+        self.filed
     }
 
     pub(super) fn contains(&self, req: ReqId) -> bool {

@@ -16,6 +16,22 @@ mod tx;
 use completions::Completions;
 pub use completions::RequestInfo;
 
+/// Whether a blocking wait spins before it sleeps ([`Endpoint::wait_with`],
+/// [`Endpoint::wait_watching_with`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spin {
+    /// The runtime's adaptive spin (`OMX_WAITSPIN_US`, longer to cover recent waits),
+    /// then a sleep: a reply that comes within microseconds costs no wake-up.
+    Adaptive,
+    /// Sleep at once (after one progress pass): for waits the caller knows to last
+    /// longer than a wake-up, such as the next message of a bulk stream, which comes
+    /// at the pace of the peer's pulls; spinning through them takes the CPU from the
+    /// peer when the two share the machine. Copies on the copy thread still keep the
+    /// wait polling (nothing wakes a sleep when they end), `OMX_WAITSPIN=1` still
+    /// spins, and the wait's duration does not feed the adaptive spin.
+    Skip,
+}
+
 /// How [`Endpoint::wait_watching`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchEnd {

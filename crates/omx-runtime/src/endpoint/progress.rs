@@ -109,7 +109,7 @@ impl EndpointInner {
         Self::fire_timers(core, now);
         let completed = self.drain(core, now, flush) | pass.filed;
         if completed {
-            self.wake.signal_sleepers();
+            self.wake.signal_sleepers(core.completions.filed());
         }
         if now >= core.upkeep.next_publish {
             self.housekeeping(core, now);
@@ -207,7 +207,7 @@ impl EndpointInner {
             let completed = core.engine.has_output()
                 && core.collect_completions(pass.now.expect("read by is_quiet"));
             if pass.filed || completed {
-                self.wake.signal_sleepers();
+                self.wake.signal_sleepers(core.completions.filed());
             }
         }
         if flush {

@@ -3,7 +3,7 @@
 
 use super::direct_rx::take_late_replies;
 use super::spin::SpinAdvisor;
-use super::{Core, CoreGuard, EndpointInner, RX_BATCH};
+use super::{Core, CoreGuard, EndpointInner, Spin, RX_BATCH};
 use crate::config::Coalescing;
 use crate::runtime::Runtime;
 use omx_proto::*;
@@ -111,13 +111,20 @@ pub(super) struct Wake {
     pub(super) notify: Notify,
 }
 
-/// An eventfd outside the runtime's own sleeps: [`Notify::arm`] asks for one signal
-/// at the next completion, so applications sleep in `poll` on it and are woken by the
-/// thread that completes their request (the progress thread, while they sleep).
+/// An eventfd outside the runtime's own sleeps: armed ([`Notify::arm_at`]) it rings
+/// once the count of completions reaches the armed target, so applications sleep in
+/// `poll` on it and are woken by the thread that completes their requests (the
+/// progress thread, while they sleep): at the next completion, or once the `n` they
+/// need (a writer waiting for a third of its window) are done.
 #[derive(Default)]
 pub(super) struct Notify {
     fd: std::sync::OnceLock<OwnedFd>,
     armed: std::sync::atomic::AtomicBool,
+    /// Completions made so far (the done table's count, published by each pass that
+    /// completed something).
+    done: AtomicU64,
+    /// The count at which an armed descriptor rings.
+    target: AtomicU64,
 }
 
 impl Notify {
@@ -137,13 +144,26 @@ impl Notify {
         Ok(self.fd.get_or_init(|| owned).as_raw_fd())
     }
 
-    /// Forgets earlier signals and asks for one at the next completion.
-    pub(super) fn arm(&self) {
+    /// The completions counted so far.
+    pub(super) fn mark(&self) -> u64 {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Forgets earlier signals and asks for one once the count reaches `target` (at
+    /// once if it has). Called with the endpoint's lock held, as `completed` is: the
+    /// two never cross, so neither needs a fence (a completion costs no locked
+    /// instruction while nothing is armed).
+    pub(super) fn arm_at(&self, target: u64) {
         if let Some(fd) = self.fd.get() {
             let mut v: u64 = 0;
             // SAFETY: reading 8 bytes from our non-blocking eventfd.
             unsafe { libc::read(fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+            self.target.store(target, Ordering::Relaxed);
             self.armed.store(true, Ordering::SeqCst);
+            // Completions counted already: ring for them.
+            if self.done.load(Ordering::Relaxed) >= target {
+                self.ring();
+            }
         }
     }
 
@@ -151,10 +171,19 @@ impl Notify {
         self.armed.load(Ordering::Relaxed)
     }
 
-    /// A completion happened: rings the descriptor once per arming.
+    /// Completions happened, `done` made so far: rings the descriptor once per arming,
+    /// when the count reached its target. Called with the endpoint's lock held (the
+    /// count only grows).
     #[inline]
-    fn completed(&self) {
-        if self.armed.load(Ordering::Relaxed) && self.armed.swap(false, Ordering::SeqCst) {
+    fn completed(&self, done: u64) {
+        self.done.store(done, Ordering::Release);
+        if self.armed.load(Ordering::Relaxed) && done >= self.target.load(Ordering::Relaxed) {
+            self.ring();
+        }
+    }
+
+    fn ring(&self) {
+        if self.armed.swap(false, Ordering::SeqCst) {
             if let Some(fd) = self.fd.get() {
                 let one: u64 = 1;
                 // SAFETY: writing 8 bytes to our eventfd.
@@ -225,13 +254,15 @@ impl Wake {
         };
     }
 
-    /// Rings the eventfd if a thread sleeps (a completion it may wait for arrived).
+    /// Rings the eventfd if a thread sleeps (a completion it may wait for arrived),
+    /// and the notify descriptor when its count is reached (`done`: the completions
+    /// made so far, `Completions::filed`).
     #[inline]
-    pub(super) fn signal_sleepers(&self) {
+    pub(super) fn signal_sleepers(&self, done: u64) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             self.signal();
         }
-        self.notify.completed();
+        self.notify.completed(done);
     }
 
     pub(super) fn drain_signal(&self) {
@@ -430,18 +461,21 @@ impl EndpointInner {
         want: Option<ReqId>,
         check: impl FnMut(&mut Core, Option<Completion>) -> Option<T>,
     ) -> Option<T> {
-        self.wait_watching(timeout, want, &[], check).ok()
+        self.wait_watching(timeout, want, &[], Spin::Adaptive, check)
+            .ok()
     }
 
     /// `wait_for` that also ends when one of the caller's descriptors `watch` is ready:
     /// looked at whenever the spin yields, and watched in every sleep beside the
     /// endpoint's own (so the thread that sleeps is the one the frame wakes). A signal
-    /// ends it too, when there are such descriptors.
+    /// ends it too, when there are such descriptors. `spin`: whether it spins before
+    /// it sleeps (see [`Spin`]).
     pub(super) fn wait_watching<T>(
         &self,
         timeout: Option<Duration>,
         want: Option<ReqId>,
         watch: &[libc::pollfd],
+        spin: Spin,
         mut check: impl FnMut(&mut Core, Option<Completion>) -> Option<T>,
     ) -> Result<T, Ended> {
         let mut looked = watch.to_vec();
@@ -456,7 +490,10 @@ impl EndpointInner {
         self.activity.app_active.fetch_add(1, Ordering::SeqCst);
         let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
         let cfg = &self.rt.cfg;
-        let spin_for = self.wake.spin.budget(cfg.wait_spin_for, cfg.wait_spin_max);
+        let spin_for = self
+            .wake
+            .spin
+            .budget_of(spin, cfg.wait_spin_for, cfg.wait_spin_max);
         let spin_until = start + spin_for.as_nanos() as u64;
         let mut next_yield = start + TIGHT_SPIN.as_nanos() as u64;
         let wakeups = self.wake.wakeups.load(Ordering::SeqCst);
@@ -471,7 +508,10 @@ impl EndpointInner {
             };
             let mut core = self.run_handlers(core);
             if let Some(x) = check(&mut core, got) {
-                self.wake.spin.record(now.saturating_sub(start));
+                // A wait that did not spin says nothing of how long spins should be.
+                if spin == Spin::Adaptive {
+                    self.wake.spin.record(now.saturating_sub(start));
+                }
                 break Ok(x);
             }
             if self.wake.wakeups.load(Ordering::SeqCst) != wakeups
@@ -516,5 +556,73 @@ impl EndpointInner {
         };
         self.activity.app_active.fetch_sub(1, Ordering::SeqCst);
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Notify;
+
+    /// Whether the notify descriptor is readable now (and drains it).
+    fn rang(n: &Notify) -> bool {
+        let fd = n.fd().expect("eventfd");
+        let mut v: u64 = 0;
+        // SAFETY: reading 8 bytes from a non-blocking eventfd.
+        let r = unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+        r == 8 && v > 0
+    }
+
+    #[test]
+    fn notify_rings_once_its_count_is_reached_not_at_each_completion() {
+        let n = Notify::default();
+        n.fd().expect("eventfd");
+        n.completed(3);
+        assert_eq!(n.mark(), 3);
+        n.arm_at(n.mark() + 4);
+        for done in 4..=6 {
+            n.completed(done);
+            assert!(!rang(&n), "rang at {done}, before its target 7");
+            assert!(n.is_armed());
+        }
+        // A pass that completed several at once passes the target: one ring.
+        n.completed(9);
+        assert!(rang(&n));
+        assert!(!n.is_armed());
+        n.completed(10);
+        assert!(!rang(&n), "one ring per arming");
+    }
+
+    #[test]
+    fn notify_armed_at_a_count_already_reached_rings_at_once() {
+        let n = Notify::default();
+        n.fd().expect("eventfd");
+        let mark = n.mark();
+        // Completions counted between the caller's mark and its arming.
+        n.completed(mark + 2);
+        n.arm_at(mark + 2);
+        assert!(rang(&n));
+        assert!(!n.is_armed());
+    }
+
+    #[test]
+    fn notify_arming_forgets_earlier_rings_and_next_completion_rings() {
+        let n = Notify::default();
+        n.fd().expect("eventfd");
+        n.arm_at(n.mark() + 1);
+        n.completed(1);
+        // Re-armed before the ring was read: the old ring is forgotten.
+        n.arm_at(n.mark() + 1);
+        assert!(!rang(&n));
+        n.completed(2);
+        assert!(rang(&n));
+    }
+
+    #[test]
+    fn notify_without_descriptor_never_arms() {
+        let n = Notify::default();
+        n.arm_at(1);
+        assert!(!n.is_armed());
+        n.completed(5);
+        assert_eq!(n.mark(), 5);
     }
 }

@@ -7,6 +7,7 @@
 //! ended with a completion, up to a cap, and falls back to the base budget when they
 //! were longer than the cap (an idle application costs no more CPU than before).
 
+use super::Spin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -32,6 +33,14 @@ impl SpinAdvisor {
         let slot = self.next.fetch_add(1, Ordering::Relaxed) as usize % HISTORY;
         let us = (waited_ns / 1_000).min(u32::MAX as u64) as u32;
         self.recent[slot].store(us, Ordering::Relaxed);
+    }
+
+    /// The spin budget of a wait that asked for `spin`: none when it skips the spin.
+    pub(super) fn budget_of(&self, spin: Spin, base: Duration, cap: Duration) -> Duration {
+        match spin {
+            Spin::Adaptive => self.budget(base, cap),
+            Spin::Skip => Duration::ZERO,
+        }
     }
 
     /// The spin budget of a wait: `base`, or longer to cover recent waits shorter than
@@ -92,6 +101,13 @@ mod tests {
     fn an_idle_application_spins_only_the_base() {
         assert_eq!(advisor(&[5_000; 8]).budget(BASE, CAP), BASE);
         assert_eq!(advisor(&[480; 8]).budget(BASE, CAP), BASE);
+    }
+
+    #[test]
+    fn a_wait_that_skips_the_spin_has_no_budget() {
+        let a = advisor(&[80; 8]);
+        assert_eq!(a.budget_of(Spin::Skip, BASE, CAP), Duration::ZERO);
+        assert_eq!(a.budget_of(Spin::Adaptive, BASE, CAP), a.budget(BASE, CAP));
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl EndpointInner {
     /// without polling the socket, which the next wait or test does.
     pub(super) fn post_drain(&self, core: &mut Core, now: Time, flush: bool) {
         if self.drain(core, now, flush) {
-            self.wake.signal_sleepers();
+            self.wake.signal_sleepers(core.completions.filed());
         }
         core.timer_at = core
             .timer_at

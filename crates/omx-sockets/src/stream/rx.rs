@@ -4,6 +4,7 @@
 
 use super::ahead::READ_AHEAD_MIN;
 use super::*;
+use omx_runtime::Spin;
 
 /// Unread bytes up to which `FIONREAD` takes the small messages that arrived (see
 /// `readable_bytes`).
@@ -307,11 +308,14 @@ impl Conn {
                 left
             };
             let handlers = crate::signals::no_restart_count();
+            let spin = self.wait_spin();
             // The wait holds no lock of the connection: another thread's FIONREAD,
             // non-blocking read or poll answers at once meanwhile, as TCP's (they
             // waited for this read to end).
             drop(rx);
-            let woke = fabric::watching(&[&self.ready], || fabric::block(&watch, left, seen));
+            let woke = fabric::watching(&[&self.ready], || {
+                fabric::block_with(&watch, left, seen, spin)
+            });
             rx = self.rx.lock();
             if woke.is_err() {
                 // As the kernel's read interrupted by a signal handler (signal(7)): it
@@ -520,6 +524,9 @@ impl Conn {
 
     /// Waits for a posted receive; the length it took.
     pub(super) fn await_receive(&self, r: ReqId) -> Result<usize> {
+        // A pull under way keeps the spin, on bulk streams too: its replies come a few
+        // µs apart (measured: skipping it here cost up to half the rate at MTU 9000,
+        // pinned; docs/SOCKETS.md, helper 25s).
         let c = loop {
             if let Some(c) = self.fab.ep.wait(r, Some(PEER_CHECK)) {
                 break c;
@@ -536,10 +543,26 @@ impl Conn {
         };
         // One message fewer waits: the readiness counts them.
         self.ready.take();
+        self.bulk.store(
+            c.status.xfer_length as usize >= READ_AHEAD_MIN,
+            Ordering::Relaxed,
+        );
         if c.status.code != StatusCode::Success {
             return Err(os_err(libc::ECONNRESET));
         }
         Ok(c.status.xfer_length as usize)
+    }
+
+    /// How a wait for this connection's next message spins: not at all while the peer
+    /// streams bulk data (see `bulk`), whose messages come at the pace of its pulls
+    /// (tens of µs): the spin only took the CPU from the peer on a shared machine
+    /// (iperf3's slow mode, docs/SOCKETS.md). A ping-pong of small messages keeps it.
+    pub fn wait_spin(&self) -> Spin {
+        if self.bulk.load(Ordering::Relaxed) {
+            Spin::Skip
+        } else {
+            Spin::Adaptive
+        }
     }
 
     /// The peer's process is gone: forget its omx partner (what is under way with it

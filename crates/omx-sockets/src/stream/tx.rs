@@ -59,13 +59,25 @@ fn direct_split(len: usize, reply_max: u32) -> usize {
     }
 }
 
+/// Bytes a write may post with `messages` of `bytes` under way.
+fn room_with(messages: usize, bytes: usize) -> usize {
+    if messages >= WINDOW_MESSAGES {
+        return 0;
+    }
+    WINDOW.saturating_sub(bytes)
+}
+
+/// `Tx::writable` with `messages` of `bytes` under way.
+fn writable_with(messages: usize, bytes: usize) -> bool {
+    let room = room_with(messages, bytes);
+    let free_messages = WINDOW_MESSAGES.saturating_sub(messages);
+    room > 0 && room >= bytes / 2 && free_messages >= messages / 2
+}
+
 impl Tx {
     /// Bytes a write may post now: none once the window is full, in bytes or messages.
     fn room(&self) -> usize {
-        if self.pending.len() >= WINDOW_MESSAGES {
-            return 0;
-        }
-        WINDOW.saturating_sub(self.pending_bytes)
+        room_with(self.pending.len(), self.pending_bytes)
     }
 
     /// `POLLOUT`/`EPOLLOUT`: TCP's rule (`sk_stream_is_writeable`), the free part of
@@ -75,10 +87,28 @@ impl Tx {
     /// `select` and the completion notifier's wake-up per 128 KiB written. A write still
     /// takes whatever room there is.
     fn writable(&self) -> bool {
-        let free_messages = WINDOW_MESSAGES.saturating_sub(self.pending.len());
-        self.room() > 0
-            && self.room() >= self.pending_bytes / 2
-            && free_messages >= self.pending.len() / 2
+        writable_with(self.pending.len(), self.pending_bytes)
+    }
+
+    /// How many of the sends under way must complete, at the least, before the window
+    /// is writable (0: it is): the largest ones first, so whichever complete, the
+    /// window is not writable before that many did. The completion notifier rings
+    /// after that many (`Conn::room_notifier`), not at each.
+    fn completions_until_writable(&self) -> usize {
+        if self.writable() {
+            return 0;
+        }
+        let mut lens: Vec<usize> = self.pending.iter().map(|p| p.2).collect();
+        lens.sort_unstable_by(|a, b| b.cmp(a));
+        let (mut messages, mut bytes) = (self.pending.len(), self.pending_bytes);
+        for (done, len) in lens.into_iter().enumerate() {
+            messages -= 1;
+            bytes -= len;
+            if writable_with(messages, bytes) {
+                return done + 1;
+            }
+        }
+        self.pending.len()
     }
 }
 
@@ -444,6 +474,39 @@ impl Conn {
         let fd = self.fab.ep.notify_fd().ok()?;
         self.fab.ep.arm_notify().then_some(fd)
     }
+
+    /// The endpoint's descriptor armed to ring once enough of this connection's sends
+    /// completed for its window to be writable (`Tx::completions_until_writable`; a
+    /// third of a full window: about ten messages of 128 KiB), not at each: a writer
+    /// waiting for room wakes once. Completions of other requests count too, so it may
+    /// ring early (the caller looks and arms again), never late, unless sends complete
+    /// out of order beyond the first `OUT_OF_ORDER_LOOK` (the caller looks again
+    /// every `FULL_LOOK` anyway). `None` as `completion_notifier`.
+    pub fn room_notifier(&self) -> Option<i32> {
+        const OUT_OF_ORDER_LOOK: usize = 16;
+        let fd = self.fab.ep.notify_fd().ok()?;
+        // Read before the look: completions made after it are counted, or reaped.
+        let mark = self.fab.ep.notify_mark();
+        let need = {
+            let mut tx = self.tx.lock();
+            let _ = self.reap(&mut tx);
+            let need = tx.completions_until_writable();
+            // Sends behind the oldest that completed already were counted before the
+            // mark, and will not count again.
+            let done_behind = tx
+                .pending
+                .iter()
+                .skip(1)
+                .take(need.min(OUT_OF_ORDER_LOOK))
+                .filter(|p| self.fab.ep.peek_done(p.0))
+                .count();
+            need.saturating_sub(done_behind)
+        };
+        self.fab
+            .ep
+            .arm_notify_at(mark + need.max(1) as u64)
+            .then_some(fd)
+    }
 }
 
 #[cfg(test)]
@@ -480,6 +543,36 @@ mod tests {
         assert!(!tx_with(WINDOW_MESSAGES, small).writable());
         assert!(!tx_with(WINDOW_MESSAGES - 1, small).writable());
         assert!(tx_with(WINDOW_MESSAGES * 2 / 3, small).writable());
+    }
+
+    #[test]
+    fn a_full_window_needs_a_third_of_its_sends_done_before_it_is_writable() {
+        let big = 128 * 1024;
+        let full = WINDOW / big;
+        assert_eq!(tx_with(0, big).completions_until_writable(), 0);
+        let need = tx_with(full, big).completions_until_writable();
+        assert!(need > 1 && need < full, "{need} of {full}");
+        assert!(!tx_with(full - need + 1, big).writable());
+        assert!(tx_with(full - need, big).writable());
+        // Small messages: the count of messages under way decides.
+        let small = 16;
+        let need = tx_with(WINDOW_MESSAGES, small).completions_until_writable();
+        assert!(tx_with(WINDOW_MESSAGES - need, small).writable());
+        assert!(!tx_with(WINDOW_MESSAGES - need + 1, small).writable());
+    }
+
+    #[test]
+    fn the_largest_sends_count_first_whichever_complete() {
+        let mut tx = tx_with(0, 0);
+        // One large message among small ones: its completion alone may free the room.
+        tx.pending.push_back((ReqId(0), Vec::new(), WINDOW / 2));
+        tx.pending_bytes += WINDOW / 2;
+        for i in 1..=8 {
+            tx.pending.push_back((ReqId(i), Vec::new(), WINDOW / 16));
+            tx.pending_bytes += WINDOW / 16;
+        }
+        assert!(!tx.writable());
+        assert_eq!(tx.completions_until_writable(), 1);
     }
 
     #[test]
