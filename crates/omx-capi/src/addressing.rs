@@ -47,17 +47,6 @@ pub unsafe extern "C" fn mx_connect(
             *addr = addr_of(ep, p);
             MX_SUCCESS
         }
-        // Nothing answered until the timeout, and no board of that id was ever heard.
-        Ok(Err(s)) if s.code == StatusCode::Timeout && !ep.ep.runtime().knows_nic(nic_id) => fail(
-            Some(ep),
-            MX_NIC_NOT_FOUND,
-            "no board answered for this nic id",
-        ),
-        Err(RtError::Timeout) if !ep.ep.runtime().knows_nic(nic_id) => fail(
-            Some(ep),
-            MX_NIC_NOT_FOUND,
-            "no board answered for this nic id",
-        ),
         Ok(Err(s)) => fail(Some(ep), connect_code(s.code), "connect failed"),
         Err(RtError::Engine(omx_proto::EngineError::UnknownPeer)) => {
             fail(Some(ep), MX_NIC_NOT_FOUND, "nic id not in the peer table")

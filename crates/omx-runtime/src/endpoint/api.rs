@@ -10,6 +10,14 @@ use omx_proto::*;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// How long a connect waits for a nic id not in the peer table to be heard of before
+/// NIC_NOT_FOUND: a name lookup's wait (`mx_hostname_to_nic_id`).
+pub const UNKNOWN_NIC_WAIT: Duration = Duration::from_secs(2);
+/// Discovery is asked to announce again this often while such a connect waits.
+const UNKNOWN_NIC_ASK_EVERY: Duration = Duration::from_millis(500);
+/// The peer table is looked at this often while such a connect waits.
+const UNKNOWN_NIC_LOOK_EVERY: Duration = Duration::from_millis(2);
+
 /// Sends posted closer together than this are treated as a stream.
 const STREAM_GAP: Time = 5_000;
 
@@ -22,7 +30,57 @@ fn connect_outcome(c: Completion) -> Result<PartnerId, Status> {
 }
 
 impl Endpoint {
+    /// Non-blocking connect. A nic id not in the peer table is given `UNKNOWN_NIC_WAIT`
+    /// to be heard of (see [`Endpoint::iconnect_within`]).
     pub fn iconnect(
+        &self,
+        nic: NicId,
+        endpoint: u8,
+        key: u32,
+        context: u64,
+    ) -> Result<ReqId, Error> {
+        self.iconnect_within(nic, endpoint, key, context, UNKNOWN_NIC_WAIT)
+    }
+
+    /// [`Endpoint::iconnect`], with `learn` the longest wait for a nic id not in the peer
+    /// table: MX fails such a connect at once with NIC_NOT_FOUND (its table was filled
+    /// before any process ran), where omx learns boards by discovery, so a job started
+    /// right after its hosts may name a board whose announcement is still on the way.
+    /// Discovery is asked to announce at once (an unknown board answers an announcement
+    /// at once), and the connect goes ahead the moment the board is heard of, or fails
+    /// with `UnknownPeer` (NIC_NOT_FOUND) when `learn` ran out.
+    pub fn iconnect_within(
+        &self,
+        nic: NicId,
+        endpoint: u8,
+        key: u32,
+        context: u64,
+        learn: Duration,
+    ) -> Result<ReqId, Error> {
+        let deadline = std::time::Instant::now() + learn;
+        let mut next_ask = std::time::Instant::now();
+        loop {
+            match self.try_connect(nic, endpoint, key, context) {
+                Err(Error::Engine(EngineError::UnknownPeer))
+                    if is_unicast_nic(nic) && std::time::Instant::now() < deadline =>
+                {
+                    if std::time::Instant::now() >= next_ask {
+                        next_ask = std::time::Instant::now() + UNKNOWN_NIC_ASK_EVERY;
+                        self.inner.board.solicit.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Discovery runs in the progress of the endpoint holding the board
+                    // (maybe this one, without a progress thread).
+                    self.progress();
+                    std::thread::sleep(UNKNOWN_NIC_LOOK_EVERY);
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// One connect attempt: the peer table as this host knows it now (another process's
+    /// discovery may have written the shared peer file since this one last read it).
+    fn try_connect(
         &self,
         nic: NicId,
         endpoint: u8,
@@ -43,27 +101,10 @@ impl Endpoint {
         }
         let r = match core.engine.connect(now, nic, endpoint, key, context) {
             Err(EngineError::UnknownPeer) => {
-                // The host may know the board already (another process's discovery wrote
-                // the shared peer file) while this process has not reloaded it yet; an
-                // application that only retries connects would otherwise never reload it.
                 let board = &self.inner.board;
                 board.merge_peers(&board.dir.load_peers());
                 self.inner.sync_peers(&mut core);
-                let mut r = core.engine.connect(now, nic, endpoint, key, context);
-                if r.is_err() && is_unicast_nic(nic) {
-                    // Not heard of yet (its announcement may still be on the way), but
-                    // a nic id is the board's MAC: frames can go to it now. Connect,
-                    // resending until the timeout, and have discovery announce this
-                    // board so the peer learns it and takes the connect.
-                    core.engine.add_peer(nic, None);
-                    board.solicit.fetch_add(1, Ordering::Relaxed);
-                    r = core.engine.connect(now, nic, endpoint, key, context);
-                }
-                if r.is_err() {
-                    // Still unknown (MX's NIC_NOT_FOUND): let discovery move meanwhile.
-                    self.inner.progress_at(&mut core, Some(now), true);
-                }
-                r?
+                core.engine.connect(now, nic, endpoint, key, context)?
             }
             r => r?,
         };
@@ -79,7 +120,8 @@ impl Endpoint {
         key: u32,
         timeout: Option<Duration>,
     ) -> Result<Result<PartnerId, Status>, Error> {
-        let r = self.iconnect(nic, endpoint, key, 0)?;
+        let learn = timeout.map_or(UNKNOWN_NIC_WAIT, |t| t.min(UNKNOWN_NIC_WAIT));
+        let r = self.iconnect_within(nic, endpoint, key, 0, learn)?;
         match self.wait(r, timeout) {
             Some(c) => Ok(connect_outcome(c)),
             None => {
@@ -100,7 +142,8 @@ impl Endpoint {
         timeout: Option<Duration>,
         mut others: impl FnMut(),
     ) -> Result<Result<PartnerId, Status>, Error> {
-        let r = self.iconnect(nic, endpoint, key, 0)?;
+        let learn = timeout.map_or(UNKNOWN_NIC_WAIT, |t| t.min(UNKNOWN_NIC_WAIT));
+        let r = self.iconnect_within(nic, endpoint, key, 0, learn)?;
         let deadline = timeout.map(|t| std::time::Instant::now() + t);
         loop {
             if let Some(c) = self.test(r) {
