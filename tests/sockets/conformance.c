@@ -772,26 +772,35 @@ static void t_nonblocking_writes(void)
 
 /* Blocking writes with SO_SNDTIMEO against a reader that does not read: once the
  * send buffer (over omx: the window) is full, a write gives up after the timeout
- * with EAGAIN (or the bytes it wrote). Over omx it once waited for the reader. */
-static void t_sndtimeo(void)
+ * with EAGAIN (or the bytes it wrote). Over omx it once waited for the reader, and
+ * writes of 128 KiB and more (sent from the program's memory) did until the timeout
+ * made them copy. */
+static void sndtimeo(const char *name, size_t len)
 {
-    const char *name = "sndtimeo";
     int s = dial(C_SILENT, 0);
-    static unsigned char out[1 << 16];
+    unsigned char *out = calloc(1, len);
     struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
     uint64_t sent = 0, got = 0;
     ssize_t r;
     char k = 0;
+    CHECK(name, out != NULL);
     CHECK(name, s >= 0 && read(s, &k, 1) == 1 && k == 'k');
     CHECK(name, setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
-    while ((r = send(s, out, sizeof out, MSG_NOSIGNAL)) > 0 && sent < (256u << 20))
+    while ((r = send(s, out, len, MSG_NOSIGNAL)) > 0 && sent < (256u << 20))
         sent += (uint64_t)r;
     CHECK(name, r == -1 && errno == EAGAIN);
     close(dial(0, 0)); /* the reader starts reading */
     CHECK(name, shutdown(s, SHUT_WR) == 0);
     CHECK(name, read_full(s, &got, sizeof got) == 0 && got == sent);
     close(s);
+    free(out);
     printf("ok %s\n", name);
+}
+
+static void t_sndtimeo(void)
+{
+    sndtimeo("sndtimeo", 1 << 16);
+    sndtimeo("sndtimeo-large-writes", 1 << 20);
 }
 
 static void t_readiness_mix(void)

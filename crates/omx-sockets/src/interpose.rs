@@ -596,7 +596,8 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c
 
 /// # Safety
 /// As the C library's `setsockopt`: `SO_RCVLOWAT` of a carried connection is kept for
-/// its reads and readiness (the kernel socket holds no stream bytes).
+/// its reads and readiness (the kernel socket holds no stream bytes), and whether
+/// `SO_SNDTIMEO` is set for its writes.
 #[no_mangle]
 pub unsafe extern "C" fn setsockopt(
     fd: c_int,
@@ -606,9 +607,19 @@ pub unsafe extern "C" fn setsockopt(
     len: socklen_t,
 ) -> c_int {
     let r = real::setsockopt(fd, level, name, val, len);
-    if r == 0 && level == libc::SOL_SOCKET && name == libc::SO_RCVLOWAT {
-        if let Some(c) = lookup(fd) {
-            c.update_lowat();
+    if r == 0 && level == libc::SOL_SOCKET {
+        match name {
+            libc::SO_RCVLOWAT => {
+                if let Some(c) = lookup(fd) {
+                    c.update_lowat();
+                }
+            }
+            libc::SO_SNDTIMEO => {
+                if let Some(c) = lookup(fd) {
+                    c.update_send_timeout();
+                }
+            }
+            _ => {}
         }
     }
     r

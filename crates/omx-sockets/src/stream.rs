@@ -146,6 +146,8 @@ pub struct Conn {
     full_hits: AtomicU64,
     /// `SO_RCVLOWAT` of the kernel socket (see `update_lowat`).
     lowat: AtomicUsize,
+    /// `SO_SNDTIMEO` of the kernel socket is set (see `update_send_timeout`).
+    send_timeout: AtomicBool,
     /// The last message a read took was large (`READ_AHEAD_MIN` or more): the peer
     /// streams bulk data, whose next message comes at the pace of its pulls, so a
     /// read (or `poll`) blocked on it sleeps at once (`Conn::wait_spin`).
@@ -217,6 +219,7 @@ impl Conn {
             peer_ended: AtomicBool::new(false),
             full_hits: AtomicU64::new(0),
             lowat: AtomicUsize::new(1),
+            send_timeout: AtomicBool::new(false),
             bulk: AtomicBool::new(false),
             fin_sent: AtomicBool::new(false),
             tx: Mutex::new(Tx::new(tx)),
@@ -224,6 +227,7 @@ impl Conn {
         });
         // Set before the connection was made (or inherited from the listener).
         conn.update_lowat();
+        conn.update_send_timeout();
         handover::register(id, &conn);
         Some(conn)
     }

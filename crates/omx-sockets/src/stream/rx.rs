@@ -400,6 +400,18 @@ impl Conn {
         self.timeout_deadline(libc::SO_SNDTIMEO)
     }
 
+    /// Reads back whether `SO_SNDTIMEO` is set on the kernel socket (after the program
+    /// set it, and when the connection is made: it may come from the listener).
+    pub fn update_send_timeout(&self) {
+        let set = self.timeout_deadline(libc::SO_SNDTIMEO).is_some();
+        self.send_timeout.store(set, Ordering::Relaxed);
+    }
+
+    /// `SO_SNDTIMEO` is set: a write must be able to give up at it.
+    pub(super) fn has_send_timeout(&self) -> bool {
+        self.send_timeout.load(Ordering::Relaxed)
+    }
+
     /// `SO_RCVTIMEO` or `SO_SNDTIMEO` (`opt`) of the kernel socket from now, or never.
     fn timeout_deadline(&self, opt: libc::c_int) -> Option<Instant> {
         let mut tv = libc::timeval {

@@ -317,8 +317,10 @@ impl Conn {
                 // copy, and returns once the peer's endpoint has it; only its last
                 // `copy_tail()` bytes are copied, so that the peer has them to take
                 // while this write returns and the program makes its next one (see
-                // `direct_split`).
-                let direct_end = if dontwait {
+                // `direct_split`). Not under `SO_SNDTIMEO`: a send from the program's
+                // memory must complete before the write returns, which a peer that does
+                // not read delays past any timeout; copied, the write gives up at it.
+                let direct_end = if dontwait || self.has_send_timeout() {
                     0
                 } else {
                     direct_split(buf.len(), self.fab.ep.board().wire.pull_reply_max)
