@@ -25,6 +25,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -803,6 +804,38 @@ static void t_sndtimeo(void)
     sndtimeo("sndtimeo-large-writes", 1 << 20);
 }
 
+/* A blocking write that finds the send buffer (over omx: the window) full, against a
+ * reader that does not read, is ended by a signal handler without SA_RESTART: the
+ * bytes written so far, then EINTR (signal(7)). A timer rings every 20 ms while the
+ * writes go on. Over omx the write waited for the reader through every signal. */
+static void on_alarm(int sig) { (void)sig; }
+static void t_write_eintr(void)
+{
+    const char *name = "write-eintr";
+    int s = dial(C_SILENT, 0);
+    static unsigned char out[1 << 16];
+    struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = 0}, old;
+    struct itimerval every = {{0, 20000}, {0, 20000}}, off = {{0, 0}, {0, 0}};
+    uint64_t sent = 0, got = 0;
+    ssize_t r;
+    char k = 0;
+    CHECK(name, s >= 0 && read(s, &k, 1) == 1 && k == 'k');
+    sigemptyset(&sa.sa_mask);
+    CHECK(name, sigaction(SIGALRM, &sa, &old) == 0);
+    CHECK(name, setitimer(ITIMER_REAL, &every, NULL) == 0);
+    while ((r = send(s, out, sizeof out, MSG_NOSIGNAL)) > 0 && sent < (256u << 20))
+        sent += (uint64_t)r;
+    int e = errno;
+    CHECK(name, setitimer(ITIMER_REAL, &off, NULL) == 0);
+    sigaction(SIGALRM, &old, NULL);
+    CHECK(name, r == -1 && e == EINTR);
+    close(dial(0, 0)); /* the reader starts reading */
+    CHECK(name, shutdown(s, SHUT_WR) == 0);
+    CHECK(name, read_full(s, &got, sizeof got) == 0 && got == sent);
+    close(s);
+    printf("ok %s\n", name);
+}
+
 static void t_readiness_mix(void)
 {
     const char *name = "poll-select-epoll-mix";
@@ -1305,6 +1338,7 @@ int main(int argc, char **argv)
     t_epipe();
     t_nonblocking_writes();
     t_sndtimeo();
+    t_write_eintr();
     t_readiness_mix();
     t_readiness_late();
     t_epoll_oneshot();

@@ -3,7 +3,7 @@
 
 use super::completions::RequestInfo;
 use super::sleep::Ended;
-use super::{Core, Endpoint, Error, Spin, UnexpectedHandler, WatchEnd};
+use super::{Core, Endpoint, Error, Interrupted, Spin, UnexpectedHandler, WatchEnd};
 use crate::local::LocalConnect;
 use crate::memory::{Access, Segment, MAX_SEGMENTS};
 use omx_proto::*;
@@ -504,10 +504,32 @@ impl Endpoint {
         spin: Spin,
     ) -> Option<Completion> {
         self.inner
-            .wait_watching(timeout, Some(req), &[], spin, |core, got| {
+            .wait_watching(timeout, Some(req), &[], spin, false, |core, got| {
                 got.or_else(|| core.completions.take(req))
             })
             .ok()
+    }
+
+    /// [`Endpoint::wait`] that a signal delivered to this thread while it sleeps ends
+    /// too (`Err`), whatever `OMX_WAITINTR` says: for a caller that must answer signals
+    /// as a system call does (a socket layer's blocked write, `EINTR`).
+    pub fn wait_or_signal(
+        &self,
+        req: ReqId,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Completion>, Interrupted> {
+        match self.inner.wait_watching(
+            timeout,
+            Some(req),
+            &[],
+            Spin::Adaptive,
+            true,
+            |core, got| got.or_else(|| core.completions.take(req)),
+        ) {
+            Ok(c) => Ok(Some(c)),
+            Err(Ended::Interrupted) => Err(Interrupted),
+            Err(_) => Ok(None),
+        }
     }
 
     /// Oldest completed request whose match info satisfies the mask (removes it).
@@ -587,7 +609,7 @@ impl Endpoint {
     ) -> WatchEnd {
         match self
             .inner
-            .wait_watching(timeout, None, watch, spin, |_, _| ready().then_some(()))
+            .wait_watching(timeout, None, watch, spin, false, |_, _| ready().then_some(()))
         {
             Ok(()) => WatchEnd::Ready,
             Err(Ended::Timeout) => WatchEnd::TimedOut,

@@ -32,6 +32,10 @@ pub enum Spin {
     Skip,
 }
 
+/// [`Endpoint::wait_or_signal`] was ended by a signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interrupted;
+
 /// How [`Endpoint::wait_watching`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchEnd {

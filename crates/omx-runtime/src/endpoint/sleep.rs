@@ -461,14 +461,14 @@ impl EndpointInner {
         want: Option<ReqId>,
         check: impl FnMut(&mut Core, Option<Completion>) -> Option<T>,
     ) -> Option<T> {
-        self.wait_watching(timeout, want, &[], Spin::Adaptive, check)
+        self.wait_watching(timeout, want, &[], Spin::Adaptive, false, check)
             .ok()
     }
 
     /// `wait_for` that also ends when one of the caller's descriptors `watch` is ready:
     /// looked at whenever the spin yields, and watched in every sleep beside the
     /// endpoint's own (so the thread that sleeps is the one the frame wakes). A signal
-    /// ends it too, when there are such descriptors. `spin`: whether it spins before
+    /// ends it too, when there are such descriptors or `end_on_signal` says so. `spin`: whether it spins before
     /// it sleeps (see [`Spin`]).
     pub(super) fn wait_watching<T>(
         &self,
@@ -476,6 +476,7 @@ impl EndpointInner {
         want: Option<ReqId>,
         watch: &[libc::pollfd],
         spin: Spin,
+        end_on_signal: bool,
         mut check: impl FnMut(&mut Core, Option<Completion>) -> Option<T>,
     ) -> Result<T, Ended> {
         let mut looked = watch.to_vec();
@@ -547,7 +548,7 @@ impl EndpointInner {
                 self.wake.drain_signal();
             }
             // OMX_WAITINTR: a signal ends the wait as a timeout would.
-            if fired.interrupted && (self.rt.cfg.wait_intr || !watch.is_empty()) {
+            if fired.interrupted && (self.rt.cfg.wait_intr || end_on_signal || !watch.is_empty()) {
                 break Err(Ended::Interrupted);
             }
             if fired.watched {

@@ -189,6 +189,18 @@ impl Conn {
     /// Waits for the oldest posted send. The peer's end is watched meanwhile: its reset
     /// ends the wait (a dead peer's kernel answers the probe byte with one).
     pub(super) fn complete_oldest(&self, tx: &mut Tx, deadline: Option<Instant>) -> Result<()> {
+        self.complete_oldest_or_signal(tx, deadline, false)
+    }
+
+    /// [`Conn::complete_oldest`]; with `interruptible`, a signal handler that ran
+    /// during the wait ends it with `EINTR` as it ends the kernel's blocked write
+    /// (signal(7)): a handler without `SA_RESTART`, or any under `SO_SNDTIMEO`.
+    fn complete_oldest_or_signal(
+        &self,
+        tx: &mut Tx,
+        deadline: Option<Instant>,
+        interruptible: bool,
+    ) -> Result<()> {
         let Some(&(r, ..)) = tx.pending.front() else {
             return Ok(());
         };
@@ -196,7 +208,19 @@ impl Conn {
             let step = deadline.map_or(PEER_CHECK, |d| {
                 d.saturating_duration_since(Instant::now()).min(PEER_CHECK)
             });
-            if let Some(c) = self.fab.ep.wait(r, Some(step)) {
+            let done = if interruptible {
+                let handlers = crate::signals::no_restart_count();
+                match self.fab.ep.wait_or_signal(r, Some(step)) {
+                    Ok(c) => c,
+                    Err(_) if deadline.is_some() || !crate::signals::restarts(handlers) => {
+                        return Err(os_err(libc::EINTR));
+                    }
+                    Err(_) => None,
+                }
+            } else {
+                self.fab.ep.wait(r, Some(step))
+            };
+            if let Some(c) = done {
                 return self.completed(tx, c);
             }
             self.pull_while_writing();
@@ -330,6 +354,7 @@ impl Conn {
                 // SO_SNDTIMEO, read once the window is first found full (a system call
                 // per write otherwise).
                 let mut give_up: Option<Option<Instant>> = None;
+                let mut interrupted = false;
                 while sent < buf.len() {
                     if let Err(e) = self.reap(&mut tx) {
                         return self.end_write(tx, (partner, last_direct), sent, e);
@@ -341,10 +366,16 @@ impl Conn {
                             break;
                         }
                         let deadline = *give_up.get_or_insert_with(|| self.send_deadline());
-                        match self.complete_oldest(&mut tx, deadline) {
+                        match self.complete_oldest_or_signal(&mut tx, deadline, true) {
                             // SO_SNDTIMEO passed: what was written so far, else EAGAIN,
                             // as TCP's.
                             Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => break,
+                            // A signal: what was written so far, else EINTR (the sends
+                            // from the program's memory are still waited for).
+                            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
+                                interrupted = true;
+                                break;
+                            }
                             Err(e) if e.raw_os_error() == Some(PEER_MOVED) => {
                                 drop(tx);
                                 let moved = self.follow_peer_to_tcp();
@@ -396,7 +427,11 @@ impl Conn {
                     sent += n;
                 }
                 if sent == 0 && !buf.is_empty() {
-                    return Err(os_err(libc::EAGAIN));
+                    return Err(os_err(if interrupted {
+                        libc::EINTR
+                    } else {
+                        libc::EAGAIN
+                    }));
                 }
                 self.end_write(tx, (partner, last_direct), sent, os_err(0))
             }
