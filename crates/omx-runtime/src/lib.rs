@@ -20,9 +20,7 @@ pub mod registry;
 pub mod runtime;
 
 pub use config::{DaemonUse, RuntimeConfig};
-pub use endpoint::{
-    Endpoint, Error, Interrupted, RequestInfo, Spin, UnexpectedHandler, WatchEnd,
-};
+pub use endpoint::{Endpoint, Error, Interrupted, RequestInfo, Spin, UnexpectedHandler, WatchEnd};
 pub use memory::{Access, Segment, SegmentError, MAX_SEGMENTS};
 pub use raw::{RawEndpoint, RawEvent};
 pub use runtime::{Board, Runtime, MAX_ENDPOINTS, MAX_PEERS};

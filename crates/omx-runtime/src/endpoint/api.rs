@@ -609,8 +609,9 @@ impl Endpoint {
     ) -> WatchEnd {
         match self
             .inner
-            .wait_watching(timeout, None, watch, spin, false, |_, _| ready().then_some(()))
-        {
+            .wait_watching(timeout, None, watch, spin, false, |_, _| {
+                ready().then_some(())
+            }) {
             Ok(()) => WatchEnd::Ready,
             Err(Ended::Timeout) => WatchEnd::TimedOut,
             Err(Ended::Watched) => WatchEnd::Watched,
