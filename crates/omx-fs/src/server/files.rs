@@ -8,6 +8,10 @@ thread_local! {
     static WRITE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// The open flags a client's `OPEN` or `CREATE` passes on to the server's `openat2`.
+const OPEN_FLAGS_KEPT: i32 =
+    libc::O_ACCMODE | libc::O_TRUNC | libc::O_NONBLOCK | libc::O_SYNC | libc::O_DSYNC;
+
 impl Server {
     pub(super) fn file_op(&self, call: Call, r: &mut Reader) -> Result<Writer, Dispatch> {
         let Call { op, h, s, to } = call;
@@ -18,15 +22,14 @@ impl Server {
                 let path = r.path()?;
                 let flags = r.u32()? as i32;
                 let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
-                // The client's kernel picks write offsets (append included) and handles
+                // Only the flags that mean something here are kept: `openat2` refuses
+                // any bit it does not know with `EINVAL` (where `open` ignores them), and
+                // the kernel's flags carry its own (`__FMODE_EXEC` for an `execve`,
+                // `__FMODE_NONOTIFY`), so every `execve` of a file on a mount failed. The
+                // client's kernel picks write offsets (append included) and handles
                 // O_TRUNC through setattr. O_DIRECT stays on the client (its kernel sends
                 // the I/O uncached): the server's buffers are not aligned for it.
-                let mut flags = flags
-                    & !(libc::O_APPEND
-                        | libc::O_NOCTTY
-                        | libc::O_CREAT
-                        | libc::O_EXCL
-                        | libc::O_DIRECT);
+                let mut flags = flags & OPEN_FLAGS_KEPT;
                 if op == Op::Create {
                     flags |= libc::O_CREAT | libc::O_EXCL;
                 }
