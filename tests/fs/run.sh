@@ -23,7 +23,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix two-clients tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix programs two-clients tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -128,6 +128,16 @@ if want posix; then
   python3 "$here/posix.py" "$tmp/ref/posix" >"$log/posix.ref" 2>&1
   diff "$log/posix.ref" "$log/posix.mnt" >"$log/posix.diff"
   report posix $? "$log/posix.diff"
+fi
+if want programs; then
+  # Real programs (tests/fs/programs.sh: execve of scripts and binaries on the mount,
+  # touch/find with times before 1970, make twice, mmap MAP_SHARED between processes,
+  # sqlite3 in both journal modes with two writers, python3 -m venv and its pip, sparse
+  # copies and punched holes): the transcript on the mount equals the local one.
+  on "$c1" bash "$here/programs.sh" "$m/programs" >"$log/programs.mnt" 2>&1
+  bash "$here/programs.sh" "$tmp/ref/programs" >"$log/programs.ref" 2>&1
+  diff "$log/programs.ref" "$log/programs.mnt" >"$log/programs.diff"
+  report programs $? "$log/programs.diff"
 fi
 if want two-clients; then
   # Two mounts of one export (h1 and h2, default cache timeouts): close-to-open, renames
