@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # programs.sh DIR - real programs at work in DIR (a new directory, made here), printing
 # a transcript that must be the same on an omxfs mount as in a local directory
-# (tests/fs/run.sh `programs`). Programs that are not installed print a line saying so (on both sides).
-# Each part is cheap (seconds) and waits for nothing but its own commands.
+# (tests/fs/run.sh `programs`). Programs that are not installed print a line saying so
+# (on both sides). Each part is cheap (seconds) and waits for nothing but its own
+# commands.
 set -u
 d=$1
 mkdir "$d" && cd "$d" || exit 1
