@@ -23,7 +23,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix programs two-clients tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix programs two-clients tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts locked-reads escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -572,6 +572,44 @@ holder.stdin.write('\n'); holder.stdin.flush(); holder.wait()
 print('ok')
 PY
   report locks-two-hosts $? "$log/locks" "$log/client2"
+fi
+if want locked-reads; then
+  # What another client wrote under its lock is read under the next lock, though this
+  # client cached the old pages (a lock taken drops them): a file read on h1, changed
+  # by h2 under a lock, read again on h1 under a lock; then SQLite (rollback journal)
+  # with writers on both hosts at once: every row of both is there. Both once read the
+  # old pages (h2's transactions silently undone).
+  mount_on 2 "$tmp/m2" data 2>/dev/null || [ -n "$(nsenter -t "$client_pid" -m findmnt -n "$tmp/m2")" ]
+  c2=$client_pid
+  on "$c1" python3 - "$m/lr" "$c2" "$tmp/m2/lr" >"$log/locked-reads" 2>&1 <<'PY'
+import fcntl, os, subprocess, sys
+mine, c2, theirs = sys.argv[1:]
+with open(mine, "wb") as f:
+    f.write(b"0" * 8192)
+fd = os.open(mine, os.O_RDWR)
+assert os.pread(fd, 4, 4096) == b"0000"  # cached here
+subprocess.run(["nsenter", "-t", c2, "-m", "python3", "-c", f"""
+import fcntl, os
+fd = os.open({theirs!r}, os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX); os.pwrite(fd, b"BBBB", 4096); fcntl.lockf(fd, fcntl.LOCK_UN)
+"""], check=True)
+fcntl.lockf(fd, fcntl.LOCK_SH)
+got = os.pread(fd, 4, 4096)
+assert got == b"BBBB", f"read under a lock after the other client's write: {got!r}"
+print("ok")
+PY
+  rc=$?
+  if [ $rc = 0 ] && command -v sqlite3 >/dev/null; then
+    inserts() { for i in $(seq 1 150); do echo "INSERT INTO t(s) VALUES('$1');"; done; }
+    on "$c1" sqlite3 "$m/lr.db" "CREATE TABLE t(id INTEGER PRIMARY KEY, s TEXT)" &&
+      { inserts a | on "$c1" sqlite3 -cmd ".timeout 60000" "$m/lr.db" & p1=$!
+        inserts b | on "$c2" sqlite3 -cmd ".timeout 60000" "$tmp/m2/lr.db" & p2=$!
+        wait $p1 && wait $p2; } >>"$log/locked-reads" 2>&1 &&
+      got=$(on "$c1" sqlite3 "$m/lr.db" "PRAGMA integrity_check; SELECT s, count(*) FROM t GROUP BY s" | tr '\n' ' ') &&
+      echo "sqlite: $got" >>"$log/locked-reads" && [ "$got" = "ok a|150 b|150 " ]
+    rc=$?
+  fi
+  report locked-reads $rc "$log/locked-reads" "$log/client2"
 fi
 if want escape; then
   ln -s /etc "$tmp/export/data/abs"
