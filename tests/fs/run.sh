@@ -23,7 +23,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix programs two-clients tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts locked-reads escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix programs two-clients tar xattr listing listed-xattrs attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts locked-reads escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -223,6 +223,35 @@ for d in ("big", "empty", "one"):
 print("ok")
 PY
   report listing $? "$log/listing"
+fi
+if want listed-xattrs; then
+  # A listing says which entries have no extended attributes at all: `ls -l` of 300
+  # files asks the server no GETXATTR for them (it asked two per file, ACL and
+  # security label), while a file given an attribute on the server shows it, and one
+  # set and removed through the mount is seen at once.
+  mkdir -p "$tmp/export/data/lx" && for i in $(seq 1 300); do : >"$tmp/export/data/lx/f$i"; done &&
+    python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.k", b"server")' "$tmp/export/data/lx/f7" &&
+    g0=$(server_counter Getxattr) && on "$c1" ls -l "$m/lx" >/dev/null && g1=$(server_counter Getxattr) &&
+    echo "GETXATTR requests for ls -l of 300 files: $((g1 - g0))" >"$log/listed-xattrs" &&
+    [ $((g1 - g0)) -le 10 ] &&
+    on "$c1" python3 - "$m/lx" >>"$log/listed-xattrs" 2>&1 <<'PY'
+import errno, os, sys
+d = sys.argv[1]
+assert os.getxattr(f"{d}/f7", "user.k") == b"server", "an attribute set on the server not seen"
+def absent(p):
+    try:
+        os.getxattr(p, "user.k")
+    except OSError as e:
+        return e.errno == errno.ENODATA
+    return False
+assert absent(f"{d}/f8")
+os.setxattr(f"{d}/f8", "user.k", b"mine")
+assert os.getxattr(f"{d}/f8", "user.k") == b"mine", "set through the mount not seen"
+os.removexattr(f"{d}/f8", "user.k")
+assert absent(f"{d}/f8"), "removed attribute still seen"
+print("ok")
+PY
+  report listed-xattrs $? "$log/listed-xattrs"
 fi
 if want attrs; then
   # What tar does to each file (write, utimens, chown, chmod, close), stat'ed between

@@ -9,12 +9,12 @@ use super::nodes::join;
 use super::request::{body, path_or, req, stale};
 use super::shared::{Handle, Shared};
 use super::OmxFs;
-use crate::proto::{Attr, Malformed, Op, Reader};
+use crate::proto::{Attr, Malformed, Op, Reader, ENTRY_ATTR, ENTRY_NO_XATTRS};
 use fuser::{ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyOpen};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The kernel's READDIRPLUS buffer: one page.
 pub const DIR_PAGE: u32 = 4096;
@@ -25,6 +25,27 @@ pub struct Listing {
     pub first_page: Option<Vec<u8>>,
     /// The offset past the last entry, once a page reached it.
     pub end: Option<i64>,
+    /// When the first page was asked for, with the count of extended attribute
+    /// changes then ([`Asked`]).
+    pub first_asked: Option<Asked>,
+}
+
+/// When a listing page was asked for and the count of extended attribute changes sent
+/// through this client then: an entry it finds without any has none for the attribute
+/// timeout from then, unless one changed since.
+#[derive(Clone, Copy)]
+pub struct Asked {
+    pub at: Instant,
+    pub xattr_changes: u64,
+}
+
+impl Asked {
+    fn now(sh: &Shared) -> Asked {
+        Asked {
+            at: Instant::now(),
+            xattr_changes: sh.nodes.lock().xattr_changes(),
+        }
+    }
 }
 
 /// Adds a page's entries to the kernel's buffer; the listing's end offset when the
@@ -34,6 +55,7 @@ pub fn add_page(
     dir: &[u8],
     offset: i64,
     ttl: Duration,
+    asked: Option<Asked>,
     rd: &mut Reader,
     reply: &mut ReplyDirectoryPlus,
 ) -> Result<Option<i64>, Malformed> {
@@ -42,7 +64,8 @@ pub fn add_page(
     for _ in 0..n {
         let (d_ino, next, _dtype) = (rd.u64()?, rd.i64()?, rd.u8()?);
         let name = OsStr::from_bytes(rd.bytes()?);
-        let attr = match rd.u8()? {
+        let flags = rd.u8()?;
+        let attr = match flags & ENTRY_ATTR {
             0 => None,
             _ => Some(Attr::decode(rd)?),
         };
@@ -55,6 +78,9 @@ pub fn add_page(
                 let mut nodes = sh.nodes.lock();
                 let node = nodes.looked_up(path);
                 nodes.gave(node, a, false);
+                if let (Some(asked), true) = (asked, flags & ENTRY_NO_XATTRS != 0) {
+                    nodes.no_xattrs(node, asked.at + ttl, asked.xattr_changes);
+                }
                 let full = reply.add(node, next, name, &ttl, &file_attr(node, &a), 0);
                 if full {
                     nodes.forget(node, 1);
@@ -107,6 +133,7 @@ impl OmxFs {
         // With the listing's first page (READDIRPLUS, the kernel's next request).
         w.bytes(&path).u32(DIR_PAGE);
         let (sh, generation) = (self.sh.clone(), self.sh.conn.generation());
+        let asked = Asked::now(&sh);
         self.send(w, move |r| {
             match body(r, |_, rd| Ok((rd.u64()?, rd.rest().to_vec()))) {
                 Ok((server_fh, page)) => {
@@ -121,6 +148,7 @@ impl OmxFs {
                         listing: Listing {
                             first_page: (!page.is_empty()).then_some(page),
                             end: None,
+                            first_asked: Some(asked),
                         },
                     });
                     reply.opened(fh, 0)
@@ -169,15 +197,19 @@ impl OmxFs {
             let mut hs = self.sh.handles.lock();
             hs.map.get_mut(&fh).and_then(|h| match h.listing.end {
                 Some(end) if end == offset => Some(None),
-                _ if offset == 0 => h.listing.first_page.take().map(Some),
+                _ if offset == 0 => {
+                    let asked = h.listing.first_asked;
+                    h.listing.first_page.take().map(|p| Some((p, asked)))
+                }
                 _ => None,
             })
         };
         let (sh, ttl) = (self.sh.clone(), self.opts.entry_timeout);
         match known {
             Some(None) => return reply.ok(),
-            Some(Some(page)) => {
-                let res = add_page(&sh, &dir, offset, ttl, &mut Reader::new(&page), &mut reply)
+            Some(Some((page, asked))) => {
+                let mut rd = Reader::new(&page);
+                let res = add_page(&sh, &dir, offset, ttl, asked, &mut rd, &mut reply)
                     .map_err(|_| libc::EIO);
                 return finish_page(&sh, fh, res, reply);
             }
@@ -189,8 +221,11 @@ impl OmxFs {
             w.u64(fh).i64(offset).u32(DIR_PAGE);
             w
         };
+        let asked = Some(Asked::now(&sh));
         self.send_fh(fh, build, None, 0, move |r| {
-            let res = body(r, |_, rd| add_page(&sh, &dir, offset, ttl, rd, &mut reply));
+            let res = body(r, |_, rd| {
+                add_page(&sh, &dir, offset, ttl, asked, rd, &mut reply)
+            });
             finish_page(&sh, fh, res, reply);
         });
     }
