@@ -220,6 +220,23 @@ for d in ("big", "empty", "one"):
     finally:
         os.close(fd)
     assert all(os.lstat(f"{m}/{d}/{n}").st_size == 0 for n in want)
+# getdents64 with buffers of 4 KiB and 1 KiB (the client's pages shrink to what the
+# kernel's buffer takes, then 32 KiB ones again): every name once.
+import ctypes
+getdents = {"x86_64": 217, "aarch64": 61}[os.uname().machine]
+libc = ctypes.CDLL(None, use_errno=True)
+for size in (4096, 1024, 32768):
+    fd, buf, got = os.open(f"{m}/big", os.O_RDONLY | os.O_DIRECTORY), ctypes.create_string_buffer(size), []
+    while (r := libc.syscall(getdents, fd, buf, size)) > 0:
+        pos = 0
+        while pos < r:
+            reclen = int.from_bytes(buf.raw[pos + 16:pos + 18], "little")
+            got.append(buf.raw[pos + 19:pos + reclen].split(b"\0")[0].decode())
+            pos += reclen
+    os.close(fd)
+    assert r == 0, f"getdents64: {ctypes.get_errno()}"
+    got = sorted(n for n in got if n not in (".", ".."))
+    assert got == sorted(os.listdir(f"{ref}/big")), f"getdents64 of {size} bytes: listing differs"
 print("ok")
 PY
   report listing $? "$log/listing"
