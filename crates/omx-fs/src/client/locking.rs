@@ -14,8 +14,8 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-/// A granted lock's answer, given once the kernel dropped the file's pages.
-type Grant = (Arc<OnceLock<Notifier>>, u64, ReplyEmpty);
+/// A granted lock's answer (if any), given once the kernel dropped the file's pages.
+type Grant = (Arc<OnceLock<Notifier>>, u64, Option<ReplyEmpty>);
 
 /// The thread that drops a locked file's cached pages and then answers the lock: the
 /// kernel waits for each page under a read, whose reply comes from the completion
@@ -31,7 +31,9 @@ fn grants() -> &'static Mutex<Sender<Grant>> {
                     // read is cut at). An inode the kernel no longer has: nothing cached.
                     let _ = n.inval_inode(ino, 0, 0);
                 }
-                reply.ok();
+                if let Some(reply) = reply {
+                    reply.ok();
+                }
             }
         });
         Mutex::new(tx)
@@ -40,6 +42,12 @@ fn grants() -> &'static Mutex<Sender<Grant>> {
 
 /// How often a blocked F_SETLKW's caller is checked for a signal.
 const LOCK_WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// Has the kernel drop its cached pages and attributes of node `ino`, from the thread
+/// that does so for locks (never the completion thread: it may wait for a read's reply).
+pub(super) fn drop_pages(notifier: Arc<OnceLock<Notifier>>, ino: u64) {
+    let _ = grants().lock().map(|g| g.send((notifier, ino, None)));
+}
 
 /// Withdraws a blocked F_SETLKW on the server once its caller has a signal pending, so
 /// that the kernel gets EINTR (the server answers the wait so) and no grant comes later.
@@ -162,7 +170,9 @@ impl OmxFs {
                 a2.store(true, Ordering::Release);
                 match r {
                     Ok(_) if lock => {
-                        let _ = grants().lock().map(|g| g.send((notifier, ino, reply)));
+                        let _ = grants()
+                            .lock()
+                            .map(|g| g.send((notifier, ino, Some(reply))));
                     }
                     Ok(_) => reply.ok(),
                     // The server restarted under the wait: no lock.
