@@ -23,7 +23,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix two-clients tar xattr listing attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix programs two-clients tar xattr listing listed-xattrs attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts locked-reads append-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -129,6 +129,16 @@ if want posix; then
   diff "$log/posix.ref" "$log/posix.mnt" >"$log/posix.diff"
   report posix $? "$log/posix.diff"
 fi
+if want programs; then
+  # Real programs (tests/fs/programs.sh: execve of scripts and binaries on the mount,
+  # touch/find with times before 1970, make twice, mmap MAP_SHARED between processes,
+  # sqlite3 in both journal modes with two writers, python3 -m venv and its pip, sparse
+  # copies and punched holes): the transcript on the mount equals the local one.
+  on "$c1" bash "$here/programs.sh" "$m/programs" >"$log/programs.mnt" 2>&1
+  bash "$here/programs.sh" "$tmp/ref/programs" >"$log/programs.ref" 2>&1
+  diff "$log/programs.ref" "$log/programs.mnt" >"$log/programs.diff"
+  report programs $? "$log/programs.diff"
+fi
 if want two-clients; then
   # Two mounts of one export (h1 and h2, default cache timeouts): close-to-open, renames
   # and unlinks on one seen by the other, files deleted or renamed over on one while open
@@ -210,9 +220,55 @@ for d in ("big", "empty", "one"):
     finally:
         os.close(fd)
     assert all(os.lstat(f"{m}/{d}/{n}").st_size == 0 for n in want)
+# getdents64 with buffers of 4 KiB and 1 KiB (the client's pages shrink to what the
+# kernel's buffer takes, then 32 KiB ones again): every name once.
+import ctypes
+getdents = {"x86_64": 217, "aarch64": 61}[os.uname().machine]
+libc = ctypes.CDLL(None, use_errno=True)
+for size in (4096, 1024, 32768):
+    fd, buf, got = os.open(f"{m}/big", os.O_RDONLY | os.O_DIRECTORY), ctypes.create_string_buffer(size), []
+    while (r := libc.syscall(getdents, fd, buf, size)) > 0:
+        pos = 0
+        while pos < r:
+            reclen = int.from_bytes(buf.raw[pos + 16:pos + 18], "little")
+            got.append(buf.raw[pos + 19:pos + reclen].split(b"\0")[0].decode())
+            pos += reclen
+    os.close(fd)
+    assert r == 0, f"getdents64: {ctypes.get_errno()}"
+    got = sorted(n for n in got if n not in (".", ".."))
+    assert got == sorted(os.listdir(f"{ref}/big")), f"getdents64 of {size} bytes: listing differs"
 print("ok")
 PY
   report listing $? "$log/listing"
+fi
+if want listed-xattrs; then
+  # A listing says which entries have no extended attributes at all: `ls -l` of 300
+  # files asks the server no GETXATTR for them (it asked two per file, ACL and
+  # security label), while a file given an attribute on the server shows it, and one
+  # set and removed through the mount is seen at once.
+  mkdir -p "$tmp/export/data/lx" && for i in $(seq 1 300); do : >"$tmp/export/data/lx/f$i"; done &&
+    python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.k", b"server")' "$tmp/export/data/lx/f7" &&
+    g0=$(server_counter Getxattr) && on "$c1" ls -l "$m/lx" >/dev/null && g1=$(server_counter Getxattr) &&
+    echo "GETXATTR requests for ls -l of 300 files: $((g1 - g0))" >"$log/listed-xattrs" &&
+    [ $((g1 - g0)) -le 10 ] &&
+    on "$c1" python3 - "$m/lx" >>"$log/listed-xattrs" 2>&1 <<'PY'
+import errno, os, sys
+d = sys.argv[1]
+assert os.getxattr(f"{d}/f7", "user.k") == b"server", "an attribute set on the server not seen"
+def absent(p):
+    try:
+        os.getxattr(p, "user.k")
+    except OSError as e:
+        return e.errno == errno.ENODATA
+    return False
+assert absent(f"{d}/f8")
+os.setxattr(f"{d}/f8", "user.k", b"mine")
+assert os.getxattr(f"{d}/f8", "user.k") == b"mine", "set through the mount not seen"
+os.removexattr(f"{d}/f8", "user.k")
+assert absent(f"{d}/f8"), "removed attribute still seen"
+print("ok")
+PY
+  report listed-xattrs $? "$log/listed-xattrs"
 fi
 if want attrs; then
   # What tar does to each file (write, utimens, chown, chmod, close), stat'ed between
@@ -562,6 +618,75 @@ holder.stdin.write('\n'); holder.stdin.flush(); holder.wait()
 print('ok')
 PY
   report locks-two-hosts $? "$log/locks" "$log/client2"
+fi
+if want locked-reads; then
+  # What another client wrote under its lock is read under the next lock, though this
+  # client cached the old pages (a lock taken drops them): a file read on h1, changed
+  # by h2 under a lock, read again on h1 under a lock; then SQLite (rollback journal)
+  # with writers on both hosts at once: every row of both is there. Both once read the
+  # old pages (h2's transactions silently undone).
+  mount_on 2 "$tmp/m2" data 2>/dev/null || [ -n "$(nsenter -t "$client_pid" -m findmnt -n "$tmp/m2")" ]
+  c2=$client_pid
+  on "$c1" python3 - "$m/lr" "$c2" "$tmp/m2/lr" >"$log/locked-reads" 2>&1 <<'PY'
+import fcntl, os, subprocess, sys
+mine, c2, theirs = sys.argv[1:]
+with open(mine, "wb") as f:
+    f.write(b"0" * 8192)
+fd = os.open(mine, os.O_RDWR)
+assert os.pread(fd, 4, 4096) == b"0000"  # cached here
+subprocess.run(["nsenter", "-t", c2, "-m", "python3", "-c", f"""
+import fcntl, os
+fd = os.open({theirs!r}, os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX); os.pwrite(fd, b"BBBB", 4096); fcntl.lockf(fd, fcntl.LOCK_UN)
+"""], check=True)
+fcntl.lockf(fd, fcntl.LOCK_SH)
+got = os.pread(fd, 4, 4096)
+assert got == b"BBBB", f"read under a lock after the other client's write: {got!r}"
+print("ok")
+PY
+  rc=$?
+  if [ $rc = 0 ] && command -v sqlite3 >/dev/null; then
+    inserts() { for i in $(seq 1 150); do echo "INSERT INTO t(s) VALUES('$1');"; done; }
+    on "$c1" sqlite3 "$m/lr.db" "CREATE TABLE t(id INTEGER PRIMARY KEY, s TEXT)" &&
+      { inserts a | on "$c1" sqlite3 -cmd ".timeout 60000" "$m/lr.db" & p1=$!
+        inserts b | on "$c2" sqlite3 -cmd ".timeout 60000" "$tmp/m2/lr.db" & p2=$!
+        wait $p1 && wait $p2; } >>"$log/locked-reads" 2>&1 &&
+      got=$(on "$c1" sqlite3 "$m/lr.db" "PRAGMA integrity_check; SELECT s, count(*) FROM t GROUP BY s" | tr '\n' ' ') &&
+      echo "sqlite: $got" >>"$log/locked-reads" && [ "$got" = "ok a|150 b|150 " ]
+    rc=$?
+  fi
+  report locked-reads $rc "$log/locked-reads" "$log/client2"
+fi
+if want append-two-hosts; then
+  # O_APPEND writers on two hosts at once into one file (a shared log): every byte of
+  # both is there (records of 100 B and 60 KiB, each writer's of its own letter; a
+  # large one may be split by its client's kernel into several writes, which then
+  # interleave with the other host's), and both mounts read what the server has. Each
+  # client's kernel chose the offset from its cached size: the other client's records
+  # since were overwritten (301 lines of 600 were left).
+  mount_on 2 "$tmp/m2" data 2>/dev/null || [ -n "$(nsenter -t "$client_pid" -m findmnt -n "$tmp/m2")" ]
+  c2=$client_pid
+  appender='import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+for size, n in ((100, 150), (61440, 20)):
+    for i in range(n):
+        rec = sys.argv[2].encode() * (size - 1) + b"\n"
+        assert os.write(fd, rec) == len(rec)
+os.close(fd)'
+  { on "$c1" python3 -c "$appender" "$m/shared.log" a & p1=$!
+    on "$c2" python3 -c "$appender" "$tmp/m2/shared.log" b & p2=$!
+    wait $p1 && wait $p2; } >"$log/append" 2>&1 &&
+    python3 - "$tmp/export/data/shared.log" >>"$log/append" 2>&1 <<'PY' &&
+import sys
+data = open(sys.argv[1], "rb").read()
+each = 150 * 99 + 20 * 61439
+print(len(data), "bytes:", data.count(b"a"), "of a,", data.count(b"b"), "of b; each wrote", each)
+assert len(data) == 2 * (each + 170) and data.count(b"a") == each and data.count(b"b") == each
+PY
+    sum=$(sha256sum <"$tmp/export/data/shared.log" | cut -d' ' -f1) &&
+    [ "$(on "$c1" sha256sum "$m/shared.log" | cut -d' ' -f1)" = "$sum" ] &&
+    [ "$(on "$c2" sha256sum "$tmp/m2/shared.log" | cut -d' ' -f1)" = "$sum" ]
+  report append-two-hosts $? "$log/append" "$log/client2"
 fi
 if want escape; then
   ln -s /etc "$tmp/export/data/abs"

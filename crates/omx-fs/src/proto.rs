@@ -17,6 +17,11 @@ use std::fmt;
 
 pub const MAGIC: u16 = 0x4f46; // "OF"
 pub const VERSION: u8 = 1;
+
+/// The flags byte of a `READDIRPLUS` entry: its attributes follow (none for `.`, `..`
+/// and a name gone before its `lstat`), and it has no extended attributes at all.
+pub const ENTRY_ATTR: u8 = 1;
+pub const ENTRY_NO_XATTRS: u8 = 2;
 /// Application key of omxfs endpoints (server and clients).
 pub const KEY: u32 = 0x4f4d_5846;
 /// The server's default endpoint index.

@@ -20,6 +20,23 @@ fn time(t: (i64, u32)) -> SystemTime {
     }
 }
 
+/// The inverse of [`time`]: seconds (negative before 1970) and nanoseconds (always
+/// forward). A time before the epoch was set as the epoch itself (`touch -d @-1000000`).
+fn unix_time(t: SystemTime) -> (i64, u32) {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+        Err(e) => {
+            let d = e.duration();
+            let (s, n) = (d.as_secs() as i64, d.subsec_nanos());
+            if n == 0 {
+                (-s, 0)
+            } else {
+                (-s - 1, 1_000_000_000 - n)
+            }
+        }
+    }
+}
+
 /// What a `setattr` changes (`None`: left as it is).
 pub struct AttrChanges {
     pub mode: Option<u32>,
@@ -159,10 +176,7 @@ impl OmxFs {
             match t {
                 None => (0, (0, 0)),
                 Some(TimeOrNow::Now) => (now, (0, 0)),
-                Some(TimeOrNow::SpecificTime(t)) => {
-                    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-                    (at, (d.as_secs() as i64, d.subsec_nanos()))
-                }
+                Some(TimeOrNow::SpecificTime(t)) => (at, unix_time(t)),
             }
         };
         let (ab, at) = stamp(atime, set::ATIME, set::ATIME_NOW);
@@ -216,5 +230,26 @@ fn answer_attr(
             reply.attr(&ttl, &file_attr(ino, &a))
         }
         Err(e) => reply.error(stale(sh, ino, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_before_and_after_the_epoch_round_trip() {
+        for t in [
+            (0, 0),
+            (1, 5),
+            (1_700_000_000, 999_999_999),
+            (-1, 0),
+            (-1, 1),
+            (-1_000_000, 0),
+            (-2, 500_000_000),
+            (-4_000_000_000, 123),
+        ] {
+            assert_eq!(unix_time(time(t)), t, "{t:?}");
+        }
     }
 }

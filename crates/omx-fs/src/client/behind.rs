@@ -137,9 +137,32 @@ impl OmxFs {
             .is_some_and(|h| h.flags & synchronous == 0)
             && (offset as u64).saturating_add(data.len() as u64) <= SYNC_BEYOND;
         if !behind {
+            let append = self
+                .sh
+                .handles
+                .lock()
+                .map
+                .get(&fh)
+                .is_some_and(|h| h.flags & libc::O_APPEND != 0);
+            if append {
+                // The server appends at the file's end as it finds it: this client's
+                // writes behind (other handles of the file) are there first.
+                self.sh.drain();
+            }
+            let notifier = self.sh.notifier.clone();
             return self.send_fh(fh, build, separate, 0, move |r| {
-                match body(r, |_, rd| rd.u32()) {
-                    Ok(n) => reply.written(n),
+                // An append ends with where the server wrote it (at the file's end).
+                match body(r, |_, rd| Ok((rd.u32()?, rd.u64().ok()))) {
+                    Ok((n, at)) => {
+                        reply.written(n);
+                        if at.is_some_and(|at| at != offset as u64) {
+                            // Another client appended since this one's kernel learned
+                            // the size: the pages it just filled at its offset are not
+                            // the file's. Dropped once the write is done (the kernel
+                            // holds them locked until it has this reply).
+                            super::locking::drop_pages(notifier, ino);
+                        }
+                    }
                     Err(e) => reply.error(e),
                 }
             });

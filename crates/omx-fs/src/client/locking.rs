@@ -1,17 +1,53 @@
 //! POSIX byte-range locks, kept by the server (`F_GETLK`, `F_SETLK`, `F_SETLKW`); a
-//! blocked `F_SETLKW` is withdrawn when its caller is interrupted.
+//! blocked `F_SETLKW` is withdrawn when its caller is interrupted. A lock taken drops
+//! the kernel's cached pages of the file first (what another client wrote under its
+//! lock is read from the server, as an NFS client revalidates at a lock).
 
 use super::conn::Conn;
 use super::request::{body, req};
 use super::OmxFs;
 use crate::proto::*;
+use fuser::Notifier;
 use fuser::{ReplyEmpty, ReplyLock};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+
+/// A granted lock's answer (if any), given once the kernel dropped the file's pages.
+type Grant = (Arc<OnceLock<Notifier>>, u64, Option<ReplyEmpty>);
+
+/// The thread that drops a locked file's cached pages and then answers the lock: the
+/// kernel waits for each page under a read, whose reply comes from the completion
+/// thread and whose request from the FUSE thread, so neither may wait for it.
+fn grants() -> &'static Mutex<Sender<Grant>> {
+    static GRANTS: OnceLock<Mutex<Sender<Grant>>> = OnceLock::new();
+    GRANTS.get_or_init(|| {
+        let (tx, rx) = channel::<Grant>();
+        std::thread::spawn(move || {
+            for (notifier, ino, reply) in rx {
+                if let Some(n) = notifier.get() {
+                    // Offset 0, length 0: every page, and the attributes (the size a
+                    // read is cut at). An inode the kernel no longer has: nothing cached.
+                    let _ = n.inval_inode(ino, 0, 0);
+                }
+                if let Some(reply) = reply {
+                    reply.ok();
+                }
+            }
+        });
+        Mutex::new(tx)
+    })
+}
 
 /// How often a blocked F_SETLKW's caller is checked for a signal.
 const LOCK_WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// Has the kernel drop its cached pages and attributes of node `ino`, from the thread
+/// that does so for locks (never the completion thread: it may wait for a read's reply).
+pub(super) fn drop_pages(notifier: Arc<OnceLock<Notifier>>, ino: u64) {
+    let _ = grants().lock().map(|g| g.send((notifier, ino, None)));
+}
 
 /// Withdraws a blocked F_SETLKW on the server once its caller has a signal pending, so
 /// that the kernel gets EINTR (the server answers the wait so) and no grant comes later.
@@ -95,6 +131,7 @@ impl OmxFs {
     /// `tid`: the caller's, watched for a signal while a `F_SETLKW` waits.
     pub(super) fn set_lock(
         &self,
+        ino: u64,
         fh: u64,
         range: LockRange,
         sleep: bool,
@@ -115,6 +152,13 @@ impl OmxFs {
         let id = self.sh.conn.new_id();
         let answered = Arc::new(AtomicBool::new(false));
         let a2 = answered.clone();
+        // A lock (not an unlock) makes the file's cached pages stale: data another client
+        // wrote under its lock, released before this one was granted, must be read anew.
+        // A database (SQLite's rollback journal) reads its pages under a lock and
+        // writes them back: with the old pages it silently undid the other client's
+        // transactions.
+        let lock = range.typ != libc::F_UNLCK;
+        let notifier = self.sh.notifier.clone();
         // A lock wait may last: the pings, not a request timeout, bound it.
         self.sh.conn.submit_as(
             id,
@@ -125,6 +169,11 @@ impl OmxFs {
             Box::new(move |r| {
                 a2.store(true, Ordering::Release);
                 match r {
+                    Ok(_) if lock => {
+                        let _ = grants()
+                            .lock()
+                            .map(|g| g.send((notifier, ino, Some(reply))));
+                    }
                     Ok(_) => reply.ok(),
                     // The server restarted under the wait: no lock.
                     Err(libc::EBADR) => reply.error(libc::EIO),

@@ -419,7 +419,7 @@ impl Filesystem for OmxFs {
     fn setlk(
         &mut self,
         req_: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         lock_owner: u64,
         start: u64,
@@ -430,7 +430,7 @@ impl Filesystem for OmxFs {
         reply: ReplyEmpty,
     ) {
         let range = LockRange::new(lock_owner, start, end, typ, pid);
-        self.set_lock(fh, range, sleep, req_.pid(), reply)
+        self.set_lock(ino, fh, range, sleep, req_.pid(), reply)
     }
 
     fn fallocate(

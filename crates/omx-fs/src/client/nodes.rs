@@ -18,6 +18,9 @@ pub struct Node {
     /// Extended attributes known to be absent, until when (the attribute timeout, as
     /// for the kernel's cached attributes).
     absent_xattrs: Vec<(Vec<u8>, Instant)>,
+    /// Until when the node is known to have no extended attributes at all (a listing
+    /// said so): every name is absent.
+    no_xattrs: Option<Instant>,
     /// The attributes a GETATTR or SETATTR reply brought, with when they were asked
     /// for: the kernel's next GETATTR within the attribute timeout is answered from them.
     attr: Option<(Attr, Instant)>,
@@ -81,6 +84,7 @@ impl Node {
             path,
             lookups: 1,
             absent_xattrs: Vec::new(),
+            no_xattrs: None,
             attr: None,
             epoch: 0,
             given: None,
@@ -117,6 +121,9 @@ pub struct Nodes {
     by_path: HashMap<Vec<u8>, u64>,
     next: u64,
     complete: HashMap<u64, Complete>,
+    /// Counts the extended attribute changes sent through this client: a listing
+    /// asked before one does not vouch for a node having none.
+    xattr_changes: u64,
 }
 
 /// A path's parent directory and last component.
@@ -313,10 +320,27 @@ impl Nodes {
     pub fn xattr_absent(&self, ino: u64, name: &[u8]) -> bool {
         let now = Instant::now();
         self.by_id.get(&ino).is_some_and(|n| {
-            n.absent_xattrs
-                .iter()
-                .any(|(x, until)| x == name && *until > now)
+            n.no_xattrs.is_some_and(|until| until > now)
+                || n.absent_xattrs
+                    .iter()
+                    .any(|(x, until)| x == name && *until > now)
         })
+    }
+
+    /// The count of extended attribute changes sent so far (see [`Nodes::no_xattrs`]).
+    pub fn xattr_changes(&self) -> u64 {
+        self.xattr_changes
+    }
+
+    /// A listing asked for when the count of extended attribute changes was `changes`
+    /// found node `ino` without any: every name is absent until `until`, unless one
+    /// was changed through this client since.
+    pub fn no_xattrs(&mut self, ino: u64, until: Instant, changes: u64) {
+        if changes == self.xattr_changes {
+            if let Some(n) = self.by_id.get_mut(&ino) {
+                n.no_xattrs = Some(until);
+            }
+        }
     }
 
     /// Extended attribute `name` of `ino` is absent until `until` (as far as this
@@ -331,8 +355,10 @@ impl Nodes {
 
     /// The extended attributes of `ino` are changing through this client.
     pub fn xattrs_changed(&mut self, ino: u64) {
+        self.xattr_changes += 1;
         if let Some(n) = self.by_id.get_mut(&ino) {
             n.absent_xattrs.clear();
+            n.no_xattrs = None;
         }
     }
 
@@ -565,6 +591,26 @@ mod tests {
     use super::*;
 
     const TTL: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_listing_without_xattrs_answers_every_name_absent_unless_one_changed_since() {
+        let mut n = Nodes::new();
+        let a = n.looked_up(b"a".to_vec());
+        let b = n.looked_up(b"b".to_vec());
+        let asked = n.xattr_changes();
+        n.no_xattrs(a, Instant::now() + TTL, asked);
+        assert!(n.xattr_absent(a, b"user.x") && n.xattr_absent(a, b"system.posix_acl_access"));
+        assert!(!n.xattr_absent(b, b"user.x"));
+        // A change through this client: forgotten, and a listing asked before it
+        // (answered after) does not vouch for any node.
+        n.xattrs_changed(a);
+        assert!(!n.xattr_absent(a, b"user.x"));
+        n.no_xattrs(b, Instant::now() + TTL, asked);
+        assert!(!n.xattr_absent(b, b"user.x"));
+        // Expired.
+        n.no_xattrs(b, Instant::now(), n.xattr_changes());
+        assert!(!n.xattr_absent(b, b"user.x"));
+    }
 
     #[test]
     fn a_gone_node_forgets_its_attributes_and_its_parents_contents() {

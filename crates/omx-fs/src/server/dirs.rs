@@ -130,8 +130,8 @@ fn read_dir_page(d: &Dir, off: i64, max: usize, plus: bool, w: &mut Writer) {
         w.u64(*ino).i64(*next).u8(*typ).bytes(name.to_bytes());
         if plus {
             match &stats[i] {
-                Some(st) => {
-                    w.u8(1);
+                Some((st, bare)) => {
+                    w.u8(ENTRY_ATTR | if *bare { ENTRY_NO_XATTRS } else { 0 });
                     Attr::from_stat(st).encode(w);
                 }
                 None => {
@@ -150,16 +150,21 @@ const STAT_THREADS: usize = 8;
 const SLOW_STAT: Duration = Duration::from_micros(200);
 
 /// The attributes of a listing's entries (None for `.`, `..` and entries gone
-/// meanwhile), in parallel when the first one shows they come from the disk.
+/// meanwhile), each with whether it has no extended attributes at all, in parallel
+/// when the first one shows they come from the disk.
 fn lstat_entries(
     d: &Dir,
     entries: &[(u64, i64, u8, std::ffi::CString)],
-) -> Vec<Option<libc::stat>> {
+) -> Vec<Option<(libc::stat, bool)>> {
     // SAFETY: the stream is valid while `d` is held (until this returns).
     let fd = unsafe { libc::dirfd(d.stream) };
     let is_dot = |name: &std::ffi::CString| matches!(name.to_bytes(), b"." | b"..");
-    let stat = |name: &std::ffi::CString| (!is_dot(name)).then(|| lstat_at(fd, name)).flatten();
-    let mut out: Vec<Option<libc::stat>> = Vec::with_capacity(entries.len());
+    let stat = |name: &std::ffi::CString| {
+        (!is_dot(name))
+            .then(|| lstat_at(fd, name).map(|st| (st, no_xattrs_at(fd, name))))
+            .flatten()
+    };
+    let mut out: Vec<Option<(libc::stat, bool)>> = Vec::with_capacity(entries.len());
     let t0 = Instant::now();
     // Time the first real entry's lstat.
     while out.len() < entries.len() {
@@ -185,6 +190,18 @@ fn lstat_entries(
         }
     });
     out
+}
+
+/// Whether an entry of a directory has no extended attributes at all (`llistxattr`
+/// finds no name; false when it cannot tell). The client then answers the kernel's
+/// `getxattr`s of it (two per file for `ls -l`: ACL and security label) without
+/// asking, for the attribute timeout.
+fn no_xattrs_at(dirfd: i32, name: &std::ffi::CStr) -> bool {
+    let mut path = format!("/proc/self/fd/{dirfd}/").into_bytes();
+    path.extend_from_slice(name.to_bytes_with_nul());
+    // SAFETY: a NUL-terminated path; a null buffer of size 0 asks for the size only;
+    // the last component (one name from the listing) is not followed.
+    unsafe { libc::llistxattr(path.as_ptr().cast(), std::ptr::null_mut(), 0) == 0 }
 }
 
 /// `lstat` of one entry of a directory (None if it went away meanwhile).

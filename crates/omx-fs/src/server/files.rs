@@ -8,6 +8,13 @@ thread_local! {
     static WRITE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Held while an append finds the file's end and writes there.
+static APPENDS: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// The open flags a client's `OPEN` or `CREATE` passes on to the server's `openat2`.
+const OPEN_FLAGS_KEPT: i32 =
+    libc::O_ACCMODE | libc::O_TRUNC | libc::O_NONBLOCK | libc::O_SYNC | libc::O_DSYNC;
+
 impl Server {
     pub(super) fn file_op(&self, call: Call, r: &mut Reader) -> Result<Writer, Dispatch> {
         let Call { op, h, s, to } = call;
@@ -18,20 +25,21 @@ impl Server {
                 let path = r.path()?;
                 let flags = r.u32()? as i32;
                 let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
-                // The client's kernel picks write offsets (append included) and handles
+                // Only the flags that mean something here are kept: `openat2` refuses
+                // any bit it does not know with `EINVAL` (where `open` ignores them), and
+                // the kernel's flags carry its own (`__FMODE_EXEC` for an `execve`,
+                // `__FMODE_NONOTIFY`), so every `execve` of a file on a mount failed. The
+                // client's kernel picks write offsets (append included) and handles
                 // O_TRUNC through setattr. O_DIRECT stays on the client (its kernel sends
                 // the I/O uncached): the server's buffers are not aligned for it.
-                let mut flags = flags
-                    & !(libc::O_APPEND
-                        | libc::O_NOCTTY
-                        | libc::O_CREAT
-                        | libc::O_EXCL
-                        | libc::O_DIRECT);
+                let append = flags & libc::O_APPEND != 0;
+                let mut flags = flags & OPEN_FLAGS_KEPT;
                 if op == Op::Create {
                     flags |= libc::O_CREAT | libc::O_EXCL;
                 }
                 if op == Op::Open {
-                    let (fh, attr) = self.add_file(s, ex.open_beneath(path, flags, mode)?)?;
+                    let (fh, attr) =
+                        self.add_file(s, ex.open_beneath(path, flags, mode)?, append)?;
                     w.u64(fh);
                     attr.encode(&mut w);
                 } else {
@@ -61,7 +69,7 @@ impl Server {
                             unsafe { libc::fchmod(fd.as_raw_fd(), made.st_mode & 0o7777) };
                         }
                     }
-                    let (fh, attr) = self.add_file(s, fd)?;
+                    let (fh, attr) = self.add_file(s, fd, append)?;
                     w.u64(fh);
                     attr.encode(&mut w);
                     before.encode(&mut w);
@@ -116,7 +124,7 @@ impl Server {
                 }
             }
             Op::Write => {
-                let (fh, off, len) = (r.u64()?, r.u64()?, r.u32()?);
+                let (fh, mut off, len) = (r.u64()?, r.u64()?, r.u32()?);
                 let f = match self.file(s, fh) {
                     Ok(f) if len <= MAX_IO => f,
                     Ok(_) => return Err(Dispatch::Errno(libc::EINVAL)),
@@ -124,6 +132,25 @@ impl Server {
                         self.discard_write_data(h, len);
                         return Err(e);
                     }
+                };
+                // A handle opened with O_APPEND writes at the file's end as the server
+                // finds it, not at the offset the client's kernel chose (its cached
+                // size: another client's appends since were overwritten, 301 lines of
+                // 600 from two clients kept), one append at a time among the server's
+                // threads; the reply says where (the client drops its pages of the
+                // file when it differs). The write offset of any other handle is kept.
+                let _appending = if f.append {
+                    let guard = APPENDS.lock();
+                    off = match fstat(f.fd.as_raw_fd()) {
+                        Ok(st) => st.st_size as u64,
+                        Err(e) => {
+                            self.discard_write_data(h, len);
+                            return Err(Dispatch::Errno(e));
+                        }
+                    };
+                    Some(guard)
+                } else {
+                    None
                 };
                 if len as usize <= INLINE_WRITE {
                     let d = r.rest();
@@ -143,6 +170,9 @@ impl Server {
                 } else {
                     self.recv_into_file(h, &f, off, len)?;
                     w.u32(len);
+                }
+                if f.append {
+                    w.u64(off);
                 }
             }
             Op::Flush => {
@@ -215,11 +245,13 @@ impl Server {
         Ok(w)
     }
 
-    fn add_file(&self, s: &Session, fd: OwnedFd) -> R<(u64, crate::proto::Attr)> {
+    fn add_file(&self, s: &Session, fd: OwnedFd, append: bool) -> R<(u64, crate::proto::Attr)> {
         let st = fstat(fd.as_raw_fd())?;
         let fh = s.next_fh.fetch_add(1, Ordering::Relaxed);
         let key = (st.st_dev, st.st_ino);
-        s.files.lock().insert(fh, Arc::new(OpenFile { fd, key }));
+        s.files
+            .lock()
+            .insert(fh, Arc::new(OpenFile { fd, key, append }));
         Ok((fh, crate::proto::Attr::from_stat(&st)))
     }
 

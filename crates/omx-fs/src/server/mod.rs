@@ -44,6 +44,8 @@ pub struct Options {
 struct OpenFile {
     fd: OwnedFd,
     key: locks::FileKey,
+    /// Opened with `O_APPEND`: every write goes at the file's end (see `Op::Write`).
+    append: bool,
 }
 
 struct Session {
