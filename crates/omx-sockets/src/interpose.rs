@@ -112,27 +112,35 @@ unsafe fn set_ip_options(fd: c_int, family: SynFamily, opts: &[u8]) -> bool {
 /// As the C library's `connect`.
 #[no_mangle]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
-    let offer = carried_destination(fd, addr, len).and_then(|family| {
-        fabric().and_then(|fab| {
-            let (id, evfd) = stream::reserve_client(fab)?;
-            let me = OmxAddr {
-                nic: fab.nic,
-                endpoint: fab.index,
-                conn: id,
-            };
-            // Needs CAP_NET_RAW (an unregistered option): without it, plain TCP.
-            let set = match family {
-                SynFamily::V4 => set_ip_options(fd, family, &encode_ip_option(me)),
-                SynFamily::V6 => set_ip_options(fd, family, &encode_ipv6_dstopts(me)),
-            };
-            if set {
-                Some((fab, id, evfd, family))
-            } else {
-                stream::unreserve(id, evfd);
-                None
-            }
-        })
-    });
+    // A connect again on a socket whose connect is under way or done (hiredis, after a
+    // non-blocking connect: `EALREADY`, 0 or `EISCONN` from the kernel) is the kernel's
+    // alone: it once set the connection up afresh under a new id, and the server's
+    // messages, sent to the id the SYN offered, went to nobody (`connect-again`).
+    let again = fds::carried(fd);
+    let offer = (!again)
+        .then(|| carried_destination(fd, addr, len))
+        .flatten()
+        .and_then(|family| {
+            fabric().and_then(|fab| {
+                let (id, evfd) = stream::reserve_client(fab)?;
+                let me = OmxAddr {
+                    nic: fab.nic,
+                    endpoint: fab.index,
+                    conn: id,
+                };
+                // Needs CAP_NET_RAW (an unregistered option): without it, plain TCP.
+                let set = match family {
+                    SynFamily::V4 => set_ip_options(fd, family, &encode_ip_option(me)),
+                    SynFamily::V6 => set_ip_options(fd, family, &encode_ipv6_dstopts(me)),
+                };
+                if set {
+                    Some((fab, id, evfd, family))
+                } else {
+                    stream::unreserve(id, evfd);
+                    None
+                }
+            })
+        });
     let r = real::connect(fd, addr, len);
     if let Some((fab, id, evfd, family)) = offer {
         let errno = *libc::__errno_location();
