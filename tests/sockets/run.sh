@@ -9,6 +9,8 @@
 # with the same assertions. Real programs, unchanged and preloaded on both ends: nc (256 MiB, SHA-256 compared),
 # curl against python3 -m http.server (64 MiB compared), iperf3 (client and server),
 # sockperf (ping-pong and throughput, messages on each side of the eager/rendezvous size).
+# Daemons serving client processes in turn: tests/sockets/daemon.py, rsync --daemon, git
+# daemon, openssl s_server (-WWW, to curl and s_client).
 # Prints "PASS name" / "FAIL name" per check, then "N passed, M failed, K skipped".
 # Environment: OMX_NS_PREFIX (namespaces, default omxsock), TEST_TIMEOUT (120 s per step).
 set -uo pipefail
