@@ -214,11 +214,7 @@ fn restarted_peer_acks_count_afresh() {
         w.run_idle(w.now + 10 * NS_PER_MS);
     }
     let c = &w.engine(0, 0).counters;
-    assert_eq!(
-        (c.drop_bad_ack - bad, c.resends - resends),
-        (0, 0),
-        "{c:?}"
-    );
+    assert_eq!((c.drop_bad_ack - bad, c.resends - resends), (0, 0), "{c:?}");
 }
 
 #[test]
