@@ -9,6 +9,8 @@
 # with the same assertions. Real programs, unchanged and preloaded on both ends: nc (256 MiB, SHA-256 compared),
 # curl against python3 -m http.server (64 MiB compared), iperf3 (client and server),
 # sockperf (ping-pong and throughput, messages on each side of the eager/rendezvous size).
+# Daemons serving client processes in turn: tests/sockets/daemon.py, rsync --daemon, git
+# daemon, openssl s_server (-WWW, to curl and s_client).
 # Prints "PASS name" / "FAIL name" per check, then "N passed, M failed, K skipped".
 # Environment: OMX_NS_PREFIX (namespaces, default omxsock), TEST_TIMEOUT (120 s per step).
 set -uo pipefail
@@ -24,7 +26,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx execl-kernel execl-omx twochildren-kernel twochildren-omx carried-both-ways tcp-first-exchange hello-unread-close ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp many-1000 faults peer-death)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx execl-kernel execl-omx twochildren-kernel twochildren-omx carried-both-ways tcp-first-exchange hello-unread-close second-client control-not-readable ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp rsync-daemon git-daemon openssl-tls many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -308,6 +310,34 @@ if want hello-unread-close; then
     [ "$(grep -c 'accepted on omx' "$log/hello-close-omx.server")" -eq 3 ]
   report hello-unread-close $? "$log"/hello-close-*.server "$log"/hello-close-*.client
 fi
+# daemon NAME MODE PORT N: tests/sockets/daemon.py MODE, a server in h0 serving N
+# client processes from h1 in turn, every connection carried (both preloaded).
+daemon() {
+  local name=$1 p0 i
+  in_host 0 "$launch" python3 "$here/daemon.py" server "$3" "$4" "$2" >"$log/$name.server" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 "$3" "$p0" || return 1
+  for i in $(seq "$4"); do
+    in_host 1 "$launch" python3 "$here/daemon.py" client "$(host_ip 0)" "$3" "$2" \
+      >"$log/$name.client$i" 2>&1 && carried "$log/$name.client$i" || return 1
+  done
+  wait "$p0" && [ "$(grep -c 'accepted on omx' "$log/$name.server")" -eq "$4" ]
+}
+if want second-client; then
+  # 8 MiB one way in 4 KiB writes to each of three client processes in turn: each
+  # reuses the endpoint of the one before, whose explicit acks the server's endpoint
+  # counted against the new one's and dropped (the stream stalled with 4 MiB under way).
+  OMX_SOCKETS_HELLO_WAIT_MS=120000 daemon second-client stream 5572 3
+  report second-client $? "$log"/second-client.*
+fi
+if want control-not-readable; then
+  # A forking server whose child uses its connection non-blocking under select (rsync's
+  # daemon): the client's control message alone once made it readable, and the read
+  # after it failed with EAGAIN.
+  OMX_SOCKETS_HELLO_WAIT_MS=120000 daemon control-not-readable select 5573 4
+  report control-not-readable $? "$log"/control-not-readable.*
+fi
 if want ipv6; then
   # A real IPv6 destination (not IPv4-mapped): the client's SYN carries its offer in
   # an IPv6 destination option, read back by the server from the saved SYN.
@@ -457,6 +487,107 @@ if want ssh-scp && command -v /usr/sbin/sshd ssh scp ssh-keygen >/dev/null; then
   unset OMX_SOCKETS_HELLO_WAIT_MS
   kill_tree "$p0"
   rm -f "$k/blob" "$k/blob.got"
+fi
+# need NAME CMD...: true when every CMD is installed, else a counted skip of NAME.
+need() {
+  local name=$1 c
+  shift
+  for c in "$@"; do
+    command -v "$c" >/dev/null || {
+      skip "$name" "$c not installed"
+      return 1
+    }
+  done
+}
+if want rsync-daemon && need rsync-daemon rsync; then
+  # rsync's daemon forks per connection and its child runs the protocol non-blocking
+  # under select (control-not-readable): two pulls by two client processes and a push,
+  # the trees compared.
+  r="$tmp/rsync"
+  mkdir -p "$r/src/sub" "$r/up"
+  for i in 1 2 3 4 5 6 7 8; do head -c $((i * 70000)) /dev/urandom >"$r/src/f$i"; done
+  head -c $((8 << 20)) /dev/urandom >"$r/src/sub/big"
+  printf '%s\n' '[m]' "path = $r/src" 'read only = false' 'use chroot = no' 'uid = root' \
+    'gid = root' >"$r/rsyncd.conf"
+  export OMX_SOCKETS_HELLO_WAIT_MS=120000
+  in_host 0 "$launch" rsync --daemon --no-detach --config="$r/rsyncd.conf" \
+    --address="$(host_ip 0)" --port=5574 --log-file="$log/rsyncd.log" >"$log/rsyncd" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5574 "$p0" &&
+    in_host 1 "$launch" rsync -a "rsync://$(host_ip 0):5574/m/" "$r/pull1/" 2>"$log/rsync.pull1" &&
+    diff -r "$r/src" "$r/pull1" &&
+    in_host 1 "$launch" rsync -a "rsync://$(host_ip 0):5574/m/" "$r/pull2/" 2>"$log/rsync.pull2" &&
+    diff -r "$r/src" "$r/pull2" &&
+    head -c 3000000 /dev/urandom >"$r/up/new" &&
+    in_host 1 "$launch" rsync -a "$r/up/" "rsync://$(host_ip 0):5574/m/" 2>"$log/rsync.push" &&
+    cmp "$r/up/new" "$r/src/new" &&
+    carried "$log/rsync.pull1" "$log/rsync.pull2" "$log/rsync.push"
+  report rsync-daemon $? "$log/rsyncd" "$log/rsyncd.log" "$log"/rsync.p*
+  unset OMX_SOCKETS_HELLO_WAIT_MS
+  kill_tree "$p0"
+  rm -rf "$r"
+fi
+if want git-daemon && need git-daemon git; then
+  # git daemon forks and execs upload-pack/receive-pack per connection: two clones and
+  # a push, the commits compared.
+  g="$tmp/git"
+  mkdir -p "$g/base" "$g/work"
+  git init -q --bare "$g/base/r.git" &&
+    git -C "$g/work" init -q &&
+    for i in 1 2 3 4; do head -c 500000 /dev/urandom >"$g/work/f$i"; done &&
+    git -C "$g/work" add . &&
+    git -C "$g/work" -c user.email=t@t -c user.name=t commit -qm one &&
+    git -C "$g/work" push -q "$g/base/r.git" HEAD:master 2>/dev/null
+  export OMX_SOCKETS_HELLO_WAIT_MS=120000
+  in_host 0 "$launch" git daemon --export-all --enable=receive-pack --base-path="$g/base" \
+    --listen="$(host_ip 0)" --port=5575 --reuseaddr >"$log/git-daemon" 2>&1 &
+  p0=$!
+  bgpids+=("$p0")
+  want_head=$(git -C "$g/base/r.git" rev-parse master)
+  wait_listening 0 5575 "$p0" &&
+    in_host 1 "$launch" git clone -q "git://$(host_ip 0):5575/r.git" "$g/c1" 2>"$log/git.clone1" &&
+    in_host 1 "$launch" git clone -q "git://$(host_ip 0):5575/r.git" "$g/c2" 2>"$log/git.clone2" &&
+    [ "$(git -C "$g/c1" rev-parse HEAD)" = "$want_head" ] &&
+    [ "$(git -C "$g/c2" rev-parse HEAD)" = "$want_head" ] &&
+    head -c 700000 /dev/urandom >"$g/c1/new" &&
+    git -C "$g/c1" add new &&
+    git -C "$g/c1" -c user.email=t@t -c user.name=t commit -qm two &&
+    (cd "$g/c1" && in_host 1 "$launch" git push -q origin HEAD:master 2>"$log/git.push") &&
+    [ "$(git -C "$g/base/r.git" rev-parse master)" = "$(git -C "$g/c1" rev-parse HEAD)" ] &&
+    carried "$log/git.clone1" "$log/git.clone2" "$log/git.push"
+  report git-daemon $? "$log/git-daemon" "$log"/git.*
+  unset OMX_SOCKETS_HELLO_WAIT_MS
+  kill_tree "$p0"
+  rm -rf "$g"
+fi
+if want openssl-tls && need openssl-tls openssl curl; then
+  # TLS over a carried stream: openssl s_server -WWW serves 16 MiB to curl, then to
+  # s_client (a second client process on the endpoint: second-client), compared.
+  o="$tmp/tls"
+  mkdir -p "$o"
+  head -c $((16 << 20)) /dev/urandom >"$o/blob"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj /CN=h0 -keyout "$o/key.pem" -out "$o/cert.pem" >"$log/openssl.req" 2>&1
+  export OMX_SOCKETS_HELLO_WAIT_MS=120000
+  (cd "$o" && in_host 0 "$launch" openssl s_server -accept "$(host_ip 0):5576" \
+    -cert cert.pem -key key.pem -WWW -naccept 2 >"$log/s_server" 2>&1) &
+  p0=$!
+  bgpids+=("$p0")
+  wait_listening 0 5576 "$p0" &&
+    in_host 1 "$launch" curl -sSk -o "$o/got1" "https://$(host_ip 0):5576/blob" 2>"$log/tls.curl" &&
+    cmp "$o/blob" "$o/got1" &&
+    printf 'GET /blob HTTP/1.0\r\n\r\n' |
+    in_host 1 "$launch" openssl s_client -quiet -connect "$(host_ip 0):5576" \
+      >"$o/got2" 2>"$log/tls.s_client" &&
+    tail -c $((16 << 20)) "$o/got2" | cmp - "$o/blob" &&
+    wait "$p0" &&
+    carried "$log/tls.curl" "$log/tls.s_client" &&
+    [ "$(grep -c 'accepted on omx' "$log/s_server")" -eq 2 ]
+  report openssl-tls $? "$log/openssl.req" "$log/s_server" "$log"/tls.*
+  kill_tree "$p0"
+  unset OMX_SOCKETS_HELLO_WAIT_MS
+  rm -rf "$o"
 fi
 if want many-1000; then
   # 1,000 concurrent connections, each with 64 KiB of its own bytes checked, all carried.

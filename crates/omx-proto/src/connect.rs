@@ -144,6 +144,10 @@ impl Engine {
             if previous != Some(c.src_session_id) || (p.unacked.is_empty() && !stale) {
                 p.next_send = start;
             }
+            if previous != Some(c.src_session_id) {
+                // A new incarnation numbers its acks from the start again.
+                p.acknum_seen = 0;
+            }
             p.session = Some(c.src_session_id);
             CONNECT_STATUS_SUCCESS
         } else {
@@ -217,6 +221,10 @@ impl Engine {
             p.wire = wire;
             if p.session != Some(new_session) || p.unacked.is_empty() {
                 p.next_send = Seq(c.target_recv_seqnum_start);
+            }
+            if p.session != Some(new_session) {
+                // A new incarnation numbers its acks from the start again.
+                p.acknum_seen = 0;
             }
             p.session = Some(new_session);
             self.learn_stripes(pid, boards);

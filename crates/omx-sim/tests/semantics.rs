@@ -181,6 +181,42 @@ fn restarted_peer_is_detected_and_talks_again() {
     }
 }
 
+/// A restarted peer numbers its acks from the start again: its first ones must not be
+/// taken for stale repeats of the old incarnation's (they were dropped until the new
+/// count passed the old one, so a one-way stream to it stalled on resends: an
+/// `omx_sockets` server's second client process on the same endpoint, issue 25).
+#[test]
+fn restarted_peer_acks_count_afresh() {
+    let mut w = w2();
+    let to = w.connect(0, 0, 1, 0);
+    // A one-way stream: host 1 acknowledges with explicit acks only.
+    for i in 0..40u64 {
+        let (r, _) = w.recv(1, 0, i, u64::MAX, 100, &[]);
+        let s = w.send(0, 0, to, i, vec![1; 100], false);
+        assert!(w.wait(1, 0, r, w.now + SEC).is_some());
+        assert!(w.wait(0, 0, s, w.now + SEC).is_some());
+        w.run_idle(w.now + 10 * NS_PER_MS);
+    }
+    assert!(w.engine(1, 0).counters.send_liback >= 10);
+    w.reopen(1, 0);
+    let _back = w.connect(1, 0, 0, 0);
+    let to = w.connect(0, 0, 1, 0);
+    let (bad, resends) = {
+        let c = &w.engine(0, 0).counters;
+        (c.drop_bad_ack, c.resends)
+    };
+    for i in 0..5u64 {
+        let (r, _) = w.recv(1, 0, i, u64::MAX, 100, &[]);
+        let s = w.send(0, 0, to, i, vec![2; 100], false);
+        assert!(w.wait(1, 0, r, w.now + SEC).is_some());
+        let st = w.wait(0, 0, s, w.now + SEC).expect("send acked");
+        assert_eq!(st.code, StatusCode::Success);
+        w.run_idle(w.now + 10 * NS_PER_MS);
+    }
+    let c = &w.engine(0, 0).counters;
+    assert_eq!((c.drop_bad_ack - bad, c.resends - resends), (0, 0), "{c:?}");
+}
+
 #[test]
 fn stale_session_gets_nacked() {
     let mut w = w2();

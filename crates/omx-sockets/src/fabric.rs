@@ -162,7 +162,12 @@ fn wake_receiver(info: &UnexpectedInfo) -> bool {
     };
     match info.match_info & KIND_MASK {
         // What a read takes: counted in its readiness.
-        0 | CONTROL => ready.add(),
+        0 => ready.add(),
+        // Kept for the reader (how many bytes came over TCP first), but never makes the
+        // connection readable: a read that takes it alone has nothing to return, so a
+        // `select` that said readable was followed by `EAGAIN` (rsync's daemon child
+        // then fails: "safe_read failed to read 1 bytes"; `control-not-readable`).
+        CONTROL => {}
         // Taken by a thread of its own (it may wait on the network).
         FALLBACK => crate::stream::handover::on_fallback_request(id),
         // Taken by the thread that asked for it.

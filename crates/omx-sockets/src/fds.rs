@@ -66,6 +66,12 @@ pub fn undecided(fd: i32) -> bool {
     slot(fd).is_some_and(|s| s.load(Ordering::Acquire) == UNKNOWN)
 }
 
+/// True when `fd` names a carried connection (or one set up to be: a client's connect
+/// under way); no decision is made.
+pub fn carried(fd: i32) -> bool {
+    slot(fd).is_some_and(|s| s.load(Ordering::Acquire) == CARRIED)
+}
+
 /// True when `fd` is known not to be carried (no decision is made).
 pub fn known_plain(fd: i32) -> bool {
     slot(fd).is_none_or(|s| s.load(Ordering::Acquire) == PLAIN)

@@ -31,7 +31,7 @@ pub use setup::{adopt_accepted, adopt_client, reserve_client, unreserve};
 const CHUNK: usize = 512 * 1024;
 /// Bytes a connection may have posted and not yet completed: a write waits (or a
 /// non-blocking one stops short, `EAGAIN`) beyond it.
-const WINDOW: usize = 4 * 1024 * 1024;
+pub(crate) const WINDOW: usize = 4 * 1024 * 1024;
 /// Messages a connection may have posted and not yet completed, whatever their size:
 /// each costs the reader a receive, so 4 MiB of 16-byte writes (262,144 messages) took
 /// the reader longer than the exit's `EXIT_LINGER` to drain, and the rest was lost
@@ -345,7 +345,7 @@ impl Conn {
     /// `O_NONBLOCK` of the socket, read once per change of any status flags this
     /// process makes (`status_flags_changed`), not by a system call per read and write;
     /// read every time while a forked child may share the socket (and change them).
-    fn nonblocking(&self) -> bool {
+    pub(crate) fn nonblocking(&self) -> bool {
         let gen = FLAGS_GEN.load(Ordering::Acquire);
         let cached = self.nonblock.load(Ordering::Relaxed);
         if cached != u64::MAX && cached >> 1 == gen && !self.maybe_shared() {

@@ -25,14 +25,15 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut mmsghdr, n: c_uint, flag
     let mut done = 0;
     for i in 0..n as usize {
         let m = &mut *msgs.add(i);
-        let bytes = match super::gather(m.msg_hdr.msg_iov, super::iov_count(m.msg_hdr.msg_iovlen)) {
-            Ok(b) => b,
-            Err(e) if done == 0 => {
-                set_errno(e);
-                return -1;
-            }
-            Err(_) => return done,
-        };
+        let bytes =
+            match super::gather_iov(m.msg_hdr.msg_iov, super::iov_count(m.msg_hdr.msg_iovlen)) {
+                Ok(b) => b,
+                Err(e) if done == 0 => {
+                    set_errno(e);
+                    return -1;
+                }
+                Err(_) => return done,
+            };
         let r = send_on(&c, &bytes, flags);
         if r < 0 {
             return if done == 0 { -1 } else { done };

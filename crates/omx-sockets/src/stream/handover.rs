@@ -445,7 +445,7 @@ impl Conn {
         // A count the client sent and nobody read: the child reads its TCP bytes itself.
         if ep.iprobe(CONTROL | self.id as u64, !0).is_some() {
             let mut count = [0u8; 8];
-            let _ = self.receive_into(CONTROL | self.id as u64, &mut count);
+            let _ = self.receive_control(CONTROL | self.id as u64, &mut count);
         }
         while let Some(st) = ep.iprobe(self.id as u64, !0) {
             let mut v = vec![0u8; st.msg_length as usize];

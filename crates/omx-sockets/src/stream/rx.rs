@@ -506,8 +506,16 @@ impl Conn {
         let m = CONTROL | self.id as u64;
         self.fab.ep.iprobe(m, !0)?;
         let mut count = [0u8; 8];
-        self.receive_into(m, &mut count).ok()?;
+        self.receive_control(m, &mut count).ok()?;
         Some(u64::from_be_bytes(count))
+    }
+
+    /// Receives the control message (`CONTROL` kind, `match_info`) into `count`: not
+    /// counted in the readiness (see `fabric::wake_receiver`), so not taken from it.
+    pub(super) fn receive_control(&self, match_info: u64, count: &mut [u8; 8]) -> Result<usize> {
+        // SAFETY: count outlives the wait below.
+        let r = unsafe { self.post_receive(match_info, count.as_mut_ptr(), count.len()) }?;
+        self.await_receive_with(r, false)
     }
 
     /// Receives the next message matching `match_info` into `buf`; its length.
@@ -536,6 +544,11 @@ impl Conn {
 
     /// Waits for a posted receive; the length it took.
     pub(super) fn await_receive(&self, r: ReqId) -> Result<usize> {
+        self.await_receive_with(r, true)
+    }
+
+    /// [`Self::await_receive`] of a message counted in the readiness (`counted`) or not.
+    fn await_receive_with(&self, r: ReqId, counted: bool) -> Result<usize> {
         // A pull under way keeps the spin, on bulk streams too: its replies come a few
         // µs apart (measured: skipping it here cost up to half the rate at MTU 9000,
         // pinned; docs/SOCKETS.md, helper 25s).
@@ -554,7 +567,9 @@ impl Conn {
             }
         };
         // One message fewer waits: the readiness counts them.
-        self.ready.take();
+        if counted {
+            self.ready.take();
+        }
         self.bulk.store(
             c.status.xfer_length as usize >= READ_AHEAD_MIN,
             Ordering::Relaxed,

@@ -180,6 +180,12 @@ impl Conn {
             tx.spare.push(data);
         }
         if c.status.code != StatusCode::Success {
+            if fabric::verbose() {
+                eprintln!(
+                    "omx_sockets: conn {:#x}: a send failed ({:?}): the connection is reset",
+                    self.id, c.status.code
+                );
+            }
             tx.mode = TxMode::Broken;
             return Err(os_err(libc::ECONNRESET));
         }
