@@ -14,6 +14,10 @@ const APP_NAP_MAX: Duration = Duration::from_millis(1);
 /// How long after the application's last call the progress thread takes over.
 const APP_QUIET: Duration = Duration::from_micros(500);
 
+/// Nap of the progress thread while an application thread sleeps in a wait (it takes
+/// the endpoint's frames and timers itself; the thread is woken when a wait ends).
+const APP_ASLEEP_NAP: Duration = Duration::from_millis(100);
+
 /// Who drives progress: the progress thread stays out of the way while application
 /// threads do.
 #[derive(Default)]
@@ -29,6 +33,21 @@ pub(super) struct Activity {
     pub(super) suspended: AtomicBool,
     /// Where the progress thread naps while the application drives progress.
     pub(super) idle: (Mutex<()>, Condvar),
+    /// The progress thread naps `APP_ASLEEP_NAP`: a wait that ends wakes it.
+    pub(super) long_nap: AtomicBool,
+}
+
+impl Activity {
+    /// An application thread leaves a wait. A progress thread in a long nap (taken
+    /// while this thread slept) is woken, so background progress resumes at once; the
+    /// short naps are not (a futex wake per wait).
+    pub(super) fn leave_wait(&self) {
+        self.app_active.fetch_sub(1, Ordering::SeqCst);
+        if self.long_nap.load(Ordering::SeqCst) {
+            let _g = self.idle.0.lock().unwrap_or_else(|p| p.into_inner());
+            self.idle.1.notify_all();
+        }
+    }
 }
 
 /// The application's unexpected-message handler and whether it is running.
@@ -320,8 +339,23 @@ impl EndpointInner {
                     .0
                     .lock()
                     .unwrap_or_else(|p| p.into_inner());
-                let _ = self.activity.idle.1.wait_timeout(g, nap);
-                nap = (nap * 2).min(APP_NAP_MAX);
+                // An application thread asleep in a wait takes the frames that come
+                // itself: nap long (1,000 wake-ups a second of an idle server's
+                // process otherwise). Announced before looking (the thread that
+                // leaves its wait looks at it after it counted itself out), and the
+                // lock held until the wait: the wake-up is not lost.
+                self.activity.long_nap.store(true, Ordering::SeqCst);
+                let asleep = self.activity.app_active.load(Ordering::SeqCst) > 0
+                    && self.wake.sleepers.load(Ordering::SeqCst) > 0
+                    && !suspended;
+                if asleep {
+                    let _ = self.activity.idle.1.wait_timeout(g, APP_ASLEEP_NAP);
+                    self.activity.long_nap.store(false, Ordering::SeqCst);
+                } else {
+                    self.activity.long_nap.store(false, Ordering::SeqCst);
+                    let _ = self.activity.idle.1.wait_timeout(g, nap);
+                    nap = (nap * 2).min(APP_NAP_MAX);
+                }
                 continue;
             }
             nap = APP_QUIET;

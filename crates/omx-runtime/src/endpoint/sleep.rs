@@ -555,7 +555,7 @@ impl EndpointInner {
                 break Err(Ended::Watched);
             }
         };
-        self.activity.app_active.fetch_sub(1, Ordering::SeqCst);
+        self.activity.leave_wait();
         result
     }
 }
