@@ -428,6 +428,11 @@ unsafe fn gather_iov(iov: *const iovec, n: c_int) -> std::result::Result<Vec<u8>
     Ok(gather(iovecs(iov, n)?, usize::MAX))
 }
 
+/// [`iovecs`], with the errno of a bad vector set (`None`).
+unsafe fn iovecs_or_errno<'a>(iov: *const iovec, n: c_int) -> Option<&'a [iovec]> {
+    iovecs(iov, n).map_err(set_errno).ok()
+}
+
 /// The one iovec of `v` with bytes, when no other has any.
 fn single(v: &[iovec]) -> Option<&iovec> {
     let mut with_bytes = v.iter().filter(|io| io.iov_len > 0);
@@ -441,12 +446,8 @@ fn single(v: &[iovec]) -> Option<&iovec> {
 /// non-blocking socket (node's `res.end` of 100 MB, through libuv) had the whole of it
 /// copied at each call, 25 times for 100 MB (6x slower than TCP).
 unsafe fn send_gathered(c: &stream::Conn, iov: *const iovec, n: c_int, flags: c_int) -> ssize_t {
-    let v = match iovecs(iov, n) {
-        Ok(v) => v,
-        Err(e) => {
-            set_errno(e);
-            return -1;
-        }
+    let Some(v) = iovecs_or_errno(iov, n) else {
+        return -1;
     };
     if let Some(io) = single(v) {
         return send_on(c, in_slice(io.iov_base, io.iov_len).unwrap_or(&[]), flags);
@@ -460,12 +461,8 @@ unsafe fn send_gathered(c: &stream::Conn, iov: *const iovec, n: c_int, flags: c_
 }
 
 unsafe fn scatter(c: &stream::Conn, iov: *const iovec, n: c_int, flags: c_int) -> ssize_t {
-    let v = match iovecs(iov, n) {
-        Ok(v) => v,
-        Err(e) => {
-            set_errno(e);
-            return -1;
-        }
+    let Some(v) = iovecs_or_errno(iov, n) else {
+        return -1;
     };
     // One buffer is read into as it is (a fresh zeroed buffer of its size at each call
     // otherwise).
