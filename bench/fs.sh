@@ -16,6 +16,10 @@
 #                   inodes freed in the last minutes (recently_deleted(), 0.5-1.5 ms of
 #                   server CPU per create, whoever freed them: the previous test, other
 #                   users of /tmp), which swamps the file-system protocols being compared
+#   EXT4=1          the exports and the local directory each on a fresh ext4 of its own (a
+#                   4 GiB sparse image in /tmp on a loop device, mkfs.ext4's defaults: with a
+#                   journal, as distributions make it, whose creates do not scan recently
+#                   freed inodes; each file system starts from the same empty state)
 #   TESTS="seq tree cd fio"  which parts run: seq the sequential file (and omx_perf's
 #                   ping-pong), tree untar and the stat walk, cd the 10,000 creates/deletes,
 #                   fio the random reads (TESTS=cd: only the creates/deletes)
@@ -41,9 +45,13 @@ for c in sshfs fio nsenter ssh-keygen; do command -v $c >/dev/null || { echo "fs
 tmp=$(mktemp -d /tmp/omx-fs-bench.XXXXXX)
 export OMX_STATE_DIR=$tmp/state
 mkdir -p "$OMX_STATE_DIR" "$tmp/export" "$tmp/sftp" "$tmp/local" "$tmp/m_omx" "$tmp/m_ssh"
-tmpfs=()
+mounts=()
 if [ "${TMPFS:-0}" = 1 ]; then
-  for d in "$tmp/export" "$tmp/sftp" "$tmp/local"; do mount -t tmpfs -o size=4g omxfsbench "$d" && tmpfs+=("$d"); done
+  for d in "$tmp/export" "$tmp/sftp" "$tmp/local"; do mount -t tmpfs -o size=4g omxfsbench "$d" && mounts+=("$d"); done
+elif [ "${EXT4:-0}" = 1 ]; then
+  for d in "$tmp/export" "$tmp/sftp" "$tmp/local"; do
+    truncate -s 4G "$d.img" && mkfs.ext4 -q -F "$d.img" && mount -o loop "$d.img" "$d" && mounts+=("$d")
+  done
 fi
 mkdir -p "$tmp/export/data"
 pids=()
@@ -51,7 +59,7 @@ cleanup() {
   [ -n "${cpid:-}" ] && nsenter -t "$cpid" -m sh -c "fusermount3 -u -z $tmp/m_ssh; fusermount3 -u -z $tmp/m_omx" 2>/dev/null
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   "$H" down >/dev/null 2>&1 || true
-  for d in "${tmpfs[@]}"; do umount -l "$d" 2>/dev/null || true; done
+  for d in "${mounts[@]}"; do umount -l "$d" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT

@@ -46,6 +46,10 @@ struct OpenFile {
     key: locks::FileKey,
     /// Opened with `O_APPEND`: every write goes at the file's end (see `Op::Write`).
     append: bool,
+    /// Where the last large read ended and how far the disk was asked to read ahead
+    /// (`read_ahead`).
+    read_end: AtomicU64,
+    advised_end: AtomicU64,
 }
 
 struct Session {
