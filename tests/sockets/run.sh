@@ -26,7 +26,7 @@ bin="${OMX_SOCKETS_BIN:-$root/target/release}"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start sockets
-all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx execl-kernel execl-omx twochildren-kernel twochildren-omx carried-both-ways tcp-first-exchange hello-unread-close second-client control-not-readable ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp rsync-daemon git-daemon openssl-tls many-1000 faults peer-death)
+all=(conformance-kernel conformance-omx fork-kernel fork-omx orphan-kernel orphan-omx exec-kernel exec-omx forkexec-kernel forkexec-omx execl-kernel execl-omx twochildren-kernel twochildren-omx carried-both-ways tcp-first-exchange hello-unread-close scrubbed-env second-client control-not-readable ipv6 plain-server plain-client nc-sha256 curl-http iperf3 sockperf-pingpong sockperf-throughput ssh-scp rsync-daemon git-daemon openssl-tls many-1000 faults peer-death)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, packet sockets)"; fi
@@ -324,6 +324,14 @@ daemon() {
   done
   wait "$p0" && [ "$(grep -c 'accepted on omx' "$log/$name.server")" -eq "$4" ]
 }
+if want scrubbed-env; then
+  # A server that clears its environment once started: the library keeps the variables
+  # it was loaded with (the private state directory, the static peers, the verbose log
+  # that says "on omx"), docs/SOCKETS.md.
+  stream scrubbed-env yes yes 1000000 "$(host_ip 0)" scrub &&
+    carried "$log/scrubbed-env.client" "$log/scrubbed-env.server"
+  report scrubbed-env $? "$log/scrubbed-env.client" "$log/scrubbed-env.server"
+fi
 if want second-client; then
   # 8 MiB one way in 4 KiB writes to each of three client processes in turn: each
   # reuses the endpoint of the one before, whose explicit acks the server's endpoint

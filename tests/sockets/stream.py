@@ -2,7 +2,9 @@
 closes, and the server answers with the count and SHA-256 it received; the client
 checks them against what it sent. Run unmodified, with or without omx_sockets.
 `server 6` listens on IPv6 (and IPv4-mapped) addresses; a client given an IPv6
-address connects over IPv6."""
+address connects over IPv6. `server scrub` clears its environment first (as nginx's
+workers and daemons do once started)."""
+import os
 import socket
 import sys
 
@@ -11,7 +13,9 @@ from common import Tally, listen, read_to_end
 PORT = 5556
 
 if sys.argv[1] == "server":
-    s = listen(PORT, 5, v6=sys.argv[2:] == ["6"])
+    if "scrub" in sys.argv[2:]:
+        os.environ.clear()
+    s = listen(PORT, 5, v6="6" in sys.argv[2:])
     c, _ = s.accept()
     got = Tally()
     while True:

@@ -72,7 +72,9 @@ pub fn in_forked_child() -> bool {
 
 pub fn verbose() -> bool {
     static V: OnceLock<bool> = OnceLock::new();
-    *V.get_or_init(|| std::env::var("OMX_SOCKETS_VERBOSE").is_ok_and(|v| v == "1"))
+    *V.get_or_init(|| {
+        omx_runtime::config::settings::var("OMX_SOCKETS_VERBOSE").is_some_and(|v| v == "1")
+    })
 }
 
 /// The endpoint, opened on first use; `None` when omx cannot run here (no board, no

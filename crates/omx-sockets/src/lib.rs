@@ -10,3 +10,15 @@ mod interpose;
 mod real;
 mod signals;
 mod stream;
+
+/// Runs when the library is loaded, before the program's `main`: the program's `OMX_*`
+/// variables as it was started are the library's for good, whatever it does to its
+/// environment later (`omx_runtime::config::settings::freeze_environment`).
+#[used]
+#[link_section = ".init_array"]
+static FREEZE_ENVIRONMENT: extern "C" fn() = {
+    extern "C" fn freeze() {
+        omx_runtime::config::settings::freeze_environment();
+    }
+    freeze
+};

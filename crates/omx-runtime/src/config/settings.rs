@@ -178,8 +178,37 @@ pub fn setting(name: &str) -> &'static Setting {
         .unwrap_or_else(|| panic!("{name} is not in the settings table"))
 }
 
+/// The `OMX_*` and `MX_*` variables as `freeze_environment` found them.
+static FROZEN: std::sync::OnceLock<std::collections::HashMap<String, String>> =
+    std::sync::OnceLock::new();
+
+/// Takes the `OMX_*` and `MX_*` variables as they are now as the process's for good:
+/// later changes to the environment are not read. The sockets library does this when
+/// it is loaded, before the program's `main`: the program knows nothing of these
+/// variables, and some programs clear their environment once started (nginx's workers,
+/// daemons), which moved their endpoints to the default state directory, among the
+/// endpoints of other processes (docs/SOCKETS.md). MX programs do not freeze: they may
+/// set or unset variables before `mx_init`, as with the original.
+pub fn freeze_environment() {
+    FROZEN.get_or_init(|| {
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .filter(|(k, _)| k.starts_with("OMX_") || k.starts_with("MX_"))
+            .collect()
+    });
+}
+
+/// An `OMX_*` or `MX_*` variable: as frozen (`freeze_environment`), else as the
+/// environment has it now.
+pub fn var(name: &str) -> Option<String> {
+    match FROZEN.get() {
+        Some(frozen) => frozen.get(name).cloned(),
+        None => std::env::var(name).ok(),
+    }
+}
+
 fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+    var(name)
 }
 
 /// The value of `name` as set (its variable, else its MX alias), with the source;

@@ -108,8 +108,7 @@ pub(super) fn adopt_server(fd: i32, client: OmxAddr) -> bool {
 pub(super) fn hello_wait() -> Duration {
     static MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     Duration::from_millis(*MS.get_or_init(|| {
-        std::env::var("OMX_SOCKETS_HELLO_WAIT_MS")
-            .ok()
+        omx_runtime::config::settings::var("OMX_SOCKETS_HELLO_WAIT_MS")
             .and_then(|v| v.parse().ok())
             .unwrap_or(20)
     }))

@@ -10,8 +10,7 @@ use super::*;
 fn direct_min_set() -> Option<usize> {
     static V: OnceLock<Option<usize>> = OnceLock::new();
     *V.get_or_init(|| {
-        std::env::var("OMX_SOCKETS_DIRECT_MIN")
-            .ok()
+        omx_runtime::config::settings::var("OMX_SOCKETS_DIRECT_MIN")
             .and_then(|v| v.trim().parse().ok())
     })
 }
@@ -33,8 +32,7 @@ fn copy_tail() -> usize {
 }
 
 fn env_bytes(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
+    omx_runtime::config::settings::var(name)
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(default)
 }
