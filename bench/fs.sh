@@ -109,7 +109,7 @@ mkdir -p /run/sshd
 "$H" exec 0 "$(command -v sshd)" -D -e -f "$tmp/sshd_config" 2>"$tmp/sshd.log" &
 sshd_pid=$!
 pids+=("$sshd_pid")
-for _ in $(seq 100); do ip netns exec "$OMX_NS_PREFIX-h0" ss -Hltn 'sport = :2222' | grep -q . && break; sleep 0.1; done
+for _ in $(seq 100); do ip netns exec "$OMX_NS_PREFIX-h0" ss -Hltn 'sport = :2222' | grep . >/dev/null && break; sleep 0.1; done
 nsenter -t "$cpid" -m -n sshfs -f "root@$ip0:$tmp/sftp" "$tmp/m_ssh" -p 2222 \
   -o IdentityFile="$tmp/user_key",StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR \
   2>"$tmp/sshfs.log" &

@@ -42,7 +42,7 @@ H=scripts/hosts.sh
 say() { echo "instructions: $*" >&2; }
 
 if [ -z "${COUNTER:-}" ]; then
-  if perf stat -x, -e instructions:u -- true 2>&1 | grep -q '^[0-9]'; then
+  if perf stat -x, -e instructions:u -- true 2>&1 | grep '^[0-9]' >/dev/null; then
     COUNTER=perf
   else
     COUNTER=callgrind

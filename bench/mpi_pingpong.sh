@@ -224,7 +224,7 @@ fi_server() {
   timeout 120 $H exec 0 env "$@" fi_pingpong -p "$prov" -e rdm -I "$n" -S "$s" >>"$log" 2>&1 &
   pids+=($!)
   for i in $(seq 100); do
-    ip netns exec "$OMX_NS_PREFIX-h0" ss -ltn 2>/dev/null | grep -q ':47592 ' && break
+    ip netns exec "$OMX_NS_PREFIX-h0" ss -ltn 2>/dev/null | grep ':47592 ' >/dev/null && break
     sleep 0.05
   done
 }

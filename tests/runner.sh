@@ -117,7 +117,7 @@ in_host() {
 
 wait_listening() {
   local ns="$OMX_NS_PREFIX-h$1" port=$2 pid=$3 deadline=$((SECONDS + TEST_TIMEOUT))
-  until ip netns exec "$ns" ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; do
+  until ip netns exec "$ns" ss -Hltn "sport = :$port" 2>/dev/null | grep . >/dev/null; do
     kill -0 "$pid" 2>/dev/null || return 1
     [ "$SECONDS" -lt "$deadline" ] || return 1
     sleep 0.05

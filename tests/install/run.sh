@@ -69,9 +69,9 @@ for pc in myriexpress omx; do
       $CC -Wall -Werror -o "$tmp/bin/prog-$pc" "$tmp/prog.c" $flags &&
       # The library the loader picks must be the prefix's.
       ldd "$tmp/bin/prog-$pc" | tee /dev/stderr |
-      grep -q "libmyriexpress.so.0 => $prefix/lib/libmyriexpress.so.0 " &&
+      grep "libmyriexpress.so.0 => $prefix/lib/libmyriexpress.so.0 " >/dev/null &&
       OMX_STATE_DIR="$tmp" timeout "$TEST_TIMEOUT" "$tmp/bin/prog-$pc" | tee /dev/stderr |
-      grep -qx "mx_init: Success"
+      grep -x "mx_init: Success" >/dev/null
   } >"$log/$pc" 2>&1 || status=$?
   report "pkg-config $pc: build and run" "$status" "$log/$pc"
 done
@@ -104,7 +104,7 @@ status=0
 {
   "$prefix/sbin/omx_copyd" --help | grep "copy service" >/dev/null &&
     "$prefix/bin/omx_memcpy" sh -c 'echo "$LD_PRELOAD"' | tee /dev/stderr |
-    grep -qx "$(realpath "$prefix/lib/libomx_memcpy.so")"
+    grep -x "$(realpath "$prefix/lib/libomx_memcpy.so")" >/dev/null
 } >"$log/copyd" 2>&1 || status=$?
 report "omx_copyd and omx_memcpy installed" "$status" "$log/copyd"
 
@@ -125,7 +125,7 @@ status=0
     # shellcheck disable=SC2086 # the flags are words
     $CC -Wall -Werror -o "$tmp/bin/native" "$tmp/native.c" $flags &&
     OMX_STATE_DIR="$tmp" timeout "$TEST_TIMEOUT" "$tmp/bin/native" | tee /dev/stderr |
-    grep -qx "omx_init: Success"
+    grep -x "omx_init: Success" >/dev/null
 } >"$log/native" 2>&1 || status=$?
 report "native API (open-mx.h): build and run" "$status" "$log/native"
 summary

@@ -326,7 +326,8 @@ for c in "${cases[@]}"; do
   run_case "$stack" "$pl" "$prog" "$log" || st=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   # threads.c says "threads: skipped (reason)" when MPI cannot run it
-  why=$(sed -n 's/^threads: skipped (\(.*\))$/\1/p' "$log" | head -n 1)
+  # (sed quits at the first: a `| head` could end it by SIGPIPE under pipefail)
+  why=$(sed -n '/^threads: skipped (.*)$/{s/^threads: skipped (\(.*\))$/\1/p;q}' "$log")
   if [ "$st" -eq 0 ] && [ -n "$why" ]; then
     skip "$c" "$why"
     continue

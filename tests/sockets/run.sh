@@ -79,7 +79,7 @@ interrupt() {
 # (each server end closed); non-zero if PID ends first or TEST_TIMEOUT passes.
 wait_unconnected() {
   local ns="$OMX_NS_PREFIX-h$1" deadline=$((SECONDS + TEST_TIMEOUT))
-  while ip netns exec "$ns" ss -Htn state connected "sport = :$2" | grep -q .; do
+  while ip netns exec "$ns" ss -Htn state connected "sport = :$2" | grep . >/dev/null; do
     kill -0 "$3" 2>/dev/null || return 1
     [ "$SECONDS" -lt "$deadline" ] || return 1
     sleep 0.05
@@ -626,7 +626,7 @@ if want faults; then
     orphan_omx faults-orphan close &&
     carried "$log/faults-stream.client" "$log/faults-many.client" "$log/faults-fork.client" &&
     grep -q "peer's process went back to TCP" "$log/faults-fork.client" &&
-    grep -h 'faults injected' "$log"/faults-* | grep -vq ': 0 dropped, 0 duplicated, 0 reordered'
+    grep -h 'faults injected' "$log"/faults-* | grep -v ': 0 dropped, 0 duplicated, 0 reordered' >/dev/null
   status=$?
   unset OMX_FAULTS OMX_SOCKETS_HELLO_WAIT_MS
   report faults $status "$log/faults-stream.client" "$log/faults-stream.server" \

@@ -140,7 +140,7 @@ status=0
     printf '\x5a' | dd of="$tmp/one.pcap" bs=1 seek=$((24 + 16 + 30)) conv=notrunc 2>/dev/null &&
     tshark_ -r "$tmp/one.pcap" -V | tee "$tmp/one.txt" | grep -E 'Checksum status: bad|Bad checksum' &&
     grep -q 'BAD CHECKSUM' "$tmp/one.txt" &&
-    "$bin/omx_dump" -r "$tmp/one.pcap" | tee /dev/stderr | grep -q 'malformed .*checksum mismatch'
+    "$bin/omx_dump" -r "$tmp/one.pcap" | tee /dev/stderr | grep 'malformed .*checksum mismatch' >/dev/null
 } >"$log/corrupted" 2>&1 || status=1
 report corrupted "$status" "$log/corrupted" "$log/tshark.err"
 
@@ -150,7 +150,7 @@ status=0
   n=$(tshark_ -r "$pcap" -Y 'omx.layout == "mx" && (omx.type == "medium" || omx.type == "pull")' | wc -l)
   echo "MX-layout medium and pull frames: $n"
   [ "$n" -gt 0 ] &&
-    "$bin/omx_dump" -r "$pcap" -t medium | grep -q 'len=5000 frag=0 flen=5000'
+    "$bin/omx_dump" -r "$pcap" -t medium | grep 'len=5000 frag=0 flen=5000' >/dev/null
 } >"$log/mx" 2>&1 || status=1
 report mx-layout "$status" "$log/mx"
 

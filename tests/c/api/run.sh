@@ -223,15 +223,15 @@ if want abi_compat; then
     cp "$libdir/libmyriexpress.so.0" "$tmp/sodir/"
     {
       # Only the soname is needed, and the versioned references were recorded.
-      readelf -d "$tmp/bin/abi_compat" | grep -q 'NEEDED.*\[libmyriexpress\.so\.0\]' ||
+      readelf -d "$tmp/bin/abi_compat" | grep 'NEEDED.*\[libmyriexpress\.so\.0\]' >/dev/null ||
         { echo "abi_compat does not need libmyriexpress.so.0"; st=1; }
-      if readelf -d "$tmp/bin/abi_compat" | grep -Eq 'RPATH|RUNPATH'; then
+      if readelf -d "$tmp/bin/abi_compat" | grep -E 'RPATH|RUNPATH' >/dev/null; then
         echo "abi_compat has an rpath"
         st=1
       fi
       "$here/symbols.sh" -r "$tmp/bin/abi_compat" || st=1
       # Without LD_LIBRARY_PATH the library is not found (unless installed).
-      if ! ldconfig -p 2>/dev/null | grep -q 'libmyriexpress\.so\.0' &&
+      if ! ldconfig -p 2>/dev/null | grep 'libmyriexpress\.so\.0' >/dev/null &&
         in_host 0 env -u LD_LIBRARY_PATH "$tmp/bin/abi_compat" >/dev/null 2>&1; then
         echo "abi_compat ran without the library on the search path"
         st=1
@@ -252,7 +252,7 @@ if want abi_static; then
     -lpthread -ldl -lm >"$tmp/log/abi_static" 2>&1 || st=$?
   if [ "$st" -eq 0 ]; then
     {
-      if readelf -d "$tmp/bin/abi_static" | grep -q 'NEEDED.*libmyriexpress'; then
+      if readelf -d "$tmp/bin/abi_static" | grep 'NEEDED.*libmyriexpress' >/dev/null; then
         echo "abi_static still needs libmyriexpress"
         st=1
       fi

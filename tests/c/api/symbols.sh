@@ -31,7 +31,7 @@ declare -A node=(
 if [ "${1:-}" = "-r" ]; then
   prog=$2
   table=$(objdump -T "$prog")
-  objdump -p "$prog" | grep -Eq 'NEEDED +libmyriexpress\.so\.0$' ||
+  objdump -p "$prog" | grep -E 'NEEDED +libmyriexpress\.so\.0$' >/dev/null ||
     bad "$prog does not need libmyriexpress.so.0"
   for s in "${!node[@]}"; do
     v=$(version_of "$table" "$s")
@@ -70,8 +70,8 @@ vd=$(objdump -p "$lib" | sed -n '/Version definitions:/,/^$/p')
 for v in MX_0.9 MX_0.91 MX_0.92; do
   grep -Eq "[[:space:]]$v\$" <<<"$vd" || bad "version node $v not defined"
 done
-grep -A1 -E '[[:space:]]MX_0\.92$' <<<"$vd" | grep -Eq 'MX_0\.91[[:space:]]*$' || bad "MX_0.92 does not inherit MX_0.91"
-grep -A1 -E '[[:space:]]MX_0\.91$' <<<"$vd" | grep -Eq 'MX_0\.9[[:space:]]*$' || bad "MX_0.91 does not inherit MX_0.9"
+grep -A1 -E '[[:space:]]MX_0\.92$' <<<"$vd" | grep -E 'MX_0\.91[[:space:]]*$' >/dev/null || bad "MX_0.92 does not inherit MX_0.91"
+grep -A1 -E '[[:space:]]MX_0\.91$' <<<"$vd" | grep -E 'MX_0\.9[[:space:]]*$' >/dev/null || bad "MX_0.91 does not inherit MX_0.9"
 
 # Every MX entry point of myriexpress.h, mx_extensions.h and mx_io.h is exported
 # (defined, in .text); the raw API (mx_raw.h) is checked for presence only
