@@ -250,18 +250,16 @@ impl Server {
         let st = fstat(fd.as_raw_fd())?;
         let fh = s.next_fh.fetch_add(1, Ordering::Relaxed);
         let key = (st.st_dev, st.st_ino);
-        s.files
-            .lock()
-            .insert(
-                fh,
-                Arc::new(OpenFile {
-                    fd,
-                    key,
-                    append,
-                    read_end: AtomicU64::new(0),
-                    advised_end: AtomicU64::new(0),
-                }),
-            );
+        s.files.lock().insert(
+            fh,
+            Arc::new(OpenFile {
+                fd,
+                key,
+                append,
+                read_end: AtomicU64::new(0),
+                advised_end: AtomicU64::new(0),
+            }),
+        );
         Ok((fh, crate::proto::Attr::from_stat(&st)))
     }
 
