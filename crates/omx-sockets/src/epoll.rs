@@ -291,14 +291,11 @@ pub unsafe fn ctl(epfd: i32, op: i32, fd: i32, ev: *mut epoll_event, conn: &Arc<
         return r;
     }
     let errno_after = errno();
-    if !map.contains_key(&epfd) {
-        if op == libc::EPOLL_CTL_DEL {
-            return r;
-        }
-        match new_set(epfd) {
-            Ok(s) => {
-                map.insert(epfd, s);
-            }
+    let set = match map.entry(epfd) {
+        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+        std::collections::hash_map::Entry::Vacant(_) if op == libc::EPOLL_CTL_DEL => return r,
+        std::collections::hash_map::Entry::Vacant(v) => match new_set(epfd) {
+            Ok(s) => v.insert(s),
             Err(e) => {
                 if op == libc::EPOLL_CTL_ADD {
                     crate::real::epoll_ctl(epfd, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut());
@@ -306,9 +303,8 @@ pub unsafe fn ctl(epfd: i32, op: i32, fd: i32, ev: *mut epoll_event, conn: &Arc<
                 set_errno(e);
                 return -1;
             }
-        }
-    }
-    let set = map.get_mut(&epfd).expect("inserted above");
+        },
+    };
     match (op, program, kernel) {
         (libc::EPOLL_CTL_ADD | libc::EPOLL_CTL_MOD, Some(p), Some(k)) => {
             let fresh = Member {
@@ -339,7 +335,8 @@ pub unsafe fn ctl(epfd: i32, op: i32, fd: i32, ev: *mut epoll_event, conn: &Arc<
             }
         }
     }
-    COUNT.store(map.len(), Ordering::Release);
+    let sets_now = map.len();
+    COUNT.store(sets_now, Ordering::Release);
     set_errno(errno_after);
     r
 }
