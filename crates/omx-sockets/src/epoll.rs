@@ -140,6 +140,21 @@ impl Set {
         Some(m)
     }
 
+    /// A waiter we cannot see starts looking (or a member joins while one may): the hub
+    /// rings if a member is ready in user space now, as the kernel's set would be
+    /// readable then.
+    fn ring_if_ready(&self) {
+        let ready = self.members.iter().any(|m| {
+            let Some(c) = m.conn.upgrade().filter(|_| !m.fired) else {
+                return false;
+            };
+            (m.events & INPUT != 0 && c.ready.counts().0 > 0) || (m.events & OUT != 0 && !m.kernel_out && c.writable())
+        });
+        if ready {
+            crate::fabric::signal(self.hub.fd);
+        }
+    }
+
     fn leave_all(&mut self) {
         for m in self.members.drain(..) {
             if let Some(c) = m.conn.upgrade() {
@@ -203,6 +218,7 @@ fn foreign_if_set(fd: i32) {
     }
     if let Some(set) = SETS.lock().as_ref().and_then(|m| m.get(&fd)) {
         set.hub.foreign.store(true, Ordering::SeqCst);
+        set.ring_if_ready();
     }
 }
 
@@ -334,6 +350,9 @@ pub unsafe fn ctl(epfd: i32, op: i32, fd: i32, ev: *mut epoll_event, conn: &Arc<
                 }
             }
         }
+    }
+    if set.hub.foreign.load(Ordering::SeqCst) && op != libc::EPOLL_CTL_DEL {
+        set.ring_if_ready();
     }
     let sets_now = map.len();
     COUNT.store(sets_now, Ordering::Release);
