@@ -148,7 +148,8 @@ impl Set {
             let Some(c) = m.conn.upgrade().filter(|_| !m.fired) else {
                 return false;
             };
-            (m.events & INPUT != 0 && c.ready.counts().0 > 0) || (m.events & OUT != 0 && !m.kernel_out && c.writable())
+            (m.events & INPUT != 0 && c.ready.counts().0 > 0)
+                || (m.events & OUT != 0 && !m.kernel_out && c.writable())
         });
         if ready {
             crate::fabric::signal(self.hub.fd);
