@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
@@ -1583,6 +1584,57 @@ static void t_epoll_watched(void)
     epoll_watched(1);
 }
 
+/* A thread waits in epoll_wait on a set holding a connection while this thread waits
+ * in a blocking MSG_PEEK on it (over omx it may take in the frame itself): the waiter
+ * wakes with the connection readable. Then a child
+ * forked with the set looks at it (nothing there for it) and exits, and the set still
+ * works in the parent. Over omx the set's hub is rung for another waiting thread, and a
+ * forked child inherits the set and its hub. */
+static volatile pid_t set_waiter_tid;
+static void *set_waiter(void *arg)
+{
+    int *ep = arg;
+    struct epoll_event e;
+    set_waiter_tid = gettid();
+    *ep = epoll_wait(*ep, &e, 1, -1) == 1 && (e.events & EPOLLIN);
+    return NULL;
+}
+
+static void t_epoll_threads_fork(void)
+{
+    const char *name = "epoll-threads-fork";
+    int s = dial(C_ECHO, 0), ep = epoll_create1(0), arg, status = -1;
+    struct epoll_event ev = {.events = EPOLLIN}, out[2];
+    pthread_t t;
+    pid_t child;
+    char c;
+    CHECK(name, s >= 0 && ep >= 0);
+    CHECK(name, write(s, "a", 1) == 1 && read(s, &c, 1) == 1 && c == 'a');
+    ev.data.fd = s;
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    arg = ep;
+    set_waiter_tid = 0;
+    CHECK(name, pthread_create(&t, NULL, set_waiter, &arg) == 0);
+    while (!set_waiter_tid)
+        sched_yield();
+    wait_blocked(set_waiter_tid);
+    CHECK(name, write(s, "b", 1) == 1 && recv(s, &c, 1, MSG_PEEK) == 1 && c == 'b');
+    CHECK(name, pthread_join(t, NULL) == 0 && arg == 1);
+    CHECK(name, read(s, &c, 1) == 1 && c == 'b');
+    child = fork();
+    CHECK(name, child >= 0);
+    if (child == 0)
+        _exit(epoll_wait(ep, out, 2, 0) == 0 ? 0 : 1);
+    CHECK(name, waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(name, epoll_wait(ep, out, 2, 0) == 0);
+    CHECK(name, write(s, "d", 1) == 1);
+    CHECK(name, epoll_wait(ep, out, 2, -1) == 1 && out[0].data.fd == s && read(s, &c, 1) == 1 && c == 'd');
+    CHECK(name, epoll_wait(ep, out, 2, 0) == 0);
+    close(ep);
+    close(s);
+    printf("ok %s\n", name);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "server"))
@@ -1628,6 +1680,7 @@ int main(int argc, char **argv)
     t_writev_nonblocking();
     t_epoll_many();
     t_epoll_watched();
+    t_epoll_threads_fork();
     int q = dial(C_QUIT, 0);
     close(q);
     printf("%d failed\n", failures);
