@@ -1635,6 +1635,44 @@ static void t_epoll_threads_fork(void)
     printf("ok %s\n", name);
 }
 
+/* A thread waits in epoll_wait on a set without any connection yet; this thread then
+ * puts a connection in it, and the data comes after (first round) or was there before
+ * (second round): the waiter wakes with it, as the kernel's does. Over omx the waiter
+ * sleeps in the kernel (the set had no carried member when it started), so the
+ * member's arrivals (or its joining, ready) ring the set's hub. */
+static void t_epoll_added_while_waiting(void)
+{
+    const char *name = "epoll-added-while-waiting";
+    int s = dial(C_ECHO, 0), arg;
+    struct epoll_event ev = {.events = EPOLLIN}, out[2];
+    pthread_t t;
+    char c;
+    CHECK(name, s >= 0);
+    CHECK(name, write(s, "a", 1) == 1 && read(s, &c, 1) == 1 && c == 'a');
+    for (int round = 0; round < 2; round++) {
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        CHECK(name, ep >= 0);
+        if (round == 1)
+            CHECK(name, write(s, "b", 1) == 1 && recv(s, &c, 1, MSG_PEEK) == 1 && c == 'b');
+        arg = ep;
+        set_waiter_tid = 0;
+        CHECK(name, pthread_create(&t, NULL, set_waiter, &arg) == 0);
+        while (!set_waiter_tid)
+            sched_yield();
+        wait_blocked(set_waiter_tid);
+        ev.data.fd = s;
+        CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+        if (round == 0)
+            CHECK(name, write(s, "b", 1) == 1);
+        CHECK(name, pthread_join(t, NULL) == 0 && arg == 1);
+        CHECK(name, epoll_wait(ep, out, 2, 0) == 1 && out[0].data.fd == s && read(s, &c, 1) == 1 && c == 'b');
+        CHECK(name, epoll_wait(ep, out, 2, 0) == 0);
+        close(ep);
+    }
+    close(s);
+    printf("ok %s\n", name);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "server"))
@@ -1681,6 +1719,7 @@ int main(int argc, char **argv)
     t_epoll_many();
     t_epoll_watched();
     t_epoll_threads_fork();
+    t_epoll_added_while_waiting();
     int q = dial(C_QUIT, 0);
     close(q);
     printf("%d failed\n", failures);

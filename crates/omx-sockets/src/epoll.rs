@@ -38,6 +38,8 @@ const INPUT: u32 = (libc::EPOLLIN | libc::EPOLLRDNORM) as u32;
 /// One epoll set's wake-up descriptor (see the module's comment).
 pub struct Hub {
     fd: i32,
+    /// The set's epoll descriptor.
+    epfd: i32,
     /// Threads of ours in `epoll_wait` on the set.
     waiters: AtomicU32,
     /// Someone we cannot see may wait on the set (it was polled or nested).
@@ -55,10 +57,46 @@ impl Hub {
     pub fn arrival(&self) {
         let me = self as *const Hub as usize;
         let mine = WAITING_ON.try_with(|w| w.get() == me).unwrap_or(false);
-        if self.foreign.load(Ordering::SeqCst) || self.waiters.load(Ordering::SeqCst) > mine as u32
+        if self.foreign.load(Ordering::SeqCst)
+            || self.waiters.load(Ordering::SeqCst) > mine as u32
+            || kernel_waiting(self.epfd)
         {
             crate::fabric::signal(self.fd);
         }
+    }
+}
+
+/// Threads in the kernel's `epoll_wait` on each epoll descriptor (below `BITS`; the
+/// others share `KERNEL_WAITERS_HIGH`): a set that gets a carried member while a
+/// thread sleeps there rings its hub for it.
+static KERNEL_WAITERS: [AtomicU32; BITS] = [const { AtomicU32::new(0) }; BITS];
+static KERNEL_WAITERS_HIGH: AtomicU32 = AtomicU32::new(0);
+
+fn kernel_waiters(epfd: i32) -> &'static AtomicU32 {
+    usize::try_from(epfd)
+        .ok()
+        .and_then(|i| KERNEL_WAITERS.get(i))
+        .unwrap_or(&KERNEL_WAITERS_HIGH)
+}
+
+fn kernel_waiting(epfd: i32) -> bool {
+    kernel_waiters(epfd).load(Ordering::SeqCst) > 0
+}
+
+/// A thread in the kernel's `epoll_wait` on `epfd`, counted from before it looks
+/// whether the set has carried members (so a member added meanwhile rings the hub).
+pub struct KernelWaiting(i32);
+
+impl KernelWaiting {
+    pub fn new(epfd: i32) -> KernelWaiting {
+        kernel_waiters(epfd).fetch_add(1, Ordering::SeqCst);
+        KernelWaiting(epfd)
+    }
+}
+
+impl Drop for KernelWaiting {
+    fn drop(&mut self) {
+        kernel_waiters(self.0).fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -177,8 +215,8 @@ static COUNT: AtomicUsize = AtomicUsize::new(0);
 const BITS: usize = 65536;
 /// Descriptors that are sets in `SETS` (a `poll` of one is a foreign waiter).
 static HUBBED: [AtomicU64; BITS / 64] = [const { AtomicU64::new(0) }; BITS / 64];
-/// Descriptors put in an epoll set by the program since they were opened (if one is
-/// an epoll set, its waiters are foreign).
+/// Descriptors polled, selected or put in an epoll set by the program since they were
+/// opened (if one is an epoll set, its waiters are foreign).
 static NESTED: [AtomicU64; BITS / 64] = [const { AtomicU64::new(0) }; BITS / 64];
 
 fn bit(map: &[AtomicU64], fd: i32, set: Option<bool>) -> bool {
@@ -203,10 +241,10 @@ pub fn added_elsewhere(fd: i32) {
 /// The program polls (or selects) `fds`: those that are sets with carried members
 /// have foreign waiters from now on.
 pub fn polled(fds: impl Iterator<Item = i32>) {
-    if COUNT.load(Ordering::Acquire) == 0 {
-        return;
-    }
     for fd in fds {
+        if !bit(&NESTED, fd, None) {
+            bit(&NESTED, fd, Some(true));
+        }
         foreign_if_set(fd);
     }
 }
@@ -244,6 +282,7 @@ fn new_set(epfd: i32) -> Result<Set, i32> {
     }
     let hub = Arc::new(Hub {
         fd,
+        epfd,
         waiters: AtomicU32::new(0),
         foreign: AtomicBool::new(bit(&NESTED, epfd, None)),
     });
@@ -352,7 +391,8 @@ pub unsafe fn ctl(epfd: i32, op: i32, fd: i32, ev: *mut epoll_event, conn: &Arc<
             }
         }
     }
-    if set.hub.foreign.load(Ordering::SeqCst) && op != libc::EPOLL_CTL_DEL {
+    if (set.hub.foreign.load(Ordering::SeqCst) || kernel_waiting(epfd)) && op != libc::EPOLL_CTL_DEL
+    {
         set.ring_if_ready();
     }
     let sets_now = map.len();
@@ -387,22 +427,21 @@ pub fn closed(fd: i32) {
     COUNT.store(map.len(), Ordering::Release);
 }
 
-/// The hub of `epfd` when it is a set that had carried members.
-pub fn hub_of(epfd: i32) -> Option<Arc<Hub>> {
-    if COUNT.load(Ordering::Acquire) == 0
-        || (epfd >= 0 && (epfd as usize) < BITS && !bit(&HUBBED, epfd, None))
-    {
-        return None;
-    }
-    SETS.lock().as_ref()?.get(&epfd).map(|s| s.hub.clone())
+/// True when `epfd` may be a set with a hub (its events may hold the hub's).
+pub fn hubbed(epfd: i32) -> bool {
+    COUNT.load(Ordering::Acquire) > 0 && bit(&HUBBED, epfd, None)
 }
 
-/// True when `epfd`'s set has carried members now.
-pub fn has_members(epfd: i32) -> bool {
+/// The hub of `epfd` when it is a set with carried members now.
+pub fn hub_with_members(epfd: i32) -> Option<Arc<Hub>> {
+    if !hubbed(epfd) {
+        return None;
+    }
     SETS.lock()
-        .as_ref()
-        .and_then(|m| m.get(&epfd))
-        .is_some_and(|s| !s.members.is_empty())
+        .as_ref()?
+        .get(&epfd)
+        .filter(|s| !s.members.is_empty())
+        .map(|s| s.hub.clone())
 }
 
 /// Takes the hub's events out of the first `n` (a ring, seen once: the hub is
@@ -616,6 +655,7 @@ impl Hub {
     pub fn for_test(fd: i32, foreign: bool) -> Arc<Hub> {
         Arc::new(Hub {
             fd,
+            epfd: -1,
             waiters: AtomicU32::new(0),
             foreign: AtomicBool::new(foreign),
         })

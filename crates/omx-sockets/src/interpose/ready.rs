@@ -309,14 +309,12 @@ pub unsafe extern "C" fn epoll_ctl(
     crate::epoll::ctl(epfd, op, fd, ev, &c)
 }
 
-/// `epoll_wait` of a set that had carried connections: the kernel's events (its hub's
-/// taken out) plus what the set's record says (`crate::epoll::add_ready`); the thread
-/// waits in the endpoint, the epoll descriptor beside it (in the kernel, on the epoll
-/// descriptor and the completion notifier, while it waits for room in a window: see
-/// `poll_carried`). Other threads' arrivals ring the set's hub while this one waits.
-unsafe fn epoll_wait_carried(
+/// `epoll_wait`/`epoll_pwait`: a set with carried members is answered by
+/// `epoll_wait_carried`, any other by the kernel (its hub's events taken out, if it has
+/// one: a ring while the thread slept there means a carried member joined and may be
+/// ready, so it looks again).
+unsafe fn epoll_wait_any(
     epfd: c_int,
-    hub: Arc<crate::epoll::Hub>,
     events: *mut epoll_event,
     max: c_int,
     timeout: c_int,
@@ -327,13 +325,45 @@ unsafe fn epoll_wait_carried(
     }
     let out = std::slice::from_raw_parts_mut(events, max as usize);
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    if !crate::epoll::has_members(epfd) {
-        return epoll_wait_hub_only(epfd, out, deadline, mask);
+    loop {
+        // Counted before the look, so a member added from now on rings the hub.
+        let kernel = crate::epoll::KernelWaiting::new(epfd);
+        if let Some(hub) = crate::epoll::hub_with_members(epfd) {
+            drop(kernel);
+            return epoll_wait_carried(epfd, hub, out, deadline, mask);
+        }
+        let ms = deadline.map_or(-1, |d| {
+            let left = d.saturating_duration_since(Instant::now());
+            left.as_micros().div_ceil(1000).min(c_int::MAX as u128) as c_int
+        });
+        let got = real::epoll_pwait(epfd, events, max, ms, mask);
+        drop(kernel);
+        if got <= 0 || !crate::epoll::hubbed(epfd) {
+            return got;
+        }
+        let n = crate::epoll::strip_hub(out, got as usize);
+        if n > 0 || ms == 0 {
+            return n as c_int;
+        }
     }
+}
+
+/// `epoll_wait` of a set with carried members: the kernel's events (its hub's taken
+/// out) plus what the set's record says (`crate::epoll::add_ready`); the thread waits
+/// in the endpoint, the epoll descriptor beside it (in the kernel, on the epoll
+/// descriptor and the completion notifier, while it waits for room in a window: see
+/// `poll_carried`). Other threads' arrivals ring the set's hub while this one waits.
+unsafe fn epoll_wait_carried(
+    epfd: c_int,
+    hub: Arc<crate::epoll::Hub>,
+    out: &mut [epoll_event],
+    deadline: Option<Instant>,
+    mask: *const libc::sigset_t,
+) -> c_int {
     let _waiting = crate::epoll::Waiting::new(hub);
     loop {
         let seen = crate::fabric::arrivals();
-        let got = real::epoll_pwait(epfd, events, max, 0, mask);
+        let got = real::epoll_pwait(epfd, out.as_mut_ptr(), out.len() as c_int, 0, mask);
         if got < 0 {
             return got;
         }
@@ -376,30 +406,6 @@ unsafe fn epoll_wait_carried(
     }
 }
 
-/// `epoll_wait` of a set whose carried members all left (its hub stays registered
-/// until the set closes): the kernel's wait, the hub's events taken out.
-unsafe fn epoll_wait_hub_only(
-    epfd: c_int,
-    out: &mut [epoll_event],
-    deadline: Option<Instant>,
-    mask: *const libc::sigset_t,
-) -> c_int {
-    loop {
-        let ms = deadline.map_or(-1, |d| {
-            let left = d.saturating_duration_since(Instant::now());
-            left.as_micros().div_ceil(1000).min(c_int::MAX as u128) as c_int
-        });
-        let got = real::epoll_pwait(epfd, out.as_mut_ptr(), out.len() as c_int, ms, mask);
-        if got <= 0 {
-            return got;
-        }
-        let n = crate::epoll::strip_hub(out, got as usize);
-        if n > 0 || ms == 0 {
-            return n as c_int;
-        }
-    }
-}
-
 /// # Safety
 /// As the C library's `epoll_wait`.
 #[no_mangle]
@@ -409,10 +415,7 @@ pub unsafe extern "C" fn epoll_wait(
     max: c_int,
     timeout: c_int,
 ) -> c_int {
-    if let Some(hub) = crate::epoll::hub_of(epfd) {
-        return epoll_wait_carried(epfd, hub, events, max, timeout, std::ptr::null());
-    }
-    real::epoll_wait(epfd, events, max, timeout)
+    epoll_wait_any(epfd, events, max, timeout, std::ptr::null())
 }
 
 /// # Safety
@@ -426,8 +429,5 @@ pub unsafe extern "C" fn epoll_pwait(
     timeout: c_int,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    if let Some(hub) = crate::epoll::hub_of(epfd) {
-        return epoll_wait_carried(epfd, hub, events, max, timeout, mask);
-    }
-    real::epoll_pwait(epfd, events, max, timeout, mask)
+    epoll_wait_any(epfd, events, max, timeout, mask)
 }
