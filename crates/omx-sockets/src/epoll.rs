@@ -47,16 +47,17 @@ pub struct Hub {
 }
 
 thread_local! {
-    /// The hub of the set the calling thread is in `epoll_wait` on (its address; 0:
-    /// none): its own arrivals need not ring it.
-    static WAITING_ON: Cell<usize> = const { Cell::new(0) };
+    /// The hub of the set the calling thread is in `epoll_wait` on (its address and
+    /// the set's descriptor; 0 and -1: none): its own arrivals need not ring it, and
+    /// its own sleep's `poll` of the set is no foreign look.
+    static WAITING_ON: Cell<(usize, i32)> = const { Cell::new((0, -1)) };
 }
 
 impl Hub {
     /// A message for a member arrived: rings the hub if someone else may sleep on it.
     pub fn arrival(&self) {
         let me = self as *const Hub as usize;
-        let mine = WAITING_ON.try_with(|w| w.get() == me).unwrap_or(false);
+        let mine = WAITING_ON.try_with(|w| w.get().0 == me).unwrap_or(false);
         if self.foreign.load(Ordering::SeqCst)
             || self.waiters.load(Ordering::SeqCst) > mine as u32
             || kernel_waiting(self.epfd)
@@ -103,14 +104,16 @@ impl Drop for KernelWaiting {
 /// A waiter on a hub for the time of one `epoll_wait` (see `Hub::arrival`).
 pub struct Waiting {
     hub: Arc<Hub>,
-    before: usize,
+    before: (usize, i32),
 }
 
 impl Waiting {
     pub fn new(hub: Arc<Hub>) -> Waiting {
         hub.waiters.fetch_add(1, Ordering::SeqCst);
         let me = Arc::as_ptr(&hub) as usize;
-        let before = WAITING_ON.try_with(|w| w.replace(me)).unwrap_or(0);
+        let before = WAITING_ON
+            .try_with(|w| w.replace((me, hub.epfd)))
+            .unwrap_or((0, -1));
         Waiting { hub, before }
     }
 }
@@ -241,7 +244,10 @@ pub fn added_elsewhere(fd: i32) {
 /// The program polls (or selects) `fds`: those that are sets with carried members
 /// have foreign waiters from now on.
 pub fn polled(fds: impl Iterator<Item = i32>) {
-    for fd in fds {
+    // The wait of this thread's own `epoll_wait` on a set polls the set (the runtime's
+    // sleep calls `poll`, which is ours): not a foreign waiter.
+    let own = WAITING_ON.try_with(|w| w.get().1).unwrap_or(-1);
+    for fd in fds.filter(|&fd| fd != own) {
         if !bit(&NESTED, fd, None) {
             bit(&NESTED, fd, Some(true));
         }
