@@ -11,9 +11,10 @@
 //! A set with carried members has one wake-up descriptor, its hub: an eventfd
 //! registered once in the set (edge-triggered, with `HUB_DATA`, taken out of the events
 //! returned). An arrival rings the hubs of its connection's sets only when someone may
-//! be asleep in the kernel on a set: another thread of ours waiting on it, or a waiter
-//! we cannot see (the epoll descriptor was polled, selected or nested in another epoll
-//! set: from then on every arrival rings). The thread waiting on the set that takes the
+//! be asleep in the kernel on a set: another thread of ours waiting on it, a thread in
+//! the kernel's `epoll_wait` on it (started before the set had a carried member), or a
+//! waiter we cannot see (the epoll descriptor was polled, selected or nested in another
+//! epoll set: from then on every arrival rings). The thread waiting on the set that takes the
 //! frame in itself sees the count in memory and rings nothing. So an `epoll_ctl` on a
 //! carried member costs one kernel `epoll_ctl` (none for a level-triggered `MOD` that
 //! changes nothing the kernel holds), and a message no eventfd system call.
