@@ -675,6 +675,17 @@ mod tests {
         r.add();
         assert_eq!(held(foreign.fd()), 1);
         r.unwatch_epoll(&foreign);
+        // A thread in the kernel's epoll_wait on the set (the test hub's descriptor is
+        // -1, counted with the large ones): rung while it is there only.
+        let kernel = Hub::for_test(eventfd(), false);
+        r.watch_epoll(&kernel);
+        {
+            let _k = crate::epoll::KernelWaiting::new(-1);
+            r.add();
+        }
+        r.add();
+        assert_eq!(held(kernel.fd()), 1);
+        r.unwatch_epoll(&kernel);
     }
 
     #[test]
