@@ -27,10 +27,15 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_LOWAT, C_HELLO_FIRST, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_LOWAT, C_HELLO_FIRST, C_MANY, C_QUIT };
+
+/* Connections of epoll-many (each end's set holds them all). */
+#define MANY 50
+#define MANY_ROUNDS 40
 
 /* Bytes each end of both-shut-first writes before it shuts down and reads. */
 #define BOTH_SHUT (256 << 10)
@@ -178,6 +183,34 @@ static void serve(int c, int kind)
             read(c1, buf, 1);
             close(c1);
         }
+        break;
+    }
+    case C_MANY: {
+        /* Accepts MANY more connections (no kind byte) and echoes them all from one
+         * level-triggered epoll set until each ends, then says "d" on this one (see
+         * t_epoll_many). */
+        int ep = epoll_create1(EPOLL_CLOEXEC), left = MANY;
+        struct epoll_event ev = {.events = EPOLLIN}, got[16];
+        for (int i = 0; i < MANY; i++) {
+            int m = accept(listener, NULL, NULL);
+            ev.data.fd = m;
+            if (m < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, m, &ev) != 0)
+                left--;
+        }
+        while (left > 0) {
+            int n = epoll_wait(ep, got, 16, -1);
+            for (int i = 0; i < n; i++) {
+                int m = got[i].data.fd;
+                r = read(m, buf, sizeof buf);
+                if (r > 0 && write_full(m, buf, (size_t)r) == 0)
+                    continue;
+                epoll_ctl(ep, EPOLL_CTL_DEL, m, NULL);
+                close(m);
+                left--;
+            }
+        }
+        close(ep);
+        write_full(c, "d", 1);
         break;
     }
     case C_WAITALL:
@@ -1394,6 +1427,252 @@ static void t_connect_again(void)
     printf("ok %s\n", name);
 }
 
+
+/* MANY connections in one epoll set, each taken out and put back around every request
+ * and reply as redis's event loop does (ADD for writing, DEL, ADD for reading, MOD
+ * for writing again), level- or edge-triggered: every reply comes whole and right,
+ * and no event names a connection that is not in the set. Over omx each member was
+ * two kernel registrations and its readiness an eventfd; now one registration, its
+ * readiness counted in memory. (The 20 s wait only ends a run that lost a reply.) */
+static void epoll_many(int edge)
+{
+    const char *name = edge ? "epoll-many-edge" : "epoll-many-level";
+    int k = dial(C_MANY, 0), s[MANY], state[MANY], rounds[MANY], have[MANY], ep = epoll_create1(EPOLL_CLOEXEC);
+    int done = 0;
+    uint32_t want[MANY][4], got[MANY][4];
+    struct epoll_event ev, out[64];
+    char c = 0;
+    CHECK(name, k >= 0 && ep >= 0);
+    for (int i = 0; i < MANY; i++) {
+        s[i] = dial(0, SOCK_NONBLOCK);
+        CHECK(name, s[i] >= 0);
+        ev.events = EPOLLOUT;
+        ev.data.u64 = (uint64_t)i;
+        CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s[i], &ev) == 0);
+        state[i] = 0; /* 0: in the set for writing, 1: for reading, 2: out */
+        rounds[i] = have[i] = 0;
+    }
+    while (done < MANY) {
+        int n = epoll_wait(ep, out, 64, 20000);
+        CHECK(name, n > 0); /* a lost reply */
+        for (int e = 0; e < n; e++) {
+            uint64_t i = out[e].data.u64;
+            CHECK(name, i < MANY && state[i] != 2); /* an event for a member not in the set */
+            if (state[i] == 0) {
+                CHECK(name, out[e].events & EPOLLOUT);
+                for (int w = 0; w < 4; w++)
+                    want[i][w] = (uint32_t)(i * 1000003u + rounds[i] * 7u + w);
+                CHECK(name, write(s[i], want[i], sizeof want[i]) == sizeof want[i]);
+                CHECK(name, epoll_ctl(ep, EPOLL_CTL_DEL, s[i], NULL) == 0);
+                ev.events = EPOLLIN | (edge ? EPOLLET : 0);
+                ev.data.u64 = i;
+                CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s[i], &ev) == 0);
+                state[i] = 1;
+                continue;
+            }
+            CHECK(name, out[e].events & EPOLLIN);
+            for (;;) {
+                ssize_t r = read(s[i], (char *)got[i] + have[i], sizeof got[i] - (size_t)have[i]);
+                if (r < 0 && errno == EAGAIN)
+                    break;
+                CHECK(name, r > 0);
+                have[i] += (int)r;
+                if (have[i] == (int)sizeof got[i])
+                    break;
+            }
+            if (have[i] < (int)sizeof got[i])
+                continue; /* the rest comes with the next event */
+            CHECK(name, !memcmp(got[i], want[i], sizeof want[i]));
+            have[i] = 0;
+            if (++rounds[i] == MANY_ROUNDS) {
+                CHECK(name, epoll_ctl(ep, EPOLL_CTL_DEL, s[i], NULL) == 0);
+                state[i] = 2;
+                done++;
+                continue;
+            }
+            /* Readable and writable asked for, then writable only (redis's MODs). */
+            ev.events = EPOLLIN | EPOLLOUT | (edge ? EPOLLET : 0);
+            ev.data.u64 = i;
+            CHECK(name, epoll_ctl(ep, EPOLL_CTL_MOD, s[i], &ev) == 0);
+            ev.events = EPOLLOUT | (edge ? EPOLLET : 0);
+            CHECK(name, epoll_ctl(ep, EPOLL_CTL_MOD, s[i], &ev) == 0);
+            state[i] = 0;
+        }
+    }
+    CHECK(name, epoll_wait(ep, out, 64, 0) == 0);
+    for (int i = 0; i < MANY; i++)
+        close(s[i]);
+    CHECK(name, read(k, &c, 1) == 1 && c == 'd');
+    close(k);
+    close(ep);
+    printf("ok %s\n", name);
+}
+
+static void t_epoll_many(void)
+{
+    epoll_many(0);
+    epoll_many(1);
+}
+
+/* An epoll set with a connection in it, watched from outside: another thread polls the
+ * epoll descriptor, or waits on another set that holds it. It becomes readable when the
+ * connection gets data (the first round: the watcher is blocked before the data comes)
+ * or at once when the data came first (the second round, a fresh set), as the
+ * kernel's does. Over omx an arrival rings the set's wake-up descriptor only when
+ * someone may sleep on the set. */
+static int outer_ep;
+static volatile pid_t watcher_tid;
+static void *epoll_watcher(void *arg)
+{
+    int *ep = arg;
+    struct pollfd p = {.fd = *ep, .events = POLLIN};
+    struct epoll_event e;
+    watcher_tid = gettid();
+    if (outer_ep >= 0)
+        *ep = epoll_wait(outer_ep, &e, 1, -1) == 1 && (e.events & EPOLLIN) && e.data.fd == *ep;
+    else
+        *ep = poll(&p, 1, -1) == 1 && p.revents == POLLIN;
+    return NULL;
+}
+
+static void epoll_watched(int nested)
+{
+    const char *name = nested ? "epoll-nested-readable" : "epoll-polled-readable";
+    int s = dial(C_ECHO, 0), arg;
+    struct epoll_event ev = {.events = EPOLLIN}, out[2];
+    pthread_t t;
+    char c;
+    CHECK(name, s >= 0);
+    /* Once written and read: over omx the connection is carried both ways then. */
+    CHECK(name, write(s, "a", 1) == 1 && read(s, &c, 1) == 1 && c == 'a');
+    for (int round = 0; round < 2; round++) {
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        CHECK(name, ep >= 0);
+        outer_ep = -1;
+        if (nested) {
+            struct epoll_event o = {.events = EPOLLIN, .data.fd = ep};
+            outer_ep = epoll_create1(EPOLL_CLOEXEC);
+            CHECK(name, outer_ep >= 0 && epoll_ctl(outer_ep, EPOLL_CTL_ADD, ep, &o) == 0);
+        }
+        if (round == 1) /* the echo is there before the set holds the connection */
+            CHECK(name, write(s, "b", 1) == 1 && recv(s, &c, 1, MSG_PEEK) == 1 && c == 'b');
+        ev.data.fd = s;
+        CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+        arg = ep;
+        watcher_tid = 0;
+        CHECK(name, pthread_create(&t, NULL, epoll_watcher, &arg) == 0);
+        if (round == 0) {
+            while (!watcher_tid)
+                sched_yield();
+            wait_blocked(watcher_tid);
+            CHECK(name, write(s, "b", 1) == 1);
+        }
+        CHECK(name, pthread_join(t, NULL) == 0 && arg == 1);
+        CHECK(name, epoll_wait(ep, out, 2, 0) == 1 && out[0].data.fd == s && read(s, &c, 1) == 1 && c == 'b');
+        CHECK(name, epoll_wait(ep, out, 2, 0) == 0);
+        if (nested)
+            close(outer_ep);
+        close(ep);
+    }
+    close(s);
+    printf("ok %s\n", name);
+}
+
+static void t_epoll_watched(void)
+{
+    epoll_watched(0);
+    epoll_watched(1);
+}
+
+/* A thread waits in epoll_wait on a set holding a connection while this thread waits
+ * in a blocking MSG_PEEK on it (over omx it may take in the frame itself): the waiter
+ * wakes with the connection readable. Then a child
+ * forked with the set looks at it (nothing there for it) and exits, and the set still
+ * works in the parent. Over omx the set's hub is rung for another waiting thread, and a
+ * forked child inherits the set and its hub. */
+static volatile pid_t set_waiter_tid;
+static void *set_waiter(void *arg)
+{
+    int *ep = arg;
+    struct epoll_event e;
+    set_waiter_tid = gettid();
+    *ep = epoll_wait(*ep, &e, 1, -1) == 1 && (e.events & EPOLLIN);
+    return NULL;
+}
+
+static void t_epoll_threads_fork(void)
+{
+    const char *name = "epoll-threads-fork";
+    int s = dial(C_ECHO, 0), ep = epoll_create1(0), arg, status = -1;
+    struct epoll_event ev = {.events = EPOLLIN}, out[2];
+    pthread_t t;
+    pid_t child;
+    char c;
+    CHECK(name, s >= 0 && ep >= 0);
+    CHECK(name, write(s, "a", 1) == 1 && read(s, &c, 1) == 1 && c == 'a');
+    ev.data.fd = s;
+    CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    arg = ep;
+    set_waiter_tid = 0;
+    CHECK(name, pthread_create(&t, NULL, set_waiter, &arg) == 0);
+    while (!set_waiter_tid)
+        sched_yield();
+    wait_blocked(set_waiter_tid);
+    CHECK(name, write(s, "b", 1) == 1 && recv(s, &c, 1, MSG_PEEK) == 1 && c == 'b');
+    CHECK(name, pthread_join(t, NULL) == 0 && arg == 1);
+    CHECK(name, read(s, &c, 1) == 1 && c == 'b');
+    child = fork();
+    CHECK(name, child >= 0);
+    if (child == 0)
+        _exit(epoll_wait(ep, out, 2, 0) == 0 ? 0 : 1);
+    CHECK(name, waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(name, epoll_wait(ep, out, 2, 0) == 0);
+    CHECK(name, write(s, "d", 1) == 1);
+    CHECK(name, epoll_wait(ep, out, 2, -1) == 1 && out[0].data.fd == s && read(s, &c, 1) == 1 && c == 'd');
+    CHECK(name, epoll_wait(ep, out, 2, 0) == 0);
+    close(ep);
+    close(s);
+    printf("ok %s\n", name);
+}
+
+/* A thread waits in epoll_wait on a set without any connection yet; this thread then
+ * puts a connection in it, and the data comes after (first round) or was there before
+ * (second round): the waiter wakes with it, as the kernel's does. Over omx the waiter
+ * sleeps in the kernel (the set had no carried member when it started), so the
+ * member's arrivals (or its joining, ready) ring the set's hub. */
+static void t_epoll_added_while_waiting(void)
+{
+    const char *name = "epoll-added-while-waiting";
+    int s = dial(C_ECHO, 0), arg;
+    struct epoll_event ev = {.events = EPOLLIN}, out[2];
+    pthread_t t;
+    char c;
+    CHECK(name, s >= 0);
+    CHECK(name, write(s, "a", 1) == 1 && read(s, &c, 1) == 1 && c == 'a');
+    for (int round = 0; round < 2; round++) {
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        CHECK(name, ep >= 0);
+        if (round == 1)
+            CHECK(name, write(s, "b", 1) == 1 && recv(s, &c, 1, MSG_PEEK) == 1 && c == 'b');
+        arg = ep;
+        set_waiter_tid = 0;
+        CHECK(name, pthread_create(&t, NULL, set_waiter, &arg) == 0);
+        while (!set_waiter_tid)
+            sched_yield();
+        wait_blocked(set_waiter_tid);
+        ev.data.fd = s;
+        CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+        if (round == 0)
+            CHECK(name, write(s, "b", 1) == 1);
+        CHECK(name, pthread_join(t, NULL) == 0 && arg == 1);
+        CHECK(name, epoll_wait(ep, out, 2, 0) == 1 && out[0].data.fd == s && read(s, &c, 1) == 1 && c == 'b');
+        CHECK(name, epoll_wait(ep, out, 2, 0) == 0);
+        close(ep);
+    }
+    close(s);
+    printf("ok %s\n", name);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "server"))
@@ -1437,6 +1716,10 @@ int main(int argc, char **argv)
     t_connect_errors();
     t_connect_again();
     t_writev_nonblocking();
+    t_epoll_many();
+    t_epoll_watched();
+    t_epoll_threads_fork();
+    t_epoll_added_while_waiting();
     int q = dial(C_QUIT, 0);
     close(q);
     printf("%d failed\n", failures);

@@ -338,20 +338,16 @@ fn yielding_spin(
 
 /// What a connection has for a read (messages arrived and not taken, plus one while a
 /// taken message has bytes left), and its readiness descriptor: a semaphore eventfd
-/// that `poll`/`select` watch beside the socket and `epoll` sets hold in its place.
-/// The descriptor holds the count only while someone may look at it (a member of an
-/// epoll set, a `poll`/`select` under way, a read blocked on the connection): a
-/// ping-pong whose reader takes each message itself then makes no system call for it
-/// (the descriptor's write at each arrival and read at each take were two per
-/// message). The descriptor never counts more than `pending`. While a member of an
-/// epoll set it counts `pending` exactly (an edge-triggered set reports each arrival, as
-/// TCP's does each segment); while only `poll`/`select` calls and blocked reads look
-/// (level-triggered: readable or not), it holds 1 while `pending` is above 0, rung on
+/// that `poll`/`select` and blocked reads watch beside the socket. The descriptor holds
+/// the count only while someone may look at it (a `poll`/`select` under way, a read
+/// blocked on the connection): it then holds 1 while `pending` is above 0, rung on
 /// the edge from nothing to something and read back on the edge to nothing, so a
 /// stream whose reader selects before every read (iperf3) makes no system call for the
-/// messages between (it was a write at each `select` and a read at each take). Both
-/// except a thread's own arrivals while it watches (it takes the frame itself and
-/// looks at `pending` before it waits again).
+/// messages between (it was a write at each `select` and a read at each take), except
+/// a thread's own arrivals while it watches (it takes the frame itself and looks at
+/// `pending` before it waits again). Epoll sets do not use the descriptor: they look
+/// at `pending` and `arrivals` in memory, and an arrival rings the hub of each set
+/// the connection is in when someone may sleep on it (`crate::epoll`).
 pub struct Readiness {
     pub evfd: i32,
     id: u32,
@@ -366,21 +362,19 @@ struct ReadyState {
     pending: u64,
     /// What the eventfd holds (never more than `pending`).
     in_fd: u64,
-    /// Epoll set memberships plus `poll`/`select` calls and blocked reads under way.
+    /// Messages counted so far (edge-triggered epoll reports each).
+    arrivals: u64,
+    /// `poll`/`select` calls and blocked reads under way.
     watchers: u32,
-    /// Epoll set memberships (the descriptor then holds the exact count).
-    epolls: u32,
+    /// Hubs of the epoll sets the connection is in (one per membership).
+    hubs: Vec<Arc<crate::epoll::Hub>>,
 }
 
 impl ReadyState {
-    /// What the eventfd should hold for its watchers: the count for epoll sets, else 1
-    /// while there is anything (level-triggered looks only).
+    /// What the eventfd should hold for its watchers: 1 while there is anything
+    /// (level-triggered looks only).
     fn target(&self) -> u64 {
-        if self.epolls > 0 {
-            self.pending
-        } else {
-            self.pending.min(1)
-        }
+        self.pending.min(1)
     }
 }
 
@@ -408,6 +402,10 @@ impl Readiness {
         }
         let mut st = self.state.lock();
         st.pending += 1;
+        st.arrivals += 1;
+        for hub in &st.hubs {
+            hub.arrival();
+        }
         // Only a sole watcher may be this thread (after the thread's locals are gone,
         // at exit, it rings as if another looked).
         let ring = match st.watchers {
@@ -443,6 +441,15 @@ impl Readiness {
         !in_forked_child() && self.state.lock().pending > 0
     }
 
+    /// (`pending`, arrivals so far) for an epoll set's look; nothing in a forked child.
+    pub fn counts(&self) -> (u64, u64) {
+        if in_forked_child() {
+            return (0, 0);
+        }
+        let st = self.state.lock();
+        (st.pending, st.arrivals)
+    }
+
     /// The peer's program closed its socket (its `CLOSED` came).
     pub fn peer_closed(&self) -> bool {
         self.peer_closed.load(Ordering::Relaxed)
@@ -451,21 +458,11 @@ impl Readiness {
     /// A `poll`/`select` or a blocked read may look at the eventfd from now on: it is
     /// readable if there is anything.
     pub fn watch(&self) {
-        self.watch_as(false);
-    }
-
-    /// An epoll set holds the eventfd from now on: it gets the whole count.
-    pub fn watch_epoll(&self) {
-        self.watch_as(true);
-    }
-
-    fn watch_as(&self, epoll: bool) {
         if in_forked_child() {
             return;
         }
         let mut st = self.state.lock();
         st.watchers += 1;
-        st.epolls += epoll as u32;
         let target = st.target();
         if st.in_fd < target {
             let more = target - st.in_fd;
@@ -476,22 +473,29 @@ impl Readiness {
     }
 
     pub fn unwatch(&self) {
-        self.unwatch_as(false);
-    }
-
-    /// An epoll set no longer holds the eventfd.
-    pub fn unwatch_epoll(&self) {
-        self.unwatch_as(true);
-    }
-
-    fn unwatch_as(&self, epoll: bool) {
         if in_forked_child() {
             return;
         }
         let mut st = self.state.lock();
         st.watchers = st.watchers.saturating_sub(1);
-        if epoll {
-            st.epolls = st.epolls.saturating_sub(1);
+    }
+
+    /// The connection joined the epoll set of `hub`: arrivals ring it when needed.
+    pub fn watch_epoll(&self, hub: &Arc<crate::epoll::Hub>) {
+        if in_forked_child() {
+            return;
+        }
+        self.state.lock().hubs.push(hub.clone());
+    }
+
+    /// The connection left the epoll set of `hub`.
+    pub fn unwatch_epoll(&self, hub: &Arc<crate::epoll::Hub>) {
+        if in_forked_child() {
+            return;
+        }
+        let mut st = self.state.lock();
+        if let Some(i) = st.hubs.iter().position(|h| Arc::ptr_eq(h, hub)) {
+            st.hubs.swap_remove(i);
         }
     }
 }
@@ -613,27 +617,77 @@ mod tests {
     }
 
     #[test]
-    fn the_eventfd_holds_the_count_while_in_an_epoll_set_and_never_more() {
+    fn an_epoll_set_looks_at_the_count_and_its_hub_rings_only_for_another_waiter() {
+        use crate::epoll::{Hub, Waiting};
         let r = Readiness::new(0x7e57_0001, eventfd());
+        let hub = Hub::for_test(eventfd(), false);
+        r.watch_epoll(&hub);
         r.add();
         r.add();
-        assert!(r.pending());
-        assert_eq!(held(r.evfd), 0, "nobody watches: no system call");
-        r.watch_epoll();
-        assert_eq!(held(r.evfd), 2, "an epoll set starts with the whole count");
+        assert_eq!(r.counts(), (2, 2));
+        assert_eq!(held(r.evfd), 0, "an epoll set does not use the eventfd");
+        assert_eq!(held(hub.fd()), 0, "nobody waits on the set: no system call");
+        {
+            let _w = Waiting::new(hub.clone());
+            r.add();
+            assert_eq!(
+                held(hub.fd()),
+                0,
+                "the waiting thread takes its own arrival"
+            );
+            std::thread::scope(|s| {
+                s.spawn(|| r.add());
+            });
+            assert_eq!(
+                held(hub.fd()),
+                1,
+                "another thread's arrival rings the waiter"
+            );
+        }
+        // Another thread waits on the set while this one takes a frame in.
+        let (waiting, done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _w = Waiting::new(hub.clone());
+                waiting.wait();
+                done.wait();
+            });
+            waiting.wait();
+            r.add();
+            done.wait();
+        });
+        assert_eq!(held(hub.fd()), 2);
         r.take();
-        assert_eq!(held(r.evfd), 1);
+        assert_eq!(
+            r.counts(),
+            (4, 5),
+            "a take leaves the arrivals as they were"
+        );
+        r.unwatch_epoll(&hub);
+        {
+            let _w = Waiting::new(hub.clone());
+            std::thread::scope(|s| {
+                s.spawn(|| r.add());
+            });
+        }
+        assert_eq!(held(hub.fd()), 2, "out of the set: not rung");
+        // A waiter we cannot see (the set was polled or nested): every arrival rings.
+        let foreign = Hub::for_test(eventfd(), true);
+        r.watch_epoll(&foreign);
         r.add();
-        assert_eq!(held(r.evfd), 2, "an arrival rings for the epoll set");
-        r.unwatch_epoll();
-        r.take();
-        assert_eq!(held(r.evfd), 1, "never more than the count");
+        assert_eq!(held(foreign.fd()), 1);
+        r.unwatch_epoll(&foreign);
+        // A thread in the kernel's epoll_wait on the set (the test hub's descriptor is
+        // -1, counted with the large ones): rung while it is there only.
+        let kernel = Hub::for_test(eventfd(), false);
+        r.watch_epoll(&kernel);
+        {
+            let _k = crate::epoll::KernelWaiting::new(-1);
+            r.add();
+        }
         r.add();
-        assert_eq!(held(r.evfd), 1, "unwatched: not rung");
-        r.take();
-        r.take();
-        assert!(!r.pending());
-        assert_eq!(held(r.evfd), 0);
+        assert_eq!(held(kernel.fd()), 1);
+        r.unwatch_epoll(&kernel);
     }
 
     #[test]
@@ -659,13 +713,7 @@ mod tests {
         r.unwatch();
         r.add();
         assert_eq!(held(r.evfd), 1, "unwatched: not rung");
-        // An epoll set joining gets the whole count, as it would have from the start.
-        r.watch_epoll();
-        assert_eq!(held(r.evfd), 2);
-        r.add();
-        assert_eq!(held(r.evfd), 3);
-        r.unwatch_epoll();
-        for left in [2, 1, 0] {
+        for left in [1, 0] {
             r.take();
             assert_eq!(held(r.evfd), left, "never more than the count");
         }
@@ -680,14 +728,14 @@ mod tests {
             assert_eq!(held(r.evfd), 0, "the watching thread looks at the count");
         });
         assert!(r.pending());
-        // An epoll set (or another thread) watches too: it must see the message.
-        r.watch_epoll();
+        // Another thread watches too: it must see the message.
+        r.watch();
         assert_eq!(held(r.evfd), 1);
         watching(&[&r], || r.add());
-        assert_eq!(held(r.evfd), 2);
+        assert_eq!(held(r.evfd), 1);
         r.take();
         r.take();
-        r.unwatch_epoll();
+        r.unwatch();
         assert_eq!(held(r.evfd), 0);
         // Another thread's arrival rings for this thread's wait.
         watching(&[&r], || {

@@ -570,6 +570,8 @@ fn duplicated(fd: c_int, to: c_int) {
     if to < 0 || to == fd {
         return;
     }
+    // What `to` named before is closed (an epoll set, a member of sets).
+    crate::epoll::closed(to);
     if let Some(c) = fds::detach(to) {
         c.release();
     }

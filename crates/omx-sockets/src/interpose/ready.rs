@@ -18,6 +18,8 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
         return real::poll(fds, n, timeout);
     }
     let set = std::slice::from_raw_parts_mut(fds, n as usize);
+    // An epoll set polled has a waiter its hub must ring for.
+    crate::epoll::polled(set.iter().map(|p| p.fd));
     let carried: Vec<(usize, Arc<stream::Conn>)> = set
         .iter()
         .enumerate()
@@ -177,6 +179,13 @@ pub unsafe extern "C" fn ppoll(
     ts: *const libc::timespec,
     mask: *const libc::sigset_t,
 ) -> c_int {
+    if !fds.is_null() {
+        crate::epoll::polled(
+            std::slice::from_raw_parts(fds, n as usize)
+                .iter()
+                .map(|p| p.fd),
+        );
+    }
     let any_carried = !fds.is_null()
         && std::slice::from_raw_parts(fds, n as usize)
             .iter()
@@ -228,6 +237,7 @@ pub unsafe extern "C" fn select(
 ) -> c_int {
     let isset = |s: *mut fd_set, fd: c_int| !s.is_null() && libc::FD_ISSET(fd, s);
     let watched = |fd: c_int| isset(r, fd) || isset(w, fd);
+    crate::epoll::polled((0..n.clamp(0, libc::FD_SETSIZE as c_int)).filter(|&fd| watched(fd)));
     if !(0..n.clamp(0, libc::FD_SETSIZE as c_int)).any(|fd| watched(fd) && lookup(fd).is_some()) {
         return real::select(n, r, w, e, t);
     }
@@ -280,9 +290,9 @@ pub unsafe extern "C" fn select(
 }
 
 /// # Safety
-/// As the C library's `epoll_ctl`: a carried connection's readiness descriptor follows
-/// it into the epoll set with the same data; `EPOLLOUT` is room in its window once it
-/// writes on omx (`crate::epoll`).
+/// As the C library's `epoll_ctl`: a carried connection's socket is registered as the
+/// program asks (without `EPOLLOUT` once it writes on omx), and the set's record in
+/// `crate::epoll` says what the kernel cannot know.
 #[no_mangle]
 pub unsafe extern "C" fn epoll_ctl(
     epfd: c_int,
@@ -291,37 +301,19 @@ pub unsafe extern "C" fn epoll_ctl(
     ev: *mut epoll_event,
 ) -> c_int {
     let Some(c) = lookup(fd) else {
+        if op == libc::EPOLL_CTL_ADD {
+            crate::epoll::added_elsewhere(fd);
+        }
         return real::epoll_ctl(epfd, op, fd, ev);
     };
-    let mut kernel = (!ev.is_null()).then(|| *ev);
-    let kernel_out = !c.writes_on_omx();
-    if let Some(k) = kernel.as_mut().filter(|_| !kernel_out) {
-        k.events &= !(libc::EPOLLOUT as u32);
-    }
-    let kernel_ptr = kernel
-        .as_mut()
-        .map_or(std::ptr::null_mut(), |k| k as *mut epoll_event);
-    let r = real::epoll_ctl(epfd, op, fd, kernel_ptr);
-    if r == 0 {
-        let errno = *libc::__errno_location();
-        if op == libc::EPOLL_CTL_DEL || ev.is_null() {
-            real::epoll_ctl(epfd, libc::EPOLL_CTL_DEL, c.evfd, std::ptr::null_mut());
-        } else {
-            let mut mirror = *ev;
-            mirror.events &= !(libc::EPOLLOUT as u32);
-            real::epoll_ctl(epfd, op, c.evfd, &mut mirror);
-        }
-        crate::epoll::changed(epfd, op, fd, ev.as_ref(), &c, kernel_out);
-        set_errno(errno);
-    }
-    r
+    crate::epoll::ctl(epfd, op, fd, ev, &c)
 }
 
-/// `epoll_wait` of a set with carried connections: the kernel's events plus room in
-/// their windows; the thread waits in the endpoint, the epoll descriptor beside it (in
-/// the kernel, on the epoll descriptor and the completion notifier, while it waits for
-/// room in a window: see `poll_carried`).
-unsafe fn epoll_wait_carried(
+/// `epoll_wait`/`epoll_pwait`: a set with carried members is answered by
+/// `epoll_wait_carried`, any other by the kernel (its hub's events taken out, if it has
+/// one: a ring while the thread slept there means a carried member joined and may be
+/// ready, so it looks again).
+unsafe fn epoll_wait_any(
     epfd: c_int,
     events: *mut epoll_event,
     max: c_int,
@@ -334,29 +326,58 @@ unsafe fn epoll_wait_carried(
     let out = std::slice::from_raw_parts_mut(events, max as usize);
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
     loop {
+        // Counted before the look, so a member added from now on rings the hub.
+        let kernel = crate::epoll::KernelWaiting::new(epfd);
+        if let Some(hub) = crate::epoll::hub_with_members(epfd) {
+            drop(kernel);
+            return epoll_wait_carried(epfd, hub, out, deadline, mask);
+        }
+        let ms = deadline.map_or(-1, |d| {
+            let left = d.saturating_duration_since(Instant::now());
+            left.as_micros().div_ceil(1000).min(c_int::MAX as u128) as c_int
+        });
+        let got = real::epoll_pwait(epfd, events, max, ms, mask);
+        drop(kernel);
+        if got <= 0 || !crate::epoll::hubbed(epfd) {
+            return got;
+        }
+        let n = crate::epoll::strip_hub(out, got as usize);
+        if n > 0 || ms == 0 {
+            return n as c_int;
+        }
+    }
+}
+
+/// `epoll_wait` of a set with carried members: the kernel's events (its hub's taken
+/// out) plus what the set's record says (`crate::epoll::add_ready`); the thread waits
+/// in the endpoint, the epoll descriptor beside it (in the kernel, on the epoll
+/// descriptor and the completion notifier, while it waits for room in a window: see
+/// `poll_carried`). Other threads' arrivals ring the set's hub while this one waits.
+unsafe fn epoll_wait_carried(
+    epfd: c_int,
+    hub: Arc<crate::epoll::Hub>,
+    out: &mut [epoll_event],
+    deadline: Option<Instant>,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    let _waiting = crate::epoll::Waiting::new(hub);
+    loop {
         let seen = crate::fabric::arrivals();
-        let got = real::epoll_pwait(epfd, events, max, 0, mask);
+        let got = real::epoll_pwait(epfd, out.as_mut_ptr(), out.len() as c_int, 0, mask);
         if got < 0 {
             return got;
         }
-        let (n, full, short) = crate::epoll::add_writable(epfd, out, got as usize);
+        let got = crate::epoll::strip_hub(out, got as usize);
+        let (n, full) = crate::epoll::add_ready(epfd, out, got);
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if n > 0 || left.is_some_and(|l| l.is_zero()) {
             return n as c_int;
         }
-        // A level-triggered member readable with fewer bytes than its `SO_RCVLOWAT`
-        // keeps the set readable: the wait then leaves the set out and looks again
-        // every `LOWAT_LOOK` (messages this thread takes in still wake it at once).
         let mut watch = vec![pollfd {
-            fd: if short { -1 } else { epfd },
+            fd: epfd,
             events: libc::POLLIN,
             revents: 0,
         }];
-        let left = if short {
-            Some(left.map_or(LOWAT_LOOK, |l| l.min(LOWAT_LOOK)))
-        } else {
-            left
-        };
         // A full window gains room at a send's completion (see `poll`).
         let waits_for_room = full.is_some();
         let notify = full.and_then(|c| c.completion_notifier());
@@ -394,10 +415,7 @@ pub unsafe extern "C" fn epoll_wait(
     max: c_int,
     timeout: c_int,
 ) -> c_int {
-    if crate::epoll::has_carried(epfd) {
-        return epoll_wait_carried(epfd, events, max, timeout, std::ptr::null());
-    }
-    real::epoll_wait(epfd, events, max, timeout)
+    epoll_wait_any(epfd, events, max, timeout, std::ptr::null())
 }
 
 /// # Safety
@@ -411,8 +429,5 @@ pub unsafe extern "C" fn epoll_pwait(
     timeout: c_int,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    if crate::epoll::has_carried(epfd) {
-        return epoll_wait_carried(epfd, events, max, timeout, mask);
-    }
-    real::epoll_pwait(epfd, events, max, timeout, mask)
+    epoll_wait_any(epfd, events, max, timeout, mask)
 }
