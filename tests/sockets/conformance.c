@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_LOWAT, C_HELLO_FIRST, C_MANY, C_URGENT, C_URGENT_IN, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_LOWAT, C_HELLO_FIRST, C_MANY, C_URGENT, C_URGENT_IN, C_URGENT_BOTH, C_QUIT };
 
 /* Connections of epoll-many (each end's set holds them all). */
 #define MANY 50
@@ -251,6 +251,16 @@ static void serve(int c, int kind)
         const char *why = write_full(c, "pre", 3) ? "write" : read_urgent(c, 0);
         if (why)
             fprintf(stderr, "urgent-data-to-server: %s (errno %d)\n", why, errno);
+        if (write_full(c, why ? "n" : "y", 1) == 0)
+            urgent_exchange_server(c);
+        read(c, buf, 1);
+        break;
+    }
+    case C_URGENT_BOTH: {
+        /* Urgent data first, then the client's, sent before it read any of ours. */
+        const char *why = read_full(c, buf, 1) || send_urgent(c) ? "write" : read_urgent(c, 0);
+        if (why)
+            fprintf(stderr, "urgent-data-both-ends: %s (errno %d)\n", why, errno);
         if (write_full(c, why ? "n" : "y", 1) == 0)
             urgent_exchange_server(c);
         read(c, buf, 1);
@@ -1210,6 +1220,33 @@ static void urgent_from_server(int oob_inline)
     printf("ok %s\n", name);
 }
 
+/* The server sends urgent data; once it is there (POLLPRI), the client sends its own
+ * before it reads anything (over omx the server left omx first: the client follows it
+ * to TCP); each end then reads the other's as TCP gives it. */
+static void t_urgent_both(void)
+{
+    const char *name = "urgent-data-both-ends";
+    int s = dial(C_URGENT_BOTH, 0);
+    char v = 0;
+    CHECK(name, s >= 0);
+    CHECK(name, write_full(s, "g", 1) == 0);
+    struct pollfd p = {.fd = s, .events = POLLPRI};
+    CHECK(name, poll(&p, 1, 20000) == 1 && (p.revents & POLLPRI));
+    CHECK(name, send_urgent(s) == 0);
+    const char *why = read_urgent(s, 0);
+    if (!why && (read_full(s, &v, 1) || v != 'y'))
+        why = "the server did not read the client's urgent data as TCP gives it";
+    if (!why)
+        why = urgent_exchange_client(s);
+    if (why) {
+        fail(name, why);
+        close(s);
+        return;
+    }
+    close(s);
+    printf("ok %s\n", name);
+}
+
 static void t_urgent(void)
 {
     urgent_from_server(0);
@@ -1910,6 +1947,7 @@ int main(int argc, char **argv)
     t_epoll_threads_fork();
     t_epoll_added_while_waiting();
     t_urgent();
+    t_urgent_both();
     int q = dial(C_QUIT, 0);
     close(q);
     printf("%d failed\n", failures);

@@ -188,6 +188,15 @@ impl Conn {
             // Plain TCP already.
             return Ok(());
         }
+        // The peer left omx first (its `MAGIC` is here): follow it (our writes go on
+        // TCP from now on, the urgent one among them) rather than write ours, which
+        // its reads, on the kernel socket already, would take for data. (A reader of
+        // ours at work follows it itself.)
+        if let Some(mut rx) = self.rx.try_lock() {
+            if matches!(rx.mode, RxMode::Omx) && self.peer_left_omx() {
+                self.fall_back(&mut rx)?;
+            }
+        }
         match self.tx.lock().mode {
             TxMode::FellBack => return Ok(()),
             TxMode::Broken => return Err(super::os_err(libc::EPIPE)),
