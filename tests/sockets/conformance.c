@@ -162,6 +162,17 @@ static int send_urgent(int fd)
                : -1;
 }
 
+/* POLLPRI on s within 20 s. SIGURG may interrupt the wait (the kernel sends it
+ * when the urgent pointer arrives): poll again then. */
+static int pollpri(int s)
+{
+    struct pollfd p = {.fd = s, .events = POLLPRI};
+    int r;
+    while ((r = poll(&p, 1, 20000)) < 0 && errno == EINTR)
+        ;
+    return r == 1 && (p.revents & POLLPRI);
+}
+
 /* The reader's side of send_urgent, as TCP gives it: POLLPRI, the exception set and
  * EPOLLPRI before the urgent byte is read; without SO_OOBINLINE, a read before the
  * mark stops at it (SIOCATMARK true there), the byte comes with recv(MSG_OOB) only
@@ -173,18 +184,22 @@ static const char *read_urgent(int s, int oob_inline)
     /* Each read has room for all 11 bytes: a read before the mark must stop at it. */
     size_t got = 0, want = 11;
     long mark_at = -1;
-    struct pollfd p = {.fd = s, .events = POLLPRI};
-    if (poll(&p, 1, 20000) != 1 || !(p.revents & POLLPRI))
+    if (!pollpri(s))
         return "no POLLPRI";
     fd_set ex;
     FD_ZERO(&ex);
     FD_SET(s, &ex);
     struct timeval tv = {0, 0};
-    if (select(s + 1, NULL, NULL, &ex, &tv) != 1 || !FD_ISSET(s, &ex))
+    int n;
+    while ((n = select(s + 1, NULL, NULL, &ex, &tv)) < 0 && errno == EINTR)
+        ;
+    if (n != 1 || !FD_ISSET(s, &ex))
         return "not in select's exception set";
     int ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLPRI, .data.fd = s}, out = {0};
-    int n = ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) ? -1 : epoll_wait(ep, &out, 1, 0);
+    n = ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) ? -1 : epoll_wait(ep, &out, 1, 0);
+    while (n < 0 && ep >= 0 && errno == EINTR)
+        n = epoll_wait(ep, &out, 1, 0);
     if (ep >= 0)
         close(ep);
     if (n != 1 || !(out.events & EPOLLPRI))
@@ -1191,7 +1206,7 @@ static void urgent_from_server(int oob_inline)
     const char *name = oob_inline ? "urgent-data-inline" : "urgent-data";
     int s = dial(C_URGENT, 0), one = 1;
     const char *why;
-    struct sigaction sa = {.sa_handler = on_sigurg}, old;
+    struct sigaction sa = {.sa_handler = on_sigurg, .sa_flags = SA_RESTART}, old;
     CHECK(name, s >= 0);
     CHECK(name, !oob_inline || setsockopt(s, SOL_SOCKET, SO_OOBINLINE, &one, sizeof one) == 0);
     CHECK(name, sigaction(SIGURG, &sa, &old) == 0);
@@ -1230,8 +1245,7 @@ static void t_urgent_both(void)
     char v = 0;
     CHECK(name, s >= 0);
     CHECK(name, write_full(s, "g", 1) == 0);
-    struct pollfd p = {.fd = s, .events = POLLPRI};
-    CHECK(name, poll(&p, 1, 20000) == 1 && (p.revents & POLLPRI));
+    CHECK(name, pollpri(s));
     CHECK(name, send_urgent(s) == 0);
     const char *why = read_urgent(s, 0);
     if (!why && (read_full(s, &v, 1) || v != 'y'))
