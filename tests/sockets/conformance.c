@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 enum { C_ECHO = 1, C_PEEK, C_WAITALL, C_HALF_CLOSE, C_CLOSE_DELIVERS, C_EPIPE, C_SILENT,
-       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_LOWAT, C_HELLO_FIRST, C_MANY, C_QUIT };
+       C_READ_COUNT, C_SINK, C_LARGE_WRITES, C_BOTH_SHUT, C_UNREAD, C_BOTH_WRITE, C_CLOSER, C_PEEK_SPAN, C_PIECES, C_RESTART, C_LOWAT, C_HELLO_FIRST, C_MANY, C_URGENT, C_URGENT_IN, C_URGENT_BOTH, C_QUIT };
 
 /* Connections of epoll-many (each end's set holds them all). */
 #define MANY 50
@@ -118,6 +118,130 @@ static uint64_t drain(int fd, uint64_t *sum)
 
 static int listener;
 
+/* Bytes each way after the urgent byte (see urgent_exchange). */
+#define URGENT_AFTER (1 << 20)
+
+/* After the urgent byte: the client writes URGENT_AFTER bytes, the server checks them,
+ * answers 'y' (or 'n'), then writes URGENT_AFTER bytes the client checks. */
+static int urgent_exchange_server(int c)
+{
+    unsigned char *big = malloc(URGENT_AFTER);
+    int ok = read_full(c, big, URGENT_AFTER) == 0;
+    for (size_t i = 0; ok && i < URGENT_AFTER; i++)
+        ok = big[i] == pattern(i);
+    for (size_t i = 0; i < URGENT_AFTER; i++)
+        big[i] = pattern(i + 1);
+    int r = write_full(c, ok ? "y" : "n", 1) == 0 && write_full(c, big, URGENT_AFTER) == 0 ? 0 : -1;
+    free(big);
+    return r;
+}
+
+static const char *urgent_exchange_client(int s)
+{
+    unsigned char *big = malloc(URGENT_AFTER);
+    const char *why = NULL;
+    char v = 0;
+    for (size_t i = 0; i < URGENT_AFTER; i++)
+        big[i] = pattern(i);
+    if (write_full(s, big, URGENT_AFTER) || read_full(s, &v, 1) || v != 'y')
+        why = "the server did not get the client's MiB after the urgent byte";
+    else if (read_full(s, big, URGENT_AFTER))
+        why = "the server's MiB after the urgent byte did not come";
+    for (size_t i = 0; !why && i < URGENT_AFTER; i++)
+        if (big[i] != pattern(i + 1))
+            why = "the server's MiB after the urgent byte differs";
+    free(big);
+    return why;
+}
+
+/* "hello", "U" sent with MSG_OOB, "world". */
+static int send_urgent(int fd)
+{
+    return write_full(fd, "hello", 5) == 0 && send(fd, "U", 1, MSG_OOB) == 1 && write_full(fd, "world", 5) == 0
+               ? 0
+               : -1;
+}
+
+/* POLLPRI on s within 20 s. SIGURG may interrupt the wait (the kernel sends it
+ * when the urgent pointer arrives): poll again then. */
+static int pollpri(int s)
+{
+    struct pollfd p = {.fd = s, .events = POLLPRI};
+    int r;
+    while ((r = poll(&p, 1, 20000)) < 0 && errno == EINTR)
+        ;
+    return r == 1 && (p.revents & POLLPRI);
+}
+
+/* The reader's side of send_urgent, as TCP gives it: POLLPRI, the exception set and
+ * EPOLLPRI before the urgent byte is read; without SO_OOBINLINE, a read before the
+ * mark stops at it (SIOCATMARK true there), the byte comes with recv(MSG_OOB) only
+ * (once; EINVAL then), the stream is "helloworld"; with it, the stream is
+ * "helloUworld", the mark at 5, and recv(MSG_OOB) is EINVAL. NULL, or what differed. */
+static const char *read_urgent(int s, int oob_inline)
+{
+    char in[16] = {0}, u = 0;
+    /* Each read has room for all 11 bytes: a read before the mark must stop at it. */
+    size_t got = 0, want = 11;
+    long mark_at = -1;
+    if (!pollpri(s))
+        return "no POLLPRI";
+    fd_set ex;
+    FD_ZERO(&ex);
+    FD_SET(s, &ex);
+    struct timeval tv = {0, 0};
+    int n;
+    while ((n = select(s + 1, NULL, NULL, &ex, &tv)) < 0 && errno == EINTR)
+        ;
+    if (n != 1 || !FD_ISSET(s, &ex))
+        return "not in select's exception set";
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLPRI, .data.fd = s}, out = {0};
+    n = ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) ? -1 : epoll_wait(ep, &out, 1, 0);
+    while (n < 0 && ep >= 0 && errno == EINTR)
+        n = epoll_wait(ep, &out, 1, 0);
+    if (ep >= 0)
+        close(ep);
+    if (n != 1 || !(out.events & EPOLLPRI))
+        return "no EPOLLPRI";
+    for (;;) {
+        int mark = 0;
+        if (ioctl(s, SIOCATMARK, &mark) != 0)
+            return "SIOCATMARK failed";
+        if (mark) {
+            if (mark_at >= 0)
+                return "SIOCATMARK true twice";
+            mark_at = (long)got;
+        }
+        if ((mark && !oob_inline) || got == want)
+            break;
+        ssize_t r = read(s, in + got, want - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return "a read before the end failed";
+        got += (size_t)r;
+    }
+    if (mark_at != 5)
+        return "SIOCATMARK not true at 5 (once)";
+    if (oob_inline) {
+        if (memcmp(in, "helloUworld", 11))
+            return "the stream is not helloUworld";
+        if (recv(s, &u, 1, MSG_OOB) != -1 || errno != EINVAL)
+            return "recv(MSG_OOB) with SO_OOBINLINE is not EINVAL";
+        return NULL;
+    }
+    if (got != 5 || memcmp(in, "hello", 5))
+        return "the bytes before the mark are not hello";
+    if (recv(s, &u, 1, MSG_OOB) != 1 || u != 'U')
+        return "recv(MSG_OOB) did not give U";
+    if (recv(s, &u, 1, MSG_OOB) != -1 || errno != EINVAL)
+        return "a second recv(MSG_OOB) is not EINVAL";
+    if (read_full(s, in, 5) || memcmp(in, "world", 5))
+        return "the bytes after the mark are not world";
+    return NULL;
+}
+
 static void serve(int c, int kind)
 {
     static unsigned char buf[1 << 16];
@@ -129,6 +253,34 @@ static void serve(int c, int kind)
             if (write_full(c, buf, (size_t)r))
                 break;
         break;
+    case C_URGENT:
+        /* After the client's go (its options are set): send_urgent, then the MiBs. */
+        if (read_full(c, buf, 1) == 0 && send_urgent(c) == 0)
+            urgent_exchange_server(c);
+        read(c, buf, 1); /* until the client is done */
+        break;
+    case C_URGENT_IN: {
+        /* "pre", which the client reads only after its urgent byte (over omx, what it
+         * holds goes back to be sent again on TCP); then its urgent data, read as TCP
+         * gives it; 'y' or 'n'; the MiBs. */
+        const char *why = write_full(c, "pre", 3) ? "write" : read_urgent(c, 0);
+        if (why)
+            fprintf(stderr, "urgent-data-to-server: %s (errno %d)\n", why, errno);
+        if (write_full(c, why ? "n" : "y", 1) == 0)
+            urgent_exchange_server(c);
+        read(c, buf, 1);
+        break;
+    }
+    case C_URGENT_BOTH: {
+        /* Urgent data first, then the client's, sent before it read any of ours. */
+        const char *why = read_full(c, buf, 1) || send_urgent(c) ? "write" : read_urgent(c, 0);
+        if (why)
+            fprintf(stderr, "urgent-data-both-ends: %s (errno %d)\n", why, errno);
+        if (write_full(c, why ? "n" : "y", 1) == 0)
+            urgent_exchange_server(c);
+        read(c, buf, 1);
+        break;
+    }
     case C_PEEK:
         write_full(c, "hello", 5);
         read(c, buf, 1); /* until the client is done */
@@ -1044,6 +1196,94 @@ static void *duplex_read(void *arg)
     return NULL;
 }
 
+static volatile sig_atomic_t sigurgs;
+static void on_sigurg(int sig) { (void)sig; sigurgs++; }
+
+/* The server sends "hello", an urgent "U", "world" (read_urgent's checks), SIGURG
+ * reaches the socket's owner, then a MiB each way. */
+static void urgent_from_server(int oob_inline)
+{
+    const char *name = oob_inline ? "urgent-data-inline" : "urgent-data";
+    int s = dial(C_URGENT, 0), one = 1;
+    const char *why;
+    struct sigaction sa = {.sa_handler = on_sigurg, .sa_flags = SA_RESTART}, old;
+    CHECK(name, s >= 0);
+    CHECK(name, !oob_inline || setsockopt(s, SOL_SOCKET, SO_OOBINLINE, &one, sizeof one) == 0);
+    CHECK(name, sigaction(SIGURG, &sa, &old) == 0);
+    sigurgs = 0;
+    CHECK(name, fcntl(s, F_SETOWN, getpid()) == 0 && fcntl(s, F_GETOWN) == getpid());
+    CHECK(name, write_full(s, "g", 1) == 0);
+    why = read_urgent(s, oob_inline);
+    if (why) {
+        fail(name, why);
+        close(s);
+        return;
+    }
+    /* SIGURG was sent when the urgent pointer came (before POLLPRI): wait for the
+     * handler, 20 s at most. */
+    for (int i = 0; i < 2000 && sigurgs == 0; i++)
+        poll(NULL, 0, 10);
+    sigaction(SIGURG, &old, NULL);
+    CHECK(name, sigurgs > 0);
+    why = urgent_exchange_client(s);
+    if (why) {
+        fail(name, why);
+        close(s);
+        return;
+    }
+    close(s);
+    printf("ok %s\n", name);
+}
+
+/* The server sends urgent data; once it is there (POLLPRI), the client sends its own
+ * before it reads anything (over omx the server left omx first: the client follows it
+ * to TCP); each end then reads the other's as TCP gives it. */
+static void t_urgent_both(void)
+{
+    const char *name = "urgent-data-both-ends";
+    int s = dial(C_URGENT_BOTH, 0);
+    char v = 0;
+    CHECK(name, s >= 0);
+    CHECK(name, write_full(s, "g", 1) == 0);
+    CHECK(name, pollpri(s));
+    CHECK(name, send_urgent(s) == 0);
+    const char *why = read_urgent(s, 0);
+    if (!why && (read_full(s, &v, 1) || v != 'y'))
+        why = "the server did not read the client's urgent data as TCP gives it";
+    if (!why)
+        why = urgent_exchange_client(s);
+    if (why) {
+        fail(name, why);
+        close(s);
+        return;
+    }
+    close(s);
+    printf("ok %s\n", name);
+}
+
+static void t_urgent(void)
+{
+    urgent_from_server(0);
+    urgent_from_server(1);
+    const char *name = "urgent-data-to-server";
+    int s = dial(C_URGENT_IN, 0);
+    char v = 0, pre[3];
+    CHECK(name, s >= 0);
+    struct pollfd p = {.fd = s, .events = POLLIN};
+    CHECK(name, poll(&p, 1, 20000) == 1 && (p.revents & POLLIN));
+    CHECK(name, send_urgent(s) == 0);
+    CHECK(name, read_full(s, pre, 3) == 0 && !memcmp(pre, "pre", 3));
+    CHECK(name, read_full(s, &v, 1) == 0 && v == 'y');
+    const char *why = urgent_exchange_client(s);
+    if (why) {
+        fail(name, why);
+        close(s);
+        return;
+    }
+    close(s);
+    printf("ok %s\n", name);
+}
+
 static void t_full_duplex(void)
 {
     const char *name = "full-duplex-threads";
@@ -1720,6 +1960,8 @@ int main(int argc, char **argv)
     t_epoll_watched();
     t_epoll_threads_fork();
     t_epoll_added_while_waiting();
+    t_urgent();
+    t_urgent_both();
     int q = dial(C_QUIT, 0);
     close(q);
     printf("%d failed\n", failures);

@@ -321,10 +321,31 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
     }
 }
 
+/// Urgent data (`MSG_OOB`) is TCP's: a carried connection goes back to kernel TCP
+/// before a send with it (`Conn::leave_for_urgent`), and the call then finds the
+/// descriptor plain. False (errno set, nothing sent) when it cannot. Reads with
+/// `MSG_OOB` go to the kernel socket as they are: the urgent byte is never in the
+/// stream a carried connection holds.
+fn urgent_on_tcp(fd: c_int, flags: c_int) -> bool {
+    if flags & libc::MSG_OOB == 0 {
+        return true;
+    }
+    match lookup(fd).map(|c| c.leave_for_urgent()) {
+        Some(Err(e)) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            false
+        }
+        _ => true,
+    }
+}
+
 /// # Safety
 /// As the C library's `recv`.
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    if flags & libc::MSG_OOB != 0 {
+        return real::recv(fd, buf, n, flags);
+    }
     match lookup(fd) {
         Some(c) => out_slice(buf, n).map_or_else(fault, |b| ret(c.recv(b, flags))),
         None => real::recv(fd, buf, n, flags),
@@ -348,6 +369,9 @@ pub unsafe extern "C" fn __recv_chk(
 /// As the C library's `send`.
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    if !urgent_on_tcp(fd, flags) {
+        return -1;
+    }
     match lookup(fd) {
         Some(c) => in_slice(buf, n).map_or_else(fault, |b| send_on(&c, b, flags)),
         None => real::send(fd, buf, n, flags),
@@ -365,6 +389,9 @@ pub unsafe extern "C" fn recvfrom(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> ssize_t {
+    if flags & libc::MSG_OOB != 0 {
+        return real::recvfrom(fd, buf, n, flags, addr, len);
+    }
     match lookup(fd) {
         Some(c) => {
             // As the kernel's TCP: a connected stream names no source (length 0).
@@ -403,6 +430,9 @@ pub unsafe extern "C" fn sendto(
     addr: *const sockaddr,
     len: socklen_t,
 ) -> ssize_t {
+    if !urgent_on_tcp(fd, flags) {
+        return -1;
+    }
     match lookup(fd) {
         Some(c) => in_slice(buf, n).map_or_else(fault, |b| send_on(&c, b, flags)),
         None => real::sendto(fd, buf, n, flags, addr, len),
@@ -514,6 +544,9 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
 /// As the C library's `recvmsg` (no ancillary data on a carried stream).
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    if flags & libc::MSG_OOB != 0 {
+        return real::recvmsg(fd, msg, flags);
+    }
     match lookup(fd) {
         Some(c) => {
             let m = &mut *msg;
@@ -530,6 +563,9 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 /// As the C library's `sendmsg`.
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    if !urgent_on_tcp(fd, flags) {
+        return -1;
+    }
     match lookup(fd) {
         Some(c) => send_gathered(&c, (*msg).msg_iov, iov_count((*msg).msg_iovlen), flags),
         None => real::sendmsg(fd, msg, flags),
@@ -670,6 +706,9 @@ pub unsafe extern "C" fn setsockopt(
     r
 }
 
+/// `SIOCATMARK` (asm-generic/sockios.h; the libc crate does not name it).
+const SIOCATMARK: libc::c_ulong = 0x8905;
+
 /// # Safety
 /// As the C library's `ioctl` (variadic in C, one word argument): `FIONREAD` on a
 /// carried connection counts what waits on omx.
@@ -679,6 +718,16 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: libc::c_ulong, arg: libc::c_u
         if let Some(c) = lookup(fd) {
             *(arg as *mut c_int) = c.readable_bytes().min(c_int::MAX as usize) as c_int;
             return 0;
+        }
+    }
+    // Not at the urgent mark while bytes that came over omx, which precede it, are
+    // unread; otherwise the kernel's answer.
+    if request == SIOCATMARK && arg != 0 {
+        if let Some(c) = lookup(fd) {
+            if c.omx_bytes_unread() {
+                *(arg as *mut c_int) = 0;
+                return 0;
+            }
         }
     }
     let r = real::ioctl(fd, request, arg);

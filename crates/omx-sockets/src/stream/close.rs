@@ -166,7 +166,7 @@ pub fn flush_all() {
         return;
     }
     let deadline = Instant::now() + EXIT_LINGER;
-    let mut sent_back = false;
+    let mut sent_back = handover::finish_urgent(deadline);
     for c in fds::all() {
         if c.maybe_shared() && handover::start_take_back(&c) {
             c.send_back(Some(deadline));

@@ -134,7 +134,7 @@ pub(super) fn start_take_back(conn: &Conn) -> bool {
 pub fn before_exec() {
     let forked = fabric::in_forked_child();
     let deadline = Instant::now() + HAND_BACK_WAIT;
-    let mut sent_back = false;
+    let mut sent_back = finish_urgent(deadline);
     for conn in fds::inherited_by_exec() {
         if forked {
             let _ = leave_in_child(&conn);
@@ -155,6 +155,97 @@ pub fn before_exec() {
 pub(super) fn linger() {
     if let Some(fab) = fabric::fabric() {
         fab.ep.linger();
+    }
+}
+
+/// Connections this process took back to TCP for urgent data (`Conn::leave_for_urgent`)
+/// whose peer has not asked yet (`FALLBACK`) for what they hold.
+static URGENT: Mutex<Vec<Arc<Conn>>> = Mutex::new(Vec::new());
+
+/// Before the endpoint goes (exit, exec): the connections taken back for urgent data
+/// send back what they hold once their peers ask, up to `deadline`. True when any did.
+pub(super) fn finish_urgent(deadline: Instant) -> bool {
+    let left: Vec<Arc<Conn>> = std::mem::take(&mut *URGENT.lock());
+    for c in &left {
+        c.send_back(Some(deadline));
+    }
+    !left.is_empty()
+}
+
+impl Conn {
+    /// Before `send(MSG_OOB)` (or `sendto`, `sendmsg`): urgent data is TCP's alone, so
+    /// the connection goes back to kernel TCP for good, as for a forked child that uses
+    /// it (`leave_in_child`): `MAGIC` on the kernel socket, then every descriptor of it
+    /// is plain, and the caller makes its call on the kernel socket at once (the urgent
+    /// byte follows `MAGIC`; the peer reads our omx writes before both). What we hold of
+    /// the peer's bytes goes back when it asks (`on_fallback_request`), without
+    /// blocking this call: a peer that only waits for `POLLPRI` still gets it.
+    /// An error (nothing sent) when the connection cannot leave omx exactly.
+    pub fn leave_for_urgent(self: &Arc<Self>) -> Result<()> {
+        self.check_owner()?;
+        self.await_hello_before_first_write();
+        if !self.settle_client(false)? || self.fell_back.load(Ordering::Acquire) {
+            // Plain TCP already.
+            return Ok(());
+        }
+        // The peer left omx first (its `MAGIC` is here): follow it (our writes go on
+        // TCP from now on, the urgent one among them) rather than write ours, which
+        // its reads, on the kernel socket already, would take for data. (A reader of
+        // ours at work follows it itself.)
+        if let Some(mut rx) = self.rx.try_lock() {
+            if matches!(rx.mode, RxMode::Omx) && self.peer_left_omx() {
+                self.fall_back(&mut rx)?;
+            }
+        }
+        match self.tx.lock().mode {
+            TxMode::FellBack => return Ok(()),
+            TxMode::Broken => return Err(super::os_err(libc::EPIPE)),
+            // A client whose server's hello has not come yet: its bytes are counted
+            // on TCP, and an urgent byte would be missing from the count where the
+            // server does not read inline. Rare (the first write waited for the hello).
+            TxMode::Tcp { .. } => return Err(super::os_err(libc::EAGAIN)),
+            TxMode::Omx { .. } => {}
+        }
+        if !start_take_back(self) {
+            if !claims::is_claimed(self.id) {
+                // Not settled (the peer is handing its side back): try again.
+                return Err(super::os_err(libc::EAGAIN));
+            }
+            // Another process of ours (a forked child) took it back: our bytes on
+            // the kernel socket follow its `MAGIC`.
+            claims::wait_marked(self.id);
+        }
+        URGENT.lock().push(self.clone());
+        self.fell_back.store(true, Ordering::Release);
+        // A reader of ours blocked on omx goes to the kernel socket.
+        self.ready.add();
+        fds::forget(self);
+        if fabric::verbose() {
+            eprintln!(
+                "omx_sockets: conn {:#x} back on TCP for urgent data",
+                self.id
+            );
+        }
+        Ok(())
+    }
+
+    /// For `ioctl(SIOCATMARK)`: bytes that came over omx are still unread (the mark,
+    /// in the kernel's stream, lies behind them). Takes the peer's `MAGIC` and the end
+    /// of its omx writes first when nothing else is left, so that a connection
+    /// whose omx bytes were all read answers as the kernel does.
+    pub fn omx_bytes_unread(&self) -> bool {
+        if self.fell_back.load(Ordering::Acquire) {
+            return false;
+        }
+        self.poll_in();
+        if self.fell_back.load(Ordering::Acquire) {
+            return false;
+        }
+        // A reader at work: the kernel's answer.
+        let Some(rx) = self.rx.try_lock() else {
+            return false;
+        };
+        rx.offset < rx.leftover.len() || self.message_waiting(&rx)
     }
 }
 
@@ -187,6 +278,7 @@ pub fn on_fallback_request(id: u32) {
         .spawn(move || {
             if let Some(conn) = by_id(id) {
                 conn.send_back(None);
+                URGENT.lock().retain(|c| c.id != id);
                 // A connection the program closed is on the closing thread's list,
                 // which closes its kernel socket now (`Conn::release`).
                 super::close::wake_closer();
