@@ -1196,6 +1196,17 @@ static void *duplex_read(void *arg)
     return NULL;
 }
 
+/* A check's end: its line, "ok" or the failure `why` (with errno as it was), then the
+ * connection closed. */
+static void end_check(const char *name, int s, const char *why)
+{
+    if (why)
+        fail(name, why);
+    else
+        printf("ok %s\n", name);
+    close(s);
+}
+
 static volatile sig_atomic_t sigurgs;
 static void on_sigurg(int sig) { (void)sig; sigurgs++; }
 
@@ -1215,8 +1226,7 @@ static void urgent_from_server(int oob_inline)
     CHECK(name, write_full(s, "g", 1) == 0);
     why = read_urgent(s, oob_inline);
     if (why) {
-        fail(name, why);
-        close(s);
+        end_check(name, s, why);
         return;
     }
     /* SIGURG was sent when the urgent pointer came (before POLLPRI): wait for the
@@ -1226,13 +1236,7 @@ static void urgent_from_server(int oob_inline)
     sigaction(SIGURG, &old, NULL);
     CHECK(name, sigurgs > 0);
     why = urgent_exchange_client(s);
-    if (why) {
-        fail(name, why);
-        close(s);
-        return;
-    }
-    close(s);
-    printf("ok %s\n", name);
+    end_check(name, s, why);
 }
 
 /* The server sends urgent data; once it is there (POLLPRI), the client sends its own
@@ -1252,13 +1256,7 @@ static void t_urgent_both(void)
         why = "the server did not read the client's urgent data as TCP gives it";
     if (!why)
         why = urgent_exchange_client(s);
-    if (why) {
-        fail(name, why);
-        close(s);
-        return;
-    }
-    close(s);
-    printf("ok %s\n", name);
+    end_check(name, s, why);
 }
 
 static void t_urgent(void)
@@ -1275,13 +1273,7 @@ static void t_urgent(void)
     CHECK(name, read_full(s, pre, 3) == 0 && !memcmp(pre, "pre", 3));
     CHECK(name, read_full(s, &v, 1) == 0 && v == 'y');
     const char *why = urgent_exchange_client(s);
-    if (why) {
-        fail(name, why);
-        close(s);
-        return;
-    }
-    close(s);
-    printf("ok %s\n", name);
+    end_check(name, s, why);
 }
 
 static void t_full_duplex(void)
