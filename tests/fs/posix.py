@@ -181,7 +181,52 @@ def s_links(d):
     call("link missing", os.link, f"{d}/none", f"{d}/x")
 
 
-def l_link_count(d):
+def s_link_identity(d):
+    # The names of one file are one inode (du, tar, cp -a and rsync -H find hard links
+    # by st_ino): compared with each other, never printed.
+    a, b, c = f"{d}/a", f"{d}/sub/b", f"{d}/c"
+    os.mkdir(f"{d}/sub")
+    put(a, b"one")
+    os.stat(a)
+    os.link(a, b)
+    note("same inode after link", os.stat(a).st_ino == os.stat(b).st_ino)
+    note("samefile", os.path.samefile(a, b))
+    os.link(b, c)
+    lst("a after second link", a)
+    note("three names one inode", len({os.stat(p).st_ino for p in (a, b, c)}) == 1)
+    other = f"{d}/other"
+    put(other, b"two")
+    note("other file other inode", os.stat(other).st_ino != os.stat(a).st_ino)
+    # Written through one name, read through another, in both orders.
+    with open(b, "r+b") as f:
+        f.write(b"ONE")
+    call("read a", get, a)
+    with open(a, "ab") as f:
+        f.write(b"+")
+    call("read c", get, c)
+    # A name removed: the others keep the file and its count.
+    call("unlink a", os.unlink, a)
+    lst("b after unlink of a", b)
+    call("read b", get, b)
+    # Renamed (and its directory renamed): still the one inode.
+    call("rename c", os.rename, c, f"{d}/c2")
+    os.rename(f"{d}/sub", f"{d}/sub2")
+    note("same inode after renames", os.stat(f"{d}/c2").st_ino == os.stat(f"{d}/sub2/b").st_ino)
+    # A name renamed over by another file: the names left are still the file.
+    os.link(f"{d}/c2", f"{d}/c3")
+    call("rename over a link", os.rename, other, f"{d}/c3")
+    call("read c3", get, f"{d}/c3")
+    lst("c2 after its link renamed over", f"{d}/c2")
+    note("c2 b same", os.stat(f"{d}/c2").st_ino == os.stat(f"{d}/sub2/b").st_ino)
+    note("c3 is another", os.stat(f"{d}/c3").st_ino != os.stat(f"{d}/c2").st_ino)
+    # Renaming one link onto another name of the same file does nothing.
+    os.link(f"{d}/c2", f"{d}/c4")
+    call("rename onto own link", os.rename, f"{d}/c2", f"{d}/c4")
+    call("both there", lambda: (os.path.exists(f"{d}/c2"), os.path.exists(f"{d}/c4")))
+    lst("c4", f"{d}/c4")
+
+
+def s_link_count(d):
     a, b = f"{d}/a", f"{d}/b"
     put(a, b"x")
     os.link(a, b)

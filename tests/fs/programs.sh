@@ -91,5 +91,17 @@ dd if=/dev/urandom of=full bs=1M count=3 status=none && fallocate -p -o 1048576 
   cmp -i 1048576:0 -n 1048576 full /dev/zero && du -k full | awk '{ print ($1 < 2560) ? "punched" : "not punched" }'
 truncate -s 5000 t && truncate -s +3000 t && truncate -s -1000 t && stat -c '%n %s' t
 
+echo "== hard links: du, tar, cp -a, rsync -H, find -samefile"
+# Programs find a file's other names by st_ino: each must see one file, as locally.
+mkdir hl hl/sub && head -c 300000 /dev/urandom >hl/f && ln hl/f hl/sub/g && ln hl/f hl/h
+du -sk hl | awk '{ print ($1 < 600) ? "du counts the file once" : "du counts it per name" }'
+tar -cf hl.tar hl && tar -tvf hl.tar | grep -c ' link to ' | sed 's/$/ names stored as links/'
+cp -a hl hlcopy && stat -c '%h' hlcopy/f && [ "$(stat -c %i hlcopy/f)" = "$(stat -c %i hlcopy/sub/g)" ] && echo "cp -a kept the links"
+if have rsync; then
+  rsync -aH hl/ hlsync/ && stat -c '%h' hlsync/h && [ "$(stat -c %i hlsync/f)" = "$(stat -c %i hlsync/h)" ] && echo "rsync -H kept the links"
+fi
+find hl -samefile hl/h | LC_ALL=C sort
+rm hl/f && cmp hl/sub/g hl/h && stat -c '%h' hl/h
+
 echo "== the tree"
 find . -path ./venv -prune -o -print | LC_ALL=C sort

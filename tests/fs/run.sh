@@ -23,7 +23,7 @@ bin="$root/target/release"
 # shellcheck source=tests/runner.sh
 . "$root/tests/runner.sh"
 runner_start fs
-all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix programs two-clients tar xattr listing listed-xattrs attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache cp-rsync git dd fio block locks-two-hosts locked-reads append-two-hosts escape hostile read-only server-restart reopen-after-restart)
+all=(exerciser exerciser-procs one-dir-procs exerciser-faults posix programs two-clients tar xattr listing listed-xattrs attrs dir-attrs release-batch made-dir dir-stamps stale-name keep-cache links-two-filesystems cp-rsync git dd fio block locks-two-hosts locked-reads append-two-hosts escape hostile read-only server-restart reopen-after-restart)
 select_tests "$@"
 
 if [ "$(id -u)" -ne 0 ]; then skip_all "needs root (namespaces, FUSE mounts)"; fi
@@ -479,6 +479,26 @@ if want keep-cache; then
     on "$c5" python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(5); f.write(b"XYZ")' "$tmp/m5/kc" &&
     [ "$(on "$c1" head -c 8 "$m/kc" | tail -c 3)" = XYZ ]
   report keep-cache $? "$log/keep-cache"
+fi
+if want links-two-filesystems; then
+  # Two file systems mounted inside the export, each with a file of two links at the
+  # same inode number: the client must never take them for one file (hard links share
+  # a node by the server's file identity, which mixes in the device). Mounted in the
+  # server's mount namespace (gone with it).
+  spid=$(pgrep -f "omxfsd --lease 4 $tmp/export/data" | tail -n 1)
+  ino() { on "$c1" stat -c %i "$@"; }
+  (
+    for x in fa fb; do
+      d="$tmp/export/data/$x"
+      nsenter -t "$spid" -m sh -c "mkdir $d && mount -t tmpfs -o size=1m omxfstest $d && echo 'file of $x' >$d/f && ln $d/f $d/g" || exit 1
+    done
+    same=$(nsenter -t "$spid" -m stat -c %i "$tmp/export/data/fa/f" "$tmp/export/data/fb/f" | uniq | wc -l)
+    echo "server inode numbers alike: $same" && [ "$same" = 1 ] &&
+      on "$c1" cat "$m/fa/f" "$m/fb/g" "$m/fa/g" "$m/fb/f" &&
+      [ "$(ino "$m/fa/f")" = "$(ino "$m/fa/g")" ] && [ "$(ino "$m/fb/f")" = "$(ino "$m/fb/g")" ] &&
+      [ "$(ino "$m/fa/f")" != "$(ino "$m/fb/f")" ] && echo "inode numbers as expected"
+  ) >"$log/twofs" 2>&1 && printf 'file of fa\nfile of fb\nfile of fa\nfile of fb\n' | cmp - <(grep '^file of' "$log/twofs")
+  report links-two-filesystems $? "$log/twofs"
 fi
 if want cp-rsync; then
   on "$c1" cp -a "$root/crates/omx-fs" "$m/cpa" &&

@@ -293,12 +293,11 @@ impl Export {
         let _held = self.dir_lock(dir_key(&st)).lock();
         let st = fstat(fd.as_raw_fd()).ok()?;
         let (old, new) = self.count_change(dir_key(&st));
-        (old == 0 && st.st_ino == attr.ino && mtime_ns(&st) == attr_mtime_ns(attr)).then_some(
-            Stamp {
+        (old == 0 && crate::proto::file_id(&st) == attr.ino && mtime_ns(&st) == attr_mtime_ns(attr))
+            .then_some(Stamp {
                 count: new,
                 mtime_ns: mtime_ns(&st),
-            },
-        )
+            })
     }
 
     /// The parent directory of `rel` (opened beneath the root) and the last component.

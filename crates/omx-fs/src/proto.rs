@@ -237,12 +237,20 @@ pub fn decode_header(r: &mut Reader) -> Result<Header, Malformed> {
     })
 }
 
+/// A file's identity on the server: its inode number mixed with its device's, so
+/// files of two file systems mounted within one export never compare equal.
+pub fn file_id(st: &libc::stat) -> u64 {
+    st.st_ino ^ st.st_dev.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
 /// Bytes of an encoded [`Attr`].
 pub const ATTR_SIZE: usize = 3 * 8 + 3 * 12 + 6 * 4;
 
 /// File attributes as the server's `lstat` gives them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Attr {
+    /// The server's identity of the file ([`file_id`]), compared by the client (hard
+    /// links, replaced files), never shown: the kernel's `st_ino` is the client's node.
     pub ino: u64,
     pub size: u64,
     pub blocks: u64,
@@ -260,7 +268,7 @@ pub struct Attr {
 impl Attr {
     pub fn from_stat(st: &libc::stat) -> Attr {
         Attr {
-            ino: st.st_ino,
+            ino: file_id(st),
             size: st.st_size as u64,
             blocks: st.st_blocks as u64,
             atime: (st.st_atime, st.st_atime_nsec as u32),

@@ -322,7 +322,7 @@ fn open_existing(
             sh.check_replaced(&path, a.ino);
             let ino = {
                 let mut nodes = sh.nodes.lock();
-                let ino = nodes.looked_up(path);
+                let ino = nodes.looked_up(path, &a);
                 nodes.gave(ino, a, false);
                 ino
             };

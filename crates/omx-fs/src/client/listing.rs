@@ -101,7 +101,7 @@ pub fn add_page(
                 let path = join(dir, name);
                 sh.check_replaced(&path, a.ino);
                 let mut nodes = sh.nodes.lock();
-                let node = nodes.looked_up(path);
+                let node = nodes.looked_up(path, &a);
                 nodes.gave(node, a, false);
                 if let (Some(asked), true) = (asked, flags & ENTRY_NO_XATTRS != 0) {
                     nodes.no_xattrs(node, asked.at + ttl, asked.xattr_changes);

@@ -1,5 +1,7 @@
-//! The client's node ids: one per path (like sshfs), the kernel's references to each,
-//! and what the client knows about a node between requests.
+//! The client's node ids: one per path (like sshfs), except that the names of one file
+//! with several hard links share the node of the first one found (so they show one
+//! `st_ino`, as locally); the kernel's references to each, and what the client knows
+//! about a node between requests.
 
 use crate::proto::{Attr, Stamp};
 use fuser::FUSE_ROOT_ID;
@@ -13,7 +15,13 @@ use std::time::{Duration, Instant};
 pub const CAPABILITY_XATTR: &[u8] = b"security.capability";
 
 pub struct Node {
+    /// The name requests for the node go to: the one last found naming it.
     pub path: Vec<u8>,
+    /// Its other names known here (hard links of one file, see [`Nodes::looked_up`]).
+    links: Vec<Vec<u8>>,
+    /// The server's inode number of the file the node was last found to be (0: none
+    /// or a directory), its key in [`Nodes`]' `by_file`.
+    file: u64,
     lookups: u64,
     /// Extended attributes known to be absent, until when (the attribute timeout, as
     /// for the kernel's cached attributes).
@@ -82,6 +90,8 @@ impl Node {
     fn new(path: Vec<u8>) -> Node {
         Node {
             path,
+            links: Vec::new(),
+            file: 0,
             lookups: 1,
             absent_xattrs: Vec::new(),
             no_xattrs: None,
@@ -119,6 +129,9 @@ const COMPLETE_MAX: usize = 65536;
 pub struct Nodes {
     by_id: HashMap<u64, Node>,
     by_path: HashMap<Vec<u8>, u64>,
+    /// The node of each server file (inode number) the kernel holds, but directories:
+    /// another name found for a file with several links joins its node.
+    by_file: HashMap<u64, u64>,
     next: u64,
     complete: HashMap<u64, Complete>,
     /// Counts the extended attribute changes sent through this client: a listing
@@ -149,22 +162,73 @@ impl Nodes {
         self.by_id.get(&ino).map(|n| n.path.clone())
     }
 
-    /// The node of a path the kernel now holds one more reference to.
-    pub fn looked_up(&mut self, path: Vec<u8>) -> u64 {
+    /// The node of a path the kernel now holds one more reference to, found on the
+    /// server as `attr`. A file with several links whose node the kernel holds under
+    /// another name gets that node (the kernel then sees one inode, as locally: one
+    /// `st_ino`, one link count, one set of cached pages), the name leaving the node
+    /// it named before, if another; requests for the node go to this name from now on.
+    pub fn looked_up(&mut self, path: Vec<u8>, attr: &Attr) -> u64 {
         self.name_exists(&path);
-        if let Some(&id) = self.by_path.get(&path) {
-            let node = self.by_id.get_mut(&id).expect("both maps");
-            node.lookups += 1;
-            // The kernel now holds newer attributes than any kept here.
-            node.attr = None;
-            node.epoch += 1;
-            return id;
-        }
-        let id = self.next;
-        self.next += 1;
-        self.by_path.insert(path.clone(), id);
-        self.by_id.insert(id, Node::new(path));
+        let kind = attr.mode & libc::S_IFMT;
+        let file = if kind == libc::S_IFDIR { 0 } else { attr.ino };
+        let current = self.by_path.get(&path).copied();
+        let joined = self
+            .by_file
+            .get(&file)
+            .copied()
+            .filter(|&id| file != 0 && attr.nlink > 1 && Some(id) != current)
+            .filter(|id| {
+                self.by_id
+                    .get(id)
+                    .is_some_and(|n| !n.detached && (n.kind == 0 || n.kind == kind))
+            });
+        let id = match (joined, current) {
+            (Some(id), _) => {
+                if current.is_some() {
+                    self.detach(&path);
+                }
+                self.by_path.insert(path.clone(), id);
+                let node = self.by_id.get_mut(&id).expect("both maps");
+                let before = std::mem::replace(&mut node.path, path);
+                node.links.retain(|l| *l != node.path);
+                node.links.push(before);
+                node.lookups += 1;
+                node.attr = None;
+                node.epoch += 1;
+                id
+            }
+            (None, Some(id)) => {
+                let node = self.by_id.get_mut(&id).expect("both maps");
+                node.lookups += 1;
+                // The kernel now holds newer attributes than any kept here.
+                node.attr = None;
+                node.epoch += 1;
+                id
+            }
+            (None, None) => {
+                let id = self.next;
+                self.next += 1;
+                self.by_path.insert(path.clone(), id);
+                self.by_id.insert(id, Node::new(path));
+                id
+            }
+        };
+        self.found_file(id, file);
         id
+    }
+
+    /// Node `id` is the server's file `file` (0: a directory, or not known).
+    fn found_file(&mut self, id: u64, file: u64) {
+        let Some(node) = self.by_id.get_mut(&id) else {
+            return;
+        };
+        let before = std::mem::replace(&mut node.file, file);
+        if before != file && self.by_file.get(&before) == Some(&id) {
+            self.by_file.remove(&before);
+        }
+        if file != 0 {
+            self.by_file.insert(file, id);
+        }
     }
 
     /// The node's current epoch, to give [`Nodes::keep_attr`] with a reply.
@@ -371,8 +435,13 @@ impl Nodes {
             if node.lookups == 0 {
                 let node = self.by_id.remove(&ino).expect("present");
                 self.complete.remove(&ino);
-                if self.by_path.get(&node.path) == Some(&ino) {
-                    self.by_path.remove(&node.path);
+                for name in std::iter::once(&node.path).chain(&node.links) {
+                    if self.by_path.get(name) == Some(&ino) {
+                        self.by_path.remove(name);
+                    }
+                }
+                if self.by_file.get(&node.file) == Some(&ino) {
+                    self.by_file.remove(&node.file);
                 }
             }
         }
@@ -448,7 +517,7 @@ impl Nodes {
     /// the node changed meanwhile.
     pub fn entry_given(&mut self, path: Vec<u8>, attr: Attr, sent: Option<u64>) -> u64 {
         let unchanged = self.path_epoch(&path) == sent;
-        let ino = self.looked_up(path);
+        let ino = self.looked_up(path, &attr);
         self.gave(ino, attr, unchanged);
         ino
     }
@@ -525,11 +594,19 @@ impl Nodes {
         self.detach(path);
     }
 
-    /// The node at `path` no longer has that name.
+    /// The node at `path` no longer has that name: its requests go to another of its
+    /// names, or it is detached when it has none left.
     fn detach(&mut self, path: &[u8]) {
         if let Some(id) = self.by_path.remove(path) {
             if let Some(n) = self.by_id.get_mut(&id) {
-                n.detached = true;
+                if n.path == path {
+                    match n.links.pop() {
+                        Some(other) => n.path = other,
+                        None => n.detached = true,
+                    }
+                } else {
+                    n.links.retain(|l| l != path);
+                }
                 n.attr = None;
                 n.epoch += 1;
             }
@@ -560,19 +637,27 @@ impl Nodes {
         self.detach(to);
         let mut prefix = from.to_vec();
         prefix.push(b'/');
-        for (id, node) in self.by_id.iter_mut() {
-            let new = if node.path == from {
-                to.to_vec()
-            } else if node.path.starts_with(&prefix) {
-                [to, &node.path[from.len()..]].concat()
-            } else {
-                continue;
-            };
-            if self.by_path.get(&node.path) == Some(id) {
-                self.by_path.remove(&node.path);
+        let mut moved = Vec::new();
+        for (&id, node) in self.by_id.iter_mut() {
+            for name in std::iter::once(&mut node.path).chain(node.links.iter_mut()) {
+                let new = if *name == from {
+                    to.to_vec()
+                } else if name.starts_with(&prefix) {
+                    [to, &name[from.len()..]].concat()
+                } else {
+                    continue;
+                };
+                moved.push((id, std::mem::replace(name, new.clone()), new));
             }
-            self.by_path.insert(new.clone(), *id);
-            node.path = new;
+        }
+        // All old names out before any new one in: a new name may be another's old.
+        for (id, old, _) in &moved {
+            if self.by_path.get(old) == Some(id) {
+                self.by_path.remove(old);
+            }
+        }
+        for (id, _, new) in moved {
+            self.by_path.insert(new, id);
         }
     }
 }
@@ -592,11 +677,106 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(60);
 
+    /// A regular file with one link, of no known server inode.
+    const FILE: Attr = Attr {
+        ino: 0,
+        size: 0,
+        blocks: 0,
+        atime: (0, 0),
+        mtime: (0, 0),
+        ctime: (0, 0),
+        mode: libc::S_IFREG | 0o644,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+    };
+
+    #[test]
+    fn hard_links_share_the_node_of_the_name_found_first() {
+        let mut n = Nodes::new();
+        let one = Attr { ino: 9, ..FILE };
+        let two = Attr { nlink: 2, ..one };
+        let a = n.looked_up(b"a".to_vec(), &one);
+        assert_eq!(
+            n.looked_up(b"d/b".to_vec(), &two),
+            a,
+            "another name, one node"
+        );
+        assert_eq!(
+            n.path(a).as_deref(),
+            Some(&b"d/b"[..]),
+            "asked by the name last found"
+        );
+        assert_eq!((n.id_of(b"a"), n.id_of(b"d/b")), (Some(a), Some(a)));
+        assert_eq!(n.looked_up(b"a".to_vec(), &two), a, "found again");
+        assert_eq!(
+            n.path(a).as_deref(),
+            Some(&b"d/b"[..]),
+            "an old name changes nothing"
+        );
+        // Directories never share (their link count is not hard links).
+        let dir = Attr {
+            ino: 20,
+            mode: libc::S_IFDIR | 0o755,
+            nlink: 3,
+            ..FILE
+        };
+        let d1 = n.looked_up(b"x".to_vec(), &dir);
+        assert_ne!(n.looked_up(b"y".to_vec(), &dir), d1);
+        // A name that was another node's (a file since replaced by a link) leaves it.
+        let old = n.looked_up(b"f".to_vec(), &Attr { ino: 11, ..FILE });
+        assert_eq!(n.looked_up(b"f".to_vec(), &Attr { nlink: 3, ..one }), a);
+        assert!(n.detached(old), "its only name went");
+        // Removing names: requests go to one left; detached with none.
+        n.removed(b"d/b");
+        assert!(!n.detached(a));
+        assert_ne!(n.path(a).as_deref(), Some(&b"d/b"[..]));
+        n.removed(b"f");
+        assert_eq!(n.path(a).as_deref(), Some(&b"a"[..]));
+        n.removed(b"a");
+        assert!(n.detached(a));
+        // Detached, it is joined by no new name.
+        let g = n.looked_up(b"g".to_vec(), &two);
+        assert_ne!(g, a);
+        // A file with one link is its name's own node, even at an inode number known
+        // (the other names are gone: the number is the one name's now).
+        let e = n.looked_up(b"e".to_vec(), &one);
+        assert_ne!(e, g);
+        assert_eq!(n.looked_up(b"h".to_vec(), &two), e);
+    }
+
+    #[test]
+    fn renames_and_forgets_follow_every_name_of_a_node() {
+        let mut n = Nodes::new();
+        let two = Attr {
+            ino: 9,
+            nlink: 2,
+            ..FILE
+        };
+        let a = n.looked_up(b"x/a".to_vec(), &two);
+        assert_eq!(n.looked_up(b"y/b".to_vec(), &two), a);
+        n.renamed(b"x", b"z");
+        assert_eq!((n.id_of(b"z/a"), n.id_of(b"x/a")), (Some(a), None));
+        n.renamed(b"y/b", b"y/c");
+        assert_eq!(n.path(a).as_deref(), Some(&b"y/c"[..]));
+        n.removed(b"y/c");
+        assert_eq!(n.path(a).as_deref(), Some(&b"z/a"[..]));
+        // The kernel's lookups: three (x/a, y/b, and one more found again).
+        assert_eq!(n.looked_up(b"z/a".to_vec(), &two), a);
+        n.forget(a, 3);
+        assert_eq!(n.id_of(b"z/a"), None, "forgotten with every name");
+        let again = n.looked_up(b"z/a".to_vec(), &two);
+        assert_ne!(again, a, "a new node");
+        assert_eq!(n.looked_up(b"w".to_vec(), &two), again);
+    }
+
     #[test]
     fn a_listing_without_xattrs_answers_every_name_absent_unless_one_changed_since() {
         let mut n = Nodes::new();
-        let a = n.looked_up(b"a".to_vec());
-        let b = n.looked_up(b"b".to_vec());
+        let a = n.looked_up(b"a".to_vec(), &FILE);
+        let b = n.looked_up(b"b".to_vec(), &FILE);
         let asked = n.xattr_changes();
         n.no_xattrs(a, Instant::now() + TTL, asked);
         assert!(n.xattr_absent(a, b"user.x") && n.xattr_absent(a, b"system.posix_acl_access"));
@@ -615,9 +795,9 @@ mod tests {
     #[test]
     fn a_gone_node_forgets_its_attributes_and_its_parents_contents() {
         let mut n = Nodes::new();
-        let d = n.looked_up(b"d".to_vec());
+        let d = n.looked_up(b"d".to_vec(), &FILE);
         n.made_dir(d, Instant::now(), None);
-        let f = n.looked_up(b"d/f".to_vec());
+        let f = n.looked_up(b"d/f".to_vec(), &FILE);
         n.keep_attr(f, n.epoch(f), Attr::default(), Instant::now());
         assert!(n.fresh_attr(f, TTL).is_some());
         assert!(n.known_absent(d, b"g", TTL).is_some());
@@ -641,7 +821,7 @@ mod tests {
     #[test]
     fn pages_are_kept_only_for_an_unchanged_file() {
         let mut n = Nodes::new();
-        let f = n.looked_up(b"f".to_vec());
+        let f = n.looked_up(b"f".to_vec(), &FILE);
         let a = Attr {
             ino: 7,
             size: 10,
@@ -696,9 +876,9 @@ mod tests {
     #[test]
     fn a_name_removed_or_renamed_over_detaches_its_node() {
         let mut n = Nodes::new();
-        let a = n.looked_up(b"a".to_vec());
-        let b = n.looked_up(b"b".to_vec());
-        let c = n.looked_up(b"c".to_vec());
+        let a = n.looked_up(b"a".to_vec(), &FILE);
+        let b = n.looked_up(b"b".to_vec(), &FILE);
+        let c = n.looked_up(b"c".to_vec(), &FILE);
         assert!(!n.detached(a) && !n.detached(b));
         n.renamed(b"a", b"b");
         assert!(!n.detached(a), "moved, still named");
@@ -707,11 +887,11 @@ mod tests {
         n.removed(b"c");
         assert!(n.detached(c));
         // A new file at the old name is a new node, not detached.
-        let c2 = n.looked_up(b"c".to_vec());
+        let c2 = n.looked_up(b"c".to_vec(), &FILE);
         assert_ne!(c2, c);
         assert!(!n.detached(c2));
         // An exchange (three renames through a temporary name) detaches neither.
-        let d = n.looked_up(b"d".to_vec());
+        let d = n.looked_up(b"d".to_vec(), &FILE);
         n.renamed(b"d", b"\0exchange");
         n.renamed(b"c", b"d");
         n.renamed(b"\0exchange", b"c");
@@ -721,10 +901,10 @@ mod tests {
     #[test]
     fn a_made_directory_knows_its_names() {
         let mut n = Nodes::new();
-        let d = n.looked_up(b"d".to_vec());
+        let d = n.looked_up(b"d".to_vec(), &FILE);
         n.made_dir(d, Instant::now(), None);
         assert!(n.known_absent(d, b"x", TTL).is_some());
-        let x = n.looked_up(b"d/x".to_vec());
+        let x = n.looked_up(b"d/x".to_vec(), &FILE);
         assert!(
             n.known_absent(d, b"x", TTL).is_none(),
             "made through the client"
@@ -752,7 +932,7 @@ mod tests {
     #[test]
     fn a_known_name_is_answered_with_what_the_kernel_holds_only() {
         let mut n = Nodes::new();
-        let d = n.looked_up(b"d".to_vec());
+        let d = n.looked_up(b"d".to_vec(), &FILE);
         n.made_dir(d, Instant::now(), None);
         let file = Attr {
             ino: 7,
@@ -815,7 +995,7 @@ mod tests {
     fn stamps_keep_a_made_directory_known_while_unchanged_by_others() {
         let stamp = |count| Stamp { count, mtime_ns: 5 };
         let mut n = Nodes::new();
-        let d = n.looked_up(b"d".to_vec());
+        let d = n.looked_up(b"d".to_vec(), &FILE);
         let old = Instant::now() - Duration::from_secs(2);
         let ttl = Duration::from_secs(1);
         n.made_dir(d, old, Some(stamp(1)));
@@ -847,7 +1027,7 @@ mod tests {
     #[test]
     fn a_directory_keeps_the_attributes_of_its_last_change_only() {
         let mut n = Nodes::new();
-        let d = n.looked_up(b"d".to_vec());
+        let d = n.looked_up(b"d".to_vec(), &FILE);
         let at = |size| Attr {
             size,
             ..Attr::default()
@@ -896,7 +1076,7 @@ mod tests {
     #[test]
     fn kept_attributes_never_older_than_a_change() {
         let mut n = Nodes::new();
-        let f = n.looked_up(b"f".to_vec());
+        let f = n.looked_up(b"f".to_vec(), &FILE);
         let a = Attr {
             size: 7,
             ..Attr::default()
@@ -914,7 +1094,7 @@ mod tests {
             n.fresh_attr(f, Duration::ZERO).is_none(),
             "past the timeout"
         );
-        n.looked_up(b"f".to_vec());
+        n.looked_up(b"f".to_vec(), &FILE);
         assert!(n.fresh_attr(f, TTL).is_none(), "the kernel got newer ones");
     }
 }
