@@ -226,6 +226,26 @@ def s_link_identity(d):
     lst("c4", f"{d}/c4")
 
 
+def s_device_nodes(d):
+    # Device nodes are names on the server (never opened there): made, looked at,
+    # changed, linked, renamed and removed as locally.
+    for kind, name, dev in ((stat.S_IFCHR, "c", os.makedev(1, 3)), (stat.S_IFBLK, "b", os.makedev(7, 200))):
+        f = f"{d}/{name}"
+        call("mknod " + name, os.mknod, f, 0o640 | kind, dev)
+        s = os.lstat(f)
+        note(name, stat.S_IFMT(s.st_mode) == kind, os.major(s.st_rdev), os.minor(s.st_rdev))
+        call("chmod " + name, os.chmod, f, 0o600)
+        call("chown " + name, os.chown, f, 65534, 65533)
+        call("link " + name, os.link, f, f + "2")
+        call("rename " + name, os.rename, f + "2", f + "3")
+        lst(name + " after", f)
+        s = os.lstat(f + "3")
+        note(name + "3", stat.S_IFMT(s.st_mode) == kind, os.major(s.st_rdev), os.minor(s.st_rdev))
+        call("mknod over " + name, os.mknod, f, 0o640 | kind, dev)
+        call("unlink " + name, os.unlink, f)
+        call("unlink " + name + "3", os.unlink, f + "3")
+
+
 def s_link_count(d):
     a, b = f"{d}/a", f"{d}/b"
     put(a, b"x")

@@ -287,6 +287,41 @@ fn main() {
         p.expect(what, w, libc::EINVAL, None, false);
     }
 
+    // Special files are never opened by the server: a FIFO's open would block the
+    // serving thread until a writer came, a device node's would reach the server's
+    // device (made here as root: the server runs as root in the tests).
+    for (what, kind, rdev, flags) in [
+        ("an open of a FIFO", libc::S_IFIFO, 0, libc::O_RDONLY),
+        (
+            "an open of a device node",
+            libc::S_IFCHR,
+            (1 << 8) | 3,
+            libc::O_RDWR,
+        ),
+    ] {
+        let special = format!("{name}-special");
+        let id = p.id();
+        let mut w = Writer::request(Op::Mknod, session, id);
+        w.bytes(special.as_bytes())
+            .u32(kind | 0o666)
+            .u32(rdev)
+            .u32(0)
+            .u32(0);
+        p.expect("a mknod", w, 0, None, false);
+        let id = p.id();
+        let mut w = Writer::request(Op::Open, session, id);
+        w.bytes(special.as_bytes())
+            .u32(flags as u32)
+            .u32(0)
+            .u32(0)
+            .u32(0);
+        p.expect(what, w, libc::ENXIO, None, false);
+        let id = p.id();
+        let mut w = Writer::request(Op::Unlink, session, id);
+        w.bytes(special.as_bytes());
+        p.expect("its unlink", w, 0, None, false);
+    }
+
     // Still serving: a write and read back, then the probe removed.
     let id = p.id();
     let mut w = Writer::request(Op::Write, session, id);

@@ -184,6 +184,29 @@ impl Export {
         open_under(self.root.as_raw_fd(), &path, flags, mode)
     }
 
+    /// Opens the regular file `rel` beneath the root for reading or writing (`flags`
+    /// as open(2), without `O_CREAT`). Anything else is refused without being opened:
+    /// an open of a FIFO can block the serving thread, one of a device node reaches
+    /// the server's device (a client's kernel opens special files itself and never
+    /// asks; only another peer would). Resolved once with `O_PATH` (which never acts
+    /// on the file), checked, then reopened through its `/proc` link: the same inode.
+    pub fn open_file(&self, rel: &[u8], flags: i32) -> R<OwnedFd> {
+        let fd = self.open_beneath(rel, libc::O_PATH, 0)?;
+        match fstat(fd.as_raw_fd())?.st_mode & libc::S_IFMT {
+            libc::S_IFREG => {}
+            libc::S_IFDIR => return Err(libc::EISDIR),
+            _ => return Err(libc::ENXIO),
+        }
+        let p = proc_path(&fd);
+        // SAFETY: valid C string; flags as open(2) takes them.
+        let again = unsafe { libc::open(p.as_ptr(), (flags & !libc::O_CREAT) | libc::O_CLOEXEC) };
+        if again < 0 {
+            return Err(errno());
+        }
+        // SAFETY: a new descriptor owned here.
+        Ok(unsafe { OwnedFd::from_raw_fd(again) })
+    }
+
     /// Creates (or opens, as `flags` say) the file an entry change names in its
     /// parent, opened for the change: the path is not walked again.
     pub fn create_in(&self, e: &Entry, flags: i32, mode: u32) -> R<OwnedFd> {
@@ -362,7 +385,7 @@ impl Export {
             let fd = match file {
                 Some(fd) => fd,
                 None => {
-                    owned = self.open_beneath(rel, libc::O_WRONLY, 0)?;
+                    owned = self.open_file(rel, libc::O_WRONLY)?;
                     owned.as_raw_fd()
                 }
             };
@@ -499,13 +522,11 @@ impl Export {
         e.lstat()
     }
 
+    /// Files, FIFOs, sockets and device nodes (a server without `CAP_MKNOD` gets
+    /// `EPERM` for those, as locally). The server never opens a special file
+    /// ([`Export::open_file`]): a device node made here is the client's device on the
+    /// client, as on NFS, and only a name on the server.
     pub fn mknod(&self, e: &Entry, mode: u32, rdev: u32, uid: u32, gid: u32) -> R<Attr> {
-        // Regular files, FIFOs and sockets only: device nodes would reach the server's
-        // devices.
-        let kind = mode & libc::S_IFMT;
-        if ![libc::S_IFREG, libc::S_IFIFO, libc::S_IFSOCK].contains(&kind) {
-            return Err(libc::EPERM);
-        }
         // SAFETY: valid dirfd and name.
         e.at(|d, n| unsafe { libc::mknodat(d, n, mode, rdev as libc::dev_t) })?;
         self.own(e, uid, gid);

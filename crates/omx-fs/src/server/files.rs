@@ -38,8 +38,7 @@ impl Server {
                     flags |= libc::O_CREAT | libc::O_EXCL;
                 }
                 if op == Op::Open {
-                    let (fh, attr) =
-                        self.add_file(s, ex.open_beneath(path, flags, mode)?, append)?;
+                    let (fh, attr) = self.add_file(s, ex.open_file(path, flags)?, append)?;
                     w.u64(fh);
                     attr.encode(&mut w);
                 } else {
