@@ -171,7 +171,16 @@ impl Nodes {
         self.name_exists(&path);
         let kind = attr.mode & libc::S_IFMT;
         let file = if kind == libc::S_IFDIR { 0 } else { attr.ino };
-        let current = self.by_path.get(&path).copied();
+        let mut current = self.by_path.get(&path).copied();
+        // One of several names of a node now names another file (replaced elsewhere):
+        // it leaves the node, whose other names still name the node's file.
+        let replaced = current
+            .and_then(|id| self.by_id.get(&id))
+            .is_some_and(|n| !n.links.is_empty() && n.file != 0 && file != 0 && n.file != file);
+        if replaced {
+            self.detach(&path);
+            current = None;
+        }
         let joined = self
             .by_file
             .get(&file)
@@ -737,6 +746,17 @@ mod tests {
         assert_eq!(n.path(a).as_deref(), Some(&b"a"[..]));
         n.removed(b"a");
         assert!(n.detached(a));
+        // One name of several replaced elsewhere by another file: a node of its own.
+        let two = Attr { nlink: 2, ..one };
+        let p = n.looked_up(b"p".to_vec(), &two);
+        let q = n.looked_up(b"q".to_vec(), &two);
+        assert_eq!(p, q);
+        let other = n.looked_up(b"p".to_vec(), &Attr { ino: 12, ..FILE });
+        assert_ne!(other, q);
+        assert_eq!(
+            (n.id_of(b"p"), n.path(q).as_deref()),
+            (Some(other), Some(&b"q"[..]))
+        );
         // Detached, it is joined by no new name.
         let g = n.looked_up(b"g".to_vec(), &two);
         assert_ne!(g, a);
