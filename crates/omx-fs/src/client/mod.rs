@@ -2,8 +2,9 @@
 //! reply is given to the kernel from the completion thread, so many requests are in
 //! flight (and a blocked lock wait stops nothing else).
 //!
-//! Node ids are the client's own, one per path (like sshfs): a node maps to a path
-//! relative to the export, renames move the paths under it.
+//! Node ids are the client's own, one per path (like sshfs) but shared by the names of
+//! one file with several links: a node maps to a path relative to the export (and to
+//! its other names), renames move the paths under it.
 //!
 //! This file holds the mount's state and the kernel's entry points, each handed to
 //! the module of its role: `request` (sending, reply decoding, stale nodes),
