@@ -92,8 +92,20 @@ fn relay_socket(rt: &omx_runtime::Runtime) -> (PacketSocket, u8, [u8; 6]) {
         nic_id: b.nic_id,
         endpoint: None,
     };
-    let (fd, ep) = relay::open_endpoint(&daemon::socket_path(), req)
-        .unwrap_or_else(|e| fail(format!("cannot reach omxd: {e}")));
+    // This user's endpoints of an earlier attack (the hoard) are given back by omxd as
+    // it sees their connections close: a refusal at the per-user limit is waited out
+    // for a while, then reported.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (fd, ep) = loop {
+        match relay::open_endpoint(&daemon::socket_path(), req) {
+            Err(relay::RelayError::Refused(relay::Refusal::Busy))
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            r => break r.unwrap_or_else(|e| fail(format!("cannot reach omxd: {e}"))),
+        }
+    };
     let sock = PacketSocket::from_relay(
         fd,
         &b.iface,
