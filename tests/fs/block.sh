@@ -2,9 +2,9 @@
 # block.sh IMAGE MOUNTPOINT - a block device backed by a file on omxfs: losetup IMAGE,
 # mkfs.ext4, mount, fill with files, unmount, remount, compare, unmount, `fsck -f -n`
 # clean, detach. The loop device and the ext4 mount are undone on every exit path.
-# Size: OMXFS_BLOCK_MIB (256). Run in the omxfs client's mount namespace (tests/fs/run.sh).
+# Size: OMXFS_BLOCK_MIB (1024). Run in the omxfs client's mount namespace (tests/fs/run.sh).
 set -euo pipefail
-img=$1 mnt=$2 mib=${OMXFS_BLOCK_MIB:-256}
+img=$1 mnt=$2 mib=${OMXFS_BLOCK_MIB:-1024}
 loop=
 cleanup() {
   mountpoint -q "$mnt" && umount "$mnt"

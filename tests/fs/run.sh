@@ -7,9 +7,8 @@
 #   tests/fs/run.sh [TEST...]   (root; /dev/fuse, fusermount3, python3; target/release built)
 #
 # Environment: OMX_NS_PREFIX (default omxfs), TEST_TIMEOUT (300 s per step),
-# OMXFS_DD_MIB (size of the dd test, 256 MiB by default to keep CI time modest),
-# OMXFS_BLOCK_MIB (size of the block-device image, 256 MiB by default; the issue's 1 GiB
-# is OMXFS_BLOCK_MIB=1024).
+# OMXFS_DD_MIB (size of the dd test, 1 GiB by default), OMXFS_BLOCK_MIB (size of the
+# block-device image, 1 GiB by default; both together take about 25 s here).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -516,7 +515,7 @@ if want git; then
   report git $? "$log/git"
 fi
 if want dd; then
-  mib=${OMXFS_DD_MIB:-256}
+  mib=${OMXFS_DD_MIB:-1024}
   on "$c1" dd if=/dev/urandom of="$m/dd" bs=1M count="$mib" status=none &&
     [ "$(on "$c1" sha256sum <"$tmp/export/data/dd")" = "$(on "$c1" sha256sum "$m/dd" | cut -d' ' -f1)  -" ] &&
     on "$c1" dd if="$m/dd" of=/dev/null bs=1M status=none
@@ -536,7 +535,7 @@ if want block; then
   # it, filled with files checked after a remount, then a clean fsck. Everything runs in
   # the client's mount namespace; the loop device is detached on every path.
   if command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null && command -v fsck.ext4 >/dev/null; then
-    OMXFS_BLOCK_MIB=${OMXFS_BLOCK_MIB:-256} on "$c1" bash "$here/block.sh" "$m/disk.img" "$tmp/blk" >"$log/block" 2>&1
+    OMXFS_BLOCK_MIB=${OMXFS_BLOCK_MIB:-1024} on "$c1" bash "$here/block.sh" "$m/disk.img" "$tmp/blk" >"$log/block" 2>&1
     report block $? "$log/block"
   else
     skip block "losetup, mkfs.ext4 or fsck.ext4 not installed"
