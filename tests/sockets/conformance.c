@@ -516,6 +516,14 @@ static int dial(int kind, int flags)
     return s;
 }
 
+/* One byte to the echo service and back: over omx the connection is carried both
+ * ways from then on. */
+static int echoed_once(int s)
+{
+    char c;
+    return write(s, "a", 1) == 1 && read(s, &c, 1) == 1 && c == 'a';
+}
+
 static void t_echo_calls(void)
 {
     const char *name = "echo-calls";
@@ -1127,7 +1135,7 @@ static void t_epoll_oneshot(void)
     CHECK(name, s >= 0 && ep >= 0);
     p.fd = s;
     /* Write and read once first: a carried connection then writes on omx. */
-    CHECK(name, write(s, "a", 1) == 1 && read(s, &c, 1) == 1 && c == 'a');
+    CHECK(name, echoed_once(s));
     ev.data.fd = s;
     CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
     CHECK(name, epoll_wait(ep, out, 4, -1) == 1 && out[0].data.fd == s &&
@@ -1776,7 +1784,7 @@ static void epoll_watched(int nested)
     char c;
     CHECK(name, s >= 0);
     /* Once written and read: over omx the connection is carried both ways then. */
-    CHECK(name, write(s, "a", 1) == 1 && read(s, &c, 1) == 1 && c == 'a');
+    CHECK(name, echoed_once(s));
     for (int round = 0; round < 2; round++) {
         int ep = epoll_create1(EPOLL_CLOEXEC);
         CHECK(name, ep >= 0);
@@ -1841,7 +1849,7 @@ static void t_epoll_threads_fork(void)
     pid_t child;
     char c;
     CHECK(name, s >= 0 && ep >= 0);
-    CHECK(name, write(s, "a", 1) == 1 && read(s, &c, 1) == 1 && c == 'a');
+    CHECK(name, echoed_once(s));
     ev.data.fd = s;
     CHECK(name, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
     arg = ep;
@@ -1880,7 +1888,7 @@ static void t_epoll_added_while_waiting(void)
     pthread_t t;
     char c;
     CHECK(name, s >= 0);
-    CHECK(name, write(s, "a", 1) == 1 && read(s, &c, 1) == 1 && c == 'a');
+    CHECK(name, echoed_once(s));
     for (int round = 0; round < 2; round++) {
         int ep = epoll_create1(EPOLL_CLOEXEC);
         CHECK(name, ep >= 0);

@@ -192,6 +192,15 @@ impl Nodes {
                     .is_some_and(|n| !n.detached && (n.kind == 0 || n.kind == kind))
             });
         let id = match (joined, current) {
+            (None, None) => {
+                let id = self.next;
+                self.next += 1;
+                self.by_path.insert(path.clone(), id);
+                self.by_id.insert(id, Node::new(path));
+                self.found_file(id, file);
+                return id;
+            }
+            (None, Some(id)) => id,
             (Some(id), _) => {
                 if current.is_some() {
                     self.detach(&path);
@@ -201,27 +210,14 @@ impl Nodes {
                 let before = std::mem::replace(&mut node.path, path);
                 node.links.retain(|l| *l != node.path);
                 node.links.push(before);
-                node.lookups += 1;
-                node.attr = None;
-                node.epoch += 1;
-                id
-            }
-            (None, Some(id)) => {
-                let node = self.by_id.get_mut(&id).expect("both maps");
-                node.lookups += 1;
-                // The kernel now holds newer attributes than any kept here.
-                node.attr = None;
-                node.epoch += 1;
-                id
-            }
-            (None, None) => {
-                let id = self.next;
-                self.next += 1;
-                self.by_path.insert(path.clone(), id);
-                self.by_id.insert(id, Node::new(path));
                 id
             }
         };
+        let node = self.by_id.get_mut(&id).expect("both maps");
+        node.lookups += 1;
+        // The kernel now holds newer attributes than any kept here.
+        node.attr = None;
+        node.epoch += 1;
         self.found_file(id, file);
         id
     }
@@ -245,7 +241,6 @@ impl Nodes {
         self.by_id.get(&ino).map_or(0, |n| n.epoch)
     }
 
-    /// Keeps attributes asked for at `asked` unless the node changed since `epoch`.
     /// Keeps attributes asked for at `asked` unless the node changed since `epoch`
     /// or an entry change in it is in flight.
     pub fn keep_attr(&mut self, ino: u64, epoch: u64, attr: Attr, asked: Instant) {
